@@ -1,0 +1,210 @@
+/*
+ * hangar-envd internals shared by the daemon's modules.
+ *
+ * Threading: libmicrohttpd runs one thread per connection. RPC handlers run on
+ * that thread and may block; server streams block inside their content
+ * reader. Each started process has one supervisor thread (process.c), each
+ * directory watch one inotify thread (watch.c).
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "connect.h"
+
+struct MHD_Connection;
+
+#define ENVD_VERSION "0.6.4"
+#define ENVD_DEFAULT_PORT 49983
+#define ENVD_RPC_BODY_MAX (16u << 20)       /* unary and stream request bodies */
+#define ENVD_KEEPALIVE_DEFAULT 90           /* seconds, as upstream */
+#define ENVD_KEEPALIVE_MIN 1
+#define ENVD_KEEPALIVE_MAX 600
+#define ENVD_EXIT_RETENTION_SEC 30
+#define ENVD_IDLE_TIMEOUT_SEC 640
+
+/* Daemon-wide settings, fixed after start-up. */
+struct envd_config {
+	char *token;                /* NULL: open daemon */
+	char *default_user;         /* user for requests without Basic auth */
+	char *default_workdir;      /* NULL: the user's home */
+	char **default_env;         /* "K=V" strings, NULL-terminated */
+	int is_root;                /* may switch users */
+	int verbose;
+};
+extern struct envd_config envd_cfg;
+
+void envd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- errors ---------------------------------------------------------- */
+
+struct rpc_error {
+	enum connect_code code;
+	char message[512];
+};
+
+/* Fills err and returns its code, so handlers can `return rpc_fail(...)`. */
+int rpc_fail(struct rpc_error *err, enum connect_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- users and paths (user.c) ---------------------------------------- */
+
+struct envd_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	char home[256];
+	char shell[128];
+};
+
+/* Looks a user up by name. 0 on success, -1 when unknown. */
+int envd_user_lookup(const char *name, struct envd_user *out);
+
+/*
+ * Resolves a request path for a user (BEHAVIOUR.md §5): empty → default
+ * workdir or home; "~" and "~/x" → home; "~name" is refused; absolute paths
+ * are used as given; relative ones join the home and are cleaned.
+ * Returns 0, or -1 with err set to invalid_argument.
+ */
+int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size_t outsz,
+		      struct rpc_error *err);
+
+/* Creates every missing directory of path (mode 0755, owned by u). 0 or -errno. */
+int envd_ensure_dirs(const struct envd_user *u, const char *path);
+
+/*
+ * The child environment, later entries winning: PATH of the daemon, HOME,
+ * USER and LOGNAME of the user, the daemon's default env, then extra
+ * ("K=V" list, may be NULL). Returns a malloc'd NULL-terminated array whose
+ * strings live in the same allocation; free() it once.
+ */
+char **envd_build_env(const struct envd_user *u, char *const *extra);
+
+/* ---- the request a handler sees (server.c) --------------------------- */
+
+struct envd_req {
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *url;             /* path only */
+	const char *body;            /* whole body for RPCs (NUL-terminated) */
+	size_t body_len;
+	struct envd_user user;       /* run-as user (Basic auth or default) */
+	int64_t timeout_ms;          /* Connect-Timeout-Ms, -1 when absent */
+	int keepalive_sec;           /* Keepalive-Ping-Interval, clamped */
+};
+
+/* A request header (case-insensitive), or NULL. */
+const char *envd_req_header(const struct envd_req *r, const char *name);
+/* A query argument, or NULL. */
+const char *envd_req_query(const struct envd_req *r, const char *name);
+
+/* ---- server streams (stream.c) -------------------------------------- */
+
+/*
+ * A server stream: the producer (a process supervisor, a watcher, or the
+ * handler itself) sends messages; the connection thread writes them out as
+ * Connect envelopes, adds keepalives when the line is quiet, and notices a
+ * client that went away. Reference-counted: one reference for the connection,
+ * one per producer.
+ */
+struct envd_stream;
+
+/* Sends one message (takes ownership of msg). Blocks while the client is more
+ * than a few MiB behind. Returns 0, or -1 once the stream is closed or the
+ * client is gone. */
+int envd_stream_send(struct envd_stream *s, cJSON *msg);
+/* Sends the end-of-stream envelope: {} for CONNECT_OK, else the error. The
+ * first call wins; later ones are ignored. */
+void envd_stream_end(struct envd_stream *s, enum connect_code code, const char *message);
+/* True once the client went away or the stream ended. */
+int envd_stream_closed(struct envd_stream *s);
+void envd_stream_ref(struct envd_stream *s);
+void envd_stream_unref(struct envd_stream *s);
+
+/*
+ * Called on the connection thread when the client disconnects or the stream
+ * is otherwise finished, so the producer can drop its subscription. It runs
+ * once, after which the stream's reference held by the connection is gone.
+ */
+typedef void (*envd_stream_detach_fn)(struct envd_stream *s, void *ctx);
+
+/* Handler helpers: set how the stream behaves (before returning). */
+void envd_stream_set_keepalive(struct envd_stream *s, const char *keepalive_json);
+void envd_stream_set_deadline_ms(struct envd_stream *s, int64_t ms); /* ends with deadline_exceeded */
+void envd_stream_set_detach(struct envd_stream *s, envd_stream_detach_fn fn, void *ctx);
+
+/* ---- RPC tables ------------------------------------------------------ */
+
+/* A unary method: fill *out (a new object) or return a code with err set. */
+typedef int (*rpc_unary_fn)(struct envd_req *r, const cJSON *in, cJSON **out, struct rpc_error *err);
+/*
+ * A server-streaming method: send messages on s (now or from another thread)
+ * and end it; or return a non-zero code with err set, which ends the stream
+ * with that error. The handler's own reference to s is released by the
+ * caller after it returns: take one with envd_stream_ref() to keep it.
+ */
+typedef int (*rpc_stream_fn)(struct envd_req *r, const cJSON *in, struct envd_stream *s,
+			     struct rpc_error *err);
+
+struct rpc_method {
+	const char *path;            /* "/process.Process/Start" */
+	rpc_unary_fn unary;
+	rpc_stream_fn stream;
+};
+
+extern const struct rpc_method process_methods[];
+extern const struct rpc_method filesystem_methods[];
+
+/* Daemon-wide start-up and shutdown of each service's state. */
+int process_service_init(void);
+void process_service_shutdown(void);
+int filesystem_service_init(void);
+void filesystem_service_shutdown(void);
+
+/* ---- plain HTTP routes (files.c, misc.c) ---------------------------- */
+
+struct MHD_Response;
+
+/* An envd REST error: {"code":<status>,"message":…}. */
+struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * GET and POST /files (files.c). The server has already checked the access
+ * token or signature (auth.c) when these run. Each returns the HTTP status
+ * and sets *resp (never NULL on return).
+ */
+unsigned files_download(struct envd_req *r, struct MHD_Response **resp);
+
+/* Uploads stream: begin once the headers are in, data per body chunk, finish
+ * after the last. begin returns NULL and fills status and resp to refuse early. */
+struct files_upload;
+struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp);
+/* Consumes a body chunk; errors are sticky and reported by finish. */
+void files_upload_data(struct files_upload *u, const char *data, size_t len);
+unsigned files_upload_finish(struct files_upload *u, struct MHD_Response **resp);
+void files_upload_free(struct files_upload *u);
+
+/* ---- auth (auth.c) ---------------------------------------------------- */
+
+/* Constant-time check of X-Access-Token. 1 when it matches (or no token is set). */
+int envd_token_ok(const char *presented);
+/*
+ * The /files signature: "v1_" + unpadded standard base64 of
+ * SHA-256("<path>:<op>:<user>:<token>[:<expiration>]"). expiration < 0 means none.
+ * out must hold 48 bytes.
+ */
+void envd_files_signature(const char *path, const char *op, const char *user, const char *token,
+			  int64_t expiration, char out[48]);
+/*
+ * Authorises a /files request (op "read" or "write"). Returns 0, or the HTTP
+ * status to refuse with (401 or 400) and a message in msg.
+ */
+int envd_files_authorize(const struct envd_req *r, const char *op, char *msg, size_t msgsz);
+
+/* GET /metrics and GET /envs bodies (misc.c); NULL on failure. */
+struct MHD_Response *envd_metrics_response(void);
+struct MHD_Response *envd_envs_response(void);

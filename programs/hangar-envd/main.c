@@ -1,0 +1,233 @@
+/* hangar-envd: an envd-compatible daemon (see hangar-envd(8)). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <pwd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "envd.h"
+#include "server.h"
+
+#define TOKEN_ENV_DEFAULT "HANGAR_ENVD_ACCESS_TOKEN"
+
+struct envd_config envd_cfg;
+
+void envd_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!envd_cfg.verbose)
+		return;
+	va_start(ap, fmt);
+	fputs("hangar-envd: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH] [-token-file PATH]\n"
+	      "                   [-token-env NAME] [-user NAME] [-workdir DIR] [-env KEY=VALUE]...\n"
+	      "                   [-ready-fd FD] [-v] [-version]\n",
+	      f);
+}
+
+static char *read_token_file(const char *path)
+{
+	struct stat st;
+	char buf[1024];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0) {
+		fprintf(stderr, "hangar-envd: cannot open token file %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+		fprintf(stderr, "hangar-envd: token file %s must be a regular file with mode 0600\n", path);
+		close(fd);
+		return NULL;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		fprintf(stderr, "hangar-envd: cannot read token file %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	buf[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "hangar-envd: token file %s is empty\n", path);
+		return NULL;
+	}
+	return strdup(buf);
+}
+
+/* Takes the token from the environment once and removes it, so no child inherits it. */
+static char *take_token_env(const char *name)
+{
+	const char *v = getenv(name);
+	char *tok;
+
+	if (!v)
+		return NULL;
+	tok = *v ? strdup(v) : NULL;
+	unsetenv(name);
+	return tok;
+}
+
+static const char *arg_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "hangar-envd: %s needs a value\n", argv[*i]);
+		exit(2);
+	}
+	return argv[++*i];
+}
+
+int main(int argc, char **argv)
+{
+	struct server_opts so = { .port = ENVD_DEFAULT_PORT, .listen_fd = -1 };
+	const char *token_file = NULL, *token_env = TOKEN_ENV_DEFAULT, *user = NULL;
+	char **envs = calloc((size_t)argc + 1, sizeof(char *));
+	size_t nenv = 0;
+	int ready_fd = -1;
+	struct MHD_Daemon *d;
+	sigset_t set;
+	int sig;
+
+	if (!envs)
+		return 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (a[0] == '-' && a[1] == '-')
+			a++; /* accept --flag as well as -flag */
+		if (strcmp(a, "-port") == 0) {
+			char *end;
+			long p = strtol(arg_value(argc, argv, &i), &end, 10);
+
+			if (*end || p <= 0 || p > 65535) {
+				fprintf(stderr, "hangar-envd: invalid -port %s\n", argv[i]);
+				return 2;
+			}
+			so.port = (uint16_t)p;
+		} else if (strcmp(a, "-addr") == 0) {
+			so.bind_addr = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-socket") == 0) {
+			so.socket_path = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-token-file") == 0) {
+			token_file = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-token-env") == 0) {
+			token_env = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-user") == 0) {
+			user = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-workdir") == 0) {
+			envd_cfg.default_workdir = strdup(arg_value(argc, argv, &i));
+		} else if (strcmp(a, "-env") == 0) {
+			const char *kv = arg_value(argc, argv, &i);
+
+			if (!strchr(kv, '=') || kv[0] == '=') {
+				fprintf(stderr, "hangar-envd: -env wants KEY=VALUE, got %s\n", kv);
+				return 2;
+			}
+			envs[nenv++] = (char *)kv;
+		} else if (strcmp(a, "-ready-fd") == 0) {
+			char *end;
+
+			ready_fd = (int)strtol(arg_value(argc, argv, &i), &end, 10);
+			if (*end || ready_fd < 0) {
+				fprintf(stderr, "hangar-envd: invalid -ready-fd %s\n", argv[i]);
+				return 2;
+			}
+		} else if (strcmp(a, "-isnotfc") == 0) {
+			/* upstream compatibility: nothing to do */
+		} else if (strcmp(a, "-v") == 0) {
+			envd_cfg.verbose = 1;
+		} else if (strcmp(a, "-version") == 0) {
+			printf("%s\n", ENVD_VERSION);
+			return 0;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "-help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "hangar-envd: unknown flag %s\n", argv[i]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	envd_cfg.default_env = envs;
+	envd_cfg.is_root = geteuid() == 0;
+
+	/* The environment variable is always consumed, even when a file wins. */
+	{
+		char *from_env = take_token_env(token_env);
+
+		if (token_file) {
+			free(from_env);
+			envd_cfg.token = read_token_file(token_file);
+			if (!envd_cfg.token)
+				return 1;
+		} else {
+			envd_cfg.token = from_env;
+		}
+	}
+
+	if (user) {
+		envd_cfg.default_user = strdup(user);
+	} else {
+		struct passwd *pw = getpwuid(geteuid());
+
+		envd_cfg.default_user = strdup(pw ? pw->pw_name : "root");
+	}
+	{
+		struct envd_user u;
+
+		if (envd_user_lookup(envd_cfg.default_user, &u) < 0) {
+			fprintf(stderr, "hangar-envd: unknown user %s\n", envd_cfg.default_user);
+			return 1;
+		}
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	if (process_service_init() < 0 || filesystem_service_init() < 0) {
+		fprintf(stderr, "hangar-envd: cannot initialise services\n");
+		return 1;
+	}
+	d = server_start(&so);
+	if (!d)
+		return 1;
+	envd_log("listening on %s", so.socket_path ? so.socket_path : "tcp");
+	if (ready_fd >= 0) {
+		ssize_t n = write(ready_fd, "ready\n", 6);
+
+		(void)n;
+		close(ready_fd);
+	}
+	do {
+		if (sigwait(&set, &sig) != 0)
+			break;
+	} while (sig == SIGHUP);
+	MHD_stop_daemon(d);
+	process_service_shutdown();
+	filesystem_service_shutdown();
+	if (so.socket_path)
+		unlink(so.socket_path);
+	return 0;
+}
