@@ -208,3 +208,22 @@ int envd_files_authorize(const struct envd_req *r, const char *op, char *msg, si
 /* GET /metrics and GET /envs bodies (misc.c); NULL on failure. */
 struct MHD_Response *envd_metrics_response(void);
 struct MHD_Response *envd_envs_response(void);
+
+/* ---- user.e2b.* metadata (xattr.c) ---------------------------------- */
+
+/* The user.e2b.* xattrs of path as a new JSON object with the prefix
+ * stripped (non-printable entries skipped), or NULL when there are none. */
+cJSON *envd_metadata_read(const char *path);
+/*
+ * Replaces the whole user.e2b.* set of path with keys[i]=values[i]. Returns 0;
+ * -EINVAL when a key or value breaks the rules (printable ASCII, key ≤ 246
+ * bytes, total ≤ 4096); -ENOSPC or -EDQUOT when the disk is full. A
+ * filesystem without xattr support is not an error.
+ */
+int envd_metadata_write(const char *path, const char *const *keys, const char *const *values, size_t n);
+
+/* ---- EntryInfo (filesystem.c) ---------------------------------------- */
+
+/* EntryInfo of path (lstat-based, as upstream); NULL with err set when it
+ * cannot be stat'ed (not_found when missing). */
+cJSON *envd_entry_info(const char *path, struct rpc_error *err);

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 			char *end;
 			long p = strtol(arg_value(argc, argv, &i), &end, 10);
 
-			if (*end || p <= 0 || p > 65535) {
+			if (*end || p < 0 || p > 65535) {
 				fprintf(stderr, "hangar-envd: invalid -port %s\n", argv[i]);
 				return 2;
 			}
@@ -213,9 +213,15 @@ int main(int argc, char **argv)
 	d = server_start(&so);
 	if (!d)
 		return 1;
-	envd_log("listening on %s", so.socket_path ? so.socket_path : "tcp");
+	if (so.socket_path)
+		envd_log("listening on %s", so.socket_path);
+	else
+		envd_log("listening on port %u", so.bound_port);
 	if (ready_fd >= 0) {
-		ssize_t n = write(ready_fd, "ready\n", 6);
+		char line[32];
+		int len = so.socket_path ? snprintf(line, sizeof(line), "ready\n")
+					 : snprintf(line, sizeof(line), "ready %u\n", so.bound_port);
+		ssize_t n = write(ready_fd, line, (size_t)len);
 
 		(void)n;
 		close(ready_fd);

@@ -715,7 +715,7 @@ static int listen_tcp(const char *addr, uint16_t port)
 	return fd;
 }
 
-struct MHD_Daemon *server_start(const struct server_opts *o)
+struct MHD_Daemon *server_start(struct server_opts *o)
 {
 	struct MHD_Daemon *d;
 	int fd = o->listen_fd;
@@ -724,6 +724,17 @@ struct MHD_Daemon *server_start(const struct server_opts *o)
 		fd = o->socket_path ? listen_unix(o->socket_path) : listen_tcp(o->bind_addr, o->port);
 	if (fd < 0)
 		return NULL;
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+			if (ss.ss_family == AF_INET)
+				o->bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+			else if (ss.ss_family == AF_INET6)
+				o->bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		}
+	}
 	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 				     MHD_USE_POLL | MHD_USE_ERROR_LOG,
 			     0, NULL, NULL, on_request, NULL,
