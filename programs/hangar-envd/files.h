@@ -1,0 +1,39 @@
+/*
+ * Pieces of the /files routes (files.c) that are pure functions of request
+ * headers, exposed so the unit tests can pin them down.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum files_encoding {
+	FILES_ENC_REFUSED = -1,  /* nothing acceptable: 406 */
+	FILES_ENC_IDENTITY = 0,
+	FILES_ENC_GZIP = 1,
+};
+
+/*
+ * Picks the response coding from Accept-Encoding (BEHAVIOUR.md §4.2): q-values
+ * honoured, names case-insensitive, only gzip supported; identity is implicitly
+ * acceptable unless "identity;q=0", or "*;q=0" with no explicit identity.
+ * identity_forced (a Range or conditional request) allows only identity.
+ * NULL or empty header → identity.
+ */
+enum files_encoding files_choose_encoding(const char *accept_encoding, int identity_forced);
+
+enum files_range {
+	FILES_RANGE_NONE = 0,          /* serve the whole file (no, or multiple, ranges) */
+	FILES_RANGE_ONE = 1,           /* *start and *len set: 206 */
+	FILES_RANGE_UNSATISFIABLE = -1 /* 416 */
+};
+
+/* Interprets a Range header against a file of size bytes. */
+enum files_range files_parse_range(const char *range, uint64_t size, uint64_t *start, uint64_t *len);
+
+/*
+ * The Content-Disposition value for a download of a file named base:
+ * `inline; filename="base"`, or RFC 5987 `inline; filename*=UTF-8''…` when
+ * the name has bytes outside printable ASCII. 0, or -1 if out is too small.
+ */
+int files_content_disposition(const char *base, char *out, size_t outsz);
