@@ -50,6 +50,7 @@ function listProcesses(headers = {}) {
 async function assertRefused(res, what) {
   const body = await res.text();
   assert.equal(res.status, AUTH_FAILED, `${what}: status ${res.status}, body ${body}`);
+  assert.match(res.headers.get('content-type') ?? '', /^application\/json(; charset=utf-8)?$/, `${what}: one JSON Content-Type`);
   const json = JSON.parse(body);
   assert.equal(json.code, AUTH_FAILED, `${what}: REST error shape {code:401,...}`);
   assert.equal(typeof json.message, 'string');
@@ -142,7 +143,7 @@ describe('signed /files URLs (signatures computed by the SDK)', () => {
     assert.equal(await res.text(), data);
   });
 
-  test('downloadUrl for an explicit user', { skip: !isRoot && 'needs root' }, async () => {
+  test('downloadUrl for an explicit user', { skip: isRoot ? false : 'needs root' }, async () => {
     const p = path.join(scratch(), 'signed-user.txt');
     fs.writeFileSync(p, 'as root');
     const url = await bare().downloadUrl(p, { user: 'root' });

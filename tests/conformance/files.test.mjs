@@ -158,13 +158,24 @@ describe('write and read', () => {
     assert.ok(fs.statSync(path.join(dir, 'a', 'b')).isDirectory());
   });
 
-  test("a relative path is resolved against the user's home", { skip: !isRoot && 'needs root' }, async () => {
+  test("a relative path is resolved against the user's home", { skip: isRoot ? false : 'needs root' }, async () => {
     const home = passwdEntry('root').home;
     const name = `.hangar-conf-${uniq('rel')}.txt`;
-    cleanups.push(() => fs.rmSync(path.join(home, name), { force: true }));
+    cleanups.push(() => fs.rmSync(path.join(home, name), { recursive: true, force: true }));
     await sbx.files.write(name, 'relative', { user: 'root' });
+    assert.ok(fs.statSync(path.join(home, name)).isFile(), `${path.join(home, name)} is the file written`);
     assert.equal(fs.readFileSync(path.join(home, name), 'utf8'), 'relative');
     assert.equal(await sbx.files.read(name, { user: 'root' }), 'relative');
+  });
+
+  test("a ~/ path is resolved against the user's home", { skip: isRoot ? false : 'needs root' }, async () => {
+    const home = passwdEntry('root').home;
+    const name = `.hangar-conf-${uniq('tilde')}.txt`;
+    cleanups.push(() => fs.rmSync(path.join(home, name), { recursive: true, force: true }));
+    const info = await sbx.files.write(`~/${name}`, 'tilde', { user: 'root' });
+    assert.equal(info.path, path.join(home, name));
+    assert.ok(fs.statSync(path.join(home, name)).isFile(), `${path.join(home, name)} is the file written`);
+    assert.equal(await sbx.files.read(`~/${name}`, { user: 'root' }), 'tilde');
   });
 });
 
@@ -451,7 +462,7 @@ describe('users and ownership', () => {
   test(`relative paths for ${OTHER_USER} resolve in its home`, { skip: otherUserSkip() }, async () => {
     const pw = passwdEntry(OTHER_USER);
     const name = `.hangar-conf-${uniq('urel')}.txt`;
-    cleanups.push(() => fs.rmSync(path.join(pw.home, name), { force: true }));
+    cleanups.push(() => fs.rmSync(path.join(pw.home, name), { recursive: true, force: true }));
     await sbx.files.write(name, 'in home', { user: OTHER_USER });
     assert.equal(fs.readFileSync(path.join(pw.home, name), 'utf8'), 'in home');
   });

@@ -68,13 +68,13 @@ export function groupNameOf(gid) {
 export const OTHER_USER = 'user';
 
 /**
- * Why tests that run as OTHER_USER cannot run here, or null when they can.
+ * Why tests that run as OTHER_USER cannot run here, or false when they can.
  * Pass the result as the `skip` option of a test.
  */
 export function otherUserSkip() {
   if (!isRoot) return 'needs root: hangar-envd only switches users when it runs as root';
   if (!passwdEntry(OTHER_USER)) return `needs the Unix user '${OTHER_USER}' (create it with: useradd -m ${OTHER_USER})`;
-  return null;
+  return false; // node:test treats any non-false value, null included, as a skip
 }
 
 /** Go's FileMode.String() for a POSIX st_mode (what envd puts in EntryInfo.permissions). */
