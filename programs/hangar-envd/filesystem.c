@@ -77,7 +77,7 @@ static void id_name(int is_group, unsigned id, char *out, size_t outsz)
 
 	for (int tries = 0; tries < 6; tries++, bufsz *= 4) {
 		char *buf = malloc(bufsz);
-		int rc;
+		int rc, found = 0;
 
 		if (!buf)
 			break;
@@ -85,18 +85,23 @@ static void id_name(int is_group, unsigned id, char *out, size_t outsz)
 			struct group gr, *res = NULL;
 
 			rc = getgrgid_r((gid_t)id, &gr, buf, bufsz, &res);
-			if (rc == 0 && res)
+			if (rc == 0 && res) {
 				snprintf(out, outsz, "%s", res->gr_name);
+				found = 1;
+			}
 		} else {
 			struct passwd pw, *res = NULL;
 
 			rc = getpwuid_r((uid_t)id, &pw, buf, bufsz, &res);
-			if (rc == 0 && res)
+			if (rc == 0 && res) {
 				snprintf(out, outsz, "%s", res->pw_name);
+				found = 1;
+			}
 		}
 		free(buf);
-		if (rc == 0 && out[0])
+		if (found)
 			return;
+		/* Only a too-small buffer is worth another try. */
 		if (rc != ERANGE)
 			break;
 	}
