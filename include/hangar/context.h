@@ -1,0 +1,142 @@
+/*
+ * libhangar: the library context.
+ *
+ * A context holds the settings (read from HANGAR_* environment variables,
+ * overridable with hangar_ctx_set()), the registered providers, and the
+ * optional log callback. Everything else hangs off a context.
+ *
+ * Settings (see libhangar(3) for the full table):
+ *   HANGAR_DEFAULT_PROVIDER          provider for creates that name none ("local")
+ *   HANGAR_STATE_DIR                 where sandbox records live
+ *                                    ($XDG_STATE_HOME/hangar, else ~/.local/state/hangar)
+ *   HANGAR_ENVD_PATH                 the hangar-envd binary local sandboxes run
+ *   HANGAR_BWRAP_PATH                the bubblewrap binary ("bwrap" on PATH)
+ *   HANGAR_LOCAL_NETWORK             "on" or "off": network inside local sandboxes ("on")
+ *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
+ *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120)
+ *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60)
+ *   HANGAR_OUTPUT_LIMIT_BYTES        output kept per stream of a command (1048576)
+ *   HANGAR_READ_LIMIT_BYTES          the largest file read into memory (10485760)
+ */
+#ifndef HANGAR_CONTEXT_H
+#define HANGAR_CONTEXT_H
+
+#include "buffer.h"
+#include "common.h"
+#include "types.h"
+
+HANGAR_BEGIN_DECL
+
+/** hangar_ctx_new() flag: ignore the HANGAR_* environment; start from defaults. */
+#define HANGAR_CTX_NO_ENV 0x1u
+
+/**
+ * Opens a context from the HANGAR_* settings.
+ *
+ * Every setting is validated here: a malformed value fails the call with
+ * HANGAR_ECONFIG and a message that names the variable.
+ *
+ * @param out   receives the context; set to NULL on failure.
+ * @param flags 0 or HANGAR_CTX_NO_ENV.
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOMEM or HANGAR_ECONFIG.
+ *
+ * **Ownership:** *out is the caller's; release it with hangar_ctx_unref().
+ * **Thread safety:** a context may be used from several threads at once,
+ * except for the setters, which must not race with other calls on it.
+ */
+HANGAR_EXTERN(int) hangar_ctx_new(hangar_ctx **out, uint32_t flags);
+
+/**
+ * Takes a reference on a context.
+ *
+ * @return ctx.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(hangar_ctx *) hangar_ctx_ref(hangar_ctx *ctx);
+
+/**
+ * Drops a reference; the context is freed when the last one goes (sandboxes,
+ * providers and processes keep their context alive).
+ *
+ * @param ctx the context; NULL is allowed.
+ * @return NULL, so `ctx = hangar_ctx_unref(ctx);` clears the pointer.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(hangar_ctx *) hangar_ctx_unref(hangar_ctx *ctx);
+
+/**
+ * Overrides one setting, validating it as hangar_ctx_new() does.
+ *
+ * @param ctx   the context.
+ * @param name  the setting's name, e.g. "HANGAR_EXEC_TIMEOUT_SECONDS".
+ * @param value the new value; NULL restores the default.
+ * @return 0, HANGAR_EINVAL (unknown name), HANGAR_ECONFIG (bad value) or
+ *         HANGAR_ENOMEM.
+ *
+ * **Ownership:** value is copied.
+ * **Thread safety:** not with concurrent calls on the same context.
+ */
+HANGAR_EXTERN(int) hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value);
+
+/**
+ * The effective value of one setting.
+ *
+ * @param out  receives the value ("" when unset); secrets are returned in
+ *             clear, so never log this for a secret setting.
+ * @param ctx  the context.
+ * @param name the setting's name.
+ * @return 0, HANGAR_EINVAL (unknown name) or HANGAR_ENOMEM.
+ *
+ * **Ownership:** out is the caller's; release with hangar_buf_dispose().
+ * **Thread safety:** safe, except against a concurrent hangar_ctx_set().
+ */
+HANGAR_EXTERN(int) hangar_ctx_get(hangar_buf *out, hangar_ctx *ctx, const char *name);
+
+/** Where a setting's effective value came from. */
+typedef enum hangar_setting_source {
+	HANGAR_SETTING_DEFAULT = 0,
+	HANGAR_SETTING_ENVIRONMENT = 1,
+	HANGAR_SETTING_EXPLICIT = 2,   /* hangar_ctx_set() */
+} hangar_setting_source;
+
+/**
+ * Called once per setting by hangar_ctx_foreach_setting(). value has secrets
+ * masked. Return 0 to go on, non-zero to stop (that value is returned).
+ */
+typedef int (*hangar_setting_fn)(const char *name, const char *value, int source, void *payload);
+
+/**
+ * Walks every setting in a fixed order, with secret values masked, as
+ * `hangar config check` prints them.
+ *
+ * @return 0, or the non-zero value fn returned.
+ * **Ownership:** the strings passed to fn are valid during the call only.
+ */
+HANGAR_EXTERN(int) hangar_ctx_foreach_setting(hangar_ctx *ctx, hangar_setting_fn fn, void *payload);
+
+/** Log levels, as syslog orders them. */
+typedef enum hangar_log_level {
+	HANGAR_LOG_ERROR = 3,
+	HANGAR_LOG_WARNING = 4,
+	HANGAR_LOG_INFO = 6,
+	HANGAR_LOG_DEBUG = 7,
+} hangar_log_level;
+
+/**
+ * Receives the library's log lines. Called from whichever thread logs; keep
+ * it short and thread-safe. Messages never contain secrets.
+ */
+typedef void (*hangar_log_fn)(int level, const char *message, void *payload);
+
+/**
+ * Sets (or with fn NULL, removes) the log callback. The library never prints
+ * on its own.
+ *
+ * @param max_level the most verbose level passed on (e.g. HANGAR_LOG_INFO).
+ * **Thread safety:** set it before sharing the context between threads.
+ */
+HANGAR_EXTERN(void) hangar_ctx_set_log(hangar_ctx *ctx, int max_level, hangar_log_fn fn, void *payload);
+
+HANGAR_END_DECL
+
+#endif

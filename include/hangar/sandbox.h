@@ -1,0 +1,314 @@
+/*
+ * libhangar: sandboxes.
+ *
+ * A sandbox handle names one sandbox on one provider. Every operation behaves
+ * the same whatever the provider: commands run once in a login shell under an
+ * in-sandbox timeout, output is capped, big files are refused rather than cut,
+ * and failures come back as the kinds in errors.h. Releasing a handle frees
+ * memory only; hangar_sandbox_kill() destroys the sandbox.
+ */
+#ifndef HANGAR_SANDBOX_H
+#define HANGAR_SANDBOX_H
+
+#include "buffer.h"
+#include "common.h"
+#include "types.h"
+
+HANGAR_BEGIN_DECL
+
+/* ---- creating and finding sandboxes ------------------------------------ */
+
+#define HANGAR_NETWORK_DEFAULT 0   /* the provider's setting (HANGAR_LOCAL_NETWORK) */
+#define HANGAR_NETWORK_ON      1
+#define HANGAR_NETWORK_OFF     2
+
+/** Options for hangar_sandbox_create(). Zero means default for every field. */
+typedef struct hangar_create_opts {
+	uint32_t version;
+	uint32_t size;
+	const char *provider;       /**< provider name; NULL: HANGAR_DEFAULT_PROVIDER */
+	const char *template_id;    /**< template or image; NULL: the provider's default */
+	int64_t timeout_sec;        /**< lifetime; 0: HANGAR_SANDBOX_TIMEOUT_SECONDS; <0: none */
+	const char *const *env;     /**< NULL-terminated "KEY=VALUE" for every command, or NULL */
+	int32_t network;            /**< HANGAR_NETWORK_* */
+	int32_t reserved0;
+} hangar_create_opts;
+
+#define HANGAR_CREATE_OPTS_VERSION 1
+#define HANGAR_CREATE_OPTS_INIT HANGAR_STRUCT_INIT(hangar_create_opts, HANGAR_CREATE_OPTS_VERSION)
+
+/**
+ * Initialises create options to their defaults.
+ * @param version HANGAR_CREATE_OPTS_VERSION.
+ * @return 0 or HANGAR_EINVAL.
+ */
+HANGAR_EXTERN(int) hangar_create_opts_init(hangar_create_opts *opts, uint32_t version);
+
+/**
+ * Creates a sandbox and waits until it answers.
+ *
+ * @param out  receives the sandbox; NULL on failure.
+ * @param ctx  the context.
+ * @param opts options, or NULL for all defaults.
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (no such provider),
+ *         HANGAR_ECONFIG, HANGAR_EUNAVAILABLE, HANGAR_ECAPACITY,
+ *         HANGAR_ECREATE or HANGAR_ETIMEOUT.
+ *
+ * **Ownership:** *out is the caller's; hangar_sandbox_unref() releases the
+ * handle, the sandbox lives on until killed or expired. opts is copied.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts);
+
+/**
+ * Attaches to an existing sandbox by id, on whichever provider holds it
+ * (provider may be NULL to search all). A paused sandbox stays paused:
+ * commands on it fail with HANGAR_EPAUSED until hangar_sandbox_resume().
+ *
+ * @return 0, HANGAR_EINVAL, HANGAR_EGONE (no such sandbox, or it is dead),
+ *         HANGAR_ENOTFOUND (no such provider) or HANGAR_EUNAVAILABLE.
+ * **Ownership:** as hangar_sandbox_create().
+ */
+HANGAR_EXTERN(int) hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *provider, const char *id);
+
+/** Takes a reference. @return sb. */
+HANGAR_EXTERN(hangar_sandbox *) hangar_sandbox_ref(hangar_sandbox *sb);
+
+/** Drops a reference (NULL allowed); never touches the sandbox itself. @return NULL. */
+HANGAR_EXTERN(hangar_sandbox *) hangar_sandbox_unref(hangar_sandbox *sb);
+
+/** The sandbox's id. **Ownership:** borrowed, valid while sb is. */
+HANGAR_EXTERN(const char *) hangar_sandbox_id(const hangar_sandbox *sb);
+
+/** The sandbox's provider. **Ownership:** borrowed, valid while sb is. */
+HANGAR_EXTERN(hangar_provider *) hangar_sandbox_provider(const hangar_sandbox *sb);
+
+typedef enum hangar_sandbox_state {
+	HANGAR_SANDBOX_RUNNING = 1,
+	HANGAR_SANDBOX_PAUSED = 2,
+} hangar_sandbox_state;
+
+/** What hangar_sandbox_get_info() and hangar_sandbox_list() report. */
+typedef struct hangar_sandbox_info {
+	uint32_t version;
+	uint32_t size;
+	const char *id;
+	const char *provider;
+	const char *template_id;    /**< "" when unknown */
+	int32_t state;              /**< hangar_sandbox_state */
+	int32_t reserved0;
+	int64_t created_at_us;      /**< microseconds since the epoch; 0 unknown */
+	int64_t expires_at_us;      /**< 0: no expiry (or paused) */
+} hangar_sandbox_info;
+
+#define HANGAR_SANDBOX_INFO_VERSION 1
+#define HANGAR_SANDBOX_INFO_INIT HANGAR_STRUCT_INIT(hangar_sandbox_info, HANGAR_SANDBOX_INFO_VERSION)
+
+/**
+ * Asks the provider for the sandbox's current state.
+ *
+ * @param out caller-initialised with HANGAR_SANDBOX_INFO_INIT.
+ * @return 0, HANGAR_EINVAL, HANGAR_EGONE or HANGAR_EUNAVAILABLE (the
+ *         provider could not be asked: the sandbox is not reported dead).
+ * **Ownership:** the strings in out are borrowed from sb, valid until the
+ * next call on sb or its release.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb);
+
+/** Called per sandbox by hangar_sandbox_list(); return non-zero to stop. */
+typedef int (*hangar_sandbox_list_fn)(const hangar_sandbox_info *info, void *payload);
+
+/**
+ * Lists the sandboxes of one provider (or of all, with provider NULL).
+ *
+ * @return 0, the non-zero value fn returned, or an error. On an error
+ *         nothing is reported as missing: a provider that cannot be asked
+ *         fails the call (HANGAR_EUNAVAILABLE) rather than listing nothing.
+ * **Ownership:** info is valid during the callback only.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_list_fn fn, void *payload);
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+/** Pauses, keeping memory (HANGAR_CAP_PAUSE). @return 0, HANGAR_EUNSUPPORTED, HANGAR_EGONE, … */
+HANGAR_EXTERN(int) hangar_sandbox_pause(hangar_sandbox *sb);
+/** Resumes a paused sandbox; running processes continue. @return 0, HANGAR_EGONE, … */
+HANGAR_EXTERN(int) hangar_sandbox_resume(hangar_sandbox *sb);
+/** Sets the remaining lifetime to seconds from now (0: no limit). @return 0, HANGAR_EGONE, … */
+HANGAR_EXTERN(int) hangar_sandbox_set_timeout(hangar_sandbox *sb, int64_t seconds);
+/** Destroys the sandbox. @return 0, HANGAR_EGONE (already gone), HANGAR_EUNAVAILABLE. */
+HANGAR_EXTERN(int) hangar_sandbox_kill(hangar_sandbox *sb);
+
+/* ---- commands -------------------------------------------------------------- */
+
+#define HANGAR_STREAM_STDOUT 1
+#define HANGAR_STREAM_STDERR 2
+#define HANGAR_STREAM_PTY    3
+
+/**
+ * Receives output as it arrives, in order, from a library thread (exec: the
+ * calling thread). The bytes are valid during the call only.
+ */
+typedef void (*hangar_output_fn)(int stream, const char *data, size_t len, void *payload);
+
+/** Options for hangar_sandbox_exec(). Zero means default for every field. */
+typedef struct hangar_exec_opts {
+	uint32_t version;
+	uint32_t size;
+	int64_t timeout_sec;        /**< in-sandbox timeout; 0: HANGAR_EXEC_TIMEOUT_SECONDS */
+	const char *cwd;            /**< NULL: the sandbox's working directory */
+	const char *user;           /**< NULL: the sandbox's default user */
+	const char *const *env;     /**< NULL-terminated "KEY=VALUE", or NULL */
+	uint64_t output_limit;      /**< bytes kept per stream; 0: HANGAR_OUTPUT_LIMIT_BYTES */
+	const void *stdin_data;     /**< fed to the command's stdin, then closed; NULL: none */
+	size_t stdin_len;
+	hangar_output_fn on_output; /**< live output (uncapped), or NULL */
+	void *payload;
+} hangar_exec_opts;
+
+#define HANGAR_EXEC_OPTS_VERSION 1
+#define HANGAR_EXEC_OPTS_INIT HANGAR_STRUCT_INIT(hangar_exec_opts, HANGAR_EXEC_OPTS_VERSION)
+
+/** @param version HANGAR_EXEC_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
+HANGAR_EXTERN(int) hangar_exec_opts_init(hangar_exec_opts *opts, uint32_t version);
+
+/**
+ * The outcome of a command. A non-zero exit is a result, not an error.
+ * Each stream keeps its first and last halves of output_limit bytes, with a
+ * marker line between them when the middle was dropped.
+ */
+typedef struct hangar_exec_result {
+	uint32_t version;
+	uint32_t size;
+	int32_t exit_code;          /**< the command's status; -1 if a signal killed it */
+	int32_t timed_out;          /**< 1 when the in-sandbox timeout stopped it (exit 124) */
+	hangar_buf out;             /**< stdout as kept */
+	hangar_buf err;             /**< stderr as kept */
+	uint64_t out_bytes;         /**< stdout bytes produced, kept or not */
+	uint64_t err_bytes;
+	int64_t duration_us;
+} hangar_exec_result;
+
+#define HANGAR_EXEC_RESULT_VERSION 1
+#define HANGAR_EXEC_RESULT_INIT \
+	{ HANGAR_EXEC_RESULT_VERSION, (uint32_t)sizeof(hangar_exec_result), 0, 0, HANGAR_BUF_INIT, HANGAR_BUF_INIT, 0, 0, 0 }
+
+/**
+ * Runs a shell command once: `timeout -k 5s <N>s bash -lc <command>`.
+ *
+ * @param out     caller-initialised with HANGAR_EXEC_RESULT_INIT; filled on
+ *                success (also for non-zero exits and timeouts).
+ * @param sb      the sandbox.
+ * @param command the command line, interpreted by bash.
+ * @param opts    options, or NULL for defaults.
+ * @return 0 (see out->exit_code and out->timed_out), HANGAR_EINVAL,
+ *         HANGAR_EGONE (the sandbox died), HANGAR_EPAUSED,
+ *         HANGAR_ETIMEOUT (the sandbox stopped answering: our backstop
+ *         deadline passed, the sandbox is alive), HANGAR_EUNAVAILABLE,
+ *         HANGAR_EPROTOCOL.
+ * **Ownership:** release out with hangar_exec_result_dispose().
+ * **Thread safety:** several threads may exec on one sandbox at once.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char *command,
+				       const hangar_exec_opts *opts);
+
+/** Frees the buffers of a result; it can be reused after. NULL allowed. */
+HANGAR_EXTERN(void) hangar_exec_result_dispose(hangar_exec_result *result);
+
+/* ---- files ------------------------------------------------------------------ */
+
+/**
+ * Reads a whole file. Files over HANGAR_READ_LIMIT_BYTES are refused, never
+ * truncated.
+ *
+ * @param out receives the bytes (NUL-terminated).
+ * @return 0, HANGAR_EFILE (missing, a directory, unreadable),
+ *         HANGAR_ETOOLARGE, HANGAR_EGONE, HANGAR_EPAUSED, HANGAR_ETIMEOUT,
+ *         HANGAR_EPROTOCOL.
+ * **Ownership:** release out with hangar_buf_dispose().
+ */
+HANGAR_EXTERN(int) hangar_sandbox_read_file(hangar_buf *out, hangar_sandbox *sb, const char *path);
+
+/**
+ * Writes a whole file, creating parent directories, replacing what was there.
+ * @return 0, HANGAR_EFILE (a parent is a file, the target is a directory),
+ *         HANGAR_EGONE, … as above.
+ * **Ownership:** data is not kept after the call.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_write_file(hangar_sandbox *sb, const char *path, const void *data, size_t len);
+
+/**
+ * Copies a local file into the sandbox, streaming it (any size).
+ * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, HANGAR_EGONE, …
+ */
+HANGAR_EXTERN(int) hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const char *remote_path);
+
+/**
+ * Copies a file out of the sandbox to a local path, streaming it (any size).
+ * The local file is written under a temporary name and renamed when complete.
+ * @return 0, HANGAR_EOS, HANGAR_EFILE, HANGAR_EGONE, …
+ */
+HANGAR_EXTERN(int) hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path);
+
+#define HANGAR_FILE_OTHER 0
+#define HANGAR_FILE_REGULAR 1
+#define HANGAR_FILE_DIRECTORY 2
+
+/** One directory entry. Strings are borrowed: valid during the callback only. */
+typedef struct hangar_file_info {
+	uint32_t version;
+	uint32_t size;
+	const char *name;
+	const char *path;
+	int32_t type;               /**< HANGAR_FILE_*; a symlink reports its target's type */
+	uint32_t mode;              /**< permission bits */
+	uint64_t bytes;             /**< size in bytes */
+	int64_t mtime_us;           /**< modification time, microseconds since the epoch */
+	const char *owner;
+	const char *group;
+	const char *permissions;    /**< e.g. "-rw-r--r--" */
+	const char *symlink_target; /**< NULL unless a symlink */
+} hangar_file_info;
+
+#define HANGAR_FILE_INFO_VERSION 1
+
+/** Called per entry; return non-zero to stop. */
+typedef int (*hangar_file_fn)(const hangar_file_info *info, void *payload);
+
+/**
+ * Lists a directory, depth levels deep (1: its entries only), without
+ * following symbolic links inside it.
+ * @return 0, the non-zero value fn returned, HANGAR_EFILE (missing, not a
+ *         directory), HANGAR_EGONE, …
+ */
+HANGAR_EXTERN(int) hangar_sandbox_list_files(hangar_sandbox *sb, const char *path, uint32_t depth,
+					     hangar_file_fn fn, void *payload);
+
+/**
+ * Describes one path (a symlink itself, not its target); fn is called once.
+ * @return 0, HANGAR_EFILE (missing), HANGAR_EGONE, …
+ */
+HANGAR_EXTERN(int) hangar_sandbox_stat(hangar_sandbox *sb, const char *path, hangar_file_fn fn, void *payload);
+
+/**
+ * Whether a path exists.
+ * @return 1, 0, or a negative error (HANGAR_EGONE, …) — never 0 on failure.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_exists(hangar_sandbox *sb, const char *path);
+
+/**
+ * Creates a directory and its parents.
+ * @return 0, HANGAR_EEXISTS (a directory is already there), HANGAR_EFILE (a
+ *         file is in the way), HANGAR_EGONE, …
+ */
+HANGAR_EXTERN(int) hangar_sandbox_mkdir(hangar_sandbox *sb, const char *path);
+
+/** Renames, creating the destination's parents. @return 0, HANGAR_EFILE, … */
+HANGAR_EXTERN(int) hangar_sandbox_rename(hangar_sandbox *sb, const char *from, const char *to);
+
+/** Removes a file or a whole tree; a missing path is not an error. @return 0, HANGAR_EGONE, … */
+HANGAR_EXTERN(int) hangar_sandbox_remove(hangar_sandbox *sb, const char *path);
+
+HANGAR_END_DECL
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * libhangar: the provider table, for authors of provider flavours.
+ *
+ * A provider implements the lifecycle of its sandboxes (create, connect,
+ * pause, resume, kill, timeouts, list) and says where each sandbox's envd is
+ * and which credentials it takes. Commands, files and terminals then go
+ * through the library's own envd client, the same for every provider.
+ *
+ * The table is versioned: it starts with version and size, slots are only
+ * appended in groups marked "valid from version N", a NULL slot means the
+ * operation is unsupported, and the library calls a newer slot only after
+ * checking both the version and the pointer. Built-in providers use exactly
+ * this table.
+ *
+ * Provider functions report failures by returning a negative HANGAR_E* code
+ * after describing it with hangar_sys_error().
+ */
+#ifndef HANGAR_SYS_PROVIDER_H
+#define HANGAR_SYS_PROVIDER_H
+
+#include "../common.h"
+#include "../types.h"
+
+HANGAR_BEGIN_DECL
+
+struct hangar_create_opts;
+
+/** What a provider reports about one sandbox; filled with the setters below. */
+typedef struct hangar_sys_sandbox hangar_sys_sandbox;
+/** A list being filled by a provider's list(). */
+typedef struct hangar_sys_list hangar_sys_list;
+
+#define HANGAR_PROVIDER_OPS_VERSION 1
+
+struct hangar_provider_ops {
+	uint32_t version;           /**< HANGAR_PROVIDER_OPS_VERSION the table was built for */
+	uint32_t size;              /**< sizeof(struct hangar_provider_ops) */
+	const char *name;           /**< [a-z0-9_-]{1,32} */
+	uint64_t capabilities;      /**< HANGAR_CAP_* */
+
+	/* Valid from version 1. init, create, connect and kill are mandatory. */
+
+	/** Sets up per-context state; may validate settings (HANGAR_ECONFIG). */
+	int (*init)(void **state, hangar_ctx *ctx, void *data);
+	/** Frees what init set up. */
+	void (*fini)(void *state);
+	/** Creates a sandbox and describes it in out (id, envd endpoint, ...). */
+	int (*create)(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
+	/**
+	 * Describes an existing sandbox by id, without changing it: a paused
+	 * sandbox is reported paused, never resumed. HANGAR_EGONE when unknown.
+	 */
+	int (*connect)(void *state, const char *id, hangar_sys_sandbox *out);
+	/** Destroys a sandbox. HANGAR_EGONE when it is already gone. */
+	int (*kill)(void *state, const char *id);
+	/** Pauses with memory (HANGAR_CAP_PAUSE). */
+	int (*pause)(void *state, const char *id);
+	/** Resumes a paused sandbox and describes it again (endpoints may change). */
+	int (*resume)(void *state, const char *id, hangar_sys_sandbox *out);
+	/** Sets the sandbox's remaining lifetime to seconds from now (0: none). */
+	int (*set_timeout)(void *state, const char *id, int64_t seconds);
+	/** Adds every sandbox it knows of with hangar_sys_list_add(). */
+	int (*list)(void *state, hangar_sys_list *out);
+};
+
+/** Sandbox states, as hangar_sandbox_info reports them. */
+#define HANGAR_SYS_STATE_RUNNING 1
+#define HANGAR_SYS_STATE_PAUSED  2
+
+/** The sandbox's id: [A-Za-z0-9_-]{1,64}. Mandatory. @return 0 or HANGAR_EINVAL. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_id(hangar_sys_sandbox *sb, const char *id);
+/** HANGAR_SYS_STATE_RUNNING (the default) or HANGAR_SYS_STATE_PAUSED. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_state(hangar_sys_sandbox *sb, int state);
+/** The envd base URL, "http://host:port" or "https://…". */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_url(hangar_sys_sandbox *sb, const char *url);
+/** Reach envd through a unix socket instead; the URL's host is then ignored. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_socket(hangar_sys_sandbox *sb, const char *path);
+/** envd's access token (sent as X-Access-Token); kept in memory only. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_access_token(hangar_sys_sandbox *sb, const char *token);
+/** One more header sent with every envd request (e.g. a traffic token). */
+HANGAR_EXTERN(int) hangar_sys_sandbox_add_header(hangar_sys_sandbox *sb, const char *name, const char *value);
+/** The user commands run as by default (sent as Basic auth); default "user". */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_user(hangar_sys_sandbox *sb, const char *user);
+/** Template (image) name, for information. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_template(hangar_sys_sandbox *sb, const char *template_id);
+/** Creation and expiry times, microseconds since the epoch (0: unknown / none). */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_times(hangar_sys_sandbox *sb, int64_t created_at_us, int64_t expires_at_us);
+
+/** A new entry for list(), to fill with the setters above. NULL when out of memory. */
+HANGAR_EXTERN(hangar_sys_sandbox *) hangar_sys_list_add(hangar_sys_list *list);
+
+/**
+ * Describes the failure a provider function is about to return, on the
+ * calling thread's last error.
+ *
+ * @param code        the HANGAR_E* code.
+ * @param http_status the HTTP status behind it, or 0.
+ * @param os_errno    the errno behind it, or 0.
+ * @return code, so providers can `return hangar_sys_error(...)`.
+ */
+HANGAR_EXTERN(int) hangar_sys_error(int code, int http_status, int os_errno, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+	__attribute__((format(printf, 4, 5)))
+#endif
+	;
+
+/**
+ * A setting's effective value, for providers reading their own settings.
+ *
+ * @return the value, "" when unset, or NULL for an unknown name.
+ * **Ownership:** borrowed, valid until the setting changes.
+ */
+HANGAR_EXTERN(const char *) hangar_sys_ctx_setting(hangar_ctx *ctx, const char *name);
+
+HANGAR_END_DECL
+
+#endif

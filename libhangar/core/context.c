@@ -1,0 +1,104 @@
+/* hangar_ctx: settings, providers, logging, shared clients. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../envd/client.h"
+#include "context.h"
+
+int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
+{
+	hangar_ctx *ctx;
+	int r;
+
+	HCHECK_ARG(out, "out is NULL");
+	*out = NULL;
+	HCHECK_ARG(!(flags & ~HANGAR_CTX_NO_ENV), "unknown flags");
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	atomic_init(&ctx->refs, 1);
+	pthread_mutex_init(&ctx->mu, NULL);
+	r = settings_load(ctx, !(flags & HANGAR_CTX_NO_ENV));
+	if (r == 0)
+		r = providers_builtin(ctx);
+	if (r) {
+		hangar_ctx_unref(ctx);
+		return r;
+	}
+	herr_clear();
+	*out = ctx;
+	return 0;
+}
+
+hangar_ctx *hangar_ctx_ref(hangar_ctx *ctx)
+{
+	if (ctx)
+		atomic_fetch_add(&ctx->refs, 1);
+	return ctx;
+}
+
+hangar_ctx *hangar_ctx_unref(hangar_ctx *ctx)
+{
+	if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1)
+		return NULL;
+	providers_free(ctx);
+	if (ctx->envd)
+		envd_client_free(ctx->envd);
+	settings_free(ctx);
+	pthread_mutex_destroy(&ctx->mu);
+	free(ctx);
+	return NULL;
+}
+
+void hangar_ctx_set_log(hangar_ctx *ctx, int max_level, hangar_log_fn fn, void *payload)
+{
+	if (!ctx)
+		return;
+	ctx->log_max = max_level;
+	ctx->log_fn = fn;
+	ctx->log_payload = payload;
+}
+
+void hlog(hangar_ctx *ctx, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!ctx || !ctx->log_fn || level > ctx->log_max)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctx->log_fn(level, msg, ctx->log_payload);
+}
+
+struct envd_client *hctx_envd(hangar_ctx *ctx)
+{
+	struct envd_client *c;
+
+	pthread_mutex_lock(&ctx->mu);
+	if (!ctx->envd && envd_client_new(&ctx->envd) != 0)
+		ctx->envd = NULL;
+	c = ctx->envd;
+	pthread_mutex_unlock(&ctx->mu);
+	if (!c)
+		herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "cannot set up the envd client");
+	return c;
+}
+
+int hangar_sys_error(int code, int http_status, int os_errno, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (code >= 0)
+		code = HANGAR_EUNAVAILABLE; /* a provider must report a failure as one */
+	if (os_errno)
+		return herr_os(code, os_errno, "%s", msg);
+	return herr_http(code, HANGAR_ERRCAT_PROVIDER, http_status, NULL, "%s", msg);
+}

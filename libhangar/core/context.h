@@ -1,0 +1,45 @@
+/* The context's layout, private to libhangar/core. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+
+struct setting_value {
+	char *value;            /* NULL: default */
+	int source;             /* hangar_setting_source */
+	int64_t num;            /* parsed numbers and booleans */
+};
+
+struct hangar_provider {
+	hangar_ctx *ctx;                  /* owner; refs on a provider are refs on it */
+	struct hangar_provider_ops ops;
+	void *data;
+	void *state;
+	int initialised;
+	int init_error;                   /* sticky failure of init */
+	struct hangar_provider *next;
+};
+
+struct hangar_ctx {
+	atomic_int refs;
+	struct setting_value settings[HS_COUNT];
+	char *defaults[HS_COUNT];         /* computed defaults (e.g. the state dir) */
+
+	pthread_mutex_t mu;               /* providers, envd client */
+	struct hangar_provider *providers;
+	struct envd_client *envd;
+
+	int log_max;
+	hangar_log_fn log_fn;
+	void *log_payload;
+};
+
+int settings_load(hangar_ctx *ctx, int from_env);
+void settings_free(hangar_ctx *ctx);
+/* The provider named name, initialised; NULL with the error set. */
+struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name);
+void providers_free(hangar_ctx *ctx);
+/* Registers the built-in providers. */
+int providers_builtin(hangar_ctx *ctx);

@@ -1,0 +1,157 @@
+/* The thread's last error (hangar_error_last) and the code tables. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct err_state {
+	hangar_error e;
+	char message[1024];
+	char provider_code[64];
+};
+
+static __thread struct err_state last;
+
+static void set_message(const char *fmt, va_list ap)
+{
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	last.e.message = last.message;
+}
+
+static void reset(int code, int category)
+{
+	last.e.code = code;
+	last.e.category = category;
+	last.e.os_errno = 0;
+	last.e.http_status = 0;
+	last.provider_code[0] = '\0';
+	last.e.provider_code = last.provider_code;
+	last.e.message = last.message;
+}
+
+int herr(int code, int category, const char *fmt, ...)
+{
+	va_list ap;
+
+	reset(code, category);
+	va_start(ap, fmt);
+	set_message(fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int herr_http(int code, int category, int http_status, const char *provider_code, const char *fmt, ...)
+{
+	va_list ap;
+
+	reset(code, category);
+	last.e.http_status = http_status;
+	if (provider_code)
+		snprintf(last.provider_code, sizeof(last.provider_code), "%s", provider_code);
+	va_start(ap, fmt);
+	set_message(fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int herr_os(int code, int os_errno, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	reset(code, HANGAR_ERRCAT_OS);
+	last.e.os_errno = os_errno;
+	va_start(ap, fmt);
+	set_message(fmt, ap);
+	va_end(ap);
+	n = strlen(last.message);
+	if (os_errno && n < sizeof(last.message))
+		snprintf(last.message + n, sizeof(last.message) - n, ": %s", strerror(os_errno));
+	return code;
+}
+
+int herr_recode(int code)
+{
+	last.e.code = code;
+	return code;
+}
+
+void herr_prefix(const char *fmt, ...)
+{
+	char prefix[512], old[sizeof(last.message)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, last.message, sizeof(old));
+	{
+		size_t n = strlen(prefix);
+
+		if (n > sizeof(last.message) - 3)
+			n = sizeof(last.message) - 3;
+		memcpy(last.message, prefix, n);
+		memcpy(last.message + n, ": ", 2);
+		memcpy(last.message + n + 2, old, sizeof(last.message) - n - 2);
+		last.message[sizeof(last.message) - 1] = '\0';
+	}
+}
+
+void herr_clear(void)
+{
+	reset(HANGAR_OK, HANGAR_ERRCAT_NONE);
+	last.message[0] = '\0';
+}
+
+const hangar_error *hangar_error_last(void)
+{
+	if (!last.e.message) {
+		last.e.message = last.message;
+		last.e.provider_code = last.provider_code;
+	}
+	return &last.e;
+}
+
+static const struct {
+	int code;
+	const char *name;
+	const char *text;
+} codes[] = {
+	{ HANGAR_OK, "ok", "success" },
+	{ HANGAR_EINVAL, "invalid", "invalid argument" },
+	{ HANGAR_ENOMEM, "nomem", "out of memory" },
+	{ HANGAR_ECONFIG, "config", "invalid configuration" },
+	{ HANGAR_EUNAVAILABLE, "unavailable", "provider unavailable" },
+	{ HANGAR_ECAPACITY, "capacity", "provider out of capacity" },
+	{ HANGAR_ECREATE, "create", "sandbox could not be created" },
+	{ HANGAR_EGONE, "gone", "sandbox is gone" },
+	{ HANGAR_EPAUSED, "paused", "sandbox is paused" },
+	{ HANGAR_EFILE, "file", "file missing or unusable" },
+	{ HANGAR_ETOOLARGE, "too_large", "too large" },
+	{ HANGAR_ETIMEOUT, "timeout", "deadline exceeded" },
+	{ HANGAR_EREFUSED, "refused", "refused by a security rule" },
+	{ HANGAR_EUNSUPPORTED, "unsupported", "not supported by the provider" },
+	{ HANGAR_EPROTOCOL, "protocol", "malformed answer" },
+	{ HANGAR_ENOTFOUND, "not_found", "not found" },
+	{ HANGAR_EOS, "os", "system call failed" },
+	{ HANGAR_EEXISTS, "exists", "already exists" },
+};
+
+const char *hangar_strerror(int code)
+{
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i].code == code)
+			return codes[i].text;
+	return "unknown error";
+}
+
+const char *hangar_error_name(int code)
+{
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i].code == code)
+			return codes[i].name;
+	return "unknown";
+}

@@ -1,0 +1,68 @@
+/*
+ * libhangar internals shared by every module. Nothing here is exported.
+ */
+#pragma once
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "hangar/hangar.h"
+#include "hangar/sys/provider.h"
+
+/* ---- errors (core/error.c) ------------------------------------------------ */
+
+/* Sets the calling thread's last error and returns code. */
+int herr(int code, int category, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same with an HTTP status and a provider code (e.g. the Connect code). */
+int herr_http(int code, int category, int http_status, const char *provider_code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* The same with errno: appends ": <strerror>" to the message. */
+int herr_os(int code, int os_errno, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Rewrites the code of the last error, keeping its details (for remapping). */
+int herr_recode(int code);
+/* Prefixes the last error's message with context ("reading /x: ..."). */
+void herr_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void herr_clear(void);
+
+/* Argument checks every entry point makes. */
+#define HCHECK_ARG(cond, what)                                                            \
+	do {                                                                              \
+		if (!(cond))                                                              \
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: %s", what); \
+	} while (0)
+
+/* ---- settings (core/settings.c) ------------------------------------------- */
+
+enum hsetting {
+	HS_DEFAULT_PROVIDER,
+	HS_STATE_DIR,
+	HS_ENVD_PATH,
+	HS_BWRAP_PATH,
+	HS_LOCAL_NETWORK,
+	HS_SANDBOX_TIMEOUT,
+	HS_EXEC_TIMEOUT,
+	HS_REQUEST_TIMEOUT,
+	HS_OUTPUT_LIMIT,
+	HS_READ_LIMIT,
+	HS_COUNT
+};
+
+/* Typed views of validated settings. */
+const char *hctx_str(hangar_ctx *ctx, enum hsetting s);
+int64_t hctx_int(hangar_ctx *ctx, enum hsetting s);
+int hctx_bool(hangar_ctx *ctx, enum hsetting s);
+
+/* ---- logging (core/context.c) ------------------------------------------- */
+
+void hlog(hangar_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- the context's shared pieces ------------------------------------------ */
+
+struct envd_client;
+/* The context's envd client (connection pool), created on first use. */
+struct envd_client *hctx_envd(hangar_ctx *ctx);
+
+/* ---- time ---------------------------------------------------------------- */
+
+int64_t hnow_us(void);       /* wall clock, microseconds since the epoch */
+int64_t hmono_ms(void);      /* monotonic milliseconds */

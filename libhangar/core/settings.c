@@ -1,0 +1,247 @@
+/*
+ * The HANGAR_* settings: names, defaults, validation, masking. A wrong value
+ * fails hangar_ctx_new() or hangar_ctx_set() with a message naming the
+ * variable, so a misconfiguration surfaces at open time.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+
+enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF };
+
+struct setting_def {
+	const char *name;
+	enum kind kind;
+	const char *fallback;   /* NULL: computed */
+	int64_t max;            /* K_UINT */
+	int secret;
+};
+
+static const struct setting_def defs[HS_COUNT] = {
+	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0 },
+	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", K_PATH, NULL, 0, 0 },
+	[HS_ENVD_PATH] = { "HANGAR_ENVD_PATH", K_PATH, NULL, 0, 0 },
+	[HS_BWRAP_PATH] = { "HANGAR_BWRAP_PATH", K_STRING, "bwrap", 0, 0 },
+	[HS_LOCAL_NETWORK] = { "HANGAR_LOCAL_NETWORK", K_ONOFF, "on", 0, 0 },
+	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", K_UINT, "300", 366LL * 86400, 0 },
+	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", K_UINT, "120", 7LL * 86400, 0 },
+	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 86400, 0 },
+	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", K_UINT, "1048576", 1LL << 32, 0 },
+	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", K_UINT, "10485760", 1LL << 32, 0 },
+};
+
+static char *computed_default(enum hsetting s)
+{
+	char buf[PATH_MAX];
+	const char *v;
+
+	switch (s) {
+	case HS_STATE_DIR:
+		v = getenv("XDG_STATE_HOME");
+		if (v && v[0] == '/') {
+			snprintf(buf, sizeof(buf), "%s/hangar", v);
+		} else {
+			struct passwd *pw = getpwuid(getuid());
+
+			v = getenv("HOME");
+			if (!v || !*v)
+				v = pw ? pw->pw_dir : "/tmp";
+			snprintf(buf, sizeof(buf), "%s/.local/state/hangar", v);
+		}
+		return strdup(buf);
+	case HS_ENVD_PATH:
+		return strdup(HANGAR_ENVD_INSTALL_PATH);
+	default:
+		return NULL;
+	}
+}
+
+/* Validates value for setting s; on success stores its parsed number in *num. */
+static int validate(enum hsetting s, const char *value, int64_t *num)
+{
+	const struct setting_def *d = &defs[s];
+
+	*num = 0;
+	switch (d->kind) {
+	case K_STRING:
+		if (!*value)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must not be empty", d->name);
+		return 0;
+	case K_NAME:
+		if (!*value || strlen(value) > 32 || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(value))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s must be a provider name ([a-z0-9_-], at most 32), not \"%s\"", d->name, value);
+		return 0;
+	case K_PATH:
+		if (value[0] != '/' || strlen(value) >= PATH_MAX - 64)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be an absolute path, not \"%s\"",
+				    d->name, value);
+		return 0;
+	case K_UINT: {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(value, &end, 10);
+		if (errno || end == value || *end || v < 0 || v > d->max)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s must be a whole number from 0 to %" PRId64 ", not \"%s\"", d->name, d->max, value);
+		*num = v;
+		return 0;
+	}
+	case K_ONOFF:
+		if (!strcmp(value, "on") || !strcmp(value, "true") || !strcmp(value, "1"))
+			*num = 1;
+		else if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "0"))
+			*num = 0;
+		else
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be \"on\" or \"off\", not \"%s\"",
+				    d->name, value);
+		return 0;
+	}
+	return 0;
+}
+
+static const char *default_of(hangar_ctx *ctx, enum hsetting s)
+{
+	return defs[s].fallback ? defs[s].fallback : (ctx->defaults[s] ? ctx->defaults[s] : "");
+}
+
+static int assign(hangar_ctx *ctx, enum hsetting s, const char *value, int source)
+{
+	int64_t num;
+	char *copy = NULL;
+	int r;
+
+	if (!value) {
+		r = validate(s, default_of(ctx, s), &num);
+		if (r && *default_of(ctx, s))
+			return r;
+		source = HANGAR_SETTING_DEFAULT;
+	} else {
+		r = validate(s, value, &num);
+		if (r)
+			return r;
+		copy = strdup(value);
+		if (!copy)
+			return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	free(ctx->settings[s].value);
+	ctx->settings[s].value = copy;
+	ctx->settings[s].source = source;
+	ctx->settings[s].num = num;
+	return 0;
+}
+
+int settings_load(hangar_ctx *ctx, int from_env)
+{
+	for (int s = 0; s < HS_COUNT; s++)
+		ctx->defaults[s] = computed_default((enum hsetting)s);
+	for (int s = 0; s < HS_COUNT; s++) {
+		const char *v = from_env ? getenv(defs[s].name) : NULL;
+		int r;
+
+		/* An empty variable counts as unset, as shells make that easy to do by accident. */
+		if (v && !*v)
+			v = NULL;
+		r = assign(ctx, (enum hsetting)s, v, v ? HANGAR_SETTING_ENVIRONMENT : HANGAR_SETTING_DEFAULT);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+void settings_free(hangar_ctx *ctx)
+{
+	for (int s = 0; s < HS_COUNT; s++) {
+		free(ctx->settings[s].value);
+		free(ctx->defaults[s]);
+	}
+}
+
+static int find(const char *name)
+{
+	for (int s = 0; s < HS_COUNT; s++)
+		if (!strcmp(defs[s].name, name))
+			return s;
+	return -1;
+}
+
+const char *hctx_str(hangar_ctx *ctx, enum hsetting s)
+{
+	return ctx->settings[s].value ? ctx->settings[s].value : default_of(ctx, s);
+}
+
+int64_t hctx_int(hangar_ctx *ctx, enum hsetting s)
+{
+	return ctx->settings[s].num;
+}
+
+int hctx_bool(hangar_ctx *ctx, enum hsetting s)
+{
+	return ctx->settings[s].num != 0;
+}
+
+int hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value)
+{
+	int s;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(name, "name is NULL");
+	s = find(name);
+	if (s < 0)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
+	return assign(ctx, (enum hsetting)s, value, HANGAR_SETTING_EXPLICIT);
+}
+
+int hangar_ctx_get(hangar_buf *out, hangar_ctx *ctx, const char *name)
+{
+	int s;
+
+	HCHECK_ARG(out, "out is NULL");
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(name, "name is NULL");
+	s = find(name);
+	if (s < 0)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
+	free(out->ptr);
+	out->ptr = strdup(hctx_str(ctx, (enum hsetting)s));
+	if (!out->ptr) {
+		out->size = 0;
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	out->size = strlen(out->ptr);
+	out->reserved = out->size + 1;
+	return 0;
+}
+
+const char *hangar_sys_ctx_setting(hangar_ctx *ctx, const char *name)
+{
+	int s;
+
+	if (!ctx || !name || (s = find(name)) < 0)
+		return NULL;
+	return hctx_str(ctx, (enum hsetting)s);
+}
+
+int hangar_ctx_foreach_setting(hangar_ctx *ctx, hangar_setting_fn fn, void *payload)
+{
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	for (int s = 0; s < HS_COUNT; s++) {
+		const char *v = hctx_str(ctx, (enum hsetting)s);
+		int r = fn(defs[s].name, defs[s].secret && *v ? "********" : v, ctx->settings[s].source, payload);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}

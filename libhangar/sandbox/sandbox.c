@@ -1,0 +1,507 @@
+/* hangar_sandbox: creating, finding and managing sandboxes on any provider. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox.h"
+
+/* ---- views ---------------------------------------------------------------- */
+
+void sbview_put(struct sbview *v)
+{
+	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
+		return;
+	sysbox_clear(&v->desc);
+	free(v);
+}
+
+static struct sbview *sbview_get(struct sbview *v)
+{
+	atomic_fetch_add(&v->refs, 1);
+	return v;
+}
+
+/* Takes ownership of desc's contents. */
+static struct sbview *sbview_new(struct hangar_sys_sandbox *desc)
+{
+	struct sbview *v = calloc(1, sizeof(*v));
+
+	if (!v) {
+		sysbox_clear(desc);
+		return NULL;
+	}
+	atomic_init(&v->refs, 1);
+	v->desc = *desc;
+	memset(desc, 0, sizeof(*desc));
+	v->ep.base_url = v->desc.envd_url ? v->desc.envd_url : "http://localhost";
+	v->ep.socket_path = v->desc.envd_socket;
+	v->ep.access_token = v->desc.access_token;
+	v->ep.headers = (const char *const *)v->desc.headers;
+	v->ep.user = v->desc.user ? v->desc.user : "user";
+	return v;
+}
+
+static void set_view(struct hangar_sandbox *sb, struct sbview *v)
+{
+	struct sbview *old;
+
+	pthread_mutex_lock(&sb->mu);
+	old = sb->view;
+	sb->view = v;
+	pthread_mutex_unlock(&sb->mu);
+	sbview_put(old);
+}
+
+static struct sbview *current_view(struct hangar_sandbox *sb)
+{
+	struct sbview *v;
+
+	pthread_mutex_lock(&sb->mu);
+	v = sbview_get(sb->view);
+	pthread_mutex_unlock(&sb->mu);
+	return v;
+}
+
+/* ---- checks on what providers report --------------------------------------- */
+
+static int provider_failed(struct hangar_provider *p, int rc, const char *what)
+{
+	const hangar_error *e = hangar_error_last();
+
+	if (rc >= 0)
+		rc = HANGAR_EUNAVAILABLE;
+	if (e->code != rc)
+		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
+	return rc;
+}
+
+static int check_desc(struct hangar_provider *p, const struct hangar_sys_sandbox *d)
+{
+	if (!d->id)
+		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s described a sandbox without an id",
+			    p->ops.name);
+	if (!d->envd_url && !d->envd_socket)
+		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
+			    "provider %s described sandbox %s without an envd endpoint", p->ops.name, d->id);
+	return 0;
+}
+
+static int valid_id(const char *id)
+{
+	size_t n = strlen(id);
+
+	return n > 0 && n <= 64 &&
+	       strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+static int sandbox_new(struct hangar_sandbox **out, hangar_ctx *ctx, struct hangar_provider *p,
+		       struct hangar_sys_sandbox *desc)
+{
+	struct hangar_sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (sb)
+		sb->id = strdup(desc->id);
+	if (sb && sb->id)
+		sb->view = sbview_new(desc);
+	if (!sb || !sb->id || !sb->view) {
+		if (sb)
+			free(sb->id);
+		free(sb);
+		sysbox_clear(desc);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	atomic_init(&sb->refs, 1);
+	pthread_mutex_init(&sb->mu, NULL);
+	sb->ctx = hangar_ctx_ref(ctx);
+	sb->provider = p;
+	*out = sb;
+	return 0;
+}
+
+/* ---- public API -------------------------------------------------------------- */
+
+int hangar_create_opts_init(hangar_create_opts *opts, uint32_t version)
+{
+	HCHECK_ARG(opts, "opts is NULL");
+	HCHECK_ARG(version >= 1 && version <= HANGAR_CREATE_OPTS_VERSION, "unsupported options version");
+	memset(opts, 0, sizeof(*opts));
+	opts->version = version;
+	opts->size = sizeof(*opts);
+	return 0;
+}
+
+/* Copies a caller's option struct of any known size into a zeroed full one. */
+#define COPY_OPTS(dst, src)                                                                    \
+	do {                                                                                   \
+		memset(&(dst), 0, sizeof(dst));                                                \
+		if (src) {                                                                     \
+			HCHECK_ARG((src)->version >= 1 && (src)->size >= 8, "options not initialised"); \
+			memcpy(&(dst), (src), (src)->size < sizeof(dst) ? (src)->size : sizeof(dst)); \
+		}                                                                              \
+		(dst).size = sizeof(dst);                                                      \
+	} while (0)
+
+int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts)
+{
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	hangar_create_opts o;
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(out, "out is NULL");
+	*out = NULL;
+	HCHECK_ARG(ctx, "ctx is NULL");
+	COPY_OPTS(o, opts);
+	HCHECK_ARG(o.network >= HANGAR_NETWORK_DEFAULT && o.network <= HANGAR_NETWORK_OFF, "opts->network");
+	for (const char *const *e = o.env; e && *e; e++)
+		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+	if (o.timeout_sec == 0)
+		o.timeout_sec = hctx_int(ctx, HS_SANDBOX_TIMEOUT);
+	p = provider_get(ctx, o.provider);
+	if (!p)
+		return hangar_error_last()->code;
+	rc = p->ops.create(p->state, &o, &desc);
+	if (rc) {
+		sysbox_clear(&desc);
+		return provider_failed(p, rc, "create");
+	}
+	rc = check_desc(p, &desc);
+	if (rc) {
+		/* Do not leave behind a sandbox nobody can reach. */
+		if (desc.id)
+			p->ops.kill(p->state, desc.id);
+		sysbox_clear(&desc);
+		return rc;
+	}
+	hlog(ctx, HANGAR_LOG_INFO, "created sandbox %s on %s", desc.id, p->ops.name);
+	rc = sandbox_new(out, ctx, p, &desc);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+static int attach_on(struct hangar_sandbox **out, hangar_ctx *ctx, struct hangar_provider *p, const char *id)
+{
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	int rc = p->ops.connect(p->state, id, &desc);
+
+	if (rc == 0)
+		rc = check_desc(p, &desc);
+	else
+		rc = provider_failed(p, rc, "connect");
+	if (rc == 0 && strcmp(desc.id, id) != 0)
+		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s answered for another sandbox",
+			  p->ops.name);
+	if (rc) {
+		sysbox_clear(&desc);
+		return rc;
+	}
+	return sandbox_new(out, ctx, p, &desc);
+}
+
+int hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *provider, const char *id)
+{
+	struct hangar_provider *p;
+	int first_error = 0;
+
+	HCHECK_ARG(out, "out is NULL");
+	*out = NULL;
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(id && valid_id(id), "id must match [A-Za-z0-9_-]{1,64}");
+	if (provider) {
+		p = provider_get(ctx, provider);
+		if (!p)
+			return hangar_error_last()->code;
+		return attach_on(out, ctx, p, id);
+	}
+	/* Ask every provider; only "gone" everywhere means gone. */
+	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
+		int rc;
+
+		p = provider_get(ctx, q->ops.name);
+		if (!p) {
+			if (!first_error)
+				first_error = hangar_error_last()->code;
+			continue;
+		}
+		rc = attach_on(out, ctx, p, id);
+		if (rc == 0)
+			return 0;
+		if (rc != HANGAR_EGONE && !first_error)
+			first_error = rc;
+	}
+	if (first_error)
+		return herr(first_error, HANGAR_ERRCAT_PROVIDER,
+			    "sandbox %s not found, and not every provider could be asked", id);
+	return herr(HANGAR_EGONE, HANGAR_ERRCAT_PROVIDER, "no sandbox %s (killed, expired or never created)", id);
+}
+
+hangar_sandbox *hangar_sandbox_ref(hangar_sandbox *sb)
+{
+	if (sb)
+		atomic_fetch_add(&sb->refs, 1);
+	return sb;
+}
+
+hangar_sandbox *hangar_sandbox_unref(hangar_sandbox *sb)
+{
+	if (!sb || atomic_fetch_sub(&sb->refs, 1) != 1)
+		return NULL;
+	sbview_put(sb->view);
+	sbview_put(sb->info_view);
+	pthread_mutex_destroy(&sb->mu);
+	hangar_ctx_unref(sb->ctx);
+	free(sb->id);
+	free(sb);
+	return NULL;
+}
+
+const char *hangar_sandbox_id(const hangar_sandbox *sb)
+{
+	return sb ? sb->id : NULL;
+}
+
+hangar_provider *hangar_sandbox_provider(const hangar_sandbox *sb)
+{
+	return sb ? sb->provider : NULL;
+}
+
+/* Asks the provider again; on success the sandbox's view is replaced. */
+static int refresh(struct hangar_sandbox *sb)
+{
+	struct hangar_provider *p = sb->provider;
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct sbview *v;
+	int rc = p->ops.connect(p->state, sb->id, &desc);
+
+	if (rc) {
+		sysbox_clear(&desc);
+		return provider_failed(p, rc, "status");
+	}
+	rc = check_desc(p, &desc);
+	if (rc) {
+		sysbox_clear(&desc);
+		return rc;
+	}
+	v = sbview_new(&desc);
+	if (!v)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	set_view(sb, v);
+	return 0;
+}
+
+static void fill_info(hangar_sandbox_info *out, const char *id, const char *provider,
+		      const struct hangar_sys_sandbox *d)
+{
+	hangar_sandbox_info full = { 0 };
+	uint32_t size = out->size < sizeof(full) ? out->size : (uint32_t)sizeof(full);
+
+	full.version = out->version;
+	full.size = out->size;
+	full.id = id;
+	full.provider = provider;
+	full.template_id = d->template_id ? d->template_id : "";
+	full.state = d->state == HANGAR_SYS_STATE_PAUSED ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING;
+	full.created_at_us = d->created_at_us;
+	full.expires_at_us = d->expires_at_us;
+	memcpy(out, &full, size);
+}
+
+int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
+{
+	struct sbview *v, *old;
+	int rc;
+
+	HCHECK_ARG(out && out->version >= 1 && out->size >= 8, "out must be initialised");
+	HCHECK_ARG(sb, "sb is NULL");
+	rc = refresh(sb);
+	if (rc)
+		return rc;
+	v = current_view(sb);
+	pthread_mutex_lock(&sb->mu);
+	old = sb->info_view;
+	sb->info_view = v;
+	pthread_mutex_unlock(&sb->mu);
+	sbview_put(old);
+	fill_info(out, sb->id, sb->provider->ops.name, &v->desc);
+	herr_clear();
+	return 0;
+}
+
+static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *payload)
+{
+	struct hangar_sys_list list = { NULL, &list.head };
+	struct hangar_sys_sandbox *d, *next;
+	int rc = 0;
+
+	if (!p->ops.list)
+		return 0;
+	rc = p->ops.list(p->state, &list);
+	if (rc)
+		rc = provider_failed(p, rc, "list");
+	for (d = list.head; d; d = next) {
+		next = d->next;
+		if (rc == 0 && d->id) {
+			hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+
+			fill_info(&info, d->id, p->ops.name, d);
+			rc = fn(&info, payload);
+		}
+		sysbox_clear(d);
+		free(d);
+	}
+	return rc;
+}
+
+int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_list_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	if (provider) {
+		p = provider_get(ctx, provider);
+		if (!p)
+			return hangar_error_last()->code;
+		return list_one(p, fn, payload);
+	}
+	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
+		p = provider_get(ctx, q->ops.name);
+		if (!p)
+			return hangar_error_last()->code;
+		rc = list_one(p, fn, payload);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int hangar_sandbox_pause(hangar_sandbox *sb)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	p = sb->provider;
+	if (!(p->ops.capabilities & HANGAR_CAP_PAUSE) || !p->ops.pause)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot pause with memory",
+			    p->ops.name);
+	rc = p->ops.pause(p->state, sb->id);
+	if (rc)
+		return provider_failed(p, rc, "pause");
+	return refresh(sb);
+}
+
+int hangar_sandbox_resume(hangar_sandbox *sb)
+{
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_provider *p;
+	struct sbview *v;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	p = sb->provider;
+	if (!p->ops.resume)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot resume", p->ops.name);
+	rc = p->ops.resume(p->state, sb->id, &desc);
+	if (rc == 0)
+		rc = check_desc(p, &desc);
+	else
+		rc = provider_failed(p, rc, "resume");
+	if (rc) {
+		sysbox_clear(&desc);
+		return rc;
+	}
+	v = sbview_new(&desc);
+	if (!v)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	set_view(sb, v);
+	herr_clear();
+	return 0;
+}
+
+int hangar_sandbox_set_timeout(hangar_sandbox *sb, int64_t seconds)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(seconds >= 0, "seconds must not be negative");
+	p = sb->provider;
+	if (!p->ops.set_timeout)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot change timeouts",
+			    p->ops.name);
+	rc = p->ops.set_timeout(p->state, sb->id, seconds);
+	if (rc)
+		return provider_failed(p, rc, "set_timeout");
+	herr_clear();
+	return 0;
+}
+
+int hangar_sandbox_kill(hangar_sandbox *sb)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	p = sb->provider;
+	rc = p->ops.kill(p->state, sb->id);
+	if (rc)
+		return provider_failed(p, rc, "kill");
+	hlog(sb->ctx, HANGAR_LOG_INFO, "killed sandbox %s", sb->id);
+	herr_clear();
+	return 0;
+}
+
+/* ---- used by exec, files and processes -------------------------------------------- */
+
+struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, const char *user)
+{
+	struct sbview *v = current_view(sb);
+
+	if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
+		/* Maybe someone resumed it since: ask once before refusing. */
+		sbview_put(v);
+		if (refresh(sb) != 0)
+			return NULL;
+		v = current_view(sb);
+		if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
+			sbview_put(v);
+			herr(HANGAR_EPAUSED, HANGAR_ERRCAT_SANDBOX, "sandbox %s is paused; resume it first", sb->id);
+			return NULL;
+		}
+	}
+	memset(call, 0, sizeof(*call));
+	call->ep = &v->ep;
+	call->user = user;
+	call->deadline_ms = hctx_int(sb->ctx, HS_REQUEST_TIMEOUT) * 1000;
+	return v;
+}
+
+int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct envd_status *st)
+{
+	hangar_error saved = *hangar_error_last();
+	char msg[1024];
+	int r;
+
+	/* Only a silent or vanished sandbox needs a second look; an answer is an answer. */
+	if (!st || !(st->transport_failed || st->timed_out || st->http_status == 502))
+		return rc;
+	snprintf(msg, sizeof(msg), "%s", saved.message);
+	r = refresh(sb);
+	if (r == HANGAR_EGONE)
+		return herr(HANGAR_EGONE, HANGAR_ERRCAT_SANDBOX, "sandbox %s is gone (%s)", sb->id, msg);
+	if (r == 0) {
+		struct sbview *v = current_view(sb);
+		int paused = v->desc.state == HANGAR_SYS_STATE_PAUSED;
+
+		sbview_put(v);
+		if (paused)
+			return herr(HANGAR_EPAUSED, HANGAR_ERRCAT_SANDBOX, "sandbox %s was paused (%s)", sb->id, msg);
+	}
+	/* Alive (or the provider cannot say): report the original failure. */
+	herr_http(rc, saved.category, saved.http_status, saved.provider_code, "%s", msg);
+	return rc;
+}

@@ -1,0 +1,68 @@
+/* The sandbox layer's private structures. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../core/context.h"
+#include "../envd/client.h"
+
+/* What a provider reported about a sandbox (hangar_sys_sandbox). */
+struct hangar_sys_sandbox {
+	char *id;
+	int state;
+	char *envd_url;
+	char *envd_socket;
+	char *access_token;
+	char **headers;           /* "Name: value", NULL-terminated */
+	size_t nheaders;
+	char *user;
+	char *template_id;
+	int64_t created_at_us;
+	int64_t expires_at_us;
+	struct hangar_sys_sandbox *next; /* in a hangar_sys_list */
+};
+
+struct hangar_sys_list {
+	struct hangar_sys_sandbox *head, **tail;
+};
+
+void sysbox_clear(struct hangar_sys_sandbox *sb);   /* frees the contents, zeroes it */
+
+/*
+ * An immutable snapshot of what the provider last said about a sandbox, with
+ * the envd endpoint built from it. Calls hold a reference for their duration,
+ * so a refresh on another thread never pulls strings from under them.
+ */
+struct sbview {
+	atomic_int refs;
+	struct hangar_sys_sandbox desc;
+	struct envd_endpoint ep;
+};
+
+void sbview_put(struct sbview *v);
+
+struct hangar_sandbox {
+	atomic_int refs;
+	hangar_ctx *ctx;                 /* referenced */
+	struct hangar_provider *provider;
+	char *id;
+	pthread_mutex_t mu;
+	struct sbview *view;             /* current, referenced */
+	struct sbview *info_view;        /* what the last get_info returned, referenced */
+};
+
+/*
+ * Starts a request to the sandbox's envd: fills call (endpoint, deadline from
+ * HANGAR_REQUEST_TIMEOUT_SECONDS, user) and returns the view it points into,
+ * to release with sbview_put() after the call. NULL with HANGAR_EPAUSED when
+ * the sandbox is paused.
+ */
+struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, const char *user);
+
+/*
+ * After an envd call failed: decides whether the sandbox itself died and
+ * turns the error into HANGAR_EGONE if so (a dead sandbox never looks like a
+ * slow command), HANGAR_EPAUSED if it was paused meanwhile, else keeps rc.
+ */
+int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct envd_status *st);
