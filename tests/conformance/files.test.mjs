@@ -482,6 +482,19 @@ describe('errors', () => {
     await assert.rejects(sbx.files.read(scratch()), InvalidArgumentError);
   });
 
+  test('/files errors are JSON {code, message} with the HTTP status', async () => {
+    const dir = scratch();
+    for (const [p, status] of [[path.join(dir, 'missing'), 404], [dir, 400]]) {
+      const res = await fetch(`${envd.url}/files?path=${encodeURIComponent(p)}`);
+      const body = await res.text();
+      assert.equal(res.status, status, body);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json(; charset=utf-8)?$/, 'one JSON Content-Type');
+      const json = JSON.parse(body);
+      assert.equal(json.code, status);
+      assert.equal(typeof json.message, 'string');
+    }
+  });
+
   test('writing under a path whose parent is a file is an error', async () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'plain'), 'x');
