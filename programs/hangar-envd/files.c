@@ -591,7 +591,7 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 		snprintf(msg, sizeof(msg), "error looking up user '%s': user: unknown user %s", username, username);
 		return fail_response(resp, 401, msg);
 	}
-	if (envd_resolve_path(&user, raw_path, path, sizeof(path), &err) < 0) {
+	if (envd_resolve_path(&user, raw_path, path, sizeof(path), &err) != 0) {
 		snprintf(msg, sizeof(msg), "error expanding and resolving path '%s': %s", raw_path ? raw_path : "",
 			 err.message);
 		return fail_response(resp, 400, msg);
@@ -942,7 +942,7 @@ static int on_part_begin(void *ctx, const char *name, const char *filename)
 	if (!src)
 		return upload_fail(u, 400, "error getting multipart custom part file name: "
 				   "filename not found in Content-Disposition header");
-	if (envd_resolve_path(&u->user, src, path, sizeof(path), &err) < 0)
+	if (envd_resolve_path(&u->user, src, path, sizeof(path), &err) != 0)
 		return upload_fail(u, 400, "error resolving path: %s", err.message);
 	if (already_written(u, path))
 		return upload_fail(u, 400, "you cannot upload multiple files to the same path '%s' in one upload "
@@ -1084,7 +1084,7 @@ static int setup_body(struct files_upload *u, struct envd_req *r)
 		u->raw = 1;
 		if (!u->path_param)
 			return upload_fail(u, 400, "path query parameter is required for raw body upload");
-		if (envd_resolve_path(&u->user, u->path_param, path, sizeof(path), &err) < 0)
+		if (envd_resolve_path(&u->user, u->path_param, path, sizeof(path), &err) != 0)
 			return upload_fail(u, 400, "error resolving path: %s", err.message);
 		return open_target(u, path);
 	}
@@ -1137,6 +1137,12 @@ static int upload_prepare(struct files_upload *u, struct envd_req *r)
 	return setup_body(u, r);
 }
 
+/*
+ * A refused upload is still returned: its sticky error drains the body and is
+ * answered by files_upload_finish. Answering before the body is read would
+ * have libmicrohttpd drop the connection without a response. Only running
+ * out of memory refuses here.
+ */
 struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp)
 {
 	struct files_upload *u = calloc(1, sizeof(*u));
@@ -1147,12 +1153,7 @@ struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, st
 		return NULL;
 	}
 	u->fd = -1;
-	if (upload_prepare(u, r) < 0) {
-		*status = u->status;
-		*resp = envd_rest_error((int)u->status, "%s", u->msg);
-		files_upload_free(u);
-		return NULL;
-	}
+	upload_prepare(u, r);
 	return u;
 }
 
