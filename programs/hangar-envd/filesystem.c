@@ -250,11 +250,28 @@ static int fs_stat(struct envd_req *r, const cJSON *in, cJSON **out, struct rpc_
 
 /* ---- ListDir ------------------------------------------------------------ */
 
+/*
+ * ListDir walks iteratively with its own stack of open directory listings:
+ * handlers run on 256 KiB connection-thread stacks, and a recursion per
+ * level would not survive a deep tree.
+ */
+struct walk_frame {
+	struct dirent **names;  /* scandir result, in name order */
+	int n;
+	int next;
+	char *real;             /* the directory on disk */
+	char *rel;              /* its path below the listed directory ("" at the top) */
+	uint32_t level;         /* depth of its entries (1 = direct children) */
+};
+
 struct walk {
 	const char *shown;      /* the directory as requested, for EntryInfo.path */
 	uint32_t depth;
 	cJSON *entries;
 	struct rpc_error *err;
+	struct walk_frame *frames;
+	size_t nframes;
+	size_t capframes;
 };
 
 /* Go's byte-wise order, independent of the locale. */
@@ -305,64 +322,125 @@ void fs_clean_abs(char *p)
 	*out = '\0';
 }
 
-static int walk_dir(struct walk *w, const char *real, const char *rel, uint32_t level);
-
-/* One directory entry: record it, then descend when it is a real directory. */
-static int walk_entry(struct walk *w, const char *real, const char *rel, uint32_t level)
+/* Opens a directory listing on top of the stack. Takes real and rel. */
+static int walk_push(struct walk *w, char *real, char *rel, uint32_t level)
 {
-	struct stat st;
-	char shown[PATH_MAX];
-	cJSON *e;
-
-	if (lstat(real, &st) < 0) {
-		if (errno == ENOENT)
-			return 0; /* vanished since the directory was read */
-		return rpc_fail(w->err, CONNECT_INTERNAL, "error reading directory: lstat %s: %s", real,
-				strerror(errno));
-	}
-	if (snprintf(shown, sizeof(shown), "%s/%s", w->shown, rel) >= (int)sizeof(shown))
-		return rpc_fail(w->err, CONNECT_INTERNAL, "path too long: %s/%s", w->shown, rel);
-	fs_clean_abs(shown);
-	e = entry_from_stat(real, &st);
-	if (!e)
-		return rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
-	cJSON_ReplaceItemInObject(e, "path", cJSON_CreateString(shown));
-	cJSON_AddItemToArray(w->entries, e);
-	if (S_ISDIR(st.st_mode) && level < w->depth)
-		return walk_dir(w, real, rel, level + 1);
-	return 0;
-}
-
-/* Lists real (relative name rel, "" for the top) in lexical order. */
-static int walk_dir(struct walk *w, const char *real, const char *rel, uint32_t level)
-{
+	struct walk_frame *f;
 	struct dirent **names;
-	int n, rc = 0;
+	int n;
 
 	n = scandir(real, &names, skip_dots, name_order);
 	if (n < 0) {
-		if (errno == ENOENT && *rel)
-			return 0;
-		return rpc_fail(w->err, CONNECT_INTERNAL, "error reading directory %s: %s", real, strerror(errno));
-	}
-	for (int i = 0; i < n; i++) {
-		char *child_real = NULL, *child_rel = NULL;
+		int e = errno;
 
-		if (rc == 0) {
-			if (asprintf(&child_real, "%s/%s", real, names[i]->d_name) < 0)
-				child_real = NULL;
-			if (asprintf(&child_rel, "%s%s%s", rel, *rel ? "/" : "", names[i]->d_name) < 0)
-				child_rel = NULL;
-			if (child_real && child_rel)
-				rc = walk_entry(w, child_real, child_rel, level);
-			else
-				rc = rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
-		}
-		free(child_real);
-		free(child_rel);
-		free(names[i]);
+		free(real);
+		free(rel);
+		if (e == ENOENT && level > 1)
+			return 0; /* vanished since its parent was read */
+		return rpc_fail(w->err, CONNECT_INTERNAL, "error reading directory: %s", strerror(e));
 	}
-	free(names);
+	if (w->nframes == w->capframes) {
+		size_t cap = w->capframes ? w->capframes * 2 : 8;
+
+		f = realloc(w->frames, cap * sizeof(*f));
+		if (!f) {
+			while (n--)
+				free(names[n]);
+			free(names);
+			free(real);
+			free(rel);
+			return rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
+		}
+		w->frames = f;
+		w->capframes = cap;
+	}
+	w->frames[w->nframes++] = (struct walk_frame){
+		.names = names, .n = n, .real = real, .rel = rel, .level = level,
+	};
+	return 0;
+}
+
+static void walk_pop(struct walk *w)
+{
+	struct walk_frame *f = &w->frames[--w->nframes];
+
+	for (int i = f->next; i < f->n; i++)
+		free(f->names[i]);
+	free(f->names);
+	free(f->real);
+	free(f->rel);
+}
+
+/* One directory entry: record it, then descend when it is a real directory. */
+static int walk_entry(struct walk *w, const struct walk_frame *f, const char *name)
+{
+	char *real = NULL, *rel = NULL, *shown = NULL;
+	struct stat st;
+	cJSON *e;
+	int rc = 0;
+
+	if (asprintf(&real, "%s/%s", f->real, name) < 0)
+		real = NULL;
+	if (asprintf(&rel, "%s%s%s", f->rel, *f->rel ? "/" : "", name) < 0)
+		rel = NULL;
+	if (asprintf(&shown, "%s/%s", w->shown, rel ? rel : "") < 0)
+		shown = NULL;
+	if (!real || !rel || !shown) {
+		rc = rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (lstat(real, &st) < 0) {
+		if (errno != ENOENT) /* else it vanished since the directory was read */
+			rc = rpc_fail(w->err, CONNECT_INTERNAL, "error reading directory: lstat %s: %s", real,
+				      strerror(errno));
+		goto out;
+	}
+	fs_clean_abs(shown);
+	e = entry_from_stat(real, &st);
+	if (!e) {
+		rc = rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
+		goto out;
+	}
+	cJSON_ReplaceItemInObject(e, "path", cJSON_CreateString(shown));
+	cJSON_AddItemToArray(w->entries, e);
+	if (S_ISDIR(st.st_mode) && f->level < w->depth) {
+		rc = walk_push(w, real, rel, f->level + 1); /* f is stale from here on */
+		real = rel = NULL;
+	}
+out:
+	free(real);
+	free(rel);
+	free(shown);
+	return rc;
+}
+
+/* Pre-order, each directory's entries in name order, like Go's WalkDir. */
+static int walk_tree(struct walk *w, const char *top)
+{
+	char *real = strdup(top), *rel = strdup("");
+	int rc;
+
+	if (!real || !rel) {
+		free(real);
+		free(rel);
+		return rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");
+	}
+	rc = walk_push(w, real, rel, 1);
+	while (rc == 0 && w->nframes) {
+		struct walk_frame *f = &w->frames[w->nframes - 1];
+		struct dirent *de;
+
+		if (f->next == f->n) {
+			walk_pop(w);
+			continue;
+		}
+		de = f->names[f->next++];
+		rc = walk_entry(w, f, de->d_name);
+		free(de);
+	}
+	while (w->nframes)
+		walk_pop(w);
+	free(w->frames);
 	return rc;
 }
 
@@ -407,7 +485,7 @@ static int fs_list_dir(struct envd_req *r, const cJSON *in, cJSON **out, struct 
 	w.entries = cJSON_CreateArray();
 	if (!w.entries)
 		return rpc_fail(err, CONNECT_INTERNAL, "out of memory");
-	rc = walk_dir(&w, real, "", 1);
+	rc = walk_tree(&w, real);
 	if (rc) {
 		cJSON_Delete(w.entries);
 		return rc;
@@ -494,41 +572,90 @@ static int fs_move(struct envd_req *r, const cJSON *in, cJSON **out, struct rpc_
 
 /* ---- Remove ------------------------------------------------------------- */
 
+/* One open directory of a removal, and its name in the one above. */
+struct rm_frame {
+	DIR *d;
+	char *name; /* NULL for the top */
+};
+
+static int rm_push(struct rm_frame **st, size_t *n, size_t *cap, int fd, const char *name)
+{
+	struct rm_frame f = { .d = fdopendir(fd), .name = name ? strdup(name) : NULL };
+
+	if (!f.d || (name && !f.name)) {
+		int e = f.d ? ENOMEM : errno;
+
+		if (f.d)
+			closedir(f.d);
+		else
+			close(fd);
+		free(f.name);
+		return -e;
+	}
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 8;
+		struct rm_frame *p = realloc(*st, c * sizeof(*p));
+
+		if (!p) {
+			closedir(f.d);
+			free(f.name);
+			return -ENOMEM;
+		}
+		*st = p;
+		*cap = c;
+	}
+	(*st)[(*n)++] = f;
+	return 0;
+}
+
 /*
- * Empties the directory open on fd (which it closes). Works on descriptors
+ * Empties the directory open on fd (which it takes). Works on descriptors
  * with O_NOFOLLOW all the way down, so a symlink swapped in mid-walk is
- * unlinked, never followed out of the tree.
+ * unlinked, never followed out of the tree. Iterative, with the open
+ * directories on the heap: connection threads have small stacks.
  */
 static int remove_contents(int fd)
 {
-	DIR *d = fdopendir(fd);
-	struct dirent *de;
-	int rc = 0;
+	struct rm_frame *st = NULL;
+	size_t n = 0, cap = 0;
+	int rc = rm_push(&st, &n, &cap, fd, NULL);
 
-	if (!d) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	while ((errno = 0, de = readdir(d)) != NULL) {
-		const char *name = de->d_name;
+	while (rc == 0 && n) {
+		struct rm_frame *top = &st[n - 1];
+		struct dirent *de;
 		int sub;
 
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		errno = 0;
+		de = readdir(top->d);
+		if (!de) {
+			char *name = top->name;
+
+			if (errno) {
+				rc = -errno;
+				break;
+			}
+			closedir(top->d);
+			n--;
+			if (n && unlinkat(dirfd(st[n - 1].d), name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+				rc = -errno;
+			free(name);
+			continue;
+		}
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		/* d_type may be DT_UNKNOWN or stale: EISDIR says "try it as a directory". */
 		if (de->d_type != DT_DIR) {
-			if (unlinkat(dirfd(d), name, 0) == 0 || errno == ENOENT)
+			if (unlinkat(dirfd(top->d), de->d_name, 0) == 0 || errno == ENOENT)
 				continue;
 			if (errno != EISDIR) {
 				rc = -errno;
 				break;
 			}
 		}
-		sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		sub = openat(dirfd(top->d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0 && (errno == ENOTDIR || errno == ELOOP)) {
 			/* Replaced by a non-directory since readdir: just unlink that. */
-			if (unlinkat(dirfd(d), name, 0) == 0 || errno == ENOENT)
+			if (unlinkat(dirfd(top->d), de->d_name, 0) == 0 || errno == ENOENT)
 				continue;
 		}
 		if (sub < 0) {
@@ -537,15 +664,14 @@ static int remove_contents(int fd)
 			rc = -errno;
 			break;
 		}
-		rc = remove_contents(sub);
-		if (rc == 0 && unlinkat(dirfd(d), name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-			rc = -errno;
-		if (rc)
-			break;
+		rc = rm_push(&st, &n, &cap, sub, de->d_name);
 	}
-	if (!de && errno && rc == 0)
-		rc = -errno;
-	closedir(d);
+	while (n) {
+		closedir(st[n - 1].d);
+		free(st[n - 1].name);
+		n--;
+	}
+	free(st);
 	return rc;
 }
 

@@ -273,14 +273,38 @@ static int join_rel(char *out, size_t outsz, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= outsz ? -ENAMETOOLONG : 0;
 }
 
-/*
- * Watches the directory rel and, when recursive, every directory below it.
- * announce: report what is already inside as CREATE, for a directory that
- * was just made, whose first entries may predate its watch.
- */
-static int watch_tree(struct watcher *w, const char *rel, int announce)
+/* Directories still to arm, relative to the root. */
+struct todo {
+	char **rels;
+	size_t n;
+	size_t cap;
+};
+
+static int todo_push(struct todo *t, const char *rel)
 {
-	char full[PATH_MAX];
+	char *copy = strdup(rel);
+
+	if (!copy)
+		return -ENOMEM;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		char **p = realloc(t->rels, cap * sizeof(*p));
+
+		if (!p) {
+			free(copy);
+			return -ENOMEM;
+		}
+		t->rels = p;
+		t->cap = cap;
+	}
+	t->rels[t->n++] = copy;
+	return 0;
+}
+
+/* Watches one directory and queues its subdirectories (when recursive). */
+static int watch_one(struct watcher *w, const char *rel, int announce, struct todo *t)
+{
+	char full[PATH_MAX], child[PATH_MAX], cfull[PATH_MAX];
 	struct dirent **names;
 	uint32_t mask = WATCH_MASK | IN_ONLYDIR | (*rel ? IN_DONT_FOLLOW : 0);
 	int wd, n, rc = 0;
@@ -299,22 +323,41 @@ static int watch_tree(struct watcher *w, const char *rel, int announce)
 		return *rel && errno == ENOENT ? 0 : -errno;
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
-		char child[PATH_MAX], cfull[PATH_MAX];
 		struct stat st;
 
-		if (rc < 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-			goto next;
-		rc = join_rel(child, sizeof(child), rel, name);
-		if (rc < 0)
-			goto next;
-		if (announce)
-			emit(w, child, OP_CREATE);
-		if (full_path(w, child, cfull) == 0 && lstat(cfull, &st) == 0 && S_ISDIR(st.st_mode))
-			rc = watch_tree(w, child, announce);
-next:
+		if (rc == 0 && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+		    join_rel(child, sizeof(child), rel, name) == 0) {
+			if (announce)
+				emit(w, child, OP_CREATE);
+			if (full_path(w, child, cfull) == 0 && lstat(cfull, &st) == 0 && S_ISDIR(st.st_mode))
+				rc = todo_push(t, child);
+		}
 		free(names[i]);
 	}
 	free(names);
+	return rc;
+}
+
+/*
+ * Watches the directory rel and, when recursive, every directory below it,
+ * iteratively (this also runs on small connection-thread stacks).
+ * announce: report what is already inside as CREATE, for a directory that
+ * was just made, whose first entries may predate its watch.
+ */
+static int watch_tree(struct watcher *w, const char *rel, int announce)
+{
+	struct todo t = { 0 };
+	int rc = todo_push(&t, rel);
+
+	while (rc == 0 && t.n) {
+		char *dir = t.rels[--t.n];
+
+		rc = watch_one(w, dir, announce, &t);
+		free(dir);
+	}
+	while (t.n)
+		free(t.rels[--t.n]);
+	free(t.rels);
 	return rc;
 }
 
