@@ -5,6 +5,7 @@
 // node:fs and every read is compared with what node:fs put there.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -437,6 +438,55 @@ describe('makeDir, rename, remove', () => {
     assert.equal(fs.existsSync(path.join(dir, 'tree')), false);
     await sbx.files.remove(path.join(dir, 'never-existed'));
     assert.equal(await sbx.files.exists(dir), true);
+  });
+});
+
+// Upload metadata lives in user.e2b.* xattrs; node:fs cannot read xattrs, so
+// python3 does, and the test is skipped where user xattrs are unavailable.
+function xattrs(file) {
+  const r = spawnSync('python3', ['-c', `
+import json, os, sys
+p = sys.argv[1]
+print(json.dumps({k: os.getxattr(p, k).decode() for k in os.listxattr(p) if k.startswith('user.')}))
+`, file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`reading xattrs failed: ${r.stderr || r.error}`);
+  return JSON.parse(r.stdout);
+}
+
+function xattrSkip() {
+  const dir = tempDir('hangar-conf-xattr-');
+  try {
+    const f = path.join(dir, 'probe');
+    fs.writeFileSync(f, '');
+    const r = spawnSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.probe", b"1")', f]);
+    return r.status === 0 ? false : 'needs python3 and user xattrs on the temp directory';
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('metadata', () => {
+  const skip = xattrSkip();
+
+  test('X-Metadata-* becomes user.e2b.* xattrs and EntryInfo.metadata', { skip }, async () => {
+    const p = path.join(scratch(), 'meta.txt');
+    const info = await sbx.files.write(p, 'with metadata', { metadata: { Owner: 'alice', 'build-id': '42' } });
+    const want = { owner: 'alice', 'build-id': '42' }; // keys are lower-cased
+    assert.deepEqual(info.metadata, want);
+    assert.deepEqual(xattrs(p), { 'user.e2b.owner': 'alice', 'user.e2b.build-id': '42' });
+    assert.deepEqual((await sbx.files.getInfo(p)).metadata, want);
+    const listed = (await sbx.files.list(path.dirname(p))).find((e) => e.path === p);
+    assert.deepEqual(listed.metadata, want);
+  });
+
+  test('each upload replaces the metadata set', { skip }, async () => {
+    const p = path.join(scratch(), 'meta2.txt');
+    await sbx.files.write(p, 'v1', { metadata: { a: '1', b: '2' } });
+    await sbx.files.write(p, 'v2', { metadata: { c: '3' } });
+    assert.deepEqual(xattrs(p), { 'user.e2b.c': '3' });
+    await sbx.files.write(p, 'v3');
+    assert.deepEqual(xattrs(p), {});
+    assert.equal((await sbx.files.getInfo(p)).metadata, undefined);
   });
 });
 
