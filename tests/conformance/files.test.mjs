@@ -218,8 +218,12 @@ describe('upload shapes', () => {
     const p = path.join(scratch(), 'gz-down.bin');
     const data = Buffer.concat([Buffer.from('x'.repeat(50_000)), randomBytes(1000)]);
     fs.writeFileSync(p, data);
+    const mark = envd.requests.length;
     const got = await sbx.files.read(p, { format: 'bytes', gzip: true });
     assert.ok(Buffer.from(got).equals(data));
+    const [req] = fileRequests(p, mark);
+    assert.match(req.headers['accept-encoding'], /\bgzip\b/, 'the SDK asked for gzip');
+    assert.equal(req.responseHeaders['content-encoding'], 'gzip', 'and the daemon compressed');
     assert.equal(await sbx.files.read(p, { gzip: true }).then((s) => s.length > 0), true);
   });
 

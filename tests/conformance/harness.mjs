@@ -179,18 +179,22 @@ class Envd {
 
   /**
    * Puts a recording HTTP proxy in front of the daemon, so a test can check
-   * what the SDK sent (method, path, headers) without trusting the SDK's own
-   * account of it. Bodies are streamed through untouched.
+   * what the SDK sent (method, path, headers) and what came back (status,
+   * headers) without trusting the SDK's own account of it. Bodies are
+   * streamed through untouched.
    */
   async tap() {
     if (this._tap) return this._tap;
     const requests = [];
     const target = { host: '127.0.0.1', port: this.port };
     const server = http.createServer((req, res) => {
-      requests.push({ method: req.method, url: req.url, headers: { ...req.headers } });
+      const record = { method: req.method, url: req.url, headers: { ...req.headers } };
+      requests.push(record);
       const up = http.request(
         { ...target, method: req.method, path: req.url, headers: req.headers },
         (upRes) => {
+          record.status = upRes.statusCode;
+          record.responseHeaders = { ...upRes.headers };
           res.writeHead(upRes.statusCode, upRes.rawHeaders);
           upRes.pipe(res);
         },
