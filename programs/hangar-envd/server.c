@@ -559,6 +559,14 @@ static enum MHD_Result begin_request(struct request_state *st, struct MHD_Connec
 	return respond(conn, 404, text_response("404 page not found\n"));
 }
 
+static int has_body(struct MHD_Connection *conn)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+
+	return (cl && strtoull(cl, NULL, 10) > 0) || (te && strcasestr(te, "chunked"));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **req_cls)
@@ -582,6 +590,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		current = st;
 		r = begin_request(st, conn, method, st->url);
 		current = NULL;
+		/*
+		 * A refusal of a request that carries a body goes out now: once
+		 * body data is flowing libmicrohttpd no longer accepts a response,
+		 * and reading a large upload only to refuse it is waste. The
+		 * connection closes afterwards.
+		 */
+		if (r == MHD_YES && st->pending && has_body(conn))
+			return flush_pending(st);
 		return r;
 	}
 
