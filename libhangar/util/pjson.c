@@ -53,7 +53,8 @@ static int integer_of(const cJSON *it, int64_t lo, int64_t hi, int64_t *out)
 	if (cJSON_IsNumber(it)) {
 		double d = it->valuedouble;
 
-		if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi)
+		/* hi + 1 rounds to a power of two for INT64_MAX, so 2^63 itself is refused. */
+		if (!isfinite(d) || d != floor(d) || d < (double)lo || d >= (double)hi + 1.0)
 			return -1;
 		*out = (int64_t)d;
 		return 1;

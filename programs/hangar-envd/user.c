@@ -41,13 +41,15 @@ int envd_user_lookup(const char *name, struct envd_user *out)
 	return 0;
 }
 
-/* Lexically cleans an absolute path in place: "//", "/./" and "/../" go. */
+/*
+ * Lexically cleans an absolute path in place: "//", "/./" and "/../" go.
+ * Each kept component is written as "/name" at or before the position it was
+ * read from, so the output never overtakes input not yet read.
+ */
 static void clean_path(char *p)
 {
 	char *out = p, *in = p;
 
-	/* p starts with '/'. Keep the leading slash and rebuild component by component. */
-	*out++ = '/';
 	while (*in) {
 		char *seg;
 		size_t len;
@@ -63,19 +65,16 @@ static void clean_path(char *p)
 		if (len == 1 && seg[0] == '.')
 			continue;
 		if (len == 2 && seg[0] == '.' && seg[1] == '.') {
-			if (out > p + 1) {
-				out--; /* the slash after the last component */
-				while (out > p + 1 && out[-1] != '/')
-					out--;
-			}
+			while (out > p && *--out != '/')
+				;
 			continue;
 		}
+		*out++ = '/';
 		memmove(out, seg, len);
 		out += len;
-		*out++ = '/';
 	}
-	if (out > p + 1)
-		out--;
+	if (out == p)
+		*out++ = '/';
 	*out = '\0';
 }
 
@@ -90,9 +89,10 @@ int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size
 	if (!*in) {
 		n = snprintf(out, outsz, "%s", envd_cfg.default_workdir ? envd_cfg.default_workdir : home);
 	} else if (in[0] == '~') {
-		if (in[1] != '\0' && in[1] != '/')
-			return rpc_fail(err, CONNECT_INVALID_ARGUMENT,
-					"path '%s' is invalid: ~user is not supported", in);
+		if (in[1] != '\0' && in[1] != '/') {
+			rpc_fail(err, CONNECT_INVALID_ARGUMENT, "path '%s' is invalid: ~user is not supported", in);
+			return -1;
+		}
 		n = snprintf(out, outsz, "%s%s", home, in + 1);
 		if (n >= 0 && (size_t)n < outsz)
 			clean_path(out);
@@ -103,8 +103,10 @@ int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size
 		if (n >= 0 && (size_t)n < outsz)
 			clean_path(out);
 	}
-	if (n < 0 || (size_t)n >= outsz)
-		return rpc_fail(err, CONNECT_INVALID_ARGUMENT, "path is too long");
+	if (n < 0 || (size_t)n >= outsz) {
+		rpc_fail(err, CONNECT_INVALID_ARGUMENT, "path is too long");
+		return -1;
+	}
 	return 0;
 }
 
