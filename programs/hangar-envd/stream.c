@@ -301,7 +301,8 @@ struct MHD_Response *envd_stream_response(struct envd_stream *s)
 	envd_stream_ref(s);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s, stream_free);
 	if (!resp) {
-		envd_stream_unref(s);
+		/* Nobody will drain it: let the producer drop its subscription now. */
+		stream_free(s);
 		return NULL;
 	}
 	return resp;
