@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { AuthenticationError } from 'e2b';
 
-import { isRoot, startEnvd, tempDir, tokenFile } from './harness.mjs';
+import { isRoot, runCleanups, startEnvd, tempDir, tokenFile } from './harness.mjs';
 
 const TOKEN = randomBytes(32).toString('hex');
 const AUTH_FAILED = 401;
@@ -30,7 +30,7 @@ before(async () => {
 
 after(async () => {
   await envd?.stop();
-  for (const fn of cleanups.reverse()) fn();
+  await runCleanups(cleanups);
 });
 
 function scratch() {

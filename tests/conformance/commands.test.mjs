@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { AuthenticationError, CommandExitError, InvalidArgumentError, NotFoundError, TimeoutError } from 'e2b';
 
 import {
-  isRoot, OTHER_USER, otherUserSkip, passwdEntry, startEnvd, tempDir, waitFor, withDeadline,
+  isRoot, OTHER_USER, otherUserSkip, passwdEntry, runCleanups, startEnvd, tempDir, waitFor, withDeadline,
 } from './harness.mjs';
 
 // Running as another user (root included) needs a daemon running as root.
@@ -32,7 +32,7 @@ before(async () => {
 
 after(async () => {
   await envd?.stop();
-  for (const fn of cleanups.reverse()) fn();
+  await runCleanups(cleanups);
 });
 
 function uniq(prefix) {

@@ -16,7 +16,7 @@ import zlib from 'node:zlib';
 import { AuthenticationError, FileNotFoundError, InvalidArgumentError, NotFoundError } from 'e2b';
 
 import {
-  goModeString, groupNameOf, isRoot, OTHER_USER, otherUserSkip, passwdEntry, startEnvd, tempDir, userNameOf,
+  goModeString, groupNameOf, isRoot, OTHER_USER, otherUserSkip, passwdEntry, runCleanups, startEnvd, tempDir, userNameOf,
 } from './harness.mjs';
 
 let envd;
@@ -32,7 +32,7 @@ before(async () => {
 
 after(async () => {
   await envd?.stop();
-  for (const fn of cleanups.reverse()) fn();
+  await runCleanups(cleanups);
 });
 
 function scratch() {

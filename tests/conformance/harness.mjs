@@ -96,6 +96,22 @@ export function goModeString(mode) {
   return s;
 }
 
+/**
+ * Runs every cleanup, newest first, even when one fails; then reports the
+ * first failure so it is not lost.
+ */
+export async function runCleanups(cleanups) {
+  let first = null;
+  for (const fn of cleanups.splice(0).reverse()) {
+    try {
+      await fn();
+    } catch (err) {
+      first ??= err;
+    }
+  }
+  if (first) throw first;
+}
+
 /** A fresh directory for one test, removed by the caller's cleanup. */
 export function tempDir(prefix = 'hangar-conf-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));

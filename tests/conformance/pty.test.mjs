@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { CommandExitError } from 'e2b';
 
-import { startEnvd, tempDir, waitFor, withDeadline } from './harness.mjs';
+import { runCleanups, startEnvd, tempDir, waitFor, withDeadline } from './harness.mjs';
 
 let envd;
 let sbx;
@@ -20,8 +20,11 @@ before(async () => {
 });
 
 after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-  await envd?.stop();
+  try {
+    await runCleanups(cleanups); // kills the terminals, so the daemon leaves none behind
+  } finally {
+    await envd?.stop();
+  }
 });
 
 const enc = new TextEncoder();

@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { InvalidArgumentError, NotFoundError, TimeoutError } from 'e2b';
 
-import { startEnvd, tempDir, waitFor } from './harness.mjs';
+import { runCleanups, startEnvd, tempDir, waitFor } from './harness.mjs';
 
 let envd;
 let sbx;
@@ -25,7 +25,7 @@ before(async () => {
 
 after(async () => {
   await envd?.stop();
-  for (const fn of cleanups.reverse()) fn();
+  await runCleanups(cleanups);
 });
 
 function scratch() {
