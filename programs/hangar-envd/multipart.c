@@ -273,47 +273,59 @@ static int take_disposition(void *ctx, const char *key, size_t keylen, char *val
 	return 0;
 }
 
+/* The next line of a header block, or NULL after the last. */
+static const char *next_line(const char *line)
+{
+	const char *lf = strchr(line, '\n');
+
+	return lf && lf[1] ? lf + 1 : NULL;
+}
+
 /*
- * Finds a header in the block (case-insensitive name) and returns its value
- * with folded continuation lines joined, as a new string; NULL if absent.
- * The block is NUL-terminated and its lines end in LF (CR optional).
+ * A header value starting at v, up to the end of its line plus any folded
+ * continuation lines (joined with one space), as a new string.
+ */
+static char *unfold(const char *v)
+{
+	char *out = malloc(strlen(v) + 1);
+	size_t n = 0;
+
+	if (!out)
+		return NULL;
+	for (;;) {
+		const char *lf = strchr(v, '\n'), *end = lf ? lf : v + strlen(v);
+
+		while (end > v && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (n)
+			out[n++] = ' ';
+		memcpy(out + n, v, (size_t)(end - v));
+		n += (size_t)(end - v);
+		if (!lf || (lf[1] != ' ' && lf[1] != '\t'))
+			break;
+		v = skip_ws(lf + 1);
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/*
+ * Finds a header in the block by case-insensitive name and returns its value
+ * as a new string; NULL if absent. The block is NUL-terminated and its lines
+ * end in LF (CR optional).
  */
 static char *find_header(const char *block, const char *name)
 {
 	size_t nlen = strlen(name);
 
-	for (const char *line = block; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "") {
-		const char *v, *end;
-		char *out;
-		size_t n = 0;
+	for (const char *line = block; line; line = next_line(line)) {
+		const char *v;
 
 		if (strncasecmp(line, name, nlen) != 0)
 			continue;
 		v = skip_ws(line + nlen);
-		if (*v != ':')
-			continue;
-		v = skip_ws(v + 1);
-		out = malloc(strlen(v) + 1);
-		if (!out)
-			return NULL;
-		/* Copy up to the end of the line, then any continuation lines. */
-		for (;;) {
-			end = strchr(v, '\n');
-			if (!end)
-				end = v + strlen(v);
-			while (end > v && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-			if (n)
-				out[n++] = ' ';
-			memcpy(out + n, v, (size_t)(end - v));
-			n += (size_t)(end - v);
-			end = strchr(v, '\n');
-			if (!end || (end[1] != ' ' && end[1] != '\t'))
-				break;
-			v = skip_ws(end + 1);
-		}
-		out[n] = '\0';
-		return out;
+		if (*v == ':')
+			return unfold(skip_ws(v + 1));
 	}
 	return NULL;
 }
@@ -322,7 +334,6 @@ static int headers_done(struct multipart_parser *p)
 {
 	struct disposition d = { 0 };
 	char *cd;
-	const char *filename;
 	int rc;
 
 	p->hdr[p->hdr_len] = '\0';
@@ -339,11 +350,10 @@ static int headers_done(struct multipart_parser *p)
 			d.filename = dec;
 		}
 	}
-	filename = d.filename;
 	p->state = ST_BODY;
 	p->matched = 0;
 	p->in_part = 1;
-	rc = p->cb.part_begin ? p->cb.part_begin(p->ctx, d.name, filename) : 0;
+	rc = p->cb.part_begin ? p->cb.part_begin(p->ctx, d.name, d.filename) : 0;
 	free(d.name);
 	free(d.filename);
 	free(d.filename_ext);
