@@ -104,6 +104,15 @@ def test_bad_cwd(client, tmp_path):
     assert evs == []
 
 
+@pytest.mark.parametrize("cwd", ["~nobody", "~root/x"])
+def test_cwd_tilde_user_refused(client, cwd):
+    msg = sh("pwd")
+    msg["process"]["cwd"] = cwd
+    evs, err = run(client, msg)
+    assert err is not None and err["code"] == "invalid_argument", (err, evs)
+    assert evs == []
+
+
 # ---- keepalive ----------------------------------------------------------------------
 
 

@@ -65,7 +65,10 @@ static void refused(const struct envd_user *u, const char *in)
 	char out[PATH_MAX];
 	struct rpc_error err = { 0 };
 
-	ck_assert_msg(envd_resolve_path(u, in, out, sizeof(out), &err) != 0, "\"%s\" accepted", in);
+	int rc = envd_resolve_path(u, in, out, sizeof(out), &err);
+
+	/* envd.h: "Returns 0, or -1 with err set"; callers test for < 0. */
+	ck_assert_msg(rc == -1, "\"%s\": returned %d", in, rc);
 	ck_assert_int_eq(err.code, CONNECT_INVALID_ARGUMENT);
 	ck_assert_msg(err.message[0] != '\0', "no message for \"%s\"", in);
 }
