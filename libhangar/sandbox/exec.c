@@ -1,2 +1,328 @@
-/* being written */
+/*
+ * hangar_sandbox_exec: one command, run the same way on every provider.
+ *
+ * The command runs once, as `timeout -k 5s <N>s bash -lc <command>`, so the
+ * in-sandbox timeout kills the whole process group and exit 124 means "timed
+ * out" everywhere. envd's own deadline (Connect-Timeout-Ms) is a little
+ * longer, as a backstop, and our request deadline longer still, so a silent
+ * sandbox is told apart from a slow command. Output is capped per stream,
+ * keeping its head and tail.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjson.h"
 #include "sandbox.h"
+
+#define KILL_GRACE_SEC 5      /* timeout -k: SIGKILL this long after SIGTERM */
+#define ENVD_BACKSTOP_SEC 10  /* envd kills the command this long after the timeout */
+#define REQUEST_SLACK_SEC 20  /* and we give up on the request this long after it */
+#define EXEC_KEEPALIVE_SEC 30
+
+/* Keeps the first and the last half of a stream's output. */
+struct capped {
+	uint64_t limit;
+	uint64_t total;
+	struct hbuf head;
+	char *tail;               /* ring of limit - limit/2 bytes */
+	size_t tail_cap, tail_len, tail_pos;
+};
+
+static int capped_init(struct capped *c, uint64_t limit)
+{
+	memset(c, 0, sizeof(*c));
+	c->limit = limit;
+	c->tail_cap = (size_t)(limit - limit / 2);
+	if (c->tail_cap) {
+		c->tail = malloc(c->tail_cap);
+		if (!c->tail)
+			return -1;
+	}
+	return 0;
+}
+
+static void capped_free(struct capped *c)
+{
+	hbuf_free(&c->head);
+	free(c->tail);
+}
+
+static int capped_add(struct capped *c, const char *data, size_t len)
+{
+	size_t head_room = (size_t)(c->limit / 2) - c->head.len;
+
+	c->total += len;
+	if (c->head.len < c->limit / 2) {
+		size_t n = len < head_room ? len : head_room;
+
+		if (hbuf_put(&c->head, data, n) < 0)
+			return -1;
+		data += n;
+		len -= n;
+	}
+	/* The rest goes round the tail ring; only the last tail_cap bytes survive. */
+	if (len > c->tail_cap) {
+		data += len - c->tail_cap;
+		len = c->tail_cap;
+	}
+	while (len > 0) {
+		size_t n = c->tail_cap - c->tail_pos;
+
+		if (n > len)
+			n = len;
+		memcpy(c->tail + c->tail_pos, data, n);
+		c->tail_pos = (c->tail_pos + n) % c->tail_cap;
+		if (c->tail_len < c->tail_cap)
+			c->tail_len = c->tail_len + n > c->tail_cap ? c->tail_cap : c->tail_len + n;
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Head, then a marker when bytes were dropped, then the tail, into out. */
+static int capped_finish(struct capped *c, hangar_buf *out)
+{
+	struct hbuf b = HBUF_INIT;
+	uint64_t kept = c->head.len + c->tail_len;
+	size_t start = (c->tail_pos + c->tail_cap - c->tail_len) % (c->tail_cap ? c->tail_cap : 1);
+
+	if (hbuf_put(&b, c->head.data ? c->head.data : "", c->head.len) < 0)
+		return -1;
+	if (c->total > kept &&
+	    hbuf_printf(&b, "\n[... %" PRIu64 " bytes of output omitted ...]\n", c->total - kept) < 0)
+		goto fail;
+	if (c->tail_len) {
+		size_t first = c->tail_cap - start < c->tail_len ? c->tail_cap - start : c->tail_len;
+
+		if (hbuf_put(&b, c->tail + start, first) < 0 || hbuf_put(&b, c->tail, c->tail_len - first) < 0)
+			goto fail;
+	}
+	free(out->ptr);
+	out->size = b.len;
+	out->reserved = b.cap;
+	out->ptr = hbuf_steal(&b);
+	return out->ptr ? 0 : -1;
+fail:
+	hbuf_free(&b);
+	return -1;
+}
+
+int hangar_exec_opts_init(hangar_exec_opts *opts, uint32_t version)
+{
+	HCHECK_ARG(opts, "opts is NULL");
+	HCHECK_ARG(version >= 1 && version <= HANGAR_EXEC_OPTS_VERSION, "unsupported options version");
+	memset(opts, 0, sizeof(*opts));
+	opts->version = version;
+	opts->size = sizeof(*opts);
+	return 0;
+}
+
+void hangar_exec_result_dispose(hangar_exec_result *r)
+{
+	if (!r)
+		return;
+	hangar_buf_dispose(&r->out);
+	hangar_buf_dispose(&r->err);
+}
+
+struct exec_run {
+	struct hangar_sandbox *sb;
+	const hangar_exec_opts *opts;
+	struct envd_call input_call;  /* for stdin, once the pid is known */
+	struct capped out, err;
+	uint32_t pid;
+	int ended;
+	int exit_code;
+	int signalled;
+	int failed;                   /* stdin delivery or memory */
+	int rc;
+};
+
+static int send_stdin(struct exec_run *run)
+{
+	struct envd_client *c = hctx_envd(run->sb->ctx);
+	cJSON *req = cJSON_CreateObject(), *resp = NULL;
+	cJSON *sel = cJSON_AddObjectToObject(req, "process");
+	char *b64 = pjson_b64_encode(run->opts->stdin_data, run->opts->stdin_len);
+	int rc;
+
+	cJSON_AddNumberToObject(sel, "pid", run->pid);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "input"), "stdin", b64 ? b64 : "");
+	free(b64);
+	rc = envd_unary(c, &run->input_call, "/process.Process/SendInput", req, &resp, NULL);
+	cJSON_Delete(resp);
+	resp = NULL;
+	cJSON_DeleteItemFromObject(req, "input");
+	/* EOF even if the write failed, so the command never waits for more. */
+	if (envd_unary(c, &run->input_call, "/process.Process/CloseStdin", req, &resp, NULL) != 0 && rc == 0)
+		rc = hangar_error_last()->code;
+	cJSON_Delete(resp);
+	cJSON_Delete(req);
+	return rc;
+}
+
+static int on_event(const cJSON *msg, void *arg)
+{
+	struct exec_run *run = arg;
+	const cJSON *ev = pjson_field(msg, "event", NULL), *x;
+
+	if ((x = pjson_field(ev, "start", NULL))) {
+		pjson_uint32(x, "pid", NULL, &run->pid);
+		if (run->opts->stdin_data && send_stdin(run) != 0)
+			run->failed = run->rc = hangar_error_last()->code;
+	} else if ((x = pjson_field(ev, "data", NULL))) {
+		static const struct { const char *name; int stream; } kinds[] = {
+			{ "stdout", HANGAR_STREAM_STDOUT }, { "stderr", HANGAR_STREAM_STDERR }, { "pty", HANGAR_STREAM_STDOUT },
+		};
+		for (size_t i = 0; i < 3; i++) {
+			unsigned char *bytes = NULL;
+			size_t len = 0;
+
+			if (pjson_bytes(x, kinds[i].name, NULL, &bytes, &len) != 1)
+				continue;
+			if (run->opts->on_output)
+				run->opts->on_output(kinds[i].stream, (const char *)bytes, len, run->opts->payload);
+			if (capped_add(kinds[i].stream == HANGAR_STREAM_STDERR ? &run->err : &run->out,
+				       (const char *)bytes, len) < 0 && !run->failed)
+				run->failed = run->rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+			free(bytes);
+		}
+	} else if ((x = pjson_field(ev, "end", NULL))) {
+		int32_t code = 0;
+		int exited = 0;
+
+		pjson_int32(x, "exitCode", "exit_code", &code);
+		pjson_bool(x, "exited", NULL, &exited);
+		run->ended = 1;
+		run->exit_code = code;
+		run->signalled = !exited;
+	}
+	return run->failed != 0;
+}
+
+/* The StartRequest: timeout -k 5s <N>s bash -lc <command>, with CI=true and the caller's env. */
+static cJSON *start_request(const char *command, const hangar_exec_opts *o, int64_t timeout)
+{
+	cJSON *req = cJSON_CreateObject(), *p = cJSON_AddObjectToObject(req, "process");
+	cJSON *args = cJSON_AddArrayToObject(p, "args"), *envs = cJSON_AddObjectToObject(p, "envs");
+	char secs[32], grace[16];
+
+	snprintf(secs, sizeof(secs), "%" PRId64 "s", timeout);
+	snprintf(grace, sizeof(grace), "%ds", KILL_GRACE_SEC);
+	cJSON_AddStringToObject(p, "cmd", "timeout");
+	cJSON_AddItemToArray(args, cJSON_CreateString("-k"));
+	cJSON_AddItemToArray(args, cJSON_CreateString(grace));
+	cJSON_AddItemToArray(args, cJSON_CreateString(secs));
+	cJSON_AddItemToArray(args, cJSON_CreateString("bash"));
+	cJSON_AddItemToArray(args, cJSON_CreateString("-lc"));
+	cJSON_AddItemToArray(args, cJSON_CreateString(command));
+	cJSON_AddStringToObject(envs, "CI", "true");
+	for (const char *const *e = o->env; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		char *key = strndup(*e, (size_t)(eq - *e));
+
+		if (key) {
+			cJSON_DeleteItemFromObjectCaseSensitive(envs, key);
+			cJSON_AddStringToObject(envs, key, eq + 1);
+			free(key);
+		}
+	}
+	if (o->cwd)
+		cJSON_AddStringToObject(p, "cwd", o->cwd);
+	cJSON_AddBoolToObject(req, "stdin", o->stdin_data != NULL);
+	return req;
+}
+
+int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char *command,
+			const hangar_exec_opts *opts)
+{
+	struct exec_run run = { 0 };
+	hangar_exec_opts o;
+	struct envd_status st = { 0 };
+	struct envd_call call;
+	struct sbview *v;
+	struct envd_client *c;
+	int64_t timeout, started;
+	uint64_t limit;
+	cJSON *req;
+	int rc;
+
+	HCHECK_ARG(out && out->version >= 1 && out->size >= 8, "out must be initialised with HANGAR_EXEC_RESULT_INIT");
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(command, "command is NULL");
+	memset(&o, 0, sizeof(o));
+	if (opts) {
+		HCHECK_ARG(opts->version >= 1 && opts->size >= 8, "opts not initialised");
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	HCHECK_ARG(o.timeout_sec >= 0, "opts->timeout_sec must not be negative");
+	for (const char *const *e = o.env; e && *e; e++)
+		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+	timeout = o.timeout_sec ? o.timeout_sec : hctx_int(sb->ctx, HS_EXEC_TIMEOUT);
+	limit = o.output_limit ? o.output_limit : (uint64_t)hctx_int(sb->ctx, HS_OUTPUT_LIMIT);
+	if (timeout <= 0)
+		timeout = 1;
+
+	c = hctx_envd(sb->ctx);
+	if (!c)
+		return hangar_error_last()->code;
+	v = sandbox_begin(sb, &call, o.user);
+	if (!v)
+		return hangar_error_last()->code;
+	call.connect_timeout_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC) * 1000;
+	call.deadline_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC + REQUEST_SLACK_SEC) * 1000;
+	call.keepalive_sec = EXEC_KEEPALIVE_SEC;
+	run.input_call = call;
+	run.input_call.connect_timeout_ms = 0;
+	run.input_call.keepalive_sec = 0;
+	run.input_call.deadline_ms = hctx_int(sb->ctx, HS_REQUEST_TIMEOUT) * 1000;
+	run.sb = sb;
+	run.opts = &o;
+	if (capped_init(&run.out, limit) < 0 || capped_init(&run.err, limit) < 0) {
+		capped_free(&run.out);
+		capped_free(&run.err);
+		sbview_put(v);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+
+	req = start_request(command, &o, timeout);
+	started = hmono_ms();
+	rc = envd_stream(c, &call, "/process.Process/Start", req, on_event, &run, &st);
+	cJSON_Delete(req);
+	if (run.failed)
+		rc = run.rc;
+	else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED)
+		rc = 0; /* envd's backstop killed it: a timed-out command, reported as such */
+	else if (rc == 0 && !run.ended)
+		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "command stream ended without an end event");
+	else if (rc == ENVD_CANCELLED)
+		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "command stream stopped");
+	else if (rc)
+		rc = sandbox_classify_failure(sb, rc, &st);
+	sbview_put(v);
+
+	if (rc == 0) {
+		int backstop = !run.ended;
+
+		hangar_exec_result_dispose(out);
+		out->exit_code = backstop || run.signalled ? -1 : run.exit_code;
+		out->timed_out = backstop || run.exit_code == 124 ||
+				 (run.exit_code == 128 + 9 && hmono_ms() - started >= timeout * 1000);
+		out->out_bytes = run.out.total;
+		out->err_bytes = run.err.total;
+		out->duration_us = (hmono_ms() - started) * 1000;
+		if (capped_finish(&run.out, &out->out) < 0 || capped_finish(&run.err, &out->err) < 0) {
+			hangar_exec_result_dispose(out);
+			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		} else {
+			herr_clear();
+		}
+	}
+	capped_free(&run.out);
+	capped_free(&run.err);
+	return rc;
+}
