@@ -43,49 +43,54 @@ struct coding {
 	double q;
 };
 
-/* One comma-separated element: name, then parameters of which only q counts. */
-static struct coding parse_coding(const char *s, size_t len)
+/* [s, e) without surrounding blanks. */
+static void trim(const char **s, const char **e)
+{
+	while (*s < *e && (**s == ' ' || **s == '\t'))
+		(*s)++;
+	while (*e > *s && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
+		(*e)--;
+}
+
+/* q=<float> in [p, e); other parameters, and unparsable values, leave q alone (as upstream). */
+static void parse_q(const char *p, const char *e, double *q)
+{
+	char num[32];
+	size_t n;
+	char *end;
+	double v;
+
+	trim(&p, &e);
+	n = (size_t)(e - p);
+	if (n <= 2 || n - 2 >= sizeof(num) || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=')
+		return;
+	memcpy(num, p + 2, n - 2);
+	num[n - 2] = '\0';
+	v = strtod(num, &end);
+	if (*end == '\0' && end != num && !isnan(v))
+		*q = v;
+}
+
+/* One comma-separated element [s, e): a coding name, then parameters. */
+static struct coding parse_coding(const char *s, const char *e)
 {
 	struct coding c = { C_OTHER, 1.0 };
-	size_t namelen = 0;
-	const char *semi = memchr(s, ';', len);
-	size_t nlen = semi ? (size_t)(semi - s) : len;
+	const char *semi = memchr(s, ';', (size_t)(e - s));
+	const char *name = s, *name_end = semi ? semi : e;
+	size_t n;
 
-	while (nlen && (*s == ' ' || *s == '\t')) {
-		s++;
-		nlen--;
-		len--;
-	}
-	namelen = nlen;
-	while (namelen && (s[namelen - 1] == ' ' || s[namelen - 1] == '\t'))
-		namelen--;
-	if (namelen == 8 && strncasecmp(s, "identity", 8) == 0)
+	trim(&name, &name_end);
+	n = (size_t)(name_end - name);
+	if (n == 8 && strncasecmp(name, "identity", 8) == 0)
 		c.kind = C_IDENTITY;
-	else if (namelen == 4 && strncasecmp(s, "gzip", 4) == 0)
+	else if (n == 4 && strncasecmp(name, "gzip", 4) == 0)
 		c.kind = C_GZIP;
-	else if (namelen == 1 && s[0] == '*')
+	else if (n == 1 && name[0] == '*')
 		c.kind = C_STAR;
-	while (semi && (size_t)(semi - s) < len) {
-		const char *p = semi + 1, *end = s + len, *next = memchr(p, ';', (size_t)(end - p));
-		const char *pe = next ? next : end;
-		char num[32];
-		size_t n;
+	while (semi) {
+		const char *p = semi + 1, *next = memchr(p, ';', (size_t)(e - p));
 
-		while (p < pe && (*p == ' ' || *p == '\t'))
-			p++;
-		while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t'))
-			pe--;
-		n = (size_t)(pe - p);
-		if (n > 2 && n - 2 < sizeof(num) && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
-			char *e;
-			double q;
-
-			memcpy(num, p + 2, n - 2);
-			num[n - 2] = '\0';
-			q = strtod(num, &e);
-			if (*e == '\0' && e != num && !isnan(q))
-				c.q = q; /* an unparsable q is ignored, as upstream does */
-		}
+		parse_q(p, next ? next : e, &c.q);
 		semi = next;
 	}
 	return c;
@@ -102,7 +107,7 @@ enum files_encoding files_choose_encoding(const char *accept_encoding, int ident
 		return FILES_ENC_IDENTITY;
 	for (;;) {
 		size_t len = strcspn(s, ",");
-		struct coding c = parse_coding(s, len);
+		struct coding c = parse_coding(s, s + len);
 
 		if (c.kind == C_IDENTITY)
 			identity_named = 1;
@@ -692,48 +697,50 @@ static int disk_full(int e)
 
 /* ---- metadata headers ---- */
 
+static int meta_grow(struct files_upload *u)
+{
+	size_t cap = u->meta_cap ? u->meta_cap * 2 : 8;
+	char **k = realloc(u->meta_keys, cap * sizeof(*k));
+
+	if (!k)
+		return -1;
+	u->meta_keys = k;
+	k = realloc(u->meta_values, cap * sizeof(*k));
+	if (!k)
+		return -1;
+	u->meta_values = k;
+	u->meta_cap = cap;
+	return 0;
+}
+
+/* X-Metadata-<key> headers: key lower-cased, first value wins, empty key skipped. */
 static enum MHD_Result collect_meta(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct files_upload *u = cls;
-	char *k;
+	char *k, *v;
 
 	(void)kind;
 	if (!key || strncasecmp(key, "X-Metadata-", 11) != 0 || !key[11])
 		return MHD_YES;
 	for (size_t i = 0; i < u->meta_n; i++)
 		if (strcasecmp(u->meta_keys[i], key + 11) == 0)
-			return MHD_YES; /* the first value wins */
-	if (u->meta_n == u->meta_cap) {
-		size_t cap = u->meta_cap ? u->meta_cap * 2 : 8;
-		char **nk = realloc(u->meta_keys, cap * sizeof(*nk));
-
-		if (nk)
-			u->meta_keys = nk;
-		{
-			char **nv = nk ? realloc(u->meta_values, cap * sizeof(*nv)) : NULL;
-
-			if (!nv) {
-				u->meta_oom = 1;
-				return MHD_NO;
-			}
-			u->meta_values = nv;
-		}
-		u->meta_cap = cap;
+			return MHD_YES;
+	if (u->meta_n == u->meta_cap && meta_grow(u) < 0) {
+		u->meta_oom = 1;
+		return MHD_NO;
 	}
 	k = strdup(key + 11);
-	if (!k) {
+	v = strdup(value ? value : "");
+	if (!k || !v) {
+		free(k);
+		free(v);
 		u->meta_oom = 1;
 		return MHD_NO;
 	}
 	for (char *p = k; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
-	u->meta_values[u->meta_n] = strdup(value ? value : "");
-	if (!u->meta_values[u->meta_n]) {
-		free(k);
-		u->meta_oom = 1;
-		return MHD_NO;
-	}
-	u->meta_keys[u->meta_n++] = k;
+	u->meta_keys[u->meta_n] = k;
+	u->meta_values[u->meta_n++] = v;
 	return MHD_YES;
 }
 
