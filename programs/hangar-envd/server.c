@@ -72,6 +72,7 @@ struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
 	char msg[1024];
 	cJSON *o = cJSON_CreateObject();
 	char *json;
+	const char *json_text;
 	struct MHD_Response *resp;
 	va_list ap;
 
@@ -82,7 +83,8 @@ struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
 	cJSON_AddStringToObject(o, "message", msg);
 	json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	resp = json_response(json ? json : "{}");
+	json_text = json ? json : "{}";
+	resp = MHD_create_response_from_buffer(strlen(json_text), (void *)json_text, MHD_RESPMEM_MUST_COPY);
 	free(json);
 	if (resp) {
 		MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
@@ -559,12 +561,19 @@ static enum MHD_Result begin_request(struct request_state *st, struct MHD_Connec
 	return respond(conn, 404, text_response("404 page not found\n"));
 }
 
-static int has_body(struct MHD_Connection *conn)
+/*
+ * Whether a refused request's body is too big to read and throw away. Small
+ * bodies are drained first, so clients still writing them see the answer
+ * instead of a reset; big or unknown-length ones are refused at once.
+ */
+#define REFUSED_BODY_DRAIN_MAX (256u * 1024)
+
+static int body_too_big_to_drain(struct MHD_Connection *conn)
 {
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
 
-	return (cl && strtoull(cl, NULL, 10) > 0) || (te && strcasestr(te, "chunked"));
+	return (cl && strtoull(cl, NULL, 10) > REFUSED_BODY_DRAIN_MAX) || (te && strcasestr(te, "chunked"));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -591,21 +600,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r = begin_request(st, conn, method, st->url);
 		current = NULL;
 		/*
-		 * A refusal of a request that carries a body goes out now: once
-		 * body data is flowing libmicrohttpd no longer accepts a response,
-		 * and reading a large upload only to refuse it is waste. The
-		 * connection closes afterwards.
+		 * Once body data flows libmicrohttpd accepts no response until it
+		 * has all been read, so a refusal of a large body goes out now and
+		 * the connection closes after it.
 		 */
-		if (r == MHD_YES && st->pending && has_body(conn))
+		if (r == MHD_YES && st->pending && body_too_big_to_drain(conn))
 			return flush_pending(st);
 		return r;
 	}
 
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
-
-		if (st->pending)
-			return flush_pending(st); /* refused already: answer, then close */
 
 		*upload_data_size = 0;
 		switch (st->route) {
@@ -621,7 +626,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			files_upload_data(st->upload, upload_data, n);
 			break;
 		default:
-			break; /* a response is already queued; drop the body */
+			break; /* refused: the body is read and dropped */
 		}
 		return MHD_YES;
 	}
