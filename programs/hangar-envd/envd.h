@@ -180,7 +180,9 @@ struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
 unsigned files_download(struct envd_req *r, struct MHD_Response **resp);
 
 /* Uploads stream: begin once the headers are in, data per body chunk, finish
- * after the last. begin returns NULL and fills status and resp to refuse early. */
+ * after the last. begin returns NULL (with status and resp set) only when it
+ * cannot even record a refusal; other refusals are answered by finish, after
+ * the body has been read. */
 struct files_upload;
 struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp);
 /* Consumes a body chunk; errors are sticky and reported by finish. */
