@@ -1399,7 +1399,7 @@ int main(int argc, char **argv)
 		.post_bytes = (size_t)100 << 20, .post_runs = 3, .streams = 100,
 	};
 	int calls = -1, quick = 0, port, failures = 0, stop_status;
-	long rss_start, rss_end, hwm;
+	long rss_start, rss_end, hwm, anon_start, anon_end;
 	char version[64] = "?", *ver_argv[3];
 	const char *tmp = getenv("TMPDIR");
 	unsigned char *get_data = NULL;
@@ -1484,6 +1484,7 @@ int main(int argc, char **argv)
 	}
 	usleep(100000); /* let start-up settle before sampling idle memory */
 	rss_start = status_kib(pid, "VmRSS");
+	anon_start = status_kib(pid, "RssAnon");
 
 	uname(&un);
 	printf("hangar-envd benchmark: %s (envd %s), pid %d on 127.0.0.1:%d\n", cfg.daemon, version, (int)pid,
@@ -1510,9 +1511,12 @@ int main(int argc, char **argv)
 
 	usleep(500000); /* connection threads finish after their sockets close */
 	rss_end = status_kib(pid, "VmRSS");
+	anon_end = status_kib(pid, "RssAnon");
 	hwm = status_kib(pid, "VmHWM");
 	table_row("daemon VmRSS, idle: at start / at end", NULL, 0, "%ld KiB / %ld KiB (peak VmHWM %ld KiB)",
 		  rss_start, rss_end, hwm);
+	/* Shared library pages are shared by every sandbox's daemon; private memory is each one's own cost. */
+	table_row("daemon private (RssAnon): at start / at end", NULL, 0, "%ld KiB / %ld KiB", anon_start, anon_end);
 
 	if (stat(cfg.daemon, &st) == 0) {
 		char *strip_argv[] = { (char *)"strip", (char *)"-o", g_paths[PATH_STRIP], (char *)cfg.daemon, NULL };

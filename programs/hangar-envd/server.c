@@ -7,6 +7,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -684,6 +686,24 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	*req_cls = NULL;
 }
 
+/*
+ * Returns memory to the system when the last connection closes, so an idle
+ * daemon in every sandbox stays small after a burst of work.
+ */
+static atomic_int open_connections;
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	(void)conn;
+	(void)socket_ctx;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add(&open_connections, 1);
+	else if (atomic_fetch_sub(&open_connections, 1) == 1)
+		malloc_trim(0);
+}
+
 static int listen_unix(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -762,6 +782,7 @@ struct MHD_Daemon *server_start(struct server_opts *o)
 			     MHD_OPTION_LISTEN_SOCKET, fd,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ENVD_IDLE_TIMEOUT_SEC,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 			     MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
 			     MHD_OPTION_CONNECTION_LIMIT, 4096u,
