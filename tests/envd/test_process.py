@@ -127,6 +127,36 @@ def test_keepalive_bad_interval_does_not_crash(envd, interval):
     assert envd.client.health() == 204
 
 
+@pytest.mark.parametrize("interval", ["0", "-5"])
+def test_keepalive_bad_interval_on_connect(envd, interval):
+    call = envd.client.open_stream(START, sh("sleep 30"))
+    with call:
+        pid = call.next()[1]["event"]["start"]["pid"]
+    try:
+        status, envs, _ = envd.client.stream(CONNECT, {"process": {"pid": pid}},
+                                             headers={"Keepalive-Ping-Interval": interval,
+                                                      "Connect-Timeout-Ms": "1500"})
+        assert status == 200
+        assert end_error(envs)["code"] == "deadline_exceeded"
+        kinds = [k for k, _ in events(envs)]
+        assert kinds == ["start"], kinds
+        assert envd.client.health() == 204
+    finally:
+        kill_quietly(envd.client, pid)
+
+
+@pytest.mark.parametrize("interval", ["0", "-5"])
+def test_keepalive_bad_interval_on_watch(envd, tmp_path, interval):
+    status, envs, _ = envd.client.stream("/filesystem.Filesystem/WatchDir", {"path": str(tmp_path)},
+                                         headers={"Keepalive-Ping-Interval": interval,
+                                                  "Connect-Timeout-Ms": "1500"})
+    assert status == 200
+    assert end_error(envs)["code"] == "deadline_exceeded"
+    msgs = [o for f, o in envs if not f & FLAG_END_STREAM]
+    assert msgs == [{"start": {}}], msgs
+    assert envd.client.health() == 204
+
+
 def test_keepalive_when_silent(client):
     evs, err = run(client, sh("sleep 3.5"), headers={"Keepalive-Ping-Interval": "1"})
     assert err is None
