@@ -12,6 +12,7 @@
 #include "envd.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -656,23 +657,76 @@ static int parse_start(const cJSON *in, struct start_req *sr, cJSON **config, st
 	return 0;
 }
 
-/* The child side, between fork and exec: async-signal-safe calls only. */
-static void __attribute__((noreturn))
-child_exec(const struct start_req *sr, const struct envd_user *u, const gid_t *groups, int ngroups,
-	   const char *cwd, char **envp, int in_fd, int out_fd, int err_fd, int pty_slave)
+/* Everything the child needs, prepared before it exists. */
+struct child_args {
+	const char *path;       /* resolved executable, or NULL when not found */
+	const char *cmd;        /* as requested, for the error message */
+	char **argv;
+	char **envp;
+	const char *cwd;
+	const struct envd_user *u;
+	const gid_t *groups;
+	int ngroups;
+	int in_fd, out_fd, err_fd, pty_slave;
+};
+
+/*
+ * The command's executable: cmd itself when it has a slash, else the first
+ * match on the PATH of the child's environment (not the daemon's), the way a
+ * shell would look it up. NULL when there is none.
+ */
+static char *resolve_command(const char *cmd, char *const *envp)
 {
+	const char *path = NULL, *p;
+	char buf[4096];
+
+	if (strchr(cmd, '/'))
+		return strdup(cmd);
+	for (char *const *e = envp; *e; e++)
+		if (!strncmp(*e, "PATH=", 5))
+			path = *e + 5;
+	for (p = path; p && *p;) {
+		size_t n = strcspn(p, ":");
+		int len = snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? p : ".", cmd);
+
+		if (len > 0 && (size_t)len < sizeof(buf) && access(buf, X_OK) == 0) {
+			struct stat st;
+
+			if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+				return strdup(buf);
+		}
+		p += n + (p[n] == ':');
+	}
+	return NULL;
+}
+
+static void child_fail(const char *cmd, const char *why, int code)
+{
+	ssize_t n = write(2, cmd, strlen(cmd));
+
+	n = write(2, why, strlen(why));
+	(void)n;
+	_exit(code);
+}
+
+/*
+ * The child, between clone and exec. It shares the daemon's memory (the
+ * parent thread waits until it execs or exits), so it only makes system
+ * calls and writes nothing but its own stack.
+ */
+static int child_main(void *arg)
+{
+	const struct child_args *a = arg;
 	sigset_t none;
-	int fd;
+	int fd, in_fd = a->in_fd, out_fd = a->out_fd, err_fd = a->err_fd;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL); /* the daemon ignores it; exec keeps ignored signals ignored */
 	setsid();
-	if (pty_slave >= 0) {
-		ioctl(pty_slave, TIOCSCTTY, 0);
-		in_fd = out_fd = err_fd = pty_slave;
+	if (a->pty_slave >= 0) {
+		ioctl(a->pty_slave, TIOCSCTTY, 0);
+		in_fd = out_fd = err_fd = a->pty_slave;
 	}
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(126);
@@ -686,23 +740,66 @@ child_exec(const struct start_req *sr, const struct envd_user *u, const gid_t *g
 		(void)n;
 		close(fd);
 	}
-	if (envd_cfg.is_root) {
-		if (setgroups((size_t)ngroups, groups) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)
-			_exit(126);
-	}
-	if (chdir(cwd) < 0)
-		_exit(126);
-	environ = envp;
-	execvp(sr->cmd, sr->argv);
-	{
-		int e = errno;
-		const char *why = e == ENOENT ? ": command not found\n" : ": cannot execute\n";
-		ssize_t n = write(2, sr->cmd, strlen(sr->cmd));
+	if (envd_cfg.is_root &&
+	    (setgroups((size_t)a->ngroups, a->groups) < 0 || setgid(a->u->gid) < 0 || setuid(a->u->uid) < 0))
+		child_fail(a->cmd, ": cannot switch user\n", 126);
+	if (chdir(a->cwd) < 0)
+		child_fail(a->cmd, ": cannot enter the working directory\n", 126);
+	if (!a->path)
+		child_fail(a->cmd, ": command not found\n", 127);
+	execve(a->path, a->argv, a->envp);
+	child_fail(a->cmd, errno == ENOENT ? ": command not found\n" : ": cannot execute\n",
+		   errno == ENOENT ? 127 : 126);
+	return 126;
+}
 
-		n = write(2, why, strlen(why));
-		(void)n;
-		_exit(e == ENOENT ? 127 : 126);
+/*
+ * Starts the child without copying the daemon's page tables (the costly part
+ * of fork for a process with many threads and libraries). Returns its pid
+ * and a pidfd for it, or -1 with errno set.
+ */
+static pid_t spawn_child(struct child_args *a, int *pidfd)
+{
+	size_t stack_size = 64 * 1024;
+	char *stack = malloc(stack_size);
+	pid_t pid;
+
+	if (!stack)
+		return -1;
+	*pidfd = -1;
+	pid = clone(child_main, stack + stack_size, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, a, pidfd);
+	free(stack);
+	return pid;
+}
+
+/* Supplementary groups of a user, cached: reading /etc/group on every start is slow. */
+static int user_groups(const struct envd_user *u, gid_t *groups, int max)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static char name[64];
+	static gid_t gid, cached[MAX_GROUPS];
+	static int ncached;
+	static struct timespec mtime;
+	struct stat st;
+	int n = max;
+
+	if (stat("/etc/group", &st) < 0)
+		memset(&st, 0, sizeof(st));
+	pthread_mutex_lock(&mu);
+	if (strcmp(name, u->name) != 0 || gid != u->gid || st.st_mtim.tv_sec != mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != mtime.tv_nsec) {
+		n = MAX_GROUPS;
+		if (getgrouplist(u->name, u->gid, cached, &n) < 0)
+			n = 0;
+		ncached = n;
+		snprintf(name, sizeof(name), "%s", u->name);
+		gid = u->gid;
+		mtime = st.st_mtim;
 	}
+	n = ncached < max ? ncached : max;
+	memcpy(groups, cached, (size_t)n * sizeof(gid_t));
+	pthread_mutex_unlock(&mu);
+	return n;
 }
 
 static int proc_new(struct proc **out)
@@ -737,15 +834,12 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 		 struct rpc_error *err)
 {
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
-	int master = -1, slave = -1, devnull = -1, ngroups = MAX_GROUPS;
+	int master = -1, slave = -1, devnull = -1, ngroups;
 	gid_t groups[MAX_GROUPS];
 	char **envp;
 	pid_t pid;
 
-	if (envd_cfg.is_root && getgrouplist(u->name, u->gid, groups, &ngroups) < 0)
-		ngroups = 0;
-	if (!envd_cfg.is_root)
-		ngroups = 0;
+	ngroups = envd_cfg.is_root ? user_groups(u, groups, MAX_GROUPS) : 0;
 	envp = envd_build_env(u, sr->envs);
 	if (!envp)
 		return rpc_fail(err, CONNECT_RESOURCE_EXHAUSTED, "out of memory");
@@ -774,10 +868,19 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 		}
 	}
 
-	pid = fork();
-	if (pid == 0)
-		child_exec(sr, u, groups, ngroups, cwd, envp,
-			   sr->want_stdin ? in_p[0] : devnull, out_p[1], err_p[1], slave);
+	{
+		struct child_args a = {
+			.cmd = sr->cmd, .argv = sr->argv, .envp = envp, .cwd = cwd, .u = u,
+			.groups = groups, .ngroups = ngroups,
+			.in_fd = sr->want_stdin ? in_p[0] : devnull, .out_fd = out_p[1], .err_fd = err_p[1],
+			.pty_slave = slave,
+		};
+		char *path = resolve_command(sr->cmd, envp);
+
+		a.path = path;
+		pid = spawn_child(&a, &p->pidfd);
+		free(path);
+	}
 	free(envp);
 	close_fd(&slave);
 	close_fd(&in_p[0]);
@@ -791,7 +894,6 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 		return rpc_fail(err, CONNECT_INVALID_ARGUMENT, "error starting process: %s", strerror(e));
 	}
 	p->pid = pid;
-	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (sr->has_pty) {
 		p->is_pty = 1;
 		p->out_fd = master;
