@@ -1,14 +1,1110 @@
-/* STUB: the local provider is being written. */
+/*
+ * The local provider: each sandbox is a bubblewrap jail on this machine with
+ * hangar-envd as its first process, supervised by hangar-jail so that it
+ * outlives the process that created it. Not a kernel boundary: the sandbox
+ * shares the host's kernel (HANGAR_CAP_KERNEL_ISOLATION is never claimed).
+ *
+ * Layout and file formats: lstate.h. Every change to meta.json is made under
+ * an exclusive flock() on the sandbox's lock file; the jail only reads it
+ * (on SIGHUP, and when its expiry timer fires).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "../../core/internal.h"
+#include "lstate.h"
+
 int provider_local_register(hangar_ctx *ctx);
-static int l_init(void **state, hangar_ctx *ctx, void *data) { (void)ctx; (void)data; *state = NULL; return 0; }
-static int l_fail(void) { return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local provider not built yet"); }
-static int l_create(void *s, const struct hangar_create_opts *o, hangar_sys_sandbox *out) { (void)s; (void)o; (void)out; return l_fail(); }
-static int l_connect(void *s, const char *id, hangar_sys_sandbox *out) { (void)s; (void)id; (void)out; return l_fail(); }
-static int l_kill(void *s, const char *id) { (void)s; (void)id; return l_fail(); }
-static const struct hangar_provider_ops local_ops = {
-	.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "local",
-	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY,
-	.init = l_init, .create = l_create, .connect = l_connect, .kill = l_kill,
+
+#define READY_DEADLINE_MS 10000   /* create: hangar-envd listening */
+#define KILL_DEADLINE_MS 15000    /* kill: the jail gone, its directory removed */
+#define FREEZE_DEADLINE_MS 10000  /* pause and resume */
+#define LOG_TAIL_BYTES 2048
+#define SOCKET_SUFFIX "/sb-0123456789abcdef/run/envd.sock"
+#define DIR_MAX 256               /* a sandbox directory: the socket rule keeps it under 108 */
+
+struct local {
+	hangar_ctx *ctx;
+	char *root;    /* $HANGAR_STATE_DIR/local */
+	char *bwrap;   /* absolute */
+	char *envd;    /* absolute, symlinks resolved */
+	char *jail;    /* absolute */
 };
-int provider_local_register(hangar_ctx *ctx) { return hangar_provider_register(ctx, &local_ops, NULL); }
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static int executable_file(const char *path)
+{
+	struct stat st;
+
+	return path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* name as given when it has a slash, else the first executable of that name on PATH. */
+static char *resolve_exe(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (strchr(name, '/'))
+		return executable_file(name) ? strdup(name) : NULL;
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+
+		if (n > 0 && snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, name) < (int)sizeof(buf) &&
+		    executable_file(buf))
+			return strdup(buf);
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	return NULL;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* root's length was checked at init, so this always fits DIR_MAX. */
+static void sb_dir(char *buf, size_t size, const struct local *l, const char *id)
+{
+	if (snprintf(buf, size, "%s/%s", l->root, id) >= (int)size)
+		buf[0] = '\0';
+}
+
+static int pidfd_open_(int pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_signal(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* Waits for a pidfd to report its process gone; 1 when it did before the deadline. */
+static int pidfd_wait(int pidfd, int64_t deadline_ms)
+{
+	for (;;) {
+		struct pollfd p = { pidfd, POLLIN, 0 };
+		int64_t left = deadline_ms - hmono_ms();
+		int r;
+
+		if (left <= 0)
+			return 0;
+		r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
+		if (r > 0)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return 0;
+	}
+}
+
+/* The last bytes of envd.log, made printable, for error messages. */
+static void log_tail(int fd, char *out, size_t size)
+{
+	struct stat st;
+	off_t from;
+	ssize_t n;
+	size_t want = size - 1;
+
+	out[0] = '\0';
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	if (want > LOG_TAIL_BYTES)
+		want = LOG_TAIL_BYTES;
+	from = st.st_size > (off_t)want ? st.st_size - (off_t)want : 0;
+	n = pread(fd, out, want, from);
+	if (n <= 0)
+		return;
+	out[n] = '\0';
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		out[--n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\n')
+			out[i] = ';';
+		else if ((unsigned char)out[i] < 0x20)
+			out[i] = ' ';
+}
+
+/* ---- locking and liveness ------------------------------------------------------------ */
+
+/* Opens and flocks dir/lock; -1 with errno (EWOULDBLOCK with LOCK_NB). */
+static int lock_dir(const char *dir, int how)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, how) < 0) {
+		int e = errno;
+
+		if (e == EINTR)
+			continue;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static void unlock_dir(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+enum liveness { ALIVE, CREATING, DEAD };
+
+static enum liveness liveness(const char *dir, const char *id, int *jail_pid)
+{
+	int pid = lstate_jail_pid(dir), fd;
+
+	*jail_pid = pid;
+	if (pid > 0)
+		return lstate_is_jail(pid, id) ? ALIVE : DEAD;
+	/* No jail yet: a create holding the lock is still starting it. */
+	fd = lock_dir(dir, LOCK_SH | LOCK_NB);
+	if (fd < 0 && errno == EWOULDBLOCK)
+		return CREATING;
+	unlock_dir(fd);
+	return DEAD;
+}
+
+/* Undoes what a dead jail left behind: a thawed, empty cgroup and the directory. */
+static void clean_stale(const struct local *l, const char *id)
+{
+	char dir[DIR_MAX], path[PATH_MAX], *cg;
+	int fd, pid;
+
+	sb_dir(dir, sizeof(dir), l, id);
+	fd = lock_dir(dir, LOCK_EX | LOCK_NB);
+	if (fd < 0 && errno != ENOENT)
+		return; /* someone is working on it */
+	/* Re-check under the lock: the jail may have started meanwhile. */
+	if (liveness(dir, id, &pid) == ALIVE) {
+		unlock_dir(fd);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup", dir);
+	cg = lstate_read_file(path, PATH_MAX + 8, NULL);
+	if (cg && (!strncmp(cg, "v1 /sys/fs/cgroup/", 18) || !strncmp(cg, "v2 /sys/fs/cgroup/", 18))) {
+		cg[strcspn(cg, "\n")] = '\0';
+		if (strstr(cg, id) && !strstr(cg, "..")) {
+			if (rmdir(cg + 3) < 0 && errno == EBUSY)
+				hlog(l->ctx, HANGAR_LOG_WARNING, "local: cgroup %s of dead sandbox %s is not empty",
+				     cg + 3, id);
+		}
+	}
+	free(cg);
+	hlog(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
+	lstate_rmtree_at(AT_FDCWD, dir);
+	unlock_dir(fd);
+}
+
+/*
+ * Finds a live sandbox: 0 with its jail pid, or HANGAR_EGONE (cleaning up
+ * what a dead one left).
+ */
+static int find_alive(const struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
+{
+	struct stat st;
+
+	if (!lstate_valid_id(id))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "no local sandbox %s (not a local sandbox id)", id);
+	sb_dir(dir, size, l, id);
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "no local sandbox %s (killed, expired or never created)",
+					id);
+	switch (liveness(dir, id, jail_pid)) {
+	case ALIVE:
+		return 0;
+	case CREATING:
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is still being created", id);
+	case DEAD:
+		break;
+	}
+	clean_stale(l, id);
+	return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor died)", id);
+}
+
+static int meta_failed(const char *id, int r)
+{
+	if (r == -ENOENT)
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id);
+	return hangar_sys_error(HANGAR_EOS, 0, -r, "local sandbox %s: cannot read or write meta.json", id);
+}
+
+/* ---- describing a sandbox ------------------------------------------------------------- */
+
+static int describe(const struct local *l, const char *dir, const struct lmeta *m, hangar_sys_sandbox *out)
+{
+	char path[PATH_MAX], *token;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/token", dir);
+	token = lstate_read_file(path, 256, NULL);
+	if (!token)
+		return errno == ENOENT ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", m->id)
+				       : hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot read its token",
+							  m->id);
+	token[strcspn(token, "\n")] = '\0';
+	snprintf(path, sizeof(path), "%s/run/envd.sock", dir);
+	r = hangar_sys_sandbox_set_id(out, m->id);
+	if (!r)
+		r = hangar_sys_sandbox_set_envd_socket(out, path);
+	if (!r)
+		r = hangar_sys_sandbox_set_envd_url(out, "http://localhost");
+	if (!r)
+		r = hangar_sys_sandbox_set_access_token(out, token);
+	if (!r)
+		r = hangar_sys_sandbox_set_user(out, "user");
+	if (!r)
+		r = hangar_sys_sandbox_set_template(out, m->template_id);
+	if (!r)
+		r = hangar_sys_sandbox_set_times(out, m->created_at_us, m->expires_at_us);
+	if (!r)
+		r = hangar_sys_sandbox_set_state(out, m->paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
+	explicit_bzero(token, strlen(token));
+	free(token);
+	(void)l;
+	return r;
+}
+
+/* ---- init ------------------------------------------------------------------------------- */
+
+static void l_fini(void *state)
+{
+	struct local *l = state;
+
+	if (!l)
+		return;
+	free(l->root);
+	free(l->bwrap);
+	free(l->envd);
+	free(l->jail);
+	free(l);
+}
+
+static int l_init(void **state, hangar_ctx *ctx, void *data)
+{
+	const char *bwrap = hangar_sys_ctx_setting(ctx, "HANGAR_BWRAP_PATH");
+	const char *envd = hangar_sys_ctx_setting(ctx, "HANGAR_ENVD_PATH");
+	const char *sdir = hangar_sys_ctx_setting(ctx, "HANGAR_STATE_DIR");
+	const char *jail = getenv("HANGAR_JAIL_PATH");
+	struct local *l;
+	char buf[PATH_MAX];
+	int r;
+
+	(void)data;
+	*state = NULL;
+	if (!jail || !*jail)
+		jail = HANGAR_JAIL_INSTALL_PATH;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	l->ctx = ctx;
+	l->bwrap = bwrap && *bwrap ? resolve_exe(bwrap) : NULL;
+	if (!l->bwrap) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_BWRAP_PATH: \"%s\" is not an executable file or on PATH "
+					"(install bubblewrap)", bwrap ? bwrap : "");
+	}
+	if (!envd || !executable_file(envd) || !realpath(envd, buf) || !(l->envd = strdup(buf))) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_ENVD_PATH: \"%s\" is not an executable file",
+					envd ? envd : "");
+	}
+	if (!executable_file(jail) || !(l->jail = strdup(jail))) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"hangar-jail is not an executable file at \"%s\" (HANGAR_JAIL_PATH overrides it)",
+					jail);
+	}
+	if (!sdir || sdir[0] != '/' ||
+	    snprintf(buf, sizeof(buf), "%s/local", sdir) >= (int)sizeof(buf) ||
+	    strlen(buf) + strlen(SOCKET_SUFFIX) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_STATE_DIR: \"%s\" is too long for the sandboxes' unix sockets "
+					"(at most %zu characters)", sdir ? sdir : "",
+					sizeof(((struct sockaddr_un *)0)->sun_path) - strlen(SOCKET_SUFFIX) - 7);
+	}
+	r = mkdir_p(buf, 0700);
+	if (r < 0 || chmod(buf, 0700) < 0) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, r < 0 ? -r : errno, "HANGAR_STATE_DIR: cannot create %s",
+					buf);
+	}
+	l->root = strdup(buf);
+	if (!l->root) {
+		l_fini(l);
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	}
+	*state = l;
+	return 0;
+}
+
+/* ---- create ---------------------------------------------------------------------------- */
+
+static int write_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	return lstate_write_atomic(path, text, strlen(text), mode);
+}
+
+/* Lays out the sandbox's directory (still under its temporary name). */
+static int lay_out(const char *dir, const char *token, const struct lmeta *m)
+{
+	static const char *const dirs[] = { "run", "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home",
+					    "rootfs/tmp" };
+	char path[PATH_MAX], passwd[512], group[512];
+	unsigned uid = 1000, gid = 1000;
+	int root = geteuid() == 0, r;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]) >= (int)sizeof(path) || mkdir(path, 0755) < 0)
+			return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/rootfs/tmp", dir);
+	if (chmod(path, 01777) < 0)
+		return -errno;
+	if (root) {
+		snprintf(path, sizeof(path), "%s/rootfs/workspace", dir);
+		if (chown(path, uid, gid) < 0)
+			return -errno;
+		snprintf(path, sizeof(path), "%s/rootfs/home", dir);
+		if (chown(path, uid, gid) < 0)
+			return -errno;
+	} else {
+		/* Unprivileged: `user` is the caller, mapped to itself in a user namespace. */
+		uid = (unsigned)geteuid();
+		gid = (unsigned)getegid();
+	}
+	snprintf(passwd, sizeof(passwd),
+		 "root:x:0:0:root:/root:/bin/bash\n"
+		 "user:x:%u:%u:user:/home/user:/bin/bash\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 uid, gid);
+	snprintf(group, sizeof(group),
+		 "root:x:0:\n"
+		 "user:x:%u:\n"
+		 "nogroup:x:65534:\n",
+		 gid);
+	if ((r = write_text(dir, "rootfs/etc/passwd", passwd, 0644)) < 0 ||
+	    (r = write_text(dir, "rootfs/etc/group", group, 0644)) < 0 ||
+	    (r = write_text(dir, "rootfs/etc/shadow", "", 0600)) < 0 ||
+	    (r = write_text(dir, "token", token, 0600)) < 0 ||
+	    (r = write_text(dir, "run/token", token, 0600)) < 0)
+		return r;
+	return lstate_meta_write(dir, m);
+}
+
+/*
+ * Starts hangar-jail, detached, with ready_w as its fd 3 and log as its
+ * stdout and stderr. Everything the child needs is prepared before fork():
+ * between fork and exec it makes async-signal-safe calls only.
+ */
+static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log)
+{
+	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
+			 "-ready-fd", "3", "-daemon", NULL };
+	char freezer[64] = "";
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL };
+	const char *f = getenv("HANGAR_JAIL_FREEZER");
+	int devnull, hi_ready, hi_log, status;
+	sigset_t none;
+	pid_t pid;
+
+	if (f && *f && strlen(f) < 32) {
+		snprintf(freezer, sizeof(freezer), "HANGAR_JAIL_FREEZER=%s", f);
+		envp[1] = freezer;
+	}
+	sigemptyset(&none);
+	/* Keep the child's descriptors clear of 0..3 so the dup2()s cannot collide. */
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	hi_ready = fcntl(ready_w, F_DUPFD_CLOEXEC, 10);
+	hi_log = fcntl(log, F_DUPFD_CLOEXEC, 10);
+	if (devnull < 0 || hi_ready < 0 || hi_log < 0) {
+		int e = errno;
+
+		if (devnull >= 0)
+			close(devnull);
+		if (hi_ready >= 0)
+			close(hi_ready);
+		if (hi_log >= 0)
+			close(hi_log);
+		return -e;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (dup2(devnull, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_ready, 3) < 0)
+			_exit(127);
+		if (syscall(SYS_close_range, 4U, ~0U, 0) < 0)
+			for (int fd = 4; fd < 65536; fd++)
+				close(fd);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(devnull);
+	close(hi_ready);
+	close(hi_log);
+	if (pid < 0)
+		return -errno;
+	/* The first jail process forks the supervisor and exits at once. */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+/* Reads "ready\n" from fd before the deadline: 0, -ETIMEDOUT or -EPIPE (EOF). */
+static int wait_ready(int fd, int64_t deadline_ms)
+{
+	char buf[64];
+	size_t have = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline_ms - hmono_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (strstr(buf, "ready\n"))
+			return 0;
+		if (have == sizeof(buf) - 1)
+			return -EPIPE;
+	}
+}
+
+/* Stops a jail that started but whose sandbox never became ready. */
+static void stop_jail(const char *dir, const char *id)
+{
+	int pid = lstate_jail_pid(dir), fd;
+
+	if (pid <= 0)
+		return;
+	fd = pidfd_open_(pid);
+	if (fd < 0)
+		return;
+	if (lstate_is_jail(pid, id)) {
+		pidfd_signal(fd, SIGTERM);
+		if (!pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS))
+			pidfd_signal(fd, SIGKILL);
+	}
+	close(fd);
+}
+
+static int new_id(char *id)
+{
+	unsigned char rnd[8];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	memcpy(id, "sb-", 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(id + 3 + 2 * i, 3, "%02x", rnd[i]);
+	return 0;
+}
+
+static int new_token(char *hex /* 65 */)
+{
+	unsigned char rnd[32];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	explicit_bzero(rnd, sizeof(rnd));
+	return 0;
+}
+
+static int copy_env(struct lmeta *m, const char *const *env)
+{
+	size_t n = 0;
+
+	for (const char *const *e = env; e && *e; e++)
+		n++;
+	if (!n)
+		return 0;
+	m->env = calloc(n + 1, sizeof(char *));
+	if (!m->env)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!(m->env[i] = strdup(env[i])))
+			return -ENOMEM;
+	return 0;
+}
+
+static int l_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	struct local *l = state;
+	const char *net = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_NETWORK");
+	char tmpdir[DIR_MAX], dir[DIR_MAX], path[PATH_MAX], token[65], tail[LOG_TAIL_BYTES + 1];
+	struct lmeta m = { 0 };
+	int lock = -1, log = -1, pipefd[2] = { -1, -1 }, r, rc = 0;
+	int64_t t0 = hmono_ms();
+
+	if (opts->template_id && *opts->template_id && strcmp(opts->template_id, "local") != 0)
+		return hangar_sys_error(HANGAR_ECREATE, 0, 0,
+					"the local provider has no template \"%s\" (only \"local\": the host's /usr)",
+					opts->template_id);
+	for (const char *const *e = opts->env; e && *e; e++)
+		if (strlen(*e) > 32768)
+			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
+	if (opts->network == HANGAR_NETWORK_ON)
+		m.network = 1;
+	else if (opts->network == HANGAR_NETWORK_OFF)
+		m.network = 0;
+	else
+		m.network = !(net && (!strcmp(net, "off") || !strcmp(net, "false") || !strcmp(net, "0")));
+	snprintf(m.template_id, sizeof(m.template_id), "local");
+	m.created_at_us = hnow_us();
+	m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
+	m.unprivileged = geteuid() != 0;
+	if ((r = copy_env(&m, opts->env)) < 0) {
+		lstate_meta_clear(&m);
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	}
+	if ((r = new_token(token)) < 0) {
+		lstate_meta_clear(&m);
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
+	}
+
+	/*
+	 * The directory is laid out under a dot name, locked, then renamed into
+	 * place: list() and connect() never see a half-made sandbox as a dead one.
+	 */
+	for (int tries = 0;; tries++) {
+		if ((r = new_id(m.id)) < 0) {
+			rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
+			goto out;
+		}
+		snprintf(tmpdir, sizeof(tmpdir), "%s/.new-%s", l->root, m.id);
+		sb_dir(dir, sizeof(dir), l, m.id);
+		if (access(dir, F_OK) == 0 && tries < 8)
+			continue;
+		if (mkdir(tmpdir, 0700) == 0)
+			break;
+		if (errno != EEXIST || tries >= 8) {
+			rc = hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot create %s", tmpdir);
+			goto out;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/lock", tmpdir);
+	lock = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot lock %s", path);
+		lstate_rmtree_at(AT_FDCWD, tmpdir);
+		goto out;
+	}
+	r = lay_out(tmpdir, token, &m);
+	if (r == 0 && rename(tmpdir, dir) < 0)
+		r = -errno;
+	if (r < 0) {
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, -r, "cannot lay out sandbox directory %s", tmpdir);
+		lstate_rmtree_at(AT_FDCWD, tmpdir);
+		goto out;
+	}
+
+	snprintf(path, sizeof(path), "%s/envd.log", dir);
+	log = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (log < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot create %s", path);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		goto out;
+	}
+	r = spawn_jail(l, dir, pipefd[1], log);
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	if (r < 0) {
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, -r, "cannot start %s", l->jail);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		goto out;
+	}
+	r = wait_ready(pipefd[0], t0 + READY_DEADLINE_MS);
+	if (r < 0) {
+		stop_jail(dir, m.id);
+		/* The jail removes the directory; the log stays readable through our descriptor. */
+		log_tail(log, tail, sizeof(tail));
+		lstate_rmtree_at(AT_FDCWD, dir);
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, 0, "local sandbox %s %s: %s", m.id,
+				      r == -ETIMEDOUT ? "did not become ready within 10 s" : "failed to start",
+				      *tail ? tail : "(envd.log is empty)");
+		goto out;
+	}
+
+	/* Running: record the jail, start the clock, drop envd's copy of the token. */
+	m.jail_pid = lstate_jail_pid(dir);
+	m.expires_at_us = m.timeout_sec > 0 ? hnow_us() + m.timeout_sec * 1000000 : 0;
+	r = lstate_meta_write(dir, &m);
+	snprintf(path, sizeof(path), "%s/run/token", dir);
+	unlink(path);
+	if (r == 0 && m.jail_pid > 0)
+		kill(m.jail_pid, SIGHUP); /* the expiry moved */
+	if (r < 0) {
+		stop_jail(dir, m.id);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		rc = hangar_sys_error(HANGAR_ECREATE, 0, -r, "local sandbox %s: cannot write meta.json", m.id);
+		goto out;
+	}
+	hlog(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id, (long long)(hmono_ms() - t0));
+	rc = describe(l, dir, &m, out);
+out:
+	explicit_bzero(token, sizeof(token));
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	if (log >= 0)
+		close(log);
+	unlock_dir(lock);
+	lstate_meta_clear(&m);
+	return rc;
+}
+
+/* ---- connect, kill, list ---------------------------------------------------------------- */
+
+static int l_connect(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	struct local *l = state;
+	char dir[DIR_MAX];
+	struct lmeta m;
+	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	r = lstate_meta_read(dir, &m);
+	if (r < 0)
+		return meta_failed(id, r);
+	r = describe(l, dir, &m, out);
+	lstate_meta_clear(&m);
+	return r;
+}
+
+static int l_kill(void *state, const char *id)
+{
+	struct local *l = state;
+	char dir[DIR_MAX];
+	int pid, fd, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	fd = pidfd_open_(pid);
+	if (fd < 0 || !lstate_is_jail(pid, id)) {
+		if (fd >= 0)
+			close(fd);
+		clean_stale(l, id);
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is already gone", id);
+	}
+	pidfd_signal(fd, SIGTERM);
+	if (!pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS)) {
+		/* The jail is stuck: kill it; bwrap dies with it (--die-with-parent). */
+		hlog(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; killing its supervisor", id);
+		pidfd_signal(fd, SIGKILL);
+		pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS);
+	}
+	close(fd);
+	if (access(dir, F_OK) == 0)
+		clean_stale(l, id);
+	return 0;
+}
+
+static int l_list(void *state, hangar_sys_list *out)
+{
+	struct local *l = state;
+	struct dirent *de;
+	DIR *d = opendir(l->root);
+	int rc = 0;
+
+	if (!d)
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, errno, "cannot read %s", l->root);
+	while (rc == 0 && (de = readdir(d))) {
+		char dir[DIR_MAX];
+		struct lmeta m;
+		hangar_sys_sandbox *sb;
+		int pid;
+
+		if (!lstate_valid_id(de->d_name))
+			continue;
+		sb_dir(dir, sizeof(dir), l, de->d_name);
+		switch (liveness(dir, de->d_name, &pid)) {
+		case CREATING:
+			continue;
+		case DEAD:
+			clean_stale(l, de->d_name);
+			continue;
+		case ALIVE:
+			break;
+		}
+		if (lstate_meta_read(dir, &m) < 0)
+			continue; /* it went away meanwhile */
+		sb = hangar_sys_list_add(out);
+		if (!sb)
+			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+		else if (describe(l, dir, &m, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
+			rc = hangar_error_last()->code;
+		lstate_meta_clear(&m);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- pause, resume, timeouts --------------------------------------------------------------- */
+
+struct freezer {
+	char kind[4];        /* "v2", "v1" or "" (none: SIGSTOP) */
+	char path[PATH_MAX];
+};
+
+static void read_freezer(const char *dir, const char *id, struct freezer *f)
+{
+	char path[PATH_MAX], *text;
+
+	memset(f, 0, sizeof(*f));
+	snprintf(path, sizeof(path), "%s/cgroup", dir);
+	text = lstate_read_file(path, PATH_MAX + 8, NULL);
+	if (!text)
+		return;
+	text[strcspn(text, "\n")] = '\0';
+	if ((!strncmp(text, "v2 /", 4) || !strncmp(text, "v1 /", 4)) && strstr(text, id) && !strstr(text, "..") &&
+	    strlen(text + 3) < sizeof(f->path)) {
+		memcpy(f->kind, text, 2);
+		strcpy(f->path, text + 3);
+	}
+	free(text);
+}
+
+static int write_file_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+/* cgroup v2: waits for "frozen <want>" in cgroup.events, which notifies changes with POLLPRI. */
+static int v2_wait_frozen(const char *cg, int want, int64_t deadline)
+{
+	char path[PATH_MAX + 32], buf[512];
+	int fd, r = -ETIMEDOUT;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", cg);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+		const char *fz;
+		struct pollfd p = { fd, POLLPRI, 0 };
+		int64_t left;
+
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		buf[n] = '\0';
+		fz = strstr(buf, "frozen ");
+		if (fz && (fz[7] == '1') == (want == 1)) {
+			r = 0;
+			break;
+		}
+		left = deadline - hmono_ms();
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+	}
+	close(fd);
+	return r;
+}
+
+/*
+ * cgroup v1 gives no notification: freezer.state reads FREEZING until every
+ * task has stopped. Re-read it (each read also retries the freeze), pausing
+ * on an empty poll() between reads, until FROZEN or the deadline.
+ */
+static int v1_wait_frozen(const char *cg, int64_t deadline)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/freezer.state", cg);
+	for (int wait_ms = 1;; wait_ms = wait_ms < 50 ? wait_ms * 2 : 50) {
+		char *s = lstate_read_file(path, 64, NULL);
+		int frozen;
+
+		if (!s)
+			return -errno;
+		frozen = !strncmp(s, "FROZEN", 6);
+		free(s);
+		if (frozen)
+			return 0;
+		if (hmono_ms() >= deadline)
+			return -ETIMEDOUT;
+		poll(NULL, 0, wait_ms);
+	}
+}
+
+/* The sandbox's processes on the host: those in bwrap's pid namespace, below the jail. */
+static int signal_sandbox(int jail_pid, int sig)
+{
+	char path[128], link[64], ns[64] = "";
+	struct dirent *de;
+	DIR *d;
+	FILE *f;
+	int bwrap = 0, inner = 0, count = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail_pid, jail_pid);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &bwrap) != 1)
+		bwrap = 0;
+	if (f)
+		fclose(f);
+	if (bwrap <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", bwrap, bwrap);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &inner) != 1)
+		inner = 0;
+	if (f)
+		fclose(f);
+	if (inner <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", inner);
+	if (readlink(path, ns, sizeof(ns) - 1) <= 0)
+		return -ESRCH;
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		ssize_t n;
+
+		if (*end || pid <= 1)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/ns/pid", pid);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, ns) == 0 && kill((pid_t)pid, sig) == 0)
+			count++;
+	}
+	closedir(d);
+	return count > 0 ? 0 : -ESRCH;
+}
+
+static int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
+{
+	struct freezer f;
+	char path[PATH_MAX + 32];
+	int64_t deadline = hmono_ms() + FREEZE_DEADLINE_MS;
+	int r;
+
+	read_freezer(dir, id, &f);
+	if (!strcmp(f.kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cgroup.freeze", f.path);
+		r = write_file_str(path, frozen ? "1" : "0");
+		if (r == 0)
+			r = v2_wait_frozen(f.path, frozen, deadline);
+	} else if (!strcmp(f.kind, "v1")) {
+		snprintf(path, sizeof(path), "%s/freezer.state", f.path);
+		r = write_file_str(path, frozen ? "FROZEN" : "THAWED");
+		if (r == 0 && frozen)
+			r = v1_wait_frozen(f.path, deadline);
+	} else {
+		r = signal_sandbox(jail_pid, frozen ? SIGSTOP : SIGCONT);
+	}
+	if (r == -ETIMEDOUT)
+		return hangar_sys_error(HANGAR_ETIMEOUT, 0, 0, "local sandbox %s: %s did not finish within %d s", id,
+					frozen ? "freezing" : "thawing", FREEZE_DEADLINE_MS / 1000);
+	if (r < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "local sandbox %s: cannot %s it", id,
+					frozen ? "freeze" : "thaw");
+	return 0;
+}
+
+/* Runs fn on the sandbox's meta.json under its lock, writes it back and tells the jail. */
+static int locked_update(struct local *l, const char *id, int (*fn)(const char *id, const char *dir, int pid,
+								   struct lmeta *m, void *arg),
+			 void *arg, hangar_sys_sandbox *out)
+{
+	char dir[DIR_MAX];
+	struct lmeta m;
+	int pid, lock, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	lock = lock_dir(dir, LOCK_EX);
+	if (lock < 0)
+		return errno == ENOENT ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id)
+				       : hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot lock it", id);
+	r = lstate_meta_read(dir, &m);
+	if (r < 0) {
+		unlock_dir(lock);
+		return meta_failed(id, r);
+	}
+	r = fn(id, dir, pid, &m, arg);
+	if (r == 0) {
+		int w = lstate_meta_write(dir, &m);
+
+		if (w < 0)
+			r = meta_failed(id, w);
+		else if (!lstate_is_jail(pid, id))
+			r = hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id);
+		else
+			kill(pid, SIGHUP);
+	}
+	if (r == 0 && out)
+		r = describe(l, dir, &m, out);
+	unlock_dir(lock);
+	lstate_meta_clear(&m);
+	return r;
+}
+
+static int do_pause(const char *id, const char *dir, int pid, struct lmeta *m, void *arg)
+{
+	int r;
+
+	(void)arg;
+	if (m->paused)
+		return 0;
+	r = set_frozen(id, dir, pid, 1);
+	if (r)
+		return r;
+	m->paused = 1;
+	m->expires_at_us = 0; /* the clock stops while paused */
+	return 0;
+}
+
+static int do_resume(const char *id, const char *dir, int pid, struct lmeta *m, void *arg)
+{
+	int r;
+
+	(void)arg;
+	r = set_frozen(id, dir, pid, 0);
+	if (r)
+		return r;
+	m->paused = 0;
+	m->expires_at_us = m->timeout_sec > 0 ? hnow_us() + m->timeout_sec * 1000000 : 0;
+	return 0;
+}
+
+static int do_set_timeout(const char *id, const char *dir, int pid, struct lmeta *m, void *arg)
+{
+	int64_t seconds = *(const int64_t *)arg;
+
+	(void)id;
+	(void)dir;
+	(void)pid;
+	/* The new lifetime also applies from each later resume. */
+	m->timeout_sec = seconds > 0 ? seconds : 0;
+	if (!m->paused)
+		m->expires_at_us = seconds > 0 ? hnow_us() + seconds * 1000000 : 0;
+	return 0;
+}
+
+static int l_pause(void *state, const char *id)
+{
+	return locked_update(state, id, do_pause, NULL, NULL);
+}
+
+static int l_resume(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	return locked_update(state, id, do_resume, NULL, out);
+}
+
+static int l_set_timeout(void *state, const char *id, int64_t seconds)
+{
+	if (seconds < 0 || seconds > 366LL * 86400)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "timeout must be 0 to 366 days, not %lld s",
+					(long long)seconds);
+	return locked_update(state, id, do_set_timeout, &seconds, NULL);
+}
+
+static const struct hangar_provider_ops local_ops = {
+	.version = HANGAR_PROVIDER_OPS_VERSION,
+	.size = sizeof(struct hangar_provider_ops),
+	.name = "local",
+	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY,
+	.init = l_init,
+	.fini = l_fini,
+	.create = l_create,
+	.connect = l_connect,
+	.kill = l_kill,
+	.pause = l_pause,
+	.resume = l_resume,
+	.set_timeout = l_set_timeout,
+	.list = l_list,
+};
+
+int provider_local_register(hangar_ctx *ctx)
+{
+	return hangar_provider_register(ctx, &local_ops, NULL);
+}

@@ -1,0 +1,344 @@
+/* The on-disk state of a local sandbox: meta.json, atomic writes, removal. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lstate.h"
+
+#define META_MAX (256 * 1024)
+
+int lstate_valid_id(const char *id)
+{
+	if (!id || strncmp(id, "sb-", 3) != 0 || strlen(id) != LSTATE_ID_LEN)
+		return 0;
+	return strspn(id + 3, "0123456789abcdef") == LSTATE_ID_LEN - 3;
+}
+
+int lstate_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	const char *p = data;
+	int fd, err = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -errno;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (!err && fchmod(fd, mode) < 0)
+		err = -errno;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+char *lstate_read_file(const char *path, size_t max, size_t *len)
+{
+	struct stat st;
+	size_t have = 0, cap = 256;
+	char *buf = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), e = 0;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		e = errno ? errno : EINVAL;
+		if (fstat(fd, &st) == 0)
+			e = EINVAL;
+		goto fail;
+	}
+	/* Read to the end: /proc and cgroup files report a size of 0. */
+	for (;;) {
+		ssize_t n;
+
+		if (have + 1 >= cap || !buf) {
+			char *nb;
+
+			if (buf)
+				cap *= 2;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				e = ENOMEM;
+				goto fail;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + have, cap - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			e = errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have > max) {
+			e = EFBIG;
+			goto fail;
+		}
+	}
+	close(fd);
+	buf[have] = '\0';
+	if (len)
+		*len = have;
+	return buf;
+fail:
+	close(fd);
+	free(buf);
+	errno = e;
+	return NULL;
+}
+
+void lstate_meta_clear(struct lmeta *m)
+{
+	if (m->env) {
+		for (char **e = m->env; *e; e++)
+			free(*e);
+		free(m->env);
+	}
+	m->env = NULL;
+}
+
+static int64_t num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+static int copy_str(char *dst, size_t size, const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	if (!cJSON_IsString(v) || strlen(v->valuestring) >= size)
+		return -EINVAL;
+	strcpy(dst, v->valuestring);
+	return 0;
+}
+
+int lstate_meta_read(const char *dir, struct lmeta *m)
+{
+	char path[PATH_MAX];
+	const cJSON *env, *state;
+	cJSON *root;
+	char *text;
+	int r = 0;
+
+	memset(m, 0, sizeof(*m));
+	snprintf(path, sizeof(path), "%s/meta.json", dir);
+	text = lstate_read_file(path, META_MAX, NULL);
+	if (!text)
+		return -errno;
+	root = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return -EINVAL;
+	}
+	if (copy_str(m->id, sizeof(m->id), root, "id") < 0 || !lstate_valid_id(m->id) ||
+	    copy_str(m->template_id, sizeof(m->template_id), root, "template") < 0)
+		r = -EINVAL;
+	m->created_at_us = num(root, "created_at_us");
+	m->timeout_sec = num(root, "timeout_sec");
+	m->expires_at_us = num(root, "expires_at_us");
+	m->jail_pid = (int)num(root, "jail_pid");
+	m->network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "network"));
+	m->unprivileged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "unprivileged"));
+	state = cJSON_GetObjectItemCaseSensitive(root, "state");
+	if (!cJSON_IsString(state))
+		r = -EINVAL;
+	else
+		m->paused = strcmp(state->valuestring, "paused") == 0;
+	env = cJSON_GetObjectItemCaseSensitive(root, "env");
+	if (r == 0 && cJSON_IsArray(env) && cJSON_GetArraySize(env) > 0) {
+		int n = cJSON_GetArraySize(env), i = 0;
+		const cJSON *e;
+
+		m->env = calloc((size_t)n + 1, sizeof(char *));
+		if (!m->env)
+			r = -ENOMEM;
+		cJSON_ArrayForEach(e, env) {
+			if (r < 0)
+				break;
+			if (!cJSON_IsString(e))
+				r = -EINVAL;
+			else if (!(m->env[i++] = strdup(e->valuestring)))
+				r = -ENOMEM;
+		}
+	}
+	cJSON_Delete(root);
+	if (r < 0)
+		lstate_meta_clear(m);
+	return r;
+}
+
+int lstate_meta_write(const char *dir, const struct lmeta *m)
+{
+	char path[PATH_MAX];
+	cJSON *root = cJSON_CreateObject(), *env = cJSON_CreateArray();
+	char *text = NULL;
+	int ok = root && env, r;
+
+	if (ok) {
+		cJSON_AddItemToObject(root, "env", env);
+		env = NULL;
+		for (char **e = m->env; e && *e && ok; e++)
+			ok = cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "env"), cJSON_CreateString(*e));
+		ok = ok && cJSON_AddStringToObject(root, "id", m->id) &&
+		     cJSON_AddNumberToObject(root, "created_at_us", (double)m->created_at_us) &&
+		     cJSON_AddNumberToObject(root, "timeout_sec", (double)m->timeout_sec) &&
+		     cJSON_AddNumberToObject(root, "expires_at_us", (double)m->expires_at_us) &&
+		     cJSON_AddStringToObject(root, "template", m->template_id) &&
+		     cJSON_AddBoolToObject(root, "network", m->network) &&
+		     cJSON_AddStringToObject(root, "state", m->paused ? "paused" : "running") &&
+		     cJSON_AddBoolToObject(root, "unprivileged", m->unprivileged) &&
+		     cJSON_AddNumberToObject(root, "jail_pid", m->jail_pid);
+	}
+	if (ok)
+		text = cJSON_Print(root);
+	cJSON_Delete(root);
+	cJSON_Delete(env);
+	if (!text)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/meta.json", dir);
+	r = lstate_write_atomic(path, text, strlen(text), 0600);
+	free(text);
+	return r;
+}
+
+static int rmtree_dir(int dirfd, const char *name, dev_t dev)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd, err = 0;
+
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES) {
+		/* A directory its owner made unreadable (chmod 0): it is ours to remove. */
+		if (fchmodat(dirfd, name, 0700, 0) == 0)
+			fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		struct stat st;
+		int r;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT && !err)
+				err = -errno;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (st.st_dev != dev) {
+				/* A mount point: never descend into another file system. */
+				if (!err)
+					err = -EXDEV;
+				continue;
+			}
+			r = rmtree_dir(fd, de->d_name, dev);
+			if (r == 0 && unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+				r = -errno;
+		} else {
+			r = unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT ? -errno : 0;
+		}
+		if (r < 0 && !err)
+			err = r;
+	}
+	closedir(d);
+	return err;
+}
+
+int lstate_rmtree_at(int dirfd, const char *name)
+{
+	struct stat st;
+	int r;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+	r = rmtree_dir(dirfd, name, st.st_dev);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+		r = -errno;
+	return r;
+}
+
+int lstate_jail_pid(const char *dir)
+{
+	char path[PATH_MAX], *text, *end;
+	long pid;
+
+	snprintf(path, sizeof(path), "%s/jail.pid", dir);
+	text = lstate_read_file(path, 64, NULL);
+	if (!text)
+		return 0;
+	pid = strtol(text, &end, 10);
+	if (end == text || (*end && *end != '\n') || pid <= 1 || pid > INT_MAX)
+		pid = 0;
+	free(text);
+	return (int)pid;
+}
+
+int lstate_is_jail(int pid, const char *id)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd, prog = 0, mine = 0;
+
+	if (pid <= 1)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0; /* gone, or a zombie */
+	buf[n] = '\0';
+	/* argv[0] names the program; the sandbox's directory (ending in its id) follows. */
+	for (char *a = buf; a < buf + n; a += strlen(a) + 1) {
+		const char *slash = strrchr(a, '/');
+		const char *base = slash ? slash + 1 : a;
+
+		if (a == buf)
+			prog = strcmp(base, "hangar-jail") == 0;
+		else if (strcmp(base, id) == 0)
+			mine = 1;
+	}
+	return prog && mine;
+}

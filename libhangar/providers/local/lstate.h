@@ -1,0 +1,63 @@
+/*
+ * The on-disk state of one local sandbox, shared by the local provider (in
+ * libhangar) and hangar-jail (the per-sandbox supervisor). Nothing here is
+ * exported from the library.
+ *
+ * $HANGAR_STATE_DIR/local/<id>/   mode 0700
+ *   lock          flock()ed by whoever changes meta.json (and by create, throughout)
+ *   meta.json     written whole, atomically (temp file + rename)
+ *   token         envd's access token, 0600
+ *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
+ *   cgroup        "v2 PATH", "v1 PATH" or "none": the sandbox's freezer, from the jail
+ *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
+ *   run/          bound at /run/hangar inside: envd.sock, the token while envd starts
+ *   rootfs/       workspace/, home/, tmp/, etc/{passwd,group,shadow}
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LSTATE_ID_LEN 19 /* "sb-" + 16 lowercase hex digits */
+
+struct lmeta {
+	char id[LSTATE_ID_LEN + 1];
+	int64_t created_at_us;
+	int64_t timeout_sec;     /* lifetime granted on create and on each resume; 0: none */
+	int64_t expires_at_us;   /* 0: none (or paused) */
+	char template_id[64];
+	int network;             /* 1: the host's network; 0: loopback only */
+	int paused;
+	int unprivileged;        /* created by a non-root caller (user namespace) */
+	int jail_pid;
+	char **env;              /* NULL-terminated "KEY=VALUE", or NULL */
+};
+
+/* 1 when id is "sb-" followed by 16 lowercase hex digits. */
+int lstate_valid_id(const char *id);
+
+/* Reads dir/meta.json into m (zeroed first). 0 or -errno (-EINVAL: malformed). */
+int lstate_meta_read(const char *dir, struct lmeta *m);
+/* Writes m to dir/meta.json atomically. 0 or -errno. */
+int lstate_meta_write(const char *dir, const struct lmeta *m);
+/* Frees m->env. */
+void lstate_meta_clear(struct lmeta *m);
+
+/* Writes path via a temporary file and rename(2), with mode. 0 or -errno. */
+int lstate_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* Reads a file of at most max bytes into a NUL-terminated malloc'd buffer; NULL with errno set. */
+char *lstate_read_file(const char *path, size_t max, size_t *len);
+
+/*
+ * Removes name (relative to dirfd, or a path with AT_FDCWD) and everything
+ * under it, never following symbolic links and never crossing into another
+ * file system. A missing name is not an error. 0 or -errno (the first failure).
+ */
+int lstate_rmtree_at(int dirfd, const char *name);
+
+/* The jail's pid from dir/jail.pid; 0 when there is none. */
+int lstate_jail_pid(const char *dir);
+
+/* 1 when pid is a live hangar-jail supervising sandbox id (guards against pid reuse). */
+int lstate_is_jail(int pid, const char *id);

@@ -1,0 +1,665 @@
+/*
+ * hangar-jail: supervises one local sandbox.
+ *
+ *   hangar-jail -dir STATE_DIR/local/<id> -bwrap PATH -envd PATH -ready-fd FD [-daemon]
+ *
+ * libhangar's local provider starts it with the sandbox's directory already
+ * laid out (see libhangar/providers/local/lstate.h). It detaches (-daemon),
+ * records its pid in jail.pid, sets up a freezer cgroup for the sandbox,
+ * runs hangar-envd inside bubblewrap (passing the ready fd on, so envd tells
+ * the library itself when it listens), and then waits for one of: bwrap
+ * exiting, SIGTERM (kill), or the expiry time in meta.json passing (re-read
+ * on SIGHUP, which the library sends after changing it). On any of them it
+ * thaws and kills every process of the sandbox, removes its cgroup and
+ * removes the sandbox's directory.
+ *
+ * The jail itself stays outside the freezer cgroup, so it can still tear
+ * down a paused sandbox.
+ *
+ * HANGAR_JAIL_FREEZER=auto|v2|v1|none (environment, default auto) picks the
+ * freezer; "none" leaves pausing to SIGSTOP.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lstate.h"
+
+#define TEARDOWN_DEADLINE_MS 10000
+
+static const char *dir, *id;
+static char cg_kind[8] = "none";
+static char cg_path[PATH_MAX];
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("hangar-jail: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+static int exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* ---- the freezer cgroup --------------------------------------------------------- */
+
+/* Tries to make parent/hangar/<id> with the freezer file `file`. */
+static int try_cgroup(const char *kind, const char *parent, const char *file)
+{
+	char hangar[PATH_MAX], path[PATH_MAX], probe[PATH_MAX + 32];
+
+	if (snprintf(hangar, sizeof(hangar), "%s/hangar", parent) >= (int)sizeof(hangar) ||
+	    snprintf(path, sizeof(path), "%s/%s", hangar, id) >= (int)sizeof(path))
+		return -1;
+	if (mkdir(hangar, 0755) < 0 && errno != EEXIST)
+		return -1;
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -1;
+	snprintf(probe, sizeof(probe), "%s/%s", path, file);
+	if (access(probe, W_OK) < 0) {
+		rmdir(path);
+		return -1;
+	}
+	snprintf(cg_kind, sizeof(cg_kind), "%s", kind);
+	snprintf(cg_path, sizeof(cg_path), "%s", path);
+	return 0;
+}
+
+/* The jail's own cgroup v2 path ("0::/x/y" in /proc/self/cgroup), or NULL. */
+static char *own_v2_cgroup(void)
+{
+	char *text = lstate_read_file("/proc/self/cgroup", 1 << 20, NULL), *line, *save = NULL, *res = NULL;
+
+	if (!text)
+		return NULL;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, "0::", 3)) {
+			res = strdup(line + 3);
+			break;
+		}
+	free(text);
+	return res;
+}
+
+static void setup_cgroup(void)
+{
+	const char *want = getenv("HANGAR_JAIL_FREEZER");
+	const char *v2root = NULL;
+
+	if (!want || !*want)
+		want = "auto";
+	if (exists("/sys/fs/cgroup/cgroup.controllers"))
+		v2root = "/sys/fs/cgroup";
+	else if (exists("/sys/fs/cgroup/unified/cgroup.controllers"))
+		v2root = "/sys/fs/cgroup/unified"; /* hybrid hierarchy */
+	if (v2root && (!strcmp(want, "auto") || !strcmp(want, "v2"))) {
+		char *own = own_v2_cgroup();
+		char parent[PATH_MAX];
+
+		if (own && strcmp(own, "/") != 0 &&
+		    snprintf(parent, sizeof(parent), "%s%s", v2root, own) < (int)sizeof(parent) &&
+		    try_cgroup("v2", parent, "cgroup.freeze") == 0) {
+			free(own);
+			return;
+		}
+		free(own);
+		if (try_cgroup("v2", v2root, "cgroup.freeze") == 0)
+			return;
+	}
+	if ((!strcmp(want, "auto") || !strcmp(want, "v1")) && exists("/sys/fs/cgroup/freezer/tasks") &&
+	    try_cgroup("v1", "/sys/fs/cgroup/freezer", "freezer.state") == 0)
+		return;
+	if (strcmp(want, "none") != 0)
+		say("no freezer cgroup available; pausing will stop processes with SIGSTOP");
+}
+
+static void thaw(void)
+{
+	char path[PATH_MAX + 32];
+
+	if (!strcmp(cg_kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cgroup.freeze", cg_path);
+		write_str(path, "0");
+	} else if (!strcmp(cg_kind, "v1")) {
+		snprintf(path, sizeof(path), "%s/freezer.state", cg_path);
+		write_str(path, "THAWED");
+	}
+}
+
+/* ---- processes -------------------------------------------------------------- */
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Reaps every exited child; returns 1 when `watch` was among them. */
+static int reap(pid_t watch, int *status)
+{
+	int got = 0, st;
+	pid_t p;
+
+	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+		if (p == watch) {
+			got = 1;
+			if (status)
+				*status = st;
+		}
+	return got;
+}
+
+/* Waits until pid has exited (it is our child or reparented to us), with a deadline. */
+static void wait_gone(pid_t pid, int64_t deadline)
+{
+	int fd = pidfd_open_(pid);
+
+	if (fd < 0)
+		return; /* already gone */
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+
+		if (left <= 0 || poll(&p, 1, (int)left) != 0)
+			break;
+	}
+	close(fd);
+}
+
+/* SIGKILLs every process still in the sandbox's cgroup and waits for each. */
+static void kill_cgroup_members(int64_t deadline)
+{
+	char path[PATH_MAX + 32];
+
+	if (!strcmp(cg_kind, "none"))
+		return;
+	if (!strcmp(cg_kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cgroup.kill", cg_path);
+		write_str(path, "1"); /* absent before Linux 5.14: the loop below does it */
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg_path);
+	while (mono_ms() < deadline) {
+		FILE *f = fopen(path, "re");
+		int pid, any = 0;
+
+		if (!f)
+			return;
+		while (fscanf(f, "%d", &pid) == 1) {
+			any = 1;
+			kill(pid, SIGKILL);
+			reap(0, NULL);
+			wait_gone(pid, deadline);
+			reap(0, NULL);
+		}
+		fclose(f);
+		if (!any)
+			return;
+	}
+}
+
+/* ---- the sandbox ------------------------------------------------------------------- */
+
+struct argv {
+	char **v;
+	size_t n, cap;
+};
+
+static void add(struct argv *a, const char *s)
+{
+	if (a->n + 2 > a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 64;
+		a->v = realloc(a->v, a->cap * sizeof(char *));
+		if (!a->v) {
+			say("out of memory");
+			exit(1);
+		}
+	}
+	a->v[a->n] = strdup(s);
+	if (!a->v[a->n]) {
+		say("out of memory");
+		exit(1);
+	}
+	a->v[++a->n] = NULL;
+}
+
+static void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(struct argv *a, const char *fmt, ...)
+{
+	char buf[PATH_MAX + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	add(a, buf);
+}
+
+/* /bin, /lib, ... as the host has them: symlinks into /usr (merged /usr) or directories. */
+static void add_usr_links(struct argv *a)
+{
+	static const char *const names[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char host[64], target[PATH_MAX];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(host, sizeof(host), "/%s", names[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(host, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			add(a, "--symlink");
+			add(a, target);
+			add(a, host);
+		} else if (S_ISDIR(st.st_mode)) {
+			add(a, "--ro-bind");
+			add(a, host);
+			add(a, host);
+		}
+	}
+}
+
+static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m, int ready_fd)
+{
+	static const char *const caps[] = {
+		/* What envd needs as root to run commands and write files as other users. */
+		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+		"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
+	};
+	const char *envd_inside = envd;
+
+	add(a, bwrap);
+	add(a, "--unshare-pid");
+	add(a, "--unshare-ipc");
+	add(a, "--unshare-uts");
+	add(a, "--unshare-cgroup-try");
+	if (!m->network)
+		add(a, "--unshare-net");
+	if (geteuid() != 0) {
+		/* Unprivileged: a user namespace mapping the caller to itself. */
+		add(a, "--unshare-user");
+		add(a, "--uid");
+		addf(a, "%u", (unsigned)geteuid());
+		add(a, "--gid");
+		addf(a, "%u", (unsigned)getegid());
+	} else {
+		add(a, "--cap-drop");
+		add(a, "ALL");
+		for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+			add(a, "--cap-add");
+			add(a, caps[i]);
+		}
+	}
+	add(a, "--die-with-parent");
+	add(a, "--new-session");
+	add(a, "--ro-bind");
+	add(a, "/usr");
+	add(a, "/usr");
+	add_usr_links(a);
+	add(a, "--ro-bind");
+	add(a, "/etc");
+	add(a, "/etc");
+	add(a, "--ro-bind");
+	addf(a, "%s/rootfs/etc/passwd", dir);
+	add(a, "/etc/passwd");
+	add(a, "--ro-bind");
+	addf(a, "%s/rootfs/etc/group", dir);
+	add(a, "/etc/group");
+	/* Hide the host's password hashes from root inside. */
+	if (exists("/etc/shadow")) {
+		add(a, "--ro-bind");
+		addf(a, "%s/rootfs/etc/shadow", dir);
+		add(a, "/etc/shadow");
+	}
+	if (exists("/etc/gshadow")) {
+		add(a, "--ro-bind");
+		addf(a, "%s/rootfs/etc/shadow", dir);
+		add(a, "/etc/gshadow");
+	}
+	add(a, "--proc");
+	add(a, "/proc");
+	add(a, "--dev");
+	add(a, "/dev");
+	add(a, "--bind");
+	addf(a, "%s/rootfs/workspace", dir);
+	add(a, "/workspace");
+	add(a, "--bind");
+	addf(a, "%s/rootfs/home", dir);
+	add(a, "/home/user");
+	add(a, "--bind");
+	addf(a, "%s/rootfs/tmp", dir);
+	add(a, "/tmp");
+	add(a, "--dir");
+	add(a, "/var");
+	add(a, "--symlink");
+	add(a, "../tmp");
+	add(a, "/var/tmp");
+	add(a, "--bind");
+	addf(a, "%s/run", dir);
+	add(a, "/run/hangar");
+	if (strncmp(envd, "/usr/", 5) != 0) {
+		envd_inside = "/run/hangar/hangar-envd";
+		add(a, "--ro-bind");
+		add(a, envd);
+		add(a, envd_inside);
+	}
+	add(a, "--hostname");
+	add(a, m->id);
+	add(a, "--chdir");
+	add(a, "/workspace");
+	add(a, "--clearenv");
+	add(a, "--setenv");
+	add(a, "PATH");
+	add(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	add(a, envd_inside);
+	add(a, "-socket");
+	add(a, "/run/hangar/envd.sock");
+	add(a, "-token-file");
+	add(a, "/run/hangar/token");
+	add(a, "-user");
+	add(a, "user");
+	add(a, "-workdir");
+	add(a, "/workspace");
+	add(a, "-env");
+	add(a, "CI=true");
+	for (char **e = m->env; e && *e; e++) {
+		add(a, "-env");
+		add(a, *e);
+	}
+	add(a, "-ready-fd");
+	addf(a, "%d", ready_fd);
+}
+
+static pid_t spawn_bwrap(char **argv)
+{
+	char procs[PATH_MAX + 32];
+	pid_t pid;
+
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg_path);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
+	if (strcmp(cg_kind, "none") != 0) {
+		char self[32];
+
+		snprintf(self, sizeof(self), "%d", (int)getpid());
+		if (write_str(procs, self) < 0) {
+			say("cannot join cgroup %s: %s", cg_path, strerror(errno));
+			_exit(126);
+		}
+	}
+	{
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL); /* commands in the sandbox must not inherit SIG_IGN */
+	}
+	execv(argv[0], argv);
+	say("cannot run %s: %s", argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* Arms the timer for the expiry in meta.json; returns 0 when it already passed. */
+static int arm_timer(int tfd)
+{
+	struct lmeta m;
+	struct itimerspec its = { 0 };
+	int r = lstate_meta_read(dir, &m);
+
+	if (r < 0) {
+		if (r == -ENOENT)
+			return 0; /* the directory is gone: nothing left to supervise */
+		say("cannot read meta.json: %s", strerror(-r));
+		return 1; /* keep the current timer */
+	}
+	lstate_meta_clear(&m);
+	if (m.expires_at_us > 0 && !m.paused) {
+		if (m.expires_at_us <= now_us())
+			return 0;
+		its.it_value.tv_sec = m.expires_at_us / 1000000;
+		its.it_value.tv_nsec = (m.expires_at_us % 1000000) * 1000;
+	}
+	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	return 1;
+}
+
+static void teardown(pid_t bwrap, int bwrap_done)
+{
+	int64_t deadline = mono_ms() + TEARDOWN_DEADLINE_MS;
+	char path[PATH_MAX];
+	int r;
+
+	/* A frozen task cannot die: thaw first. */
+	thaw();
+	if (!bwrap_done && bwrap > 0) {
+		kill(bwrap, SIGKILL);
+		wait_gone(bwrap, deadline);
+	}
+	kill_cgroup_members(deadline);
+	reap(0, NULL);
+	if (strcmp(cg_kind, "none") != 0 && rmdir(cg_path) < 0 && errno != ENOENT)
+		say("cannot remove cgroup %s: %s", cg_path, strerror(errno));
+	snprintf(path, sizeof(path), "%s", dir);
+	r = lstate_rmtree_at(AT_FDCWD, path);
+	if (r < 0)
+		say("cannot remove %s: %s", path, strerror(-r));
+}
+
+static void usage(void)
+{
+	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD [-daemon]\n", stderr);
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *bwrap = NULL, *envd = NULL;
+	int ready_fd = -1, daemon_ = 0, sfd, tfd, status = 0, done = 0;
+	struct argv av = { 0 };
+	char pidtext[32], path[PATH_MAX];
+	struct lmeta m;
+	sigset_t set;
+	pid_t child;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-daemon"))
+			daemon_ = 1;
+		else if (i + 1 >= argc)
+			usage();
+		else if (!strcmp(argv[i], "-dir"))
+			dir = argv[++i];
+		else if (!strcmp(argv[i], "-bwrap"))
+			bwrap = argv[++i];
+		else if (!strcmp(argv[i], "-envd"))
+			envd = argv[++i];
+		else if (!strcmp(argv[i], "-ready-fd"))
+			ready_fd = atoi(argv[++i]);
+		else
+			usage();
+	}
+	if (!dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0)
+		usage();
+	id = strrchr(dir, '/');
+	id = id ? id + 1 : dir;
+	if (!lstate_valid_id(id)) {
+		say("%s does not end in a sandbox id", dir);
+		return 2;
+	}
+
+	if (daemon_) {
+		/* Detach: the caller reaps this process at once; the sandbox lives on. */
+		pid_t p = fork();
+
+		if (p < 0) {
+			say("fork: %s", strerror(errno));
+			return 1;
+		}
+		if (p > 0)
+			_exit(0);
+		setsid();
+	}
+	/* Processes orphaned inside the sandbox come to us, to be reaped. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC);
+	if (sfd < 0 || tfd < 0) {
+		say("signalfd/timerfd: %s", strerror(errno));
+		return 1;
+	}
+
+	snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
+	snprintf(path, sizeof(path), "%s/jail.pid", dir);
+	if (lstate_write_atomic(path, pidtext, strlen(pidtext), 0600) < 0) {
+		say("cannot write %s: %s", path, strerror(errno));
+		return 1;
+	}
+	if (lstate_meta_read(dir, &m) < 0) {
+		say("cannot read %s/meta.json", dir);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return 1;
+	}
+	setup_cgroup();
+	{
+		char text[PATH_MAX + 16];
+
+		if (!strcmp(cg_kind, "none"))
+			snprintf(text, sizeof(text), "none\n");
+		else
+			snprintf(text, sizeof(text), "%s %s\n", cg_kind, cg_path);
+		snprintf(path, sizeof(path), "%s/cgroup", dir);
+		lstate_write_atomic(path, text, strlen(text), 0600);
+	}
+	build_bwrap_argv(&av, bwrap, envd, &m, ready_fd);
+	lstate_meta_clear(&m);
+	child = spawn_bwrap(av.v);
+	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
+	close(ready_fd);
+	if (child < 0) {
+		say("fork: %s", strerror(errno));
+		teardown(-1, 1);
+		return 1;
+	}
+	if (!arm_timer(tfd)) {
+		teardown(child, 0);
+		return 0;
+	}
+
+	while (!done) {
+		struct pollfd p[2] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 } };
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			say("poll: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+				continue;
+			switch (si.ssi_signo) {
+			case SIGCHLD:
+				if (reap(child, &status)) {
+					if (WIFEXITED(status))
+						say("sandbox %s ended: bwrap exited with %d", id, WEXITSTATUS(status));
+					else if (WIFSIGNALED(status))
+						say("sandbox %s ended: bwrap killed by signal %d", id, WTERMSIG(status));
+					teardown(child, 1);
+					return 0;
+				}
+				break;
+			case SIGHUP:
+				if (!arm_timer(tfd))
+					done = 1;
+				break;
+			default:
+				say("sandbox %s killed", id);
+				done = 1;
+				break;
+			}
+		}
+		if (!done && (p[1].revents & POLLIN)) {
+			uint64_t ticks;
+
+			if (read(tfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+				continue;
+			/* The library may have moved the expiry since: ask meta.json again. */
+			if (!arm_timer(tfd)) {
+				say("sandbox %s expired", id);
+				done = 1;
+			}
+		}
+	}
+	teardown(child, 0);
+	return 0;
+}

@@ -1,0 +1,113 @@
+/*
+ * hangar(1): shared declarations of the command-line tool.
+ *
+ * The tool uses nothing but the public libhangar API. Each command is one
+ * function taking its own argv (argv[0] is the command's name); it returns
+ * the process's exit status.
+ */
+#pragma once
+
+#include <getopt.h>
+#include <hangar/hangar.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLI_ATTR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Exit statuses of the tool itself; a command's own status is passed through. */
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_TIMED_OUT 124
+#define EXIT_KILLED 137           /* the command was killed by a signal */
+#define EXIT_SIGNAL_BASE 128      /* hangar itself interrupted by signal N: 128 + N */
+
+/* What every command gets: the global options. */
+struct cli {
+	int verbose;
+	const char *cmd;          /* the command's full name, for messages ("sandbox exec") */
+};
+
+typedef int (*command_fn)(struct cli *cli, int argc, char **argv);
+
+struct command {
+	const char *name;
+	command_fn fn;                 /* NULL when sub is set */
+	const struct command *sub;     /* subcommands, ended by a NULL name */
+	const char *synopsis;          /* after "hangar " */
+	const char *summary;           /* one line */
+	const char *help;              /* options and details, or NULL */
+};
+
+/* main.c */
+int cli_help_cmd(const char *fullname); /* prints a command's help on stdout; returns 0 */
+
+/* util.c: messages. Every failure is one line on stderr. */
+int cli_fail(const char *fmt, ...) CLI_ATTR_PRINTF(1, 2);
+int cli_usage(const struct cli *cli, const char *fmt, ...) CLI_ATTR_PRINTF(2, 3);
+void cli_say(const char *fmt, ...) CLI_ATTR_PRINTF(1, 2);
+
+/* util.c: option parsing on glibc's getopt_long, stopping at the first
+ * operand. Returns the option, -1 at an operand or the end (*dashdash set
+ * when "--" ended the options), or '?' after reporting a usage error. */
+#define OPT_HELP 'h'
+int cli_getopt(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
+	       int *dashdash);
+void cli_getopt_reset(void);
+int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t *out);
+
+/* util.c: a growing NULL-terminated list of strings (borrowed from argv). */
+struct strv {
+	const char **v;
+	size_t n, cap;
+};
+int strv_push(struct strv *s, const char *str);
+void strv_free(struct strv *s);
+int cli_add_env(const struct cli *cli, struct strv *env, const char *kv);
+
+/* util.c: the context and sandboxes. */
+int cli_open(const struct cli *cli, hangar_ctx **out);
+int cli_attach(hangar_ctx *ctx, const char *id, hangar_sandbox **out);
+int cli_exit_status(const hangar_exec_result *res);
+
+/* util.c: text. */
+char *shell_join(int n, char *const *words);
+int write_all(int fd, const void *data, size_t len);
+void format_time_us(char *buf, size_t size, int64_t us);
+void json_string(const char *s);
+const char *state_name(int32_t state);
+
+/* util.c: signals. Handlers record the signal in a flag and write its number
+ * to a self-pipe, so poll loops wake up; nothing else happens in a handler. */
+int sig_setup(const int *signals, size_t n);
+int sig_fd(void);
+int sig_caught(void);
+int sig_next(void);       /* the next signal from the pipe, 0 when none is pending */
+int sig_block(const int *signals, size_t n, sigset_t *old);
+
+/* util.c: running a command with hangar_sandbox_exec on a worker thread, so a
+ * signal can be noticed while it runs. */
+struct exec_outcome {
+	int rc;                  /* 0, a HANGAR_E* code, or 1: interrupted (see signo) */
+	int signo;
+	int status;              /* the exit status to pass through when rc == 0 */
+	char message[512];       /* when rc < 0 */
+};
+#define EXEC_INTERRUPTED 1
+void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command, const hangar_exec_opts *opts);
+
+/* The commands. */
+int cmd_run(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_create(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_list(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_info(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_exec(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_shell(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_cp(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_pause(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_resume(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_kill(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv);
+int cmd_config_check(struct cli *cli, int argc, char **argv);
+int cmd_version(struct cli *cli, int argc, char **argv);
+int cmd_help(struct cli *cli, int argc, char **argv);

@@ -1,0 +1,107 @@
+/* hangar config check: the effective settings, and whether the default provider can be set up. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *source_name(int source)
+{
+	switch (source) {
+	case HANGAR_SETTING_DEFAULT: return "default";
+	case HANGAR_SETTING_ENVIRONMENT: return "environment";
+	case HANGAR_SETTING_EXPLICIT: return "explicit";
+	default: return "unknown";
+	}
+}
+
+static int print_setting(const char *name, const char *value, int source, void *payload)
+{
+	(void)payload;
+	printf("%s=%s  (%s)\n", name, value, source_name(source));
+	return 0;
+}
+
+static void print_capabilities(uint64_t caps)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} names[] = {
+		{ HANGAR_CAP_PAUSE, "pause" },
+		{ HANGAR_CAP_HOT_RESUME, "hot-resume" },
+		{ HANGAR_CAP_PTY, "pty" },
+		{ HANGAR_CAP_SNAPSHOT, "snapshot" },
+		{ HANGAR_CAP_FORK, "fork" },
+		{ HANGAR_CAP_KERNEL_ISOLATION, "kernel-isolation" },
+		{ HANGAR_CAP_FS_PAUSE, "fs-pause" },
+	};
+	const char *sep = "";
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (caps & names[i].bit) {
+			printf("%s%s", sep, names[i].name);
+			sep = " ";
+		}
+	}
+	puts(*sep ? "" : "none");
+}
+
+static int print_provider_name(hangar_provider *p, void *payload)
+{
+	const char **sep = payload;
+
+	printf("%s%s", *sep, hangar_provider_name(p));
+	*sep = " ";
+	return 0;
+}
+
+int cmd_config_check(struct cli *cli, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	hangar_buf name = HANGAR_BUF_INIT;
+	hangar_provider *p = NULL;
+	hangar_ctx *ctx = NULL;
+	const char *sep = "";
+	int dd, c, status;
+
+	cli_getopt_reset();
+	while ((c = cli_getopt(cli, argc, argv, "h", longopts, &dd)) != -1) {
+		if (c == OPT_HELP)
+			return cli_help_cmd(cli->cmd);
+		return EXIT_USAGE;
+	}
+	if (optind < argc)
+		return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+	if ((status = cli_open(cli, &ctx)) != 0)
+		return status;
+	hangar_ctx_foreach_setting(ctx, print_setting, NULL);
+
+	fputs("providers: ", stdout);
+	hangar_provider_foreach(ctx, print_provider_name, &sep);
+	putchar('\n');
+	if (hangar_provider_lookup(&p, ctx, NULL) != 0) {
+		const hangar_error *e = hangar_error_last();
+		char msg[512];
+
+		/* Keep the lookup's error: reading the setting's name would clear it. */
+		snprintf(msg, sizeof(msg), "%s", *e->message ? e->message : hangar_strerror(e->code));
+		hangar_ctx_get(&name, ctx, "HANGAR_DEFAULT_PROVIDER");
+		fflush(stdout);
+		fprintf(stderr, "hangar: cannot set up the default provider '%s': %s\n", name.ptr ? name.ptr : "",
+			msg);
+		status = EXIT_FAIL;
+		goto out;
+	}
+	printf("default provider: %s\n", hangar_provider_name(p));
+	fputs("capabilities: ", stdout);
+	print_capabilities(hangar_provider_capabilities(p));
+out:
+	hangar_buf_dispose(&name);
+	hangar_provider_unref(p);
+	hangar_ctx_unref(ctx);
+	return status;
+}

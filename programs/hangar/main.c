@@ -1,0 +1,266 @@
+/* hangar(1): the command-line tool. Global options, the command tables and help. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct command sandbox_commands[] = {
+	{ "create", cmd_sandbox_create, NULL,
+	  "sandbox create [--provider P] [--template T] [--timeout S] [--env K=V]... [--network on|off]",
+	  "create a sandbox and print its id",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "  -T, --template T    the template or image (default: the provider's)\n"
+	  "  -t, --timeout S     lifetime in seconds; 0: no limit\n"
+	  "                      (default: HANGAR_SANDBOX_TIMEOUT_SECONDS)\n"
+	  "  -e, --env K=V       an environment variable for every command; repeatable\n"
+	  "  -n, --network on|off  network inside the sandbox (default: the provider's)\n" },
+	{ "list", cmd_sandbox_list, NULL,
+	  "sandbox list [--provider P] [--json]",
+	  "list sandboxes: ID, PROVIDER, STATE, CREATED, EXPIRES",
+	  "  -p, --provider P    only this provider's sandboxes (default: all)\n"
+	  "  -j, --json          a JSON array of objects instead of a table\n"
+	  "Times are UTC; EXPIRES is '-' when the sandbox has no expiry.\n" },
+	{ "info", cmd_sandbox_info, NULL,
+	  "sandbox info ID [--json]",
+	  "show a sandbox's provider, state and times",
+	  "  -j, --json          one JSON object instead of text\n" },
+	{ "exec", cmd_sandbox_exec, NULL,
+	  "sandbox exec ID [--timeout S] [--cwd DIR] [--env K=V]... -- COMMAND...",
+	  "run a command in an existing sandbox and exit with its status",
+	  "  -t, --timeout S     the command's timeout (default: HANGAR_EXEC_TIMEOUT_SECONDS)\n"
+	  "  -C, --cwd DIR       the directory to run in\n"
+	  "  -e, --env K=V       an environment variable for the command; repeatable\n"
+	  "The words after -- are quoted and joined into one command line for bash;\n"
+	  "a single word is taken as a command line as it is. Output is streamed live.\n" },
+	{ "shell", cmd_sandbox_shell, NULL,
+	  "sandbox shell ID [--cwd DIR]",
+	  "open an interactive login shell on a terminal in a sandbox",
+	  "  -C, --cwd DIR       the directory to start in\n"
+	  "The local terminal is put in raw mode while the shell runs and follows\n"
+	  "window size changes. Exits with the shell's status.\n" },
+	{ "cp", cmd_sandbox_cp, NULL,
+	  "sandbox cp [--] SRC DST",
+	  "copy a file into or out of a sandbox",
+	  "Exactly one of SRC and DST is ID:PATH, a path in sandbox ID; the other is\n"
+	  "a local path (write ./NAME for a local name with a colon in it). Copying to\n"
+	  "a local directory or to a sandbox path ending in / keeps the file's name.\n" },
+	{ "pause", cmd_sandbox_pause, NULL, "sandbox pause ID", "pause a sandbox, keeping its memory", NULL },
+	{ "resume", cmd_sandbox_resume, NULL, "sandbox resume ID", "resume a paused sandbox", NULL },
+	{ "kill", cmd_sandbox_kill, NULL, "sandbox kill ID", "destroy a sandbox", NULL },
+	{ "timeout", cmd_sandbox_timeout, NULL,
+	  "sandbox timeout ID SECONDS",
+	  "let a sandbox live SECONDS from now (0: no limit)", NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static const struct command config_commands[] = {
+	{ "check", cmd_config_check, NULL, "config check",
+	  "print every setting and check that the default provider can be set up",
+	  "Prints NAME=value  (source) for every HANGAR_* setting, secrets masked,\n"
+	  "then the registered providers, the default one and its capabilities.\n"
+	  "Fails naming the variable when a setting is malformed.\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static const struct command commands[] = {
+	{ "run", cmd_run, NULL,
+	  "run [--timeout S] [--provider P] [--env K=V]... [--cwd DIR] [--keep] -- COMMAND...",
+	  "run one command in a new sandbox, then kill the sandbox",
+	  "  -t, --timeout S     the command's timeout (default: HANGAR_EXEC_TIMEOUT_SECONDS)\n"
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "  -e, --env K=V       an environment variable for the command; repeatable\n"
+	  "  -C, --cwd DIR       the directory to run in\n"
+	  "  -k, --keep          keep the sandbox and print its id on stderr\n"
+	  "The words after -- are quoted and joined into one command line for bash;\n"
+	  "a single word is taken as a command line as it is. Output is streamed live;\n"
+	  "hangar exits with the command's status (124: timed out, 137: killed).\n"
+	  "The sandbox is killed on every way out, also on SIGINT and SIGTERM.\n" },
+	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
+	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
+	{ "version", cmd_version, NULL, "version", "print the version", NULL },
+	{ "help", cmd_help, NULL, "help [COMMAND [SUBCOMMAND]]", "show help for a command", NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static const char exit_status_text[] =
+	"Exit status:\n"
+	"  0      success\n"
+	"  1      a failure; one line on stderr says what failed\n"
+	"  2      a usage error\n"
+	"  124    the command timed out (run, sandbox exec)\n"
+	"  137    the command was killed by a signal\n"
+	"  128+N  hangar itself was interrupted by signal N\n"
+	"  other  the command's own exit status (run, sandbox exec, sandbox shell)\n";
+
+static const struct command *find(const struct command *table, const char *name)
+{
+	for (; table && table->name; table++)
+		if (strcmp(table->name, name) == 0)
+			return table;
+	return NULL;
+}
+
+static void print_table(const struct command *table, const char *prefix)
+{
+	char name[64];
+
+	for (const struct command *c = table; c->name; c++) {
+		if (c->sub) {
+			char sub_prefix[64];
+
+			snprintf(sub_prefix, sizeof(sub_prefix), "%s%s ", prefix, c->name);
+			print_table(c->sub, sub_prefix);
+			continue;
+		}
+		snprintf(name, sizeof(name), "%s%s", prefix, c->name);
+		printf("  %-18s %s\n", name, c->summary);
+	}
+}
+
+static void print_main_help(void)
+{
+	printf("usage: hangar [--verbose] COMMAND [ARGS...]\n"
+	       "\n"
+	       "Run untrusted code in sandboxes, on this machine or on a provider.\n"
+	       "\n"
+	       "Commands:\n");
+	print_table(commands, "");
+	printf("\n"
+	       "Global options:\n"
+	       "  -v, --verbose      log what the library does, on stderr\n"
+	       "  -h, --help         show this help\n"
+	       "      --version      print the version\n"
+	       "\n"
+	       "%s"
+	       "\n"
+	       "Settings come from HANGAR_* environment variables: see 'hangar config check'\n"
+	       "and hangar(1). 'hangar help COMMAND' shows a command's options.\n",
+	       exit_status_text);
+}
+
+static void print_command_help(const struct command *c)
+{
+	printf("usage: hangar %s\n\n%c%s.\n", c->synopsis, toupper((unsigned char)c->summary[0]), c->summary + 1);
+	if (c->sub) {
+		printf("\nSubcommands:\n");
+		for (const struct command *s = c->sub; s->name; s++)
+			printf("  %-10s %s\n", s->name, s->summary);
+		return;
+	}
+	if (c->help)
+		printf("\n%s", c->help);
+	if (c->fn == cmd_run || c->fn == cmd_sandbox_exec || c->fn == cmd_sandbox_shell)
+		printf("\n%s", exit_status_text);
+}
+
+/* "sandbox exec" → the table entry; NULL when unknown. */
+static const struct command *lookup(const char *name, const char *subname)
+{
+	const struct command *c = find(commands, name);
+
+	if (c && subname)
+		return c->sub ? find(c->sub, subname) : NULL;
+	return c;
+}
+
+int cli_help_cmd(const char *fullname)
+{
+	char name[64];
+	const char *space = strchr(fullname, ' ');
+	const struct command *c;
+
+	snprintf(name, sizeof(name), "%.*s", space ? (int)(space - fullname) : (int)strlen(fullname), fullname);
+	c = lookup(name, space ? space + 1 : NULL);
+	if (c)
+		print_command_help(c);
+	else
+		print_main_help();
+	return 0;
+}
+
+int cmd_help(struct cli *cli, int argc, char **argv)
+{
+	const struct command *c;
+
+	if (argc < 2) {
+		print_main_help();
+		return 0;
+	}
+	if (argc > 3)
+		return cli_usage(cli, "too many arguments");
+	c = lookup(argv[1], argc > 2 ? argv[2] : NULL);
+	if (!c) {
+		if (argc > 2)
+			return cli_usage(cli, "no command '%s %s'", argv[1], argv[2]);
+		return cli_usage(cli, "no command '%s'", argv[1]);
+	}
+	print_command_help(c);
+	return 0;
+}
+
+int cmd_version(struct cli *cli, int argc, char **argv)
+{
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+		return cli_help_cmd(cli->cmd);
+	if (argc > 1)
+		return cli_usage(cli, "unexpected argument '%s'", argv[1]);
+	printf("hangar %s\n", HANGAR_VERSION_STRING);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cli cli = { 0 };
+	const struct command *c;
+	char fullname[64];
+	int dd, opt;
+
+	/* A closed pipe on our output must not kill us before the sandbox is. */
+	signal(SIGPIPE, SIG_IGN);
+
+	cli_getopt_reset();
+	while ((opt = cli_getopt(&cli, argc, argv, "vh", longopts, &dd)) != -1) {
+		switch (opt) {
+		case 'v': cli.verbose = 1; break;
+		case OPT_HELP: print_main_help(); return 0;
+		case 'V': return cmd_version(&cli, 1, argv);
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage(NULL, "no command given");
+	argc -= optind;
+	argv += optind;
+
+	c = find(commands, argv[0]);
+	if (!c)
+		return cli_usage(NULL, "unknown command '%s'", argv[0]);
+	snprintf(fullname, sizeof(fullname), "%s", c->name);
+	cli.cmd = fullname;
+	if (c->sub) {
+		const struct command *s;
+
+		if (argc < 2)
+			return cli_usage(&cli, "no subcommand given");
+		if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+			return cli_help_cmd(fullname);
+		s = find(c->sub, argv[1]);
+		if (!s)
+			return cli_usage(&cli, "unknown subcommand '%s'", argv[1]);
+		snprintf(fullname, sizeof(fullname), "%s %s", c->name, s->name);
+		c = s;
+		argc--;
+		argv++;
+	}
+	return c->fn(&cli, argc, argv);
+}

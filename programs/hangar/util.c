@@ -1,0 +1,473 @@
+/* hangar(1): messages, option parsing, signals and small helpers the commands share. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- messages --------------------------------------------------------------- */
+
+/* "hangar: <what>: <the library's last error>", one line. */
+int cli_fail(const char *fmt, ...)
+{
+	const hangar_error *e = hangar_error_last();
+	const char *msg = e->message && *e->message ? e->message : hangar_strerror(e->code);
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	fprintf(stderr, "hangar: %s: %s\n", what, msg);
+	return EXIT_FAIL;
+}
+
+int cli_usage(const struct cli *cli, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	if (cli && cli->cmd)
+		fprintf(stderr, "hangar: %s: %s (see 'hangar help %s')\n", cli->cmd, msg, cli->cmd);
+	else
+		fprintf(stderr, "hangar: %s (see 'hangar --help')\n", msg);
+	return EXIT_USAGE;
+}
+
+/* A line of our own on stderr, e.g. a kept sandbox's id. */
+void cli_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+void cli_getopt_reset(void)
+{
+	optind = 0;      /* glibc: start over on a new argv */
+	opterr = 0;      /* we report errors ourselves, in one line */
+}
+
+/* The option text as typed ("--timeout" or "-t"), for messages. */
+static void option_text(char *buf, size_t size, char **argv, int argc)
+{
+	const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : NULL;
+
+	if (arg && strncmp(arg, "--", 2) == 0)
+		snprintf(buf, size, "%.*s", (int)strcspn(arg, "="), arg);
+	else if (optopt > 0 && optopt < 128)
+		snprintf(buf, size, "-%c", optopt);
+	else
+		snprintf(buf, size, "%s", arg ? arg : "?");
+}
+
+int cli_getopt(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
+	       int *dashdash)
+{
+	char spec[64], opt[128];
+	int at = optind > 0 ? optind : 1;
+	int c;
+
+	/* "+": stop at the first operand (the command's own words follow);
+	 * ":": tell a missing value from an unknown option. */
+	snprintf(spec, sizeof(spec), "+:%s", shortopts);
+	*dashdash = 0;
+	c = getopt_long(argc, argv, spec, longopts, NULL);
+	switch (c) {
+	case -1:
+		*dashdash = at < argc && optind == at + 1 && strcmp(argv[at], "--") == 0;
+		return -1;
+	case '?':
+		option_text(opt, sizeof(opt), argv, argc);
+		cli_usage(cli, "unknown option '%s'", opt);
+		return '?';
+	case ':':
+		option_text(opt, sizeof(opt), argv, argc);
+		cli_usage(cli, "option '%s' needs a value", opt);
+		return '?';
+	default:
+		return c;
+	}
+}
+
+/* A whole number of seconds, 0 or more. */
+int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (!*s || *end || errno || v < 0 || *s == '+' || *s == ' ')
+		return cli_usage(cli, "%s wants a whole number of seconds, not '%s'", opt, s);
+	*out = v;
+	return 0;
+}
+
+int strv_push(struct strv *s, const char *str)
+{
+	if (s->n + 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		const char **v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = str;
+	s->v[s->n] = NULL;
+	return 0;
+}
+
+void strv_free(struct strv *s)
+{
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+int cli_add_env(const struct cli *cli, struct strv *env, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || eq == kv)
+		return cli_usage(cli, "--env wants KEY=VALUE, not '%s'", kv);
+	if (strv_push(env, kv) < 0) {
+		fprintf(stderr, "hangar: out of memory\n");
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* ---- the library ------------------------------------------------------------ */
+
+static void log_line(int level, const char *message, void *payload)
+{
+	const char *name = level <= HANGAR_LOG_ERROR ? "error"
+			   : level == HANGAR_LOG_WARNING ? "warning"
+			   : level <= HANGAR_LOG_INFO ? "info"
+			   : "debug";
+	char line[2048];
+	int n;
+
+	(void)payload;
+	/* One write per line, so lines from several threads never interleave. */
+	n = snprintf(line, sizeof(line), "hangar: %s: %s\n", name, message);
+	if (n > 0)
+		write_all(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+int cli_open(const struct cli *cli, hangar_ctx **out)
+{
+	if (hangar_ctx_new(out, 0) != 0)
+		return cli_fail("cannot open the configuration");
+	if (cli->verbose)
+		hangar_ctx_set_log(*out, HANGAR_LOG_DEBUG, log_line, NULL);
+	return 0;
+}
+
+int cli_attach(hangar_ctx *ctx, const char *id, hangar_sandbox **out)
+{
+	int rc = hangar_sandbox_attach(out, ctx, NULL, id);
+
+	if (rc == HANGAR_EGONE)
+		return cli_fail("sandbox %s is gone", id);
+	if (rc)
+		return cli_fail("cannot find sandbox %s", id);
+	return 0;
+}
+
+/* The status to exit with for a finished command. */
+int cli_exit_status(const hangar_exec_result *res)
+{
+	if (res->timed_out)
+		return EXIT_TIMED_OUT;
+	if (res->exit_code < 0)
+		return EXIT_KILLED;
+	return res->exit_code > 255 ? 255 : res->exit_code;
+}
+
+/* ---- text ------------------------------------------------------------------- */
+
+static int plain_word(const char *w)
+{
+	if (!*w)
+		return 0;
+	for (; *w; w++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-", *w))
+			return 0;
+	return 1;
+}
+
+/*
+ * One shell command line from words. A single word is taken as a command
+ * line already ("ls | wc -l"); several are each quoted when they need it, so
+ * `hangar run -- sh -c 'echo $HOME'` reaches the sandbox as typed.
+ */
+char *shell_join(int n, char *const *words)
+{
+	size_t len = 1;
+	char *out, *p;
+
+	if (n == 1)
+		return strdup(words[0]);
+	for (int i = 0; i < n; i++)
+		len += 4 * strlen(words[i]) + 3;
+	out = p = malloc(len);
+	if (!out)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		const char *w = words[i];
+
+		if (i)
+			*p++ = ' ';
+		if (plain_word(w)) {
+			p = stpcpy(p, w);
+			continue;
+		}
+		*p++ = '\'';
+		for (; *w; w++) {
+			if (*w == '\'')
+				p = stpcpy(p, "'\\''");
+			else
+				*p++ = *w;
+		}
+		*p++ = '\'';
+	}
+	*p = '\0';
+	return out;
+}
+
+int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* "2024-05-01T12:00:00Z", or "-" for 0. */
+void format_time_us(char *buf, size_t size, int64_t us)
+{
+	time_t t = (time_t)(us / 1000000);
+	struct tm tm;
+
+	if (us <= 0 || !gmtime_r(&t, &tm) || !strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, size, "-");
+}
+
+/* A JSON string literal on stdout. */
+void json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		switch (*p) {
+		case '"': fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		default:
+			if (*p < 0x20)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		}
+	}
+	putchar('"');
+}
+
+const char *state_name(int32_t state)
+{
+	switch (state) {
+	case HANGAR_SANDBOX_RUNNING: return "running";
+	case HANGAR_SANDBOX_PAUSED: return "paused";
+	default: return "unknown";
+	}
+}
+
+/* ---- signals ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t caught;
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int signo)
+{
+	int saved = errno;
+	unsigned char b = (unsigned char)signo;
+
+	caught = signo;
+	if (write(sig_pipe[1], &b, 1) < 0) {
+		/* the pipe is full: the flag still says it */
+	}
+	errno = saved;
+}
+
+int sig_setup(const int *signals, size_t n)
+{
+	struct sigaction sa;
+
+	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		fprintf(stderr, "hangar: cannot create a pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < n; i++)
+		sigaction(signals[i], &sa, NULL);
+	return 0;
+}
+
+int sig_fd(void)
+{
+	return sig_pipe[0];
+}
+
+int sig_caught(void)
+{
+	return caught;
+}
+
+int sig_next(void)
+{
+	unsigned char b;
+
+	if (sig_pipe[0] >= 0 && read(sig_pipe[0], &b, 1) == 1)
+		return b;
+	return 0;
+}
+
+int sig_block(const int *signals, size_t n, sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	for (size_t i = 0; i < n; i++)
+		sigaddset(&set, signals[i]);
+	return pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+/* ---- a command on a worker thread --------------------------------------------- */
+
+struct exec_job {
+	hangar_sandbox *sb;
+	char *command;
+	hangar_exec_opts opts;
+	struct exec_outcome out;
+	int done_fd;
+};
+
+static void *exec_worker(void *arg)
+{
+	struct exec_job *job = arg;
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+
+	job->out.rc = hangar_sandbox_exec(&res, job->sb, job->command, &job->opts);
+	if (job->out.rc) {
+		const hangar_error *e = hangar_error_last();
+
+		snprintf(job->out.message, sizeof(job->out.message), "%s",
+			 *e->message ? e->message : hangar_strerror(job->out.rc));
+	} else {
+		job->out.status = cli_exit_status(&res);
+	}
+	hangar_exec_result_dispose(&res);
+	if (write(job->done_fd, "x", 1) < 0) {
+		/* the reader polls; it cannot miss a closed pipe */
+	}
+	return NULL;
+}
+
+/*
+ * Runs the command and waits for it or for a signal from sig_setup(),
+ * whichever comes first. On a signal the worker is left running (the caller
+ * ends the process soon after) and out->rc is EXEC_INTERRUPTED.
+ */
+void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command, const hangar_exec_opts *opts)
+{
+	static const int stop[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+	struct exec_job *job = calloc(1, sizeof(*job));
+	int done[2] = { -1, -1 };
+	pthread_t tid;
+	sigset_t old;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!job || !(job->command = strdup(command)) || pipe2(done, O_CLOEXEC) < 0) {
+		out->rc = HANGAR_ENOMEM;
+		snprintf(out->message, sizeof(out->message), "%s", strerror(errno ? errno : ENOMEM));
+		goto free_job;
+	}
+	job->sb = sb;
+	job->opts = *opts;
+	job->done_fd = done[1];
+
+	/* The worker never takes our signals: they land on this thread's poll. */
+	sig_block(stop, sizeof(stop) / sizeof(stop[0]), &old);
+	err = pthread_create(&tid, NULL, exec_worker, job);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		out->rc = HANGAR_EOS;
+		snprintf(out->message, sizeof(out->message), "cannot start a thread: %s", strerror(err));
+		goto free_job;
+	}
+
+	for (;;) {
+		struct pollfd pfd[2] = { { done[0], POLLIN, 0 }, { sig_fd(), POLLIN, 0 } };
+		int signo;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			break;
+		while ((signo = sig_next()) != 0) {
+			if (signo == SIGWINCH)
+				continue;
+			out->rc = EXEC_INTERRUPTED;
+			out->signo = signo;
+			/* The worker still uses job and the pipe; the process is about to end. */
+			return;
+		}
+	}
+	pthread_join(tid, NULL);
+	*out = job->out;
+free_job:
+	if (done[0] >= 0) {
+		close(done[0]);
+		close(done[1]);
+	}
+	if (job)
+		free(job->command);
+	free(job);
+}
