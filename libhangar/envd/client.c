@@ -287,8 +287,8 @@ static int bounded_put(struct hbuf *b, const char *data, size_t len, size_t limi
 		char *p;
 
 		while (cap < need)
-			cap *= 2;
-		if (cap > limit + 1)
+			cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+		if (limit < SIZE_MAX && cap > limit + 1)
 			cap = limit + 1;
 		p = realloc(b->data, cap);
 		if (!p)

@@ -506,6 +506,9 @@ START_TEST(file_round_trip_binary)
 	ck_assert_int_eq(envd_file_read(client, &call, path, 1 << 20, &out, &st), 0);
 	ck_assert_uint_eq(out.len, sizeof(data));
 	ck_assert(memcmp(out.data, data, sizeof(data)) == 0);
+	/* No limit at all is a limit too: nothing overflows computing room for it. */
+	ck_assert_int_eq(envd_file_read(client, &call, path, SIZE_MAX, &out, &st), 0);
+	ck_assert_uint_eq(out.len, sizeof(data));
 
 	/* Overwrite with an empty file: read gives an empty, terminated buffer. */
 	ck_assert_int_eq(envd_file_write(client, &call, path, NULL, 0, &st), 0);
