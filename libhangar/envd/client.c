@@ -45,6 +45,7 @@
 #define ERRBODY_MAX (64u << 10)         /* body of an error answer we look at */
 #define WRITE_ANSWER_MAX (1u << 20)     /* POST /files answer: a small JSON array */
 #define MSG_MAX 400                     /* envd's message as quoted in ours */
+#define PREALLOC_MAX (64u << 20)        /* most we allocate on a Content-Length's word */
 
 /* ---- the client: a DNS share and a pool of easy handles ------------------- */
 
@@ -341,13 +342,17 @@ static void note_encoding(struct xfer *x, const char *v, size_t n)
 		e = ENC_GZIP;
 	else
 		e = ENC_OTHER;
-	/* Two headers that disagree, or a list of codings: nothing we decode. */
+	/* Two headers that disagree: nothing we decode. */
 	if (x->enc != ENC_NONE && x->enc != e)
 		e = ENC_OTHER;
-	if (e > x->enc || x->enc == ENC_NONE) {
-		x->enc = e;
-		clean_message(x->enc_name, n + 1 < sizeof(x->enc_name) ? n + 1 : sizeof(x->enc_name), v);
-	}
+	x->enc = e;
+	clean_message(x->enc_name, n + 1 < sizeof(x->enc_name) ? n + 1 : sizeof(x->enc_name), v);
+}
+
+/* An announced length over a size_t limit (compared unsigned: SIZE_MAX means none). */
+static int length_over(curl_off_t len, size_t limit)
+{
+	return len >= 0 && (uint64_t)len > (uint64_t)limit;
 }
 
 static void note_header(struct xfer *x, const char *line, size_t len)
@@ -395,7 +400,7 @@ static int check_answer_headers(struct xfer *x)
 			return xfail(x, herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, (int)x->status, NULL,
 						  "%s: envd sent a compressed answer (%s) that was not asked for",
 						  x->what, x->enc_name));
-		if (x->kind == XK_UNARY && x->content_length > (curl_off_t)ENVD_MAX_UNARY)
+		if (x->kind == XK_UNARY && length_over(x->content_length, ENVD_MAX_UNARY))
 			return xfail(x, herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, (int)x->status, NULL,
 						  "%s: answer of %lld bytes is over the %u-byte limit", x->what,
 						  (long long)x->content_length, ENVD_MAX_UNARY));
@@ -410,14 +415,18 @@ static int check_answer_headers(struct xfer *x)
 			if (inflateInit2(&x->z, 15 + 32) != Z_OK)
 				return oom(x);
 			x->z_live = 1;
-		} else if (x->kind == XK_FILE_MEM && x->content_length > (curl_off_t)x->limit) {
+		} else if (x->kind == XK_FILE_MEM && length_over(x->content_length, x->limit)) {
 			return xfail(x, herr_http(HANGAR_ETOOLARGE, HANGAR_ERRCAT_SANDBOX, (int)x->status, NULL,
 						  "%s: the file is %lld bytes, over the %zu-byte limit", x->what,
 						  (long long)x->content_length, x->limit));
 		}
-		/* Announced and within the limit: one allocation of exactly that size. */
+		/*
+		 * Announced and within the limit: one allocation of exactly that
+		 * size, unless it is so large that it should grow as bytes come.
+		 */
 		if (x->kind == XK_FILE_MEM && x->enc != ENC_GZIP && x->content_length > 0 &&
-		    reserve_exact(&x->body, (size_t)x->content_length) < 0)
+		    reserve_exact(&x->body, x->content_length < PREALLOC_MAX ? (size_t)x->content_length
+									     : PREALLOC_MAX) < 0)
 			return oom(x);
 		return 0;
 	case XK_WRITE:

@@ -836,6 +836,27 @@ START_TEST(files_gzip_is_inflated)
 }
 END_TEST
 
+static void serve_plain_file(int fd)
+{
+	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain");
+}
+
+START_TEST(files_identity_limits)
+{
+	struct envd_call call = slow_call();
+	struct hbuf out = HBUF_INIT;
+
+	answer_with(serve_plain_file);
+	ck_assert_code(envd_file_read(client, &call, "/f", SIZE_MAX, &out, NULL), 0);
+	ck_assert_str_eq(out.data, "plain");
+	ck_assert_code(envd_file_read(client, &call, "/f", 5, &out, NULL), 0);
+	ck_assert_str_eq(out.data, "plain");
+	ck_assert_code(envd_file_read(client, &call, "/f", 4, &out, NULL), HANGAR_ETOOLARGE);
+	ck_assert_str_eq(out.data, "plain"); /* a failed read leaves out alone */
+	hbuf_free(&out);
+}
+END_TEST
+
 static void serve_rest_error(int fd, int status, const char *reason)
 {
 	char head[256], body[128];
@@ -971,6 +992,7 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, files_corrupt_gzip);
 	tcase_add_test(tc, files_truncated_gzip);
 	tcase_add_test(tc, files_gzip_is_inflated);
+	tcase_add_test(tc, files_identity_limits);
 	tcase_add_test(tc, files_rest_errors);
 	tcase_add_test(tc, files_write_answer_not_array);
 	suite_add_tcase(s, tc);
