@@ -196,7 +196,7 @@ enum xfer_kind {
 	XK_FILE_MEM,    /* GET /files into memory, capped at the caller's limit */
 	XK_FILE_FD,     /* GET /files into an fd */
 	XK_WRITE,       /* POST /files: a small JSON answer */
-	XK_HEALTH,      /* GET /health: body ignored */
+	XK_HEALTH,      /* GET /health: no body expected */
 };
 
 enum body_enc { ENC_NONE, ENC_IDENTITY, ENC_GZIP, ENC_OTHER };
@@ -647,6 +647,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud)
 		switch (x->kind) {
 		case XK_UNARY:
 		case XK_WRITE:
+		case XK_HEALTH: /* no body expected; a bounded one is tolerated */
 			r = sink_bounded(x, data, len);
 			break;
 		case XK_STREAM:
@@ -657,7 +658,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud)
 			r = sink_file(x, data, len);
 			break;
 		default:
-			r = 0; /* /health: nothing to keep */
+			r = 0;
 			break;
 		}
 	}
@@ -1428,6 +1429,7 @@ int envd_health(struct envd_client *c, const struct envd_call *call, struct envd
 	int rc;
 
 	rc = xfer_begin(&x, c, call, XK_HEALTH, "GET /health", st);
+	x.limit = ERRBODY_MAX;
 	if (!rc)
 		rc = set_url(&x, "/health", NULL);
 	if (!rc)
