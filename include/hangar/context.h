@@ -13,8 +13,8 @@
  *   HANGAR_BWRAP_PATH                the bubblewrap binary ("bwrap" on PATH)
  *   HANGAR_LOCAL_NETWORK             "on" or "off": network inside local sandboxes ("on")
  *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
- *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120)
- *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60)
+ *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
+ *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)
  *   HANGAR_OUTPUT_LIMIT_BYTES        output kept per stream of a command (1048576)
  *   HANGAR_READ_LIMIT_BYTES          the largest file read into memory (10485760)
  */
@@ -111,6 +111,8 @@ typedef int (*hangar_setting_fn)(const char *name, const char *value, int source
  *
  * @return 0, or the non-zero value fn returned.
  * **Ownership:** the strings passed to fn are valid during the call only.
+ * **Thread safety:** not with a concurrent hangar_ctx_set(); fn runs on the
+ * calling thread.
  */
 HANGAR_EXTERN(int) hangar_ctx_foreach_setting(hangar_ctx *ctx, hangar_setting_fn fn, void *payload);
 

@@ -99,6 +99,7 @@ HANGAR_EXTERN(const char *) hangar_strerror(int code);
  * bindings.
  *
  * @return a static string; "unknown" for codes it does not know.
+ * **Thread safety:** safe from any thread.
  */
 HANGAR_EXTERN(const char *) hangar_error_name(int code);
 

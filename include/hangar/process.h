@@ -55,12 +55,14 @@ HANGAR_EXTERN(int) hangar_process_start(hangar_process **out, hangar_sandbox *sb
  * Follows a process that is already running, by pid. Only output produced
  * from now on is delivered. Only on_output and payload of opts are used.
  *
- * @return 0, HANGAR_ENOTFOUND (no such process), HANGAR_EGONE, …
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (no such process),
+ *         HANGAR_EGONE, HANGAR_EPAUSED, HANGAR_EUNAVAILABLE.
+ * **Ownership:** as hangar_process_start(). **Thread safety:** safe.
  */
 HANGAR_EXTERN(int) hangar_process_attach(hangar_process **out, hangar_sandbox *sb, uint32_t pid,
 					 const hangar_process_opts *opts);
 
-/** Takes a reference. @return p. */
+/** Takes a reference (NULL allowed). @return p. **Thread safety:** safe. */
 HANGAR_EXTERN(hangar_process *) hangar_process_ref(hangar_process *p);
 
 /**
@@ -71,25 +73,45 @@ HANGAR_EXTERN(hangar_process *) hangar_process_ref(hangar_process *p);
  */
 HANGAR_EXTERN(hangar_process *) hangar_process_unref(hangar_process *p);
 
-/** The process id inside the sandbox. */
+/**
+ * The process id inside the sandbox.
+ * @return the pid, or 0 when p is NULL. **Thread safety:** safe.
+ */
 HANGAR_EXTERN(uint32_t) hangar_process_pid(const hangar_process *p);
 
 /**
  * Writes to the process's stdin (pipes with stdin_enabled) or terminal.
- * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (it exited), HANGAR_EGONE, …
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (it exited), HANGAR_EGONE,
+ *         HANGAR_EPAUSED.
+ * **Ownership:** data is not kept. **Thread safety:** safe from any thread.
  */
 HANGAR_EXTERN(int) hangar_process_write(hangar_process *p, const void *data, size_t len);
 
-/** Closes stdin (EOF). On a terminal, write "\x04" instead. @return 0, HANGAR_EUNSUPPORTED, … */
+/**
+ * Closes the process's stdin, so it reads EOF. On a terminal, write "\x04".
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (a terminal),
+ *         HANGAR_ENOTFOUND (it exited), HANGAR_EGONE, HANGAR_EPAUSED.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_process_close_stdin(hangar_process *p);
 
-/** Resizes the terminal. @return 0, HANGAR_EUNSUPPORTED (no terminal), … */
+/**
+ * Resizes the process's terminal (the process gets SIGWINCH).
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (no terminal),
+ *         HANGAR_ENOTFOUND (it exited), HANGAR_EGONE, HANGAR_EPAUSED.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_process_resize(hangar_process *p, uint32_t cols, uint32_t rows);
 
 #define HANGAR_SIGTERM 15
 #define HANGAR_SIGKILL 9
 
-/** Sends HANGAR_SIGTERM or HANGAR_SIGKILL. @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND, … */
+/**
+ * Sends HANGAR_SIGTERM or HANGAR_SIGKILL to the process (not its children).
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (it exited), HANGAR_EGONE,
+ *         HANGAR_EPAUSED.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_process_signal(hangar_process *p, int32_t sig);
 
 /**

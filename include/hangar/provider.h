@@ -45,18 +45,20 @@ struct hangar_provider_ops;
  */
 HANGAR_EXTERN(int) hangar_provider_lookup(hangar_provider **out, hangar_ctx *ctx, const char *name);
 
-/** Takes a reference. @return p. */
+/** Takes a reference (on its context; NULL allowed). @return p. **Thread safety:** safe. */
 HANGAR_EXTERN(hangar_provider *) hangar_provider_ref(hangar_provider *p);
 
-/** Drops a reference (NULL allowed). @return NULL. */
+/** Drops a reference (NULL allowed). @return NULL. **Thread safety:** safe. */
 HANGAR_EXTERN(hangar_provider *) hangar_provider_unref(hangar_provider *p);
 
 /**
- * The provider's name. **Ownership:** borrowed, valid while p is.
+ * The provider's name.
+ * @return the name, or NULL when p is NULL.
+ * **Ownership:** borrowed, valid while p is. **Thread safety:** safe.
  */
 HANGAR_EXTERN(const char *) hangar_provider_name(const hangar_provider *p);
 
-/** The provider's HANGAR_CAP_* bitmask. */
+/** The provider's HANGAR_CAP_* bitmask; 0 when p is NULL. **Thread safety:** safe. */
 HANGAR_EXTERN(uint64_t) hangar_provider_capabilities(const hangar_provider *p);
 
 /**
@@ -78,6 +80,7 @@ typedef int (*hangar_provider_fn)(hangar_provider *p, void *payload);
  *
  * @return 0, or the non-zero value fn returned.
  * **Ownership:** p is borrowed for the call; take a reference to keep it.
+ * **Thread safety:** safe once registration is over; fn runs on the calling thread.
  */
 HANGAR_EXTERN(int) hangar_provider_foreach(hangar_ctx *ctx, hangar_provider_fn fn, void *payload);
 

@@ -71,16 +71,29 @@ HANGAR_EXTERN(int) hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, 
  */
 HANGAR_EXTERN(int) hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *provider, const char *id);
 
-/** Takes a reference. @return sb. */
+/** Takes a reference (NULL allowed). @return sb. **Thread safety:** safe. */
 HANGAR_EXTERN(hangar_sandbox *) hangar_sandbox_ref(hangar_sandbox *sb);
 
-/** Drops a reference (NULL allowed); never touches the sandbox itself. @return NULL. */
+/**
+ * Drops a reference (NULL allowed); the last one frees the handle. It never
+ * touches the sandbox itself: use hangar_sandbox_kill() for that.
+ * @return NULL. **Thread safety:** safe.
+ */
 HANGAR_EXTERN(hangar_sandbox *) hangar_sandbox_unref(hangar_sandbox *sb);
 
-/** The sandbox's id. **Ownership:** borrowed, valid while sb is. */
+/**
+ * The sandbox's id.
+ * @return the id, or NULL when sb is NULL.
+ * **Ownership:** borrowed, valid while sb is. **Thread safety:** safe.
+ */
 HANGAR_EXTERN(const char *) hangar_sandbox_id(const hangar_sandbox *sb);
 
-/** The sandbox's provider. **Ownership:** borrowed, valid while sb is. */
+/**
+ * The sandbox's provider.
+ * @return the provider, or NULL when sb is NULL.
+ * **Ownership:** borrowed, valid while sb is; take a reference to keep it.
+ * **Thread safety:** safe.
+ */
 HANGAR_EXTERN(hangar_provider *) hangar_sandbox_provider(const hangar_sandbox *sb);
 
 typedef enum hangar_sandbox_state {
@@ -111,7 +124,9 @@ typedef struct hangar_sandbox_info {
  * @return 0, HANGAR_EINVAL, HANGAR_EGONE or HANGAR_EUNAVAILABLE (the
  *         provider could not be asked: the sandbox is not reported dead).
  * **Ownership:** the strings in out are borrowed from sb, valid until the
- * next call on sb or its release.
+ * next hangar_sandbox_get_info() on sb or its release.
+ * **Thread safety:** safe; concurrent calls on one sandbox each get a
+ * consistent answer.
  */
 HANGAR_EXTERN(int) hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb);
 
@@ -125,18 +140,43 @@ typedef int (*hangar_sandbox_list_fn)(const hangar_sandbox_info *info, void *pay
  *         nothing is reported as missing: a provider that cannot be asked
  *         fails the call (HANGAR_EUNAVAILABLE) rather than listing nothing.
  * **Ownership:** info is valid during the callback only.
+ * **Thread safety:** safe; fn runs on the calling thread.
  */
 HANGAR_EXTERN(int) hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_list_fn fn, void *payload);
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-/** Pauses, keeping memory (HANGAR_CAP_PAUSE). @return 0, HANGAR_EUNSUPPORTED, HANGAR_EGONE, … */
+/**
+ * Pauses the sandbox, keeping its memory (HANGAR_CAP_PAUSE): every process in
+ * it stops where it is and continues on resume. Its lifetime clock stops too.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED, HANGAR_EGONE or
+ *         HANGAR_EUNAVAILABLE.
+ * **Thread safety:** safe from any thread; calls in flight on other threads
+ * fail with HANGAR_EPAUSED or wait until resume.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_pause(hangar_sandbox *sb);
-/** Resumes a paused sandbox; running processes continue. @return 0, HANGAR_EGONE, … */
+/**
+ * Resumes a paused sandbox; its processes continue and its lifetime starts
+ * again from the timeout it was created with.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED, HANGAR_EGONE or
+ *         HANGAR_EUNAVAILABLE.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_resume(hangar_sandbox *sb);
-/** Sets the remaining lifetime to seconds from now (0: no limit). @return 0, HANGAR_EGONE, … */
+/**
+ * Sets the sandbox's remaining lifetime to seconds from now (0: no limit);
+ * it may shorten it. When it runs out the provider kills the sandbox.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED, HANGAR_EGONE or
+ *         HANGAR_EUNAVAILABLE.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_set_timeout(hangar_sandbox *sb, int64_t seconds);
-/** Destroys the sandbox. @return 0, HANGAR_EGONE (already gone), HANGAR_EUNAVAILABLE. */
+/**
+ * Destroys the sandbox and everything in it. The handle stays valid (release
+ * it with hangar_sandbox_unref()); calls on it then fail with HANGAR_EGONE.
+ * @return 0, HANGAR_EINVAL, HANGAR_EGONE (already gone) or HANGAR_EUNAVAILABLE.
+ * **Thread safety:** safe from any thread.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_kill(hangar_sandbox *sb);
 
 /* ---- commands -------------------------------------------------------------- */
@@ -212,10 +252,21 @@ typedef struct hangar_exec_result {
 HANGAR_EXTERN(int) hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char *command,
 				       const hangar_exec_opts *opts);
 
-/** Frees the buffers of a result; it can be reused after. NULL allowed. */
+/**
+ * Frees the buffers of a result; it can be reused after. NULL allowed.
+ * **Thread safety:** on results not used concurrently.
+ */
 HANGAR_EXTERN(void) hangar_exec_result_dispose(hangar_exec_result *result);
 
-/* ---- files ------------------------------------------------------------------ */
+/*
+ * ---- files -------------------------------------------------------------------
+ *
+ * Paths inside the sandbox are absolute, or relative to the home of the
+ * sandbox's default user. Every file function is safe from any thread, and
+ * callbacks run on the calling thread. Besides the codes each lists, every
+ * one can fail with the common codes: HANGAR_EINVAL, HANGAR_EGONE,
+ * HANGAR_EPAUSED, HANGAR_ETIMEOUT, HANGAR_EUNAVAILABLE and HANGAR_EPROTOCOL.
+ */
 
 /**
  * Reads a whole file. Files over HANGAR_READ_LIMIT_BYTES are refused, never
@@ -232,21 +283,21 @@ HANGAR_EXTERN(int) hangar_sandbox_read_file(hangar_buf *out, hangar_sandbox *sb,
 /**
  * Writes a whole file, creating parent directories, replacing what was there.
  * @return 0, HANGAR_EFILE (a parent is a file, the target is a directory),
- *         HANGAR_EGONE, … as above.
+ *         and the common codes.
  * **Ownership:** data is not kept after the call.
  */
 HANGAR_EXTERN(int) hangar_sandbox_write_file(hangar_sandbox *sb, const char *path, const void *data, size_t len);
 
 /**
  * Copies a local file into the sandbox, streaming it (any size).
- * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, HANGAR_EGONE, …
+ * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, or a common code.
  */
 HANGAR_EXTERN(int) hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const char *remote_path);
 
 /**
  * Copies a file out of the sandbox to a local path, streaming it (any size).
  * The local file is written under a temporary name and renamed when complete.
- * @return 0, HANGAR_EOS, HANGAR_EFILE, HANGAR_EGONE, …
+ * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, or a common code.
  */
 HANGAR_EXTERN(int) hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path);
 
@@ -279,34 +330,42 @@ typedef int (*hangar_file_fn)(const hangar_file_info *info, void *payload);
  * Lists a directory, depth levels deep (1: its entries only), without
  * following symbolic links inside it.
  * @return 0, the non-zero value fn returned, HANGAR_EFILE (missing, not a
- *         directory), HANGAR_EGONE, …
+ *         directory), or a common code.
  */
 HANGAR_EXTERN(int) hangar_sandbox_list_files(hangar_sandbox *sb, const char *path, uint32_t depth,
 					     hangar_file_fn fn, void *payload);
 
 /**
  * Describes one path (a symlink itself, not its target); fn is called once.
- * @return 0, HANGAR_EFILE (missing), HANGAR_EGONE, …
+ * @return 0, the non-zero value fn returned, HANGAR_EFILE (missing), or a
+ *         common code.
  */
 HANGAR_EXTERN(int) hangar_sandbox_stat(hangar_sandbox *sb, const char *path, hangar_file_fn fn, void *payload);
 
 /**
  * Whether a path exists.
- * @return 1, 0, or a negative error (HANGAR_EGONE, …) — never 0 on failure.
+ * @return 1, 0, or a common code — never 0 on failure.
  */
 HANGAR_EXTERN(int) hangar_sandbox_exists(hangar_sandbox *sb, const char *path);
 
 /**
  * Creates a directory and its parents.
  * @return 0, HANGAR_EEXISTS (a directory is already there), HANGAR_EFILE (a
- *         file is in the way), HANGAR_EGONE, …
+ *         file is in the way), or a common code.
  */
 HANGAR_EXTERN(int) hangar_sandbox_mkdir(hangar_sandbox *sb, const char *path);
 
-/** Renames, creating the destination's parents. @return 0, HANGAR_EFILE, … */
+/**
+ * Renames, creating the destination's parents; replaces an existing file.
+ * @return 0, HANGAR_EFILE (the source is missing), or a common code.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_rename(hangar_sandbox *sb, const char *from, const char *to);
 
-/** Removes a file or a whole tree; a missing path is not an error. @return 0, HANGAR_EGONE, … */
+/**
+ * Removes a file or a whole tree, not following symbolic links; a missing
+ * path is not an error.
+ * @return 0, or a common code.
+ */
 HANGAR_EXTERN(int) hangar_sandbox_remove(hangar_sandbox *sb, const char *path);
 
 HANGAR_END_DECL

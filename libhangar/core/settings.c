@@ -21,21 +21,21 @@ struct setting_def {
 	const char *name;
 	enum kind kind;
 	const char *fallback;   /* NULL: computed */
-	int64_t max;            /* K_UINT */
+	int64_t min, max;       /* K_UINT */
 	int secret;
 };
 
 static const struct setting_def defs[HS_COUNT] = {
-	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0 },
-	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", K_PATH, NULL, 0, 0 },
-	[HS_ENVD_PATH] = { "HANGAR_ENVD_PATH", K_PATH, NULL, 0, 0 },
-	[HS_BWRAP_PATH] = { "HANGAR_BWRAP_PATH", K_STRING, "bwrap", 0, 0 },
-	[HS_LOCAL_NETWORK] = { "HANGAR_LOCAL_NETWORK", K_ONOFF, "on", 0, 0 },
-	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", K_UINT, "300", 366LL * 86400, 0 },
-	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", K_UINT, "120", 7LL * 86400, 0 },
-	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 86400, 0 },
-	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", K_UINT, "1048576", 1LL << 32, 0 },
-	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", K_UINT, "10485760", 1LL << 32, 0 },
+	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0, 0 },
+	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", K_PATH, NULL, 0, 0, 0 },
+	[HS_ENVD_PATH] = { "HANGAR_ENVD_PATH", K_PATH, NULL, 0, 0, 0 },
+	[HS_BWRAP_PATH] = { "HANGAR_BWRAP_PATH", K_STRING, "bwrap", 0, 0, 0 },
+	[HS_LOCAL_NETWORK] = { "HANGAR_LOCAL_NETWORK", K_ONOFF, "on", 0, 0, 0 },
+	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", K_UINT, "300", 0, 366LL * 86400, 0 },
+	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", K_UINT, "120", 1, 7LL * 86400, 0 },
+	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
+	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", K_UINT, "1048576", 2, 1LL << 32, 0 },
+	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", K_UINT, "10485760", 0, 1LL << 32, 0 },
 };
 
 static char *computed_default(enum hsetting s)
@@ -91,9 +91,10 @@ static int validate(enum hsetting s, const char *value, int64_t *num)
 
 		errno = 0;
 		v = strtoll(value, &end, 10);
-		if (errno || end == value || *end || v < 0 || v > d->max)
+		if (errno || end == value || *end || v < d->min || v > d->max)
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s must be a whole number from 0 to %" PRId64 ", not \"%s\"", d->name, d->max, value);
+				    "%s must be a whole number from %" PRId64 " to %" PRId64 ", not \"%s\"", d->name,
+				    d->min, d->max, value);
 		*num = v;
 		return 0;
 	}

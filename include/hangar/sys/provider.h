@@ -67,8 +67,18 @@ struct hangar_provider_ops {
 #define HANGAR_SYS_STATE_RUNNING 1
 #define HANGAR_SYS_STATE_PAUSED  2
 
-/** The sandbox's id: [A-Za-z0-9_-]{1,64}. Mandatory. @return 0 or HANGAR_EINVAL. */
+/**
+ * The sandbox's id: [A-Za-z0-9_-]{1,64}. Mandatory.
+ * @return 0, HANGAR_EINVAL (NULL), HANGAR_EPROTOCOL (malformed) or HANGAR_ENOMEM.
+ */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_id(hangar_sys_sandbox *sb, const char *id);
+/*
+ * The setters below copy their arguments and return 0, HANGAR_EINVAL (a
+ * missing or malformed argument) or HANGAR_ENOMEM. They are called by a
+ * provider on the thread running its operation, on the sandbox description
+ * it was handed.
+ */
+
 /** HANGAR_SYS_STATE_RUNNING (the default) or HANGAR_SYS_STATE_PAUSED. */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_state(hangar_sys_sandbox *sb, int state);
 /** The envd base URL, "http://host:port" or "https://…". */
