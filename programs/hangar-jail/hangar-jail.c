@@ -222,6 +222,23 @@ static void wait_gone(pid_t pid, int64_t deadline)
 	close(fd);
 }
 
+/* The first child of pid (bwrap's child is the sandbox's pid 1), or 0. */
+static pid_t ns_init(pid_t pid)
+{
+	char path[64];
+	FILE *f;
+	int child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &child) != 1)
+		child = 0;
+	fclose(f);
+	return child;
+}
+
 /* SIGKILLs every process still in the sandbox's cgroup and waits for each. */
 static void kill_cgroup_members(int64_t deadline)
 {
@@ -380,6 +397,15 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	add(a, "/proc");
 	add(a, "--dev");
 	add(a, "/dev");
+	/* Made explicitly: bwrap would make parents of mount points 0700. */
+	add(a, "--dir");
+	add(a, "/home");
+	add(a, "--dir");
+	add(a, "/run");
+	add(a, "--perms");
+	add(a, "0700");
+	add(a, "--dir");
+	add(a, "/root");
 	add(a, "--bind");
 	addf(a, "%s/rootfs/workspace", dir);
 	add(a, "/workspace");
@@ -494,8 +520,26 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	/* A frozen task cannot die: thaw first. */
 	thaw();
 	if (!bwrap_done && bwrap > 0) {
+		pid_t init = ns_init(bwrap);
+		int fd = init > 0 ? pidfd_open_(init) : -1;
+
+		/*
+		 * The pid namespace's init (bwrap's child) exits only once every
+		 * process in the namespace is dead and reaped: waiting for it
+		 * waits for the whole sandbox, with or without a cgroup.
+		 */
+		if (fd >= 0)
+			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
 		kill(bwrap, SIGKILL);
 		wait_gone(bwrap, deadline);
+		if (fd >= 0) {
+			struct pollfd p = { fd, POLLIN, 0 };
+			int64_t left = deadline - mono_ms();
+
+			if (left > 0)
+				poll(&p, 1, (int)left);
+			close(fd);
+		}
 	}
 	kill_cgroup_members(deadline);
 	reap(0, NULL);

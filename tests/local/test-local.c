@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,6 +243,18 @@ static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
 	}
 }
 
+static int wait_path_gone(const char *path, int timeout_ms)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+
+	while (path_exists(path)) {
+		if (mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	return 1;
+}
+
 struct seen {
 	const char *id;
 	int found;
@@ -345,16 +358,57 @@ START_TEST(attach_from_fresh_context_and_list)
 }
 END_TEST
 
+/* Whether pid's line for a cgroup hierarchy (e.g. "0:" or "freezer") ends in /hangar/<id>. */
+static int in_cgroup(int pid, const char *hierarchy, const char *id)
+{
+	char path[64], line[512], want[64];
+	FILE *f;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	snprintf(want, sizeof(want), "/hangar/%s\n", id);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':');
+
+		if (!c)
+			continue;
+		if (!strcmp(hierarchy, "0:") ? !strncmp(line, "0::", 3) : !!strstr(c, hierarchy))
+			found |= strlen(line) > strlen(want) && !strcmp(line + strlen(line) - strlen(want), want);
+	}
+	fclose(f);
+	return found;
+}
+
+/* Pausing with each freezer hangar-jail knows: cgroup v2 or v1, or SIGSTOP. */
+static const char *const freezers[] = { "auto", "v1", "none" };
+
 START_TEST(pause_and_resume)
 {
-	hangar_ctx *ctx = new_ctx();
-	hangar_sandbox *sb = create(ctx, 120, 0, NULL), *again = NULL;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb, *again = NULL;
 	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
-	const char *id = hangar_sandbox_id(sb);
-	int pid = envd_pid(id);
+	const char *id;
+	int pid;
 	char st;
 
+	if (geteuid() != 0 && _i != 2)
+		return; /* cgroups need root */
+	if (_i == 1 && access("/sys/fs/cgroup/freezer/tasks", F_OK) != 0)
+		return;
+	setenv("HANGAR_JAIL_FREEZER", freezers[_i], 1);
+	ctx = new_ctx();
+	sb = create(ctx, 120, 0, NULL);
+	id = hangar_sandbox_id(sb);
+	pid = envd_pid(id);
 	ck_assert_int_gt(pid, 0);
+	if (_i == 0 && (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 ||
+			access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) == 0))
+		ck_assert_msg(in_cgroup(pid, "0:", id), "envd is in the sandbox's cgroup v2");
+	if (_i == 1)
+		ck_assert_msg(in_cgroup(pid, "freezer", id), "envd is in the sandbox's v1 freezer cgroup");
 	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
 	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
 	ck_assert_int_eq(info.state, HANGAR_SANDBOX_PAUSED);
@@ -362,7 +416,10 @@ START_TEST(pause_and_resume)
 	/* Frozen: envd accepts the connection (the kernel does) but never answers. */
 	ck_assert_int_eq(health(id, 500), -1);
 	st = proc_state(pid);
-	ck_assert_msg(st == 'D' || st == 'T' || st == 'S', "envd state %c", st);
+	if (_i == 2)
+		ck_assert_msg(st == 'T', "envd state %c, stopped", st);
+	else
+		ck_assert_msg(st == 'D' || st == 'S', "envd state %c, frozen", st);
 	/* Attaching never resumes; pausing twice is fine. */
 	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id), 0);
 	ck_assert_int_eq(hangar_sandbox_get_info(&info, again), 0);
@@ -394,8 +451,9 @@ START_TEST(expires)
 
 	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
 	ck_assert_msg(wait_gone(ctx, id, 10000), "a 1 s sandbox is gone within 10 s");
+	/* Its supervisor removes the directory as it goes. */
 	sb_path(path, sizeof(path), id, "");
-	ck_assert(!path_exists(path));
+	ck_assert_msg(wait_path_gone(path, 10000), "%s is removed", path);
 	ck_assert_int_eq(hangar_sandbox_kill(sb), HANGAR_EGONE);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -630,6 +688,176 @@ START_TEST(dead_supervisor_means_gone)
 }
 END_TEST
 
+static char *run(hangar_sandbox *sb, const char *cmd)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	char *out;
+	int rc = hangar_sandbox_exec(&r, sb, cmd, NULL);
+
+	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
+	ck_assert_msg(r.exit_code == 0, "exec %s: exit %d: %.*s", cmd, r.exit_code, (int)r.err.size,
+		      r.err.ptr ? r.err.ptr : "");
+	out = strndup(r.out.ptr ? r.out.ptr : "", r.out.size);
+	out[strcspn(out, "\n")] = '\0';
+	hangar_exec_result_dispose(&r);
+	return out;
+}
+
+static void expect_output(hangar_sandbox *sb, const char *cmd, const char *want)
+{
+	char *got = run(sb, cmd);
+
+	ck_assert_msg(!strcmp(got, want), "%s: got \"%s\", want \"%s\"", cmd, got, want);
+	free(got);
+}
+
+START_TEST(inside_the_jail)
+{
+	static const char *const env[] = { "GREETING=hello there", NULL };
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 60, HANGAR_NETWORK_OFF, env);
+	char *n;
+
+	expect_output(sb, "id -un", geteuid() == 0 ? "user" : "user");
+	expect_output(sb, "pwd", "/workspace");
+	expect_output(sb, "echo $HOME", "/home/user");
+	expect_output(sb, "echo \"$GREETING/$CI\"", "hello there/true");
+	expect_output(sb, "hostname", hangar_sandbox_id(sb));
+	expect_output(sb, "touch /workspace/a ~/b /tmp/c && echo ok", "ok");
+	expect_output(sb, "touch /usr/x 2>/dev/null || echo read-only", "read-only");
+	expect_output(sb, "cat /etc/shadow | wc -c", "0");
+	expect_output(sb, "ls /run/hangar 2>/dev/null || echo hidden", "hidden");
+	expect_output(sb, "grep -c : /proc/net/dev", "1");
+	/* Its own pid namespace: envd is pid 2 under bwrap, and only a handful of processes. */
+	n = run(sb, "ps -e --no-headers | wc -l");
+	ck_assert_msg(atoi(n) > 0 && atoi(n) < 10, "%s processes", n);
+	free(n);
+	expect_output(sb, "cat /proc/1/comm", "bwrap");
+	if (geteuid() == 0)
+		expect_output(sb, "grep NoNewPrivs /proc/self/status | tr -d '\\t'", "NoNewPrivs:1");
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static long read_counter(const char *id)
+{
+	char path[PATH_MAX], buf[32] = "";
+	FILE *f;
+
+	sb_path(path, sizeof(path), id, "/rootfs/workspace/counter");
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return atol(buf);
+}
+
+static int wait_counter_above(const char *id, long v, int timeout_ms)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+
+	while (read_counter(id) <= v) {
+		if (mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	return 1;
+}
+
+START_TEST(processes_survive_pause)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 60, 0, NULL);
+	hangar_process *p = NULL;
+	const char *id = hangar_sandbox_id(sb);
+	int64_t until;
+	long c;
+	int rc;
+
+	rc = hangar_process_start(&p, sb,
+				  "i=0; while :; do i=$((i+1)); echo $i > /workspace/counter.new; "
+				  "mv /workspace/counter.new /workspace/counter; sleep 0.05; done", NULL);
+	ck_assert_msg(rc == 0, "start: %d %s", rc, hangar_error_last()->message);
+	hangar_process_unref(p);
+	ck_assert_msg(wait_counter_above(id, 2, 10000), "the counter runs");
+	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
+	c = read_counter(id);
+	/* Paused, it stands still. */
+	until = mono_ms() + 500;
+	while (mono_ms() < until) {
+		ck_assert_int_eq(read_counter(id), c);
+		poll(NULL, 0, 50);
+	}
+	ck_assert_int_eq(hangar_sandbox_resume(sb), 0);
+	ck_assert_msg(wait_counter_above(id, c, 10000), "the same process counts on after resume");
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* As uid 1000 (no cgroups, a user namespace): create, use, pause, resume, kill. */
+static int unprivileged_child(void)
+{
+	hangar_ctx *ctx = NULL;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_sandbox *sb = NULL;
+	char want[32];
+
+	if (setgroups(0, NULL) < 0 || setresgid(1000, 1000, 1000) < 0 || setresuid(1000, 1000, 1000) < 0)
+		return 10;
+	if (hangar_ctx_new(&ctx, 0) || hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir))
+		return 11;
+	o.provider = "local";
+	o.timeout_sec = 60;
+	if (hangar_sandbox_create(&sb, ctx, &o)) {
+		fprintf(stderr, "create: %s\n", hangar_error_last()->message);
+		return 12;
+	}
+	if (health(hangar_sandbox_id(sb), 5000) != 204)
+		return 13;
+	if (hangar_sandbox_exec(&r, sb, "echo $(id -un) $(id -u)", NULL) || r.exit_code)
+		return 14;
+	snprintf(want, sizeof(want), "user 1000\n");
+	if (!r.out.ptr || strcmp(r.out.ptr, want)) {
+		fprintf(stderr, "id: %s\n", r.out.ptr ? r.out.ptr : "");
+		return 15;
+	}
+	hangar_exec_result_dispose(&r);
+	if (hangar_sandbox_pause(sb) || health(hangar_sandbox_id(sb), 500) != -1)
+		return 16;
+	if (hangar_sandbox_resume(sb) || health(hangar_sandbox_id(sb), 5000) != 204)
+		return 17;
+	if (hangar_sandbox_kill(sb))
+		return 18;
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	return 0;
+}
+
+START_TEST(unprivileged_caller)
+{
+	pid_t child;
+	int status;
+
+	if (geteuid() != 0)
+		return; /* needs root to become uid 1000 */
+	ck_assert_int_eq(chown(state_dir, 1000, 1000), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(unprivileged_child());
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged run failed at step %d",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 static Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -639,7 +867,7 @@ static Suite *local_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, create_and_kill);
 	tcase_add_test(tc, attach_from_fresh_context_and_list);
-	tcase_add_test(tc, pause_and_resume);
+	tcase_add_loop_test(tc, pause_and_resume, 0, 3);
 	tcase_add_test(tc, expires);
 	tcase_add_test(tc, set_timeout_and_paused_clock);
 	tcase_add_test(tc, outlives_its_creator);
@@ -647,6 +875,9 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, bad_settings);
 	tcase_add_test(tc, failed_start_reports_the_log);
 	tcase_add_test(tc, dead_supervisor_means_gone);
+	tcase_add_test(tc, inside_the_jail);
+	tcase_add_test(tc, processes_survive_pause);
+	tcase_add_test(tc, unprivileged_caller);
 	suite_add_tcase(s, tc);
 	return s;
 }

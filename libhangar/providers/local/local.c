@@ -206,6 +206,53 @@ static enum liveness liveness(const char *dir, const char *id, int *jail_pid)
 	return DEAD;
 }
 
+static int write_file_str(const char *path, const char *s);
+static int v2_wait_events(const char *cg, const char *key, int want, int64_t deadline);
+
+/*
+ * Empties and removes a dead sandbox's cgroup: whatever is left in it
+ * (processes of a sandbox whose supervisor was SIGKILLed die with it, but
+ * not instantly) is thawed, killed and waited for first.
+ */
+static int remove_cgroup(int v2, const char *cg)
+{
+	char path[PATH_MAX + 32];
+	int64_t deadline = hmono_ms() + KILL_DEADLINE_MS;
+
+	if (v2) {
+		snprintf(path, sizeof(path), "%s/cgroup.freeze", cg);
+		write_file_str(path, "0");
+		snprintf(path, sizeof(path), "%s/cgroup.kill", cg);
+		write_file_str(path, "1");
+		v2_wait_events(cg, "populated ", 0, deadline);
+	} else {
+		snprintf(path, sizeof(path), "%s/freezer.state", cg);
+		write_file_str(path, "THAWED");
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		for (int again = 1; again && hmono_ms() < deadline;) {
+			FILE *f = fopen(path, "re");
+			int pid;
+
+			again = 0;
+			while (f && fscanf(f, "%d", &pid) == 1) {
+				int fd = pidfd_open_(pid);
+
+				again = 1;
+				if (fd < 0)
+					continue;
+				pidfd_signal(fd, SIGKILL);
+				pidfd_wait(fd, deadline);
+				close(fd);
+			}
+			if (f)
+				fclose(f);
+		}
+	}
+	if (rmdir(cg) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
 /* Undoes what a dead jail left behind: a thawed, empty cgroup and the directory. */
 static void clean_stale(const struct local *l, const char *id)
 {
@@ -225,11 +272,9 @@ static void clean_stale(const struct local *l, const char *id)
 	cg = lstate_read_file(path, PATH_MAX + 8, NULL);
 	if (cg && (!strncmp(cg, "v1 /sys/fs/cgroup/", 18) || !strncmp(cg, "v2 /sys/fs/cgroup/", 18))) {
 		cg[strcspn(cg, "\n")] = '\0';
-		if (strstr(cg, id) && !strstr(cg, "..")) {
-			if (rmdir(cg + 3) < 0 && errno == EBUSY)
-				hlog(l->ctx, HANGAR_LOG_WARNING, "local: cgroup %s of dead sandbox %s is not empty",
-				     cg + 3, id);
-		}
+		if (strstr(cg, id) && !strstr(cg, "..") && remove_cgroup(cg[1] == '2', cg + 3) < 0)
+			hlog(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove cgroup %s of dead sandbox %s: %s",
+			     cg + 3, id, strerror(errno));
 	}
 	free(cg);
 	hlog(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
@@ -407,6 +452,10 @@ static int lay_out(const char *dir, const char *token, const struct lmeta *m)
 	}
 	snprintf(path, sizeof(path), "%s/rootfs/tmp", dir);
 	if (chmod(path, 01777) < 0)
+		return -errno;
+	/* /run/hangar: envd's socket and binary, for envd (root) alone. */
+	snprintf(path, sizeof(path), "%s/run", dir);
+	if (chmod(path, 0700) < 0)
 		return -errno;
 	if (root) {
 		snprintf(path, sizeof(path), "%s/rootfs/workspace", dir);
@@ -846,8 +895,8 @@ static int write_file_str(const char *path, const char *s)
 	return 0;
 }
 
-/* cgroup v2: waits for "frozen <want>" in cgroup.events, which notifies changes with POLLPRI. */
-static int v2_wait_frozen(const char *cg, int want, int64_t deadline)
+/* cgroup v2: waits for "<key><want>" in cgroup.events, which notifies changes with POLLPRI. */
+static int v2_wait_events(const char *cg, const char *key, int want, int64_t deadline)
 {
 	char path[PATH_MAX + 32], buf[512];
 	int fd, r = -ETIMEDOUT;
@@ -858,7 +907,7 @@ static int v2_wait_frozen(const char *cg, int want, int64_t deadline)
 		return -errno;
 	for (;;) {
 		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-		const char *fz;
+		const char *v;
 		struct pollfd p = { fd, POLLPRI, 0 };
 		int64_t left;
 
@@ -867,8 +916,8 @@ static int v2_wait_frozen(const char *cg, int want, int64_t deadline)
 			break;
 		}
 		buf[n] = '\0';
-		fz = strstr(buf, "frozen ");
-		if (fz && (fz[7] == '1') == (want == 1)) {
+		v = strstr(buf, key);
+		if (v && (v[strlen(key)] == '1') == (want == 1)) {
 			r = 0;
 			break;
 		}
@@ -972,7 +1021,7 @@ static int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
 		snprintf(path, sizeof(path), "%s/cgroup.freeze", f.path);
 		r = write_file_str(path, frozen ? "1" : "0");
 		if (r == 0)
-			r = v2_wait_frozen(f.path, frozen, deadline);
+			r = v2_wait_events(f.path, "frozen ", frozen, deadline);
 	} else if (!strcmp(f.kind, "v1")) {
 		snprintf(path, sizeof(path), "%s/freezer.state", f.path);
 		r = write_file_str(path, frozen ? "FROZEN" : "THAWED");
