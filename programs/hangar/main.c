@@ -209,6 +209,8 @@ int cmd_version(struct cli *cli, int argc, char **argv)
 	if (argc > 1)
 		return cli_usage(cli, "unexpected argument '%s'", argv[1]);
 	printf("hangar %s\n", HANGAR_VERSION_STRING);
+	if (hangar_version_number() != HANGAR_VERSION_NUMBER)
+		printf("libhangar %s\n", hangar_version());
 	return 0;
 }
 

@@ -96,6 +96,22 @@ static int exit_status_of(int32_t code)
 	return code > 255 ? 255 : code;
 }
 
+/*
+ * After our input ends, the terminal gets an end-of-file character, and again
+ * every EOF_REPEAT_MS while the shell runs on: one that arrives while the
+ * shell is busy with a command is eaten by the line discipline when readline
+ * leaves canonical mode, and the shell would wait for input forever.
+ */
+#define EOF_REPEAT_MS 500
+
+static int send_eof(struct shell *sh, const char *id)
+{
+	if (hangar_process_write(sh->proc, "\x04", 1) != 0 && hangar_error_last()->code != HANGAR_ENOTFOUND)
+		return cli_fail("cannot write to the shell in sandbox %s", id);
+	/* ENOTFOUND: it just exited; the waiter reports it. */
+	return 0;
+}
+
 /* Runs until the shell ends or a signal ends us; returns the exit status. */
 static int shell_loop(struct shell *sh, const char *id)
 {
@@ -108,15 +124,21 @@ static int shell_loop(struct shell *sh, const char *id)
 			{ sig_fd(), POLLIN, 0 },
 			{ stdin_open ? STDIN_FILENO : -1, POLLIN, 0 },
 		};
-		int signo;
+		int signo, n;
 
-		if (poll(pfd, 3, -1) < 0) {
+		n = poll(pfd, 3, stdin_open ? -1 : EOF_REPEAT_MS);
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return cli_fail("poll failed: %s", strerror(errno));
 		}
 		if (pfd[0].revents)
 			return 0;
+		if (n == 0) {
+			if (send_eof(sh, id) != 0)
+				return EXIT_FAIL;
+			continue;
+		}
 		while ((signo = sig_next()) != 0) {
 			if (signo == SIGWINCH) {
 				uint32_t cols, rows;
@@ -130,20 +152,19 @@ static int shell_loop(struct shell *sh, const char *id)
 			return EXIT_SIGNAL_BASE + signo;
 		}
 		if (pfd[2].revents) {
-			ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+			ssize_t got = read(STDIN_FILENO, buf, sizeof(buf));
 
-			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			if (got < 0 && (errno == EINTR || errno == EAGAIN))
 				continue;
-			if (n <= 0) {
-				/* End of input: end of file for the shell's terminal. */
+			if (got <= 0) {
 				stdin_open = 0;
-				n = 1;
-				buf[0] = '\x04';
+				if (send_eof(sh, id) != 0)
+					return EXIT_FAIL;
+				continue;
 			}
-			if (hangar_process_write(sh->proc, buf, (size_t)n) != 0 &&
+			if (hangar_process_write(sh->proc, buf, (size_t)got) != 0 &&
 			    hangar_error_last()->code != HANGAR_ENOTFOUND)
 				return cli_fail("cannot write to the shell in sandbox %s", id);
-			/* ENOTFOUND: it just exited; the waiter reports it. */
 		}
 	}
 }
