@@ -1,0 +1,313 @@
+"""hangar(1): usage, configuration, run, and the sandbox commands, end to end."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import setting_names, wait_for
+
+
+def one_error_line(r):
+    lines = r.stderr.decode(errors="replace").splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
+    assert lines[0].startswith("hangar: "), lines[0]
+    return lines[0]
+
+
+# ---- usage ------------------------------------------------------------------------
+
+USAGE_ERRORS = [
+    [],
+    ["frobnicate"],
+    ["--bogus"],
+    ["run"],
+    ["run", "--"],
+    ["run", "--bogus", "--", "true"],
+    ["run", "--timeout"],
+    ["run", "--timeout", "soon", "--", "true"],
+    ["run", "--timeout", "-5", "--", "true"],
+    ["run", "--env", "NOEQUALS", "--", "true"],
+    ["sandbox"],
+    ["sandbox", "frobnicate"],
+    ["sandbox", "create", "--network", "maybe"],
+    ["sandbox", "create", "extra"],
+    ["sandbox", "list", "extra"],
+    ["sandbox", "info"],
+    ["sandbox", "info", "a", "b"],
+    ["sandbox", "exec"],
+    ["sandbox", "exec", "sb-1"],
+    ["sandbox", "exec", "sb-1", "--"],
+    ["sandbox", "shell"],
+    ["sandbox", "shell", "sb-1", "extra"],
+    ["sandbox", "cp", "a"],
+    ["sandbox", "cp", "a", "b"],
+    ["sandbox", "cp", "x:/a", "y:/b"],
+    ["sandbox", "pause"],
+    ["sandbox", "kill", "a", "b"],
+    ["sandbox", "timeout", "sb-1"],
+    ["sandbox", "timeout", "sb-1", "later"],
+    ["config"],
+    ["config", "frobnicate"],
+    ["config", "check", "extra"],
+    ["version", "extra"],
+    ["help", "frobnicate"],
+]
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS, ids=lambda a: " ".join(a) or "(none)")
+def test_usage_errors_exit_2_with_one_line(hangar, args):
+    r = hangar(*args)
+    assert r.returncode == 2, r.stderr
+    one_error_line(r)
+    assert r.stdout == b""
+
+
+def test_help_lists_every_command_and_the_exit_codes(hangar):
+    r = hangar.ok("--help")
+    out = r.stdout.decode()
+    for cmd in ["run", "sandbox create", "sandbox list", "sandbox info", "sandbox exec", "sandbox shell",
+                "sandbox cp", "sandbox pause", "sandbox resume", "sandbox kill", "sandbox timeout",
+                "config check", "version", "help"]:
+        assert re.search(rf"^\s+{cmd}\s", out, re.M), cmd
+    assert "Exit status" in out
+    for code in ["124", "137", "128+N"]:
+        assert code in out
+
+
+@pytest.mark.parametrize("args", [["help", "run"], ["run", "--help"], ["help", "sandbox", "exec"],
+                                  ["sandbox", "exec", "--help"], ["sandbox", "--help"], ["help", "sandbox"],
+                                  ["config", "check", "--help"]])
+def test_command_help(hangar, args):
+    r = hangar.ok(*args)
+    assert r.stdout.decode().startswith("usage: hangar ")
+
+
+def test_version(hangar):
+    r = hangar.ok("version")
+    assert re.fullmatch(r"hangar \d+\.\d+\.\d+\n", r.stdout.decode())
+    assert hangar.ok("--version").stdout == r.stdout
+
+
+# ---- config check -------------------------------------------------------------------
+
+def test_config_check_prints_every_setting(hangar, state_dir):
+    r = hangar.ok("config", "check")
+    out = r.stdout.decode()
+    for name in setting_names():
+        assert re.search(rf"^{name}=.*  \((default|environment|explicit)\)$", out, re.M), name
+    assert f"HANGAR_STATE_DIR={state_dir}  (environment)" in out.splitlines()
+    assert "HANGAR_EXEC_TIMEOUT_SECONDS=120  (default)" in out.splitlines()
+    assert re.search(r"^default provider: local$", out, re.M)
+    assert re.search(r"^capabilities: .*\bpty\b", out, re.M)
+
+
+def test_config_check_names_a_malformed_variable(hangar):
+    r = hangar("config", "check", env={"HANGAR_EXEC_TIMEOUT_SECONDS": "abc"})
+    assert r.returncode == 1
+    assert "HANGAR_EXEC_TIMEOUT_SECONDS" in one_error_line(r)
+
+
+def test_config_check_fails_when_the_provider_cannot_be_set_up(hangar):
+    r = hangar("config", "check", env={"HANGAR_DEFAULT_PROVIDER": "nosuchprovider"})
+    assert r.returncode == 1
+    assert "nosuchprovider" in one_error_line(r)
+
+
+def test_a_malformed_setting_fails_every_command(hangar):
+    r = hangar("sandbox", "list", env={"HANGAR_LOCAL_NETWORK": "sometimes"})
+    assert r.returncode == 1
+    assert "HANGAR_LOCAL_NETWORK" in one_error_line(r)
+
+
+# ---- run ----------------------------------------------------------------------------
+
+def test_run_streams_and_exit_code(hangar):
+    before = set(hangar.ids())
+    r = hangar("run", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == b"out\n"
+    assert "err" in r.stderr.decode().splitlines()
+    assert b"out" not in r.stderr
+    # The sandbox is gone again.
+    assert set(hangar.ids()) == before
+
+
+def test_run_quotes_each_word(hangar):
+    r = hangar.ok("run", "--", "printf", "[%s]\\n", "a b", "it's", "$HOME", "*", "")
+    assert r.stdout.decode() == "[a b]\n[it's]\n[$HOME]\n[*]\n[]\n"
+
+
+def test_run_takes_one_word_as_a_command_line(hangar):
+    r = hangar.ok("run", "--", "echo one two | wc -w")
+    assert r.stdout.decode().strip() == "2"
+
+
+def test_run_env_and_cwd(hangar):
+    r = hangar.ok("run", "--env", "GREETING=hello there", "-e", "X=1", "--cwd", "/tmp", "--",
+                  "sh", "-c", 'echo "$GREETING/$X/$(pwd)"')
+    assert r.stdout.decode() == "hello there/1//tmp\n"
+
+
+def test_run_timeout_exits_124(hangar):
+    started = time.monotonic()
+    r = hangar("run", "--timeout", "1", "--", "sleep", "10", timeout=60)
+    elapsed = time.monotonic() - started
+    assert r.returncode == 124, r.stderr
+    assert elapsed < 9, f"took {elapsed:.1f}s"
+
+
+def test_run_killed_by_a_signal_exits_137(hangar):
+    r = hangar("run", "--", "sh", "-c", "kill -9 $$")
+    assert r.returncode == 137, r.stderr
+
+
+def test_run_keep_keeps_the_sandbox(hangar):
+    r = hangar.ok("run", "--keep", "--", "true")
+    sid = r.stderr.decode().splitlines()[-1]
+    assert sid in hangar.ids()
+    hangar.ok("sandbox", "kill", sid)
+    assert sid not in hangar.ids()
+
+
+@pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
+def test_run_interrupted_kills_the_sandbox(hangar, signo):
+    before = set(hangar.ids())
+    p = subprocess.Popen(hangar.argv("run", "--", "sleep", "60"), env=hangar.env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Wait for the command to run: its sandbox shows up, and then a
+        # process of ours in it (the exec is running once ps shows sleep).
+        new = wait_for("the sandbox of 'hangar run'", lambda: set(hangar.ids()) - before)
+        sid = next(iter(new))
+        wait_for("sleep to start", lambda: b"sleep 60" in hangar("sandbox", "exec", sid, "--", "ps -eo args").stdout)
+        p.send_signal(signo)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signo, err
+    assert sid not in hangar.ids()
+
+
+# ---- sandbox ------------------------------------------------------------------------
+
+def test_sandbox_create_list_info(hangar, sandbox):
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", sandbox)
+    table = hangar.ok("sandbox", "list").stdout.decode().splitlines()
+    assert table[0].split() == ["ID", "PROVIDER", "STATE", "CREATED", "EXPIRES"]
+    row = next(line.split() for line in table[1:] if line.split()[0] == sandbox)
+    assert row[1:3] == ["local", "running"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row[3])
+
+    listed = json.loads(hangar.ok("sandbox", "list", "--json").stdout)
+    mine = next(s for s in listed if s["id"] == sandbox)
+    assert mine["provider"] == "local" and mine["state"] == "running"
+    assert mine["created_at"] and mine["expires_at"]
+    assert json.loads(hangar.ok("sandbox", "list", "--provider", "local", "--json").stdout)
+
+    info = json.loads(hangar.ok("sandbox", "info", sandbox, "--json").stdout)
+    assert info == mine
+    text = hangar.ok("sandbox", "info", sandbox).stdout.decode()
+    assert f"id:        {sandbox}" in text.splitlines()
+    assert "state:     running" in text.splitlines()
+
+
+def test_sandbox_create_options(hangar):
+    r = hangar.ok("sandbox", "create", "--timeout", "0", "--env", "FROM_CREATE=yes", "--network", "off")
+    sid = r.stdout.decode().strip()
+    try:
+        info = json.loads(hangar.ok("sandbox", "info", sid, "--json").stdout)
+        assert info["expires_at"] is None
+        r = hangar.ok("sandbox", "exec", sid, "--", "echo $FROM_CREATE")
+        assert r.stdout == b"yes\n"
+    finally:
+        hangar("sandbox", "kill", sid)
+
+
+def test_sandbox_exec(hangar, sandbox):
+    r = hangar("sandbox", "exec", sandbox, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert r.returncode == 7
+    assert r.stdout == b"out\n"
+    assert "err" in r.stderr.decode().splitlines()
+    r = hangar.ok("sandbox", "exec", "--cwd", "/tmp", sandbox, "--env", "A=b", "--", "sh", "-c", "echo $A $(pwd)")
+    assert r.stdout == b"b /tmp\n"
+    r = hangar("sandbox", "exec", sandbox, "--timeout", "1", "--", "sleep", "10")
+    assert r.returncode == 124
+    # State persists between commands in one sandbox.
+    hangar.ok("sandbox", "exec", sandbox, "--", "echo kept > /tmp/state")
+    assert hangar.ok("sandbox", "exec", sandbox, "--", "cat /tmp/state").stdout == b"kept\n"
+
+
+def test_sandbox_cp_both_ways(hangar, sandbox, tmp_path):
+    data = os.urandom(3 * 1024 * 1024 + 17) + bytes(range(256))
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    hangar.ok("sandbox", "cp", str(src), f"{sandbox}:/workspace/sub/dir/file.bin")
+    r = hangar.ok("sandbox", "exec", sandbox, "--", "wc -c < /workspace/sub/dir/file.bin")
+    assert int(r.stdout) == len(data)
+
+    out = tmp_path / "out.bin"
+    hangar.ok("sandbox", "cp", "--", f"{sandbox}:/workspace/sub/dir/file.bin", str(out))
+    assert out.read_bytes() == data
+
+    # Into a directory keeps the name, both ways.
+    hangar.ok("sandbox", "cp", str(src), f"{sandbox}:/workspace/")
+    outdir = tmp_path / "d"
+    outdir.mkdir()
+    hangar.ok("sandbox", "cp", f"{sandbox}:/workspace/in.bin", str(outdir))
+    assert (outdir / "in.bin").read_bytes() == data
+
+
+def test_sandbox_cp_failures(hangar, sandbox, tmp_path):
+    r = hangar("sandbox", "cp", f"{sandbox}:/no/such/file", str(tmp_path / "x"))
+    assert r.returncode == 1
+    one_error_line(r)
+    assert not (tmp_path / "x").exists()
+    r = hangar("sandbox", "cp", str(tmp_path / "missing"), f"{sandbox}:/workspace/x")
+    assert r.returncode == 1
+    one_error_line(r)
+
+
+def test_sandbox_lifecycle(hangar):
+    sid = hangar.ok("sandbox", "create").stdout.decode().strip()
+    hangar.ok("sandbox", "exec", sid, "--", "true")
+
+    hangar.ok("sandbox", "pause", sid)
+    assert json.loads(hangar.ok("sandbox", "info", sid, "--json").stdout)["state"] == "paused"
+    r = hangar("sandbox", "exec", sid, "--", "true")
+    assert r.returncode == 1
+    assert "paused" in one_error_line(r)
+
+    hangar.ok("sandbox", "resume", sid)
+    assert json.loads(hangar.ok("sandbox", "info", sid, "--json").stdout)["state"] == "running"
+    assert hangar.ok("sandbox", "exec", sid, "--", "echo back").stdout == b"back\n"
+
+    hangar.ok("sandbox", "timeout", sid, "3600")
+    expires = json.loads(hangar.ok("sandbox", "info", sid, "--json").stdout)["expires_at"]
+    assert expires and time.strptime(expires, "%Y-%m-%dT%H:%M:%SZ")
+
+    hangar.ok("sandbox", "kill", sid)
+    assert sid not in hangar.ids()
+    for args in (["info", sid], ["exec", sid, "--", "true"], ["kill", sid], ["pause", sid]):
+        r = hangar("sandbox", *args)
+        assert r.returncode == 1, args
+        assert "gone" in one_error_line(r), args
+
+
+def test_unknown_sandbox_is_gone(hangar):
+    r = hangar("sandbox", "info", "sb-0000000000000000")
+    assert r.returncode == 1
+    assert "gone" in one_error_line(r)
+
+
+def test_verbose_logs_on_stderr(hangar):
+    r = hangar("--verbose", "run", "--", "true")
+    assert r.returncode == 0
+    assert re.search(r"^hangar: (info|debug): .*created", r.stderr.decode(), re.M)
