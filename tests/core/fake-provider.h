@@ -1,0 +1,34 @@
+/*
+ * A provider for tests: every sandbox is a real hangar-envd process on a unix
+ * socket (no jail), and faults can be injected: the daemon killed or stopped
+ * behind the library's back, create and list failing with a chosen code.
+ */
+#pragma once
+
+#include <hangar/hangar.h>
+#include <hangar/sys/provider.h>
+#include <sys/types.h>
+
+struct fake_box {
+	char id[32];
+	char sock[200];
+	pid_t pid;
+	int paused;
+	int killed;
+	struct fake_box *next;
+};
+
+struct fake {
+	char dir[128];
+	const char *envd;           /* the daemon binary */
+	int create_fails;           /* a HANGAR_E* code to fail create with, or 0 */
+	int list_fails;
+	int next_id;
+	struct fake_box *boxes;
+};
+
+/* Registers provider "fake" on ctx with state f (which must outlive ctx). */
+int fake_register(hangar_ctx *ctx, struct fake *f);
+struct fake_box *fake_find(struct fake *f, const char *id);
+/* Tears every remaining daemon down. */
+void fake_cleanup(struct fake *f);

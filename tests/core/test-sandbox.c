@@ -1,0 +1,592 @@
+/*
+ * The sandbox layer over a fake provider whose sandboxes are real
+ * hangar-envd processes: uniform exec, files, processes, and how failures
+ * are classified (a dead sandbox is gone, a silent one is a timeout).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake-provider.h"
+
+static char tmpdir[] = "/tmp/hangar-core-XXXXXX";
+static struct fake fake;
+static hangar_ctx *ctx;
+static hangar_sandbox *sb;
+
+static void must(int rc, const char *what)
+{
+	ck_assert_msg(rc == 0, "%s: %s (%s)", what, hangar_error_name(rc), hangar_error_last()->message);
+}
+
+static void setup(void)
+{
+	ck_assert(mkdtemp(strcpy(tmpdir, "/tmp/hangar-core-XXXXXX")));
+	memset(&fake, 0, sizeof(fake));
+	snprintf(fake.dir, sizeof(fake.dir), "%s", tmpdir);
+	fake.envd = getenv("HANGAR_ENVD");
+	ck_assert_msg(fake.envd, "HANGAR_ENVD must name the hangar-envd binary");
+	must(hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV), "ctx");
+	must(fake_register(ctx, &fake), "register");
+	must(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "fake"), "set provider");
+	must(hangar_sandbox_create(&sb, ctx, NULL), "create");
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	sb = hangar_sandbox_unref(sb);
+	ctx = hangar_ctx_unref(ctx);
+	fake_cleanup(&fake);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static int run(hangar_exec_result *r, const char *cmd, const hangar_exec_opts *o)
+{
+	hangar_exec_result_dispose(r);
+	return hangar_sandbox_exec(r, sb, cmd, o);
+}
+
+/* ---- exec --------------------------------------------------------------- */
+
+START_TEST(exec_result)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	must(run(&r, "echo out; echo err >&2; exit 3", NULL), "exec");
+	ck_assert_int_eq(r.exit_code, 3);
+	ck_assert_int_eq(r.timed_out, 0);
+	ck_assert_str_eq(r.out.ptr, "out\n");
+	ck_assert_str_eq(r.err.ptr, "err\n");
+	ck_assert_int_eq(r.out_bytes, 4);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+START_TEST(exec_env_cwd_stdin)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	const char *env[] = { "FOO=bar baz", NULL };
+	static const char input[] = "line one\nline two\n";
+
+	o.env = env;
+	o.cwd = "/tmp";
+	must(run(&r, "echo \"$CI|$FOO|$(pwd)\"", &o), "exec env");
+	ck_assert_str_eq(r.out.ptr, "true|bar baz|/tmp\n");
+	o.stdin_data = input;
+	o.stdin_len = strlen(input);
+	must(run(&r, "tac", &o), "exec stdin");
+	ck_assert_str_eq(r.out.ptr, "line two\nline one\n");
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+START_TEST(exec_timeout_kills)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+
+	o.timeout_sec = 1;
+	/* A child of the shell too, to see the whole group go. */
+	must(run(&r, "sleep 37.25 & sleep 37.5", &o), "exec");
+	ck_assert_int_eq(r.timed_out, 1);
+	ck_assert_int_eq(r.exit_code, 124);
+	ck_assert_msg(r.duration_us < 8000000, "took %lld us", (long long)r.duration_us);
+	must(run(&r, "pgrep -f 'sleep 37\\.[25]'", NULL), "pgrep");
+	ck_assert_msg(r.exit_code == 1, "still running: %s", r.out.ptr);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+START_TEST(exec_output_cap)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	char *all = NULL, marker[128];
+	size_t all_len = 0;
+	FILE *mem = open_memstream(&all, &all_len);
+
+	/* The same text seq prints, computed here to know the head and tail. */
+	for (int i = 1; i <= 3000; i++)
+		fprintf(mem, "%d\n", i);
+	fclose(mem);
+	o.output_limit = 1000;
+	must(run(&r, "seq 1 3000", &o), "exec");
+	ck_assert_int_eq(r.out_bytes, all_len);
+	snprintf(marker, sizeof(marker), "\n[... %zu bytes of output omitted ...]\n", all_len - 1000);
+	ck_assert_int_eq(r.out.size, 500 + strlen(marker) + 500);
+	ck_assert(memcmp(r.out.ptr, all, 500) == 0);
+	ck_assert(memcmp(r.out.ptr + 500, marker, strlen(marker)) == 0);
+	ck_assert(memcmp(r.out.ptr + 500 + strlen(marker), all + all_len - 500, 500) == 0);
+	free(all);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+struct chunks {
+	char log[4096];
+	size_t len;
+};
+
+static void collect(int stream, const char *data, size_t len, void *payload)
+{
+	struct chunks *c = payload;
+	int n = snprintf(c->log + c->len, sizeof(c->log) - c->len, "%d:%.*s", stream, (int)len, data);
+
+	if (n > 0)
+		c->len += (size_t)n;
+}
+
+START_TEST(exec_streams_in_order)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	struct chunks c = { .len = 0 };
+
+	o.on_output = collect;
+	o.payload = &c;
+	/* Each write waits for the previous one to be read, so the order is the command's. */
+	must(run(&r, "echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c", &o), "exec");
+	ck_assert_str_eq(c.log, "1:a\n2:b\n1:c\n");
+	ck_assert_str_eq(r.out.ptr, "a\nc\n");
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+/* ---- files -------------------------------------------------------------- */
+
+/* A path under the test's directory; four calls may be used in one expression. */
+static char *path_in(const char *name)
+{
+	static char p[4][512];
+	static int next;
+	char *r = p[next++ % 4];
+
+	snprintf(r, sizeof(p[0]), "%s/files/%s", tmpdir, name);
+	return r;
+}
+
+START_TEST(files_round_trip_binary_unicode)
+{
+	unsigned char bytes[512];
+	hangar_buf got = HANGAR_BUF_INIT;
+	char *p = path_in("deep/dir/héllo wörld ✓.bin");
+
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		bytes[i] = (unsigned char)(i * 7);
+	must(hangar_sandbox_write_file(sb, p, bytes, sizeof(bytes)), "write");
+	must(hangar_sandbox_read_file(&got, sb, p), "read");
+	ck_assert_int_eq(got.size, sizeof(bytes));
+	ck_assert(memcmp(got.ptr, bytes, sizeof(bytes)) == 0);
+	ck_assert_int_eq(hangar_sandbox_exists(sb, p), 1);
+	ck_assert_int_eq(hangar_sandbox_exists(sb, path_in("nope")), 0);
+	hangar_buf_dispose(&got);
+}
+END_TEST
+
+START_TEST(files_errors)
+{
+	hangar_buf got = HANGAR_BUF_INIT;
+	char big[2000];
+
+	memset(big, 'x', sizeof(big));
+	ck_assert_int_eq(hangar_sandbox_read_file(&got, sb, path_in("missing")), HANGAR_EFILE);
+	must(hangar_sandbox_mkdir(sb, path_in("d")), "mkdir");
+	ck_assert_int_eq(hangar_sandbox_mkdir(sb, path_in("d")), HANGAR_EEXISTS);
+	ck_assert_int_eq(hangar_sandbox_read_file(&got, sb, path_in("d")), HANGAR_EFILE);
+	must(hangar_sandbox_write_file(sb, path_in("big"), big, sizeof(big)), "write big");
+	must(hangar_ctx_set(ctx, "HANGAR_READ_LIMIT_BYTES", "1000"), "limit");
+	ck_assert_int_eq(hangar_sandbox_read_file(&got, sb, path_in("big")), HANGAR_ETOOLARGE);
+	ck_assert_ptr_null(got.ptr); /* refused, never truncated */
+	ck_assert_int_eq(hangar_sandbox_write_file(sb, path_in("big/under"), "x", 1), HANGAR_EFILE);
+}
+END_TEST
+
+struct names {
+	char all[2048];
+};
+
+static int add_name(const hangar_file_info *fi, void *payload)
+{
+	struct names *n = payload;
+	size_t len = strlen(n->all);
+
+	snprintf(n->all + len, sizeof(n->all) - len, "%s%s:%d ", fi->path + strlen(tmpdir), "", fi->type);
+	return 0;
+}
+
+START_TEST(files_list_stat_rename_remove)
+{
+	struct names n = { "" };
+
+	must(hangar_sandbox_write_file(sb, path_in("t/a.txt"), "a", 1), "w1");
+	must(hangar_sandbox_write_file(sb, path_in("t/sub/b.txt"), "bb", 2), "w2");
+	must(hangar_sandbox_list_files(sb, path_in("t"), 1, add_name, &n), "list 1");
+	ck_assert_str_eq(n.all, "/files/t/a.txt:1 /files/t/sub:2 ");
+	n.all[0] = '\0';
+	must(hangar_sandbox_list_files(sb, path_in("t"), 2, add_name, &n), "list 2");
+	ck_assert_str_eq(n.all, "/files/t/a.txt:1 /files/t/sub:2 /files/t/sub/b.txt:1 ");
+	ck_assert_int_eq(hangar_sandbox_list_files(sb, path_in("t/a.txt"), 1, add_name, &n), HANGAR_EFILE);
+	must(hangar_sandbox_rename(sb, path_in("t/a.txt"), path_in("u/v/a2.txt")), "rename");
+	ck_assert_int_eq(hangar_sandbox_exists(sb, path_in("u/v/a2.txt")), 1);
+	ck_assert_int_eq(hangar_sandbox_rename(sb, path_in("t/a.txt"), path_in("x")), HANGAR_EFILE);
+	must(hangar_sandbox_remove(sb, path_in("t")), "remove");
+	must(hangar_sandbox_remove(sb, path_in("t")), "remove again");
+	ck_assert_int_eq(hangar_sandbox_exists(sb, path_in("t/sub/b.txt")), 0);
+}
+END_TEST
+
+static int stat_cb(const hangar_file_info *fi, void *payload)
+{
+	*(hangar_file_info *)payload = *fi;
+	((hangar_file_info *)payload)->name = NULL; /* borrowed: do not keep */
+	return 0;
+}
+
+START_TEST(files_stat)
+{
+	hangar_file_info fi;
+
+	must(hangar_sandbox_write_file(sb, path_in("s.txt"), "12345", 5), "write");
+	must(hangar_sandbox_stat(sb, path_in("s.txt"), stat_cb, &fi), "stat");
+	ck_assert_int_eq(fi.type, HANGAR_FILE_REGULAR);
+	ck_assert_int_eq(fi.bytes, 5);
+	ck_assert_msg(llabs(fi.mtime_us / 1000000 - (long long)time(NULL)) < 60, "mtime %lld", (long long)fi.mtime_us);
+	ck_assert_int_eq(hangar_sandbox_stat(sb, path_in("none"), stat_cb, &fi), HANGAR_EFILE);
+}
+END_TEST
+
+START_TEST(files_copy_in_out)
+{
+	char local[300], back[300];
+	size_t size = 5 * 1024 * 1024 + 17;
+	unsigned char *data = malloc(size), *got = malloc(size);
+	FILE *f;
+
+	for (size_t i = 0; i < size; i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	snprintf(local, sizeof(local), "%s/local.bin", tmpdir);
+	snprintf(back, sizeof(back), "%s/back.bin", tmpdir);
+	f = fopen(local, "wb");
+	ck_assert(f && fwrite(data, 1, size, f) == size && fclose(f) == 0);
+	must(hangar_sandbox_copy_in(sb, local, path_in("copied.bin")), "copy in");
+	must(hangar_sandbox_copy_out(sb, path_in("copied.bin"), back), "copy out");
+	f = fopen(back, "rb");
+	ck_assert(f && fread(got, 1, size, f) == size && fgetc(f) == EOF);
+	fclose(f);
+	ck_assert(memcmp(data, got, size) == 0);
+	/* A failed copy leaves no partial local file behind. */
+	ck_assert_int_eq(hangar_sandbox_copy_out(sb, path_in("missing"), back), HANGAR_EFILE);
+	ck_assert_int_eq(access(back, F_OK), 0); /* the earlier complete copy is untouched */
+	free(data);
+	free(got);
+}
+END_TEST
+
+/* ---- processes ------------------------------------------------------------ */
+
+struct watch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char buf[8192];
+	size_t len;
+};
+
+static void watch_output(int stream, const char *data, size_t len, void *payload)
+{
+	struct watch *w = payload;
+
+	(void)stream;
+	pthread_mutex_lock(&w->mu);
+	if (len > sizeof(w->buf) - 1 - w->len)
+		len = sizeof(w->buf) - 1 - w->len;
+	memcpy(w->buf + w->len, data, len);
+	w->len += len;
+	w->buf[w->len] = '\0';
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits until the output contains s, for at most 10 s. */
+static int wait_for(struct watch *w, const char *s)
+{
+	struct timespec until;
+	int found;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&w->mu);
+	while (!(found = strstr(w->buf, s) != NULL))
+		if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)
+			break;
+	found = strstr(w->buf, s) != NULL;
+	pthread_mutex_unlock(&w->mu);
+	return found;
+}
+
+static struct watch *watch_new(void)
+{
+	struct watch *w = calloc(1, sizeof(*w));
+
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	return w;
+}
+
+START_TEST(process_pty)
+{
+	struct watch *w = watch_new();
+	hangar_process_opts o = HANGAR_PROCESS_OPTS_INIT;
+	hangar_process *p;
+	int32_t code = 99;
+
+	o.pty = 1;
+	o.cols = 80;
+	o.rows = 24;
+	o.on_output = watch_output;
+	o.payload = w;
+	must(hangar_process_start(&p, sb, NULL, &o), "start pty");
+	ck_assert_uint_gt(hangar_process_pid(p), 0);
+	must(hangar_process_write(p, "echo $((6*7)) $TERM\n", 20), "write");
+	ck_assert_msg(wait_for(w, "42 xterm-256color"), "no answer: %s", w->buf);
+	must(hangar_process_resize(p, 100, 30), "resize");
+	must(hangar_process_write(p, "stty size\n", 10), "write");
+	ck_assert_msg(wait_for(w, "30 100"), "size not seen: %s", w->buf);
+	ck_assert_int_eq(hangar_process_close_stdin(p), HANGAR_EUNSUPPORTED);
+	must(hangar_process_write(p, "exit 5\n", 7), "exit");
+	must(hangar_process_wait(p, 10000, &code), "wait");
+	ck_assert_int_eq(code, 5);
+	hangar_process_unref(p);
+	free(w);
+}
+END_TEST
+
+START_TEST(process_stdin_and_wait)
+{
+	struct watch *w = watch_new();
+	hangar_process_opts o = HANGAR_PROCESS_OPTS_INIT;
+	hangar_process *p;
+	int32_t code = 99;
+
+	o.stdin_enabled = 1;
+	o.on_output = watch_output;
+	o.payload = w;
+	must(hangar_process_start(&p, sb, "read x; echo got $x; cat; echo done", &o), "start");
+	ck_assert_int_eq(hangar_process_wait(p, 100, &code), HANGAR_ETIMEOUT);
+	must(hangar_process_write(p, "hi\nmore\n", 8), "write");
+	ck_assert(wait_for(w, "got hi\nmore\n"));
+	must(hangar_process_close_stdin(p), "close stdin");
+	must(hangar_process_wait(p, 10000, &code), "wait");
+	ck_assert_int_eq(code, 0);
+	ck_assert(wait_for(w, "done\n"));
+	hangar_process_unref(p);
+	free(w);
+}
+END_TEST
+
+START_TEST(process_attach_and_signal)
+{
+	struct watch *w1 = watch_new(), *w2 = watch_new();
+	hangar_process_opts o = HANGAR_PROCESS_OPTS_INIT;
+	hangar_process *p, *q;
+	int32_t code = 99;
+
+	o.on_output = watch_output;
+	o.payload = w1;
+	must(hangar_process_start(&p, sb, "i=0; while true; do i=$((i+1)); echo tick$i; sleep 0.05; done", &o), "start");
+	ck_assert(wait_for(w1, "tick2\n"));
+	o.payload = w2;
+	must(hangar_process_attach(&q, sb, hangar_process_pid(p), &o), "attach");
+	ck_assert(wait_for(w2, "tick"));
+	ck_assert(strstr(w2->buf, "tick1\n") == NULL); /* live output only */
+	must(hangar_process_signal(q, HANGAR_SIGKILL), "kill");
+	must(hangar_process_wait(p, 10000, &code), "wait p");
+	ck_assert_int_eq(code, -1);
+	must(hangar_process_wait(q, 10000, &code), "wait q");
+	ck_assert_int_eq(code, -1);
+	ck_assert_int_eq(hangar_process_signal(p, HANGAR_SIGTERM), HANGAR_ENOTFOUND);
+	hangar_process_unref(q);
+	hangar_process_unref(p);
+	free(w1);
+	free(w2);
+}
+END_TEST
+
+/* ---- failures ---------------------------------------------------------------- */
+
+START_TEST(dead_sandbox_is_gone)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_buf b = HANGAR_BUF_INIT;
+	struct fake_box *box = fake_find(&fake, hangar_sandbox_id(sb));
+
+	kill(box->pid, SIGKILL); /* behind the library's back */
+	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, "true", NULL), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_sandbox_exists(sb, "/"), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), HANGAR_EGONE);
+}
+END_TEST
+
+START_TEST(silent_sandbox_is_a_timeout)
+{
+	hangar_buf b = HANGAR_BUF_INIT;
+	struct fake_box *box = fake_find(&fake, hangar_sandbox_id(sb));
+
+	must(hangar_ctx_set(ctx, "HANGAR_REQUEST_TIMEOUT_SECONDS", "1"), "timeout");
+	kill(box->pid, SIGSTOP); /* alive, but not answering */
+	ck_assert_int_eq(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), HANGAR_ETIMEOUT);
+	kill(box->pid, SIGCONT);
+	must(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), "read after");
+	hangar_buf_dispose(&b);
+}
+END_TEST
+
+START_TEST(paused_sandbox_refuses)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	hangar_sandbox *again;
+
+	must(hangar_sandbox_pause(sb), "pause");
+	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, "true", NULL), HANGAR_EPAUSED);
+	/* Attaching does not resume it. */
+	must(hangar_sandbox_attach(&again, ctx, NULL, hangar_sandbox_id(sb)), "attach");
+	must(hangar_sandbox_get_info(&info, again), "info");
+	ck_assert_int_eq(info.state, HANGAR_SANDBOX_PAUSED);
+	ck_assert_str_eq(info.provider, "fake");
+	must(hangar_sandbox_resume(again), "resume");
+	must(hangar_sandbox_exec(&r, sb, "echo back", NULL), "exec after resume");
+	ck_assert_str_eq(r.out.ptr, "back\n");
+	hangar_exec_result_dispose(&r);
+	hangar_sandbox_unref(again);
+}
+END_TEST
+
+static int count_cb(const hangar_sandbox_info *info, void *payload)
+{
+	(void)info;
+	++*(int *)payload;
+	return 0;
+}
+
+START_TEST(list_failure_is_not_empty)
+{
+	int n = 0;
+
+	must(hangar_sandbox_list(ctx, "fake", count_cb, &n), "list");
+	ck_assert_int_eq(n, 1);
+	fake.list_fails = HANGAR_EUNAVAILABLE;
+	n = 0;
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "fake", count_cb, &n), HANGAR_EUNAVAILABLE);
+	ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+START_TEST(create_failure_keeps_its_kind)
+{
+	hangar_sandbox *other;
+
+	fake.create_fails = HANGAR_ECAPACITY;
+	ck_assert_int_eq(hangar_sandbox_create(&other, ctx, NULL), HANGAR_ECAPACITY);
+	ck_assert_ptr_null(other);
+	ck_assert_int_eq(hangar_error_last()->http_status, 429);
+}
+END_TEST
+
+START_TEST(attach_checks_ids)
+{
+	hangar_sandbox *other;
+
+	ck_assert_int_eq(hangar_sandbox_attach(&other, ctx, NULL, "../etc"), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_attach(&other, ctx, "fake", "fake-999"), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_sandbox_attach(&other, ctx, "nosuch", "fake-1"), HANGAR_ENOTFOUND);
+}
+END_TEST
+
+/* ---- settings --------------------------------------------------------------------- */
+
+START_TEST(bad_setting_names_the_variable)
+{
+	hangar_ctx *c;
+
+	setenv("HANGAR_EXEC_TIMEOUT_SECONDS", "soon", 1);
+	ck_assert_int_eq(hangar_ctx_new(&c, 0), HANGAR_ECONFIG);
+	ck_assert_ptr_null(c);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_EXEC_TIMEOUT_SECONDS"));
+	unsetenv("HANGAR_EXEC_TIMEOUT_SECONDS");
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_NETWORK", "maybe"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_LOCAL_NETWORK"));
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_NO_SUCH", "1"), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", "relative/dir"), HANGAR_ECONFIG);
+}
+END_TEST
+
+START_TEST(null_arguments)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	ck_assert_int_eq(hangar_sandbox_exec(&r, NULL, "true", NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_exec(NULL, sb, "true", NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, NULL, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_create(NULL, ctx, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_ctx_new(NULL, 0), HANGAR_EINVAL);
+	ck_assert_ptr_null(hangar_sandbox_unref(NULL));
+	ck_assert_str_eq(hangar_error_name(HANGAR_EGONE), "gone");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("core");
+	TCase *t = tcase_create("sandbox");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, exec_result);
+	tcase_add_test(t, exec_env_cwd_stdin);
+	tcase_add_test(t, exec_timeout_kills);
+	tcase_add_test(t, exec_output_cap);
+	tcase_add_test(t, exec_streams_in_order);
+	tcase_add_test(t, files_round_trip_binary_unicode);
+	tcase_add_test(t, files_errors);
+	tcase_add_test(t, files_list_stat_rename_remove);
+	tcase_add_test(t, files_stat);
+	tcase_add_test(t, files_copy_in_out);
+	tcase_add_test(t, process_pty);
+	tcase_add_test(t, process_stdin_and_wait);
+	tcase_add_test(t, process_attach_and_signal);
+	tcase_add_test(t, dead_sandbox_is_gone);
+	tcase_add_test(t, silent_sandbox_is_a_timeout);
+	tcase_add_test(t, paused_sandbox_refuses);
+	tcase_add_test(t, list_failure_is_not_empty);
+	tcase_add_test(t, create_failure_keeps_its_kind);
+	tcase_add_test(t, attach_checks_ids);
+	tcase_add_test(t, bad_setting_names_the_variable);
+	tcase_add_test(t, null_arguments);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(r, CK_NORMAL);
+	failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
