@@ -500,6 +500,11 @@ START_TEST(timestamp_parse)
 		"2025-10-13T16:13:31ZZ",        /* trailing junk */
 		"2025-10-13T16:13:31+0200",     /* offset without colon */
 		"2025-10-13T16:13:31+02",       /* short offset */
+		/* Offsets with one-digit fields: "+HH:MM" is six characters, and
+		 * skipping six here would step past the terminator. */
+		"2025-10-13T16:13:31-1:0",
+		"2025-10-13T16:13:31+1:00",
+		"2025-10-13T16:13:31+01:0",
 		"2025-13-13T16:13:31Z",         /* month 13 */
 		"2025-10-13 16:13:31Z",         /* space instead of T */
 		"not a timestamp",
@@ -518,6 +523,27 @@ START_TEST(timestamp_parse)
 		long nsec;
 
 		ck_assert_msg(pjson_parse_timestamp(bad[i], &sec, &nsec) == -1, "accepted \"%s\"", bad[i]);
+	}
+}
+END_TEST
+
+/*
+ * The same short offsets in a buffer padded with NULs: a parser that steps
+ * over the terminator lands on padding and would accept them.
+ */
+START_TEST(timestamp_short_offset_padded)
+{
+	static const char *const bad[] = { "2025-10-13T16:13:31-1:0", "2025-10-13T16:13:31+1:00",
+					   "2025-10-13T16:13:31+01:0", "2025-10-13T16:13:31+1:0" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char buf[64];
+		int64_t sec;
+		long nsec;
+
+		memset(buf, 0, sizeof(buf));
+		memcpy(buf, bad[i], strlen(bad[i]));
+		ck_assert_msg(pjson_parse_timestamp(buf, &sec, &nsec) == -1, "accepted \"%s\"", bad[i]);
 	}
 }
 END_TEST
@@ -577,6 +603,7 @@ static Suite *pjson_suite(void)
 	tc = tcase_create("timestamp");
 	tcase_add_test(tc, timestamp_format);
 	tcase_add_test(tc, timestamp_parse);
+	tcase_add_test(tc, timestamp_short_offset_padded);
 	tcase_add_test(tc, timestamp_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
