@@ -85,7 +85,7 @@ static int raw_on(struct shell *sh)
 static void raw_off(struct shell *sh)
 {
 	if (sh->raw)
-		tcsetattr(STDIN_FILENO, TCSAFLUSH, &sh->saved);
+		tcsetattr(STDIN_FILENO, TCSANOW, &sh->saved);
 	sh->raw = 0;
 }
 
@@ -106,8 +106,10 @@ static int exit_status_of(int32_t code)
 
 static int send_eof(struct shell *sh, const char *id)
 {
-	if (hangar_process_write(sh->proc, "\x04", 1) != 0 && hangar_error_last()->code != HANGAR_ENOTFOUND)
+	if (hangar_process_write(sh->proc, "\x04", 1) != 0 && hangar_error_last()->code != HANGAR_ENOTFOUND) {
+		raw_off(sh);
 		return cli_fail("cannot write to the shell in sandbox %s", id);
+	}
 	/* ENOTFOUND: it just exited; the waiter reports it. */
 	return 0;
 }
@@ -130,7 +132,9 @@ static int shell_loop(struct shell *sh, const char *id)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return cli_fail("poll failed: %s", strerror(errno));
+			raw_off(sh);
+			fprintf(stderr, "hangar: poll failed: %s\n", strerror(errno));
+			return EXIT_FAIL;
 		}
 		if (pfd[0].revents)
 			return 0;
@@ -163,8 +167,10 @@ static int shell_loop(struct shell *sh, const char *id)
 				continue;
 			}
 			if (hangar_process_write(sh->proc, buf, (size_t)got) != 0 &&
-			    hangar_error_last()->code != HANGAR_ENOTFOUND)
+			    hangar_error_last()->code != HANGAR_ENOTFOUND) {
+				raw_off(sh);
 				return cli_fail("cannot write to the shell in sandbox %s", id);
+			}
 		}
 	}
 }
@@ -229,7 +235,14 @@ int cmd_sandbox_shell(struct cli *cli, int argc, char **argv)
 	opts.env = env.v;
 	window_size(&opts.cols, &opts.rows);
 	opts.on_output = shell_output;
+	/* Raw before the shell starts, so nothing typed meanwhile is echoed twice. */
+	if (raw_on(&sh) < 0) {
+		fprintf(stderr, "hangar: cannot put the terminal in raw mode: %s\n", strerror(errno));
+		status = EXIT_FAIL;
+		goto out;
+	}
 	if (hangar_process_start(&sh.proc, sb, NULL, &opts) != 0) {
+		raw_off(&sh);
 		status = cli_fail("cannot start a shell in sandbox %s", id);
 		goto out;
 	}
@@ -238,19 +251,13 @@ int cmd_sandbox_shell(struct cli *cli, int argc, char **argv)
 	c = pthread_create(&tid, NULL, waiter, &sh);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (c) {
+		raw_off(&sh);
 		fprintf(stderr, "hangar: cannot start a thread: %s\n", strerror(c));
 		hangar_process_signal(sh.proc, HANGAR_SIGKILL);
 		status = EXIT_FAIL;
 		goto out;
 	}
-
-	if (raw_on(&sh) < 0) {
-		fprintf(stderr, "hangar: cannot put the terminal in raw mode: %s\n", strerror(errno));
-		status = EXIT_FAIL;
-		hangar_process_signal(sh.proc, HANGAR_SIGKILL);
-	} else {
-		status = shell_loop(&sh, id);
-	}
+	status = shell_loop(&sh, id);
 	raw_off(&sh);
 	if (status != 0) {
 		/* Interrupted or failed: the waiter may still be inside the library. */
@@ -267,6 +274,7 @@ int cmd_sandbox_shell(struct cli *cli, int argc, char **argv)
 		status = exit_status_of(sh.exit_code);
 	}
 out:
+	raw_off(&sh);
 	hangar_process_unref(sh.proc);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
