@@ -217,7 +217,12 @@ int cmd_sandbox_shell(struct cli *cli, int argc, char **argv)
 
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, id, &sb)) != 0)
 		goto out;
-	if (sig_setup(shell_signals, N_SHELL_SIGNALS) < 0 || pipe2(sh.done, O_CLOEXEC) < 0) {
+	if (sig_setup(shell_signals, N_SHELL_SIGNALS) < 0) {
+		status = EXIT_FAIL;
+		goto out;
+	}
+	if (pipe2(sh.done, O_CLOEXEC) < 0) {
+		fprintf(stderr, "hangar: cannot create a pipe: %s\n", strerror(errno));
 		status = EXIT_FAIL;
 		goto out;
 	}
