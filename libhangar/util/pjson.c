@@ -298,9 +298,16 @@ int pjson_parse_timestamp(const char *s, int64_t *sec, long *nsec)
 	if (*p == 'Z' || *p == 'z') {
 		p++;
 	} else if (*p == '+' || *p == '-') {
+		/* Exactly "+HH:MM": two digits, a colon, two digits. */
+		const char *d = p + 1;
 		int hh, mm;
 
-		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+		for (int i = 0; i < 5; i++)
+			if (i == 2 ? d[i] != ':' : (d[i] < '0' || d[i] > '9'))
+				return -1;
+		hh = (d[0] - '0') * 10 + (d[1] - '0');
+		mm = (d[3] - '0') * 10 + (d[4] - '0');
+		if (hh > 23 || mm > 59)
 			return -1;
 		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
 		p += 6;

@@ -295,6 +295,14 @@ static void add(struct argv *a, const char *s)
 	a->v[++a->n] = NULL;
 }
 
+static void argv_free(struct argv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
 static void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void addf(struct argv *a, const char *fmt, ...)
 {
@@ -645,6 +653,7 @@ int main(int argc, char **argv)
 	build_bwrap_argv(&av, bwrap, envd, &m, ready_fd);
 	lstate_meta_clear(&m);
 	child = spawn_bwrap(av.v);
+	argv_free(&av);
 	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(ready_fd);
 	if (child < 0) {
