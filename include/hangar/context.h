@@ -10,8 +10,11 @@
  *   HANGAR_STATE_DIR                 where sandbox records live
  *                                    ($XDG_STATE_HOME/hangar, else ~/.local/state/hangar)
  *   HANGAR_ENVD_PATH                 the hangar-envd binary local sandboxes run
+ *   HANGAR_JAIL_PATH                 the hangar-jail supervisor of local sandboxes
  *   HANGAR_BWRAP_PATH                the bubblewrap binary ("bwrap" on PATH)
  *   HANGAR_LOCAL_NETWORK             "on" or "off": network inside local sandboxes ("on")
+ *   HANGAR_LOCAL_FREEZER             how local sandboxes pause: "auto", "v2" or "v1"
+ *                                    (a cgroup freezer), "none" (SIGSTOP) ("auto")
  *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
  *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)

@@ -15,7 +15,7 @@
 
 #include "context.h"
 
-enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF };
+enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF, K_CHOICE };
 
 struct setting_def {
 	const char *name;
@@ -23,14 +23,17 @@ struct setting_def {
 	const char *fallback;   /* NULL: computed */
 	int64_t min, max;       /* K_UINT */
 	int secret;
+	const char *choices;    /* K_CHOICE: "a|b|c" */
 };
 
 static const struct setting_def defs[HS_COUNT] = {
 	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0, 0 },
 	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", K_PATH, NULL, 0, 0, 0 },
 	[HS_ENVD_PATH] = { "HANGAR_ENVD_PATH", K_PATH, NULL, 0, 0, 0 },
+	[HS_JAIL_PATH] = { "HANGAR_JAIL_PATH", K_PATH, NULL, 0, 0, 0 },
 	[HS_BWRAP_PATH] = { "HANGAR_BWRAP_PATH", K_STRING, "bwrap", 0, 0, 0 },
 	[HS_LOCAL_NETWORK] = { "HANGAR_LOCAL_NETWORK", K_ONOFF, "on", 0, 0, 0 },
+	[HS_LOCAL_FREEZER] = { "HANGAR_LOCAL_FREEZER", K_CHOICE, "auto", 0, 0, 0, "auto|v2|v1|none" },
 	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", K_UINT, "300", 0, 366LL * 86400, 0 },
 	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", K_UINT, "120", 1, 7LL * 86400, 0 },
 	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
@@ -59,6 +62,8 @@ static char *computed_default(enum hsetting s)
 		return strdup(buf);
 	case HS_ENVD_PATH:
 		return strdup(HANGAR_ENVD_INSTALL_PATH);
+	case HS_JAIL_PATH:
+		return strdup(HANGAR_JAIL_INSTALL_PATH);
 	default:
 		return NULL;
 	}
@@ -97,6 +102,19 @@ static int validate(enum hsetting s, const char *value, int64_t *num)
 				    d->min, d->max, value);
 		*num = v;
 		return 0;
+	}
+	case K_CHOICE: {
+		size_t n = strlen(value);
+
+		for (const char *c = d->choices; *c;) {
+			size_t len = strcspn(c, "|");
+
+			if (len == n && !strncmp(c, value, n))
+				return 0;
+			c += len + (c[len] == '|');
+		}
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be one of %s, not \"%s\"", d->name,
+			    d->choices, value);
 	}
 	case K_ONOFF:
 		if (!strcmp(value, "on") || !strcmp(value, "true") || !strcmp(value, "1"))

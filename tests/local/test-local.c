@@ -398,7 +398,7 @@ START_TEST(pause_and_resume)
 		return; /* cgroups need root */
 	if (_i == 1 && access("/sys/fs/cgroup/freezer/tasks", F_OK) != 0)
 		return;
-	setenv("HANGAR_JAIL_FREEZER", freezers[_i], 1);
+	setenv("HANGAR_LOCAL_FREEZER", freezers[_i], 1);
 	ctx = new_ctx();
 	sb = create(ctx, 120, 0, NULL);
 	id = hangar_sandbox_id(sb);

@@ -371,15 +371,13 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 	const char *bwrap = hangar_sys_ctx_setting(ctx, "HANGAR_BWRAP_PATH");
 	const char *envd = hangar_sys_ctx_setting(ctx, "HANGAR_ENVD_PATH");
 	const char *sdir = hangar_sys_ctx_setting(ctx, "HANGAR_STATE_DIR");
-	const char *jail = getenv("HANGAR_JAIL_PATH");
+	const char *jail = hangar_sys_ctx_setting(ctx, "HANGAR_JAIL_PATH");
 	struct local *l;
 	char buf[PATH_MAX];
 	int r;
 
 	(void)data;
 	*state = NULL;
-	if (!jail || !*jail)
-		jail = HANGAR_JAIL_INSTALL_PATH;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
@@ -396,11 +394,10 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_ENVD_PATH: \"%s\" is not an executable file",
 					envd ? envd : "");
 	}
-	if (!executable_file(jail) || !(l->jail = strdup(jail))) {
+	if (!jail || !executable_file(jail) || !(l->jail = strdup(jail))) {
 		l_fini(l);
 		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-					"hangar-jail is not an executable file at \"%s\" (HANGAR_JAIL_PATH overrides it)",
-					jail);
+					"HANGAR_JAIL_PATH: \"%s\" is not an executable file", jail ? jail : "");
 	}
 	if (!sdir || sdir[0] != '/' ||
 	    snprintf(buf, sizeof(buf), "%s/local", sdir) >= (int)sizeof(buf) ||
@@ -499,7 +496,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 			 "-ready-fd", "3", "-daemon", NULL };
 	char freezer[64] = "";
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL };
-	const char *f = getenv("HANGAR_JAIL_FREEZER");
+	const char *f = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_FREEZER");
 	int devnull, hi_ready, hi_log, status;
 	sigset_t none;
 	pid_t pid;
