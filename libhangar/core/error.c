@@ -15,6 +15,8 @@ struct err_state {
 
 static __thread struct err_state last;
 
+static void set_message(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
 static void set_message(const char *fmt, va_list ap)
 {
 	vsnprintf(last.message, sizeof(last.message), fmt, ap);

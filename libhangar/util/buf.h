@@ -17,7 +17,7 @@ int hbuf_reserve(struct hbuf *b, size_t extra);
 int hbuf_put(struct hbuf *b, const void *data, size_t len);
 int hbuf_puts(struct hbuf *b, const char *s);
 int hbuf_printf(struct hbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int hbuf_vprintf(struct hbuf *b, const char *fmt, va_list ap);
+int hbuf_vprintf(struct hbuf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 void hbuf_clear(struct hbuf *b);
 void hbuf_free(struct hbuf *b);
 /* Hands the storage to the caller (never NULL on success) and empties the buffer. */
