@@ -72,6 +72,10 @@ int envd_user_lookup(const char *name, struct envd_user *out);
 int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size_t outsz,
 		      struct rpc_error *err);
 
+/* Lexically cleans an absolute path in place, as Go's filepath.Clean:
+ * "//", "/./" and "/x/.." go; ".." never climbs above "/". */
+void envd_clean_path(char *p);
+
 /* Creates every missing directory of path (mode 0755, owned by u). 0 or -errno. */
 int envd_ensure_dirs(const struct envd_user *u, const char *path);
 

@@ -285,43 +285,6 @@ static int skip_dots(const struct dirent *d)
 	return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
 }
 
-/*
- * Lexically cleans an absolute path in place, as Go's filepath.Clean. Each
- * kept element is written as "/name" at out, which never passes in, so
- * nothing is overwritten before it has been read.
- */
-void fs_clean_abs(char *p)
-{
-	char *out = p, *in = p;
-
-	while (*in) {
-		char *seg;
-		size_t len;
-
-		while (*in == '/')
-			in++;
-		if (!*in)
-			break;
-		seg = in;
-		while (*in && *in != '/')
-			in++;
-		len = (size_t)(in - seg);
-		if (len == 1 && seg[0] == '.')
-			continue;
-		if (len == 2 && seg[0] == '.' && seg[1] == '.') {
-			while (out > p && *--out != '/')
-				;
-			continue;
-		}
-		*out++ = '/';
-		memmove(out, seg, len);
-		out += len;
-	}
-	if (out == p)
-		*out++ = '/';
-	*out = '\0';
-}
-
 /* Opens a directory listing on top of the stack. Takes real and rel. */
 static int walk_push(struct walk *w, char *real, char *rel, uint32_t level)
 {
@@ -395,7 +358,7 @@ static int walk_entry(struct walk *w, const struct walk_frame *f, const char *na
 				      strerror(errno));
 		goto out;
 	}
-	fs_clean_abs(shown);
+	envd_clean_path(shown);
 	e = entry_from_stat(real, &st);
 	if (!e) {
 		rc = rpc_fail(w->err, CONNECT_INTERNAL, "out of memory");

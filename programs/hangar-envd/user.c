@@ -46,7 +46,7 @@ int envd_user_lookup(const char *name, struct envd_user *out)
  * Each kept component is written as "/name" at or before the position it was
  * read from, so the output never overtakes input not yet read.
  */
-static void clean_path(char *p)
+void envd_clean_path(char *p)
 {
 	char *out = p, *in = p;
 
@@ -95,13 +95,13 @@ int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size
 		}
 		n = snprintf(out, outsz, "%s%s", home, in + 1);
 		if (n >= 0 && (size_t)n < outsz)
-			clean_path(out);
+			envd_clean_path(out);
 	} else if (in[0] == '/') {
 		n = snprintf(out, outsz, "%s", in);
 	} else {
 		n = snprintf(out, outsz, "%s/%s", home, in);
 		if (n >= 0 && (size_t)n < outsz)
-			clean_path(out);
+			envd_clean_path(out);
 	}
 	if (n < 0 || (size_t)n >= outsz) {
 		rpc_fail(err, CONNECT_INVALID_ARGUMENT, "path is too long");

@@ -255,7 +255,7 @@ static int emit(struct watcher *w, const char *rel, int op)
 
 		entry = NULL;
 		if (full_path(w, rel, full) == 0) {
-			fs_clean_abs(full);
+			envd_clean_path(full);
 			entry = envd_entry_info(full, &err);
 		}
 		if (entry) /* gone again already: the event goes without it */
@@ -554,7 +554,7 @@ static struct watcher *watcher_new(const struct watch_args *a, struct rpc_error 
 	}
 	pthread_mutex_init(&w->mu, NULL);
 	snprintf(w->root, sizeof(w->root), "%s", a->path);
-	fs_clean_abs(w->root);
+	envd_clean_path(w->root);
 	w->recursive = a->recursive;
 	w->include_entry = a->include_entry;
 	w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);

@@ -20,6 +20,3 @@ int watch_service_init(void);
 /* Stops and frees every watcher; new watches are refused afterwards. */
 void watch_service_shutdown(void);
 
-/* Lexically cleans an absolute path in place, like Go's filepath.Clean
- * (filesystem.c). */
-void fs_clean_abs(char *path);
