@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../envd/client.h"
+#include "../store/store.h"
 #include "context.h"
 
 int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
@@ -46,6 +47,8 @@ hangar_ctx *hangar_ctx_unref(hangar_ctx *ctx)
 	providers_free(ctx);
 	if (ctx->envd)
 		envd_client_free(ctx->envd);
+	if (ctx->db)
+		store_close(ctx->db);
 	settings_free(ctx);
 	pthread_mutex_destroy(&ctx->mu);
 	free(ctx);

@@ -6,6 +6,8 @@
 
 #include "internal.h"
 
+struct sqlite3;
+
 struct setting_value {
 	char *value;            /* NULL: default */
 	int source;             /* hangar_setting_source */
@@ -30,6 +32,7 @@ struct hangar_ctx {
 	pthread_mutex_t mu;               /* providers, envd client */
 	struct hangar_provider *providers;
 	struct envd_client *envd;
+	struct sqlite3 *db;               /* the state store, opened on first use */
 
 	int log_max;
 	hangar_log_fn log_fn;

@@ -108,6 +108,25 @@ void herr_clear(void)
 	last.message[0] = '\0';
 }
 
+void herr_save(struct herr_saved *s)
+{
+	const hangar_error *e = hangar_error_last();
+
+	s->e = *e;
+	snprintf(s->message, sizeof(s->message), "%s", e->message);
+	snprintf(s->provider_code, sizeof(s->provider_code), "%s", e->provider_code);
+}
+
+int herr_restore(const struct herr_saved *s)
+{
+	reset(s->e.code, s->e.category);
+	last.e.os_errno = s->e.os_errno;
+	last.e.http_status = s->e.http_status;
+	snprintf(last.message, sizeof(last.message), "%s", s->message);
+	snprintf(last.provider_code, sizeof(last.provider_code), "%s", s->provider_code);
+	return s->e.code;
+}
+
 const hangar_error *hangar_error_last(void)
 {
 	if (!last.e.message) {

@@ -24,6 +24,15 @@ int herr_recode(int code);
 void herr_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void herr_clear(void);
 
+/* Keeps the last error across calls that may overwrite it (clean-up on an error path). */
+struct herr_saved {
+	hangar_error e;
+	char message[1024];
+	char provider_code[64];
+};
+void herr_save(struct herr_saved *s);
+int herr_restore(const struct herr_saved *s);   /* returns the saved code */
+
 /* Argument checks every entry point makes. */
 #define HCHECK_ARG(cond, what)                                                            \
 	do {                                                                              \
@@ -46,6 +55,19 @@ enum hsetting {
 	HS_REQUEST_TIMEOUT,
 	HS_OUTPUT_LIMIT,
 	HS_READ_LIMIT,
+	HS_SECRET_KEY,
+	HS_E2B_FLAVOR,
+	HS_E2B_API_URL,
+	HS_E2B_DOMAIN,
+	HS_E2B_SANDBOX_URL,
+	HS_E2B_API_KEY,
+	HS_E2B_ALLOW_UNAUTHENTICATED_ENVD,
+	HS_E2B_ENVIRONMENT_TEMPLATES,
+	HS_E2B_REQUEST_TIMEOUT,
+	HS_E2B_TEMPLATE_BUILD_TIMEOUT,
+	HS_TIERS,
+	HS_TIER_COOLDOWN,
+	HS_TIER_HEDGE,
 	HS_COUNT
 };
 

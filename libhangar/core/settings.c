@@ -13,9 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "context.h"
 
-enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF, K_CHOICE };
+enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF, K_CHOICE, K_URL, K_HOST, K_JSON };
 
 struct setting_def {
 	const char *name;
@@ -24,7 +26,13 @@ struct setting_def {
 	int64_t min, max;       /* K_UINT */
 	int secret;
 	const char *choices;    /* K_CHOICE: "a|b|c" */
+	int optional;           /* "" (unset) is a valid value */
+	int (*check)(const char *name, const cJSON *json); /* K_JSON: the shape */
 };
+
+static int check_templates(const char *name, const cJSON *json);
+static int check_tiers(const char *name, const cJSON *json);
+static int check_hedge(const char *name, const cJSON *json);
 
 static const struct setting_def defs[HS_COUNT] = {
 	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0, 0 },
@@ -39,7 +47,103 @@ static const struct setting_def defs[HS_COUNT] = {
 	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
 	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", K_UINT, "1048576", 2, 1LL << 32, 0 },
 	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", K_UINT, "10485760", 0, 1LL << 32, 0 },
+	[HS_SECRET_KEY] = { "HANGAR_SECRET_KEY", K_STRING, "", 0, 0, 1, NULL, 1 },
+	[HS_E2B_FLAVOR] = { "HANGAR_E2B_FLAVOR", K_CHOICE, "cloud", 0, 0, 0, "cloud|selfhosted|cube" },
+	[HS_E2B_API_URL] = { "HANGAR_E2B_API_URL", K_URL, "", 0, 0, 0, NULL, 1 },
+	[HS_E2B_DOMAIN] = { "HANGAR_E2B_DOMAIN", K_HOST, "e2b.app", 0, 0, 0 },
+	[HS_E2B_SANDBOX_URL] = { "HANGAR_E2B_SANDBOX_URL", K_URL, "", 0, 0, 0, NULL, 1 },
+	[HS_E2B_API_KEY] = { "HANGAR_E2B_API_KEY", K_STRING, "", 0, 0, 1, NULL, 1 },
+	[HS_E2B_ALLOW_UNAUTHENTICATED_ENVD] = { "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD", K_ONOFF, "false", 0, 0, 0 },
+	[HS_E2B_ENVIRONMENT_TEMPLATES] = { "HANGAR_E2B_ENVIRONMENT_TEMPLATES", K_JSON, "{}", 0, 0, 0, NULL, 0,
+					   check_templates },
+	[HS_E2B_REQUEST_TIMEOUT] = { "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
+	[HS_E2B_TEMPLATE_BUILD_TIMEOUT] = { "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS", K_UINT, "1800", 1,
+					    7LL * 86400, 0 },
+	[HS_TIERS] = { "HANGAR_TIERS", K_JSON, "{\"fast\":[\"e2b\"]}", 0, 0, 0, NULL, 0, check_tiers },
+	[HS_TIER_COOLDOWN] = { "HANGAR_TIER_COOLDOWN_SECONDS", K_UINT, "60", 0, 86400, 0 },
+	[HS_TIER_HEDGE] = { "HANGAR_TIER_HEDGE", K_JSON, "{}", 0, 0, 0, NULL, 0, check_hedge },
 };
+
+/* The tiers a create may ask for. */
+static const char *const tier_names[] = { "fast", "isolated", "default", "heavy" };
+
+static int valid_provider_name(const char *v)
+{
+	size_t n = strlen(v);
+
+	return n > 0 && n <= 32 && strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+static int valid_tier(const char *t)
+{
+	for (size_t i = 0; i < sizeof(tier_names) / sizeof(tier_names[0]); i++)
+		if (!strcmp(t, tier_names[i]))
+			return 1;
+	return 0;
+}
+
+static int check_templates(const char *name, const cJSON *json)
+{
+	for (const cJSON *e = json->child; e; e = e->next)
+		if (!cJSON_IsString(e) || !*e->valuestring || !*e->string)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s must map environment names to template ids (strings); \"%s\" does not",
+				    name, e->string ? e->string : "");
+	return 0;
+}
+
+static int check_tiers(const char *name, const cJSON *json)
+{
+	for (const cJSON *t = json->child; t; t = t->next) {
+		if (!valid_tier(t->string))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s: unknown tier \"%s\" (tiers: fast, isolated, default, heavy)", name, t->string);
+		if (!cJSON_IsArray(t))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s: tier \"%s\" must list provider names", name, t->string);
+		for (const cJSON *p = t->child; p; p = p->next)
+			if (!cJSON_IsString(p) || !valid_provider_name(p->valuestring))
+				return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+					    "%s: tier \"%s\" lists something that is not a provider name", name,
+					    t->string);
+	}
+	return 0;
+}
+
+static int check_hedge(const char *name, const cJSON *json)
+{
+	for (const cJSON *t = json->child; t; t = t->next) {
+		if (!valid_tier(t->string))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s: unknown tier \"%s\"", name, t->string);
+		if (!cJSON_IsNumber(t) || t->valuedouble < 1 || t->valuedouble > 600000 ||
+		    t->valuedouble != (double)(int64_t)t->valuedouble)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s: the delay for tier \"%s\" must be milliseconds from 1 to 600000", name,
+				    t->string);
+	}
+	return 0;
+}
+
+static int valid_url(const char *v)
+{
+	const char *host;
+
+	if (!strncmp(v, "http://", 7))
+		host = v + 7;
+	else if (!strncmp(v, "https://", 8))
+		host = v + 8;
+	else
+		return 0;
+	return *host && *host != '/' && !strpbrk(v, " \t\r\n\"<>\\^`|");
+}
+
+static int valid_host(const char *v)
+{
+	size_t n = strlen(v);
+
+	return n > 0 && n < 254 && v[0] != '.' && v[0] != '-' && v[n - 1] != '.' &&
+	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
+}
 
 static char *computed_default(enum hsetting s)
 {
@@ -75,6 +179,8 @@ static int validate(enum hsetting s, const char *value, int64_t *num)
 	const struct setting_def *d = &defs[s];
 
 	*num = 0;
+	if (d->optional && !*value)
+		return 0;
 	switch (d->kind) {
 	case K_STRING:
 		if (!*value)
@@ -115,6 +221,28 @@ static int validate(enum hsetting s, const char *value, int64_t *num)
 		}
 		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be one of %s, not \"%s\"", d->name,
 			    d->choices, value);
+	}
+	case K_URL:
+		if (!valid_url(value))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be an http:// or https:// URL, not \"%s\"",
+				    d->name, value);
+		return 0;
+	case K_HOST:
+		if (!valid_host(value))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a domain name, not \"%s\"",
+				    d->name, value);
+		return 0;
+	case K_JSON: {
+		cJSON *json = cJSON_Parse(value);
+		int r;
+
+		if (!cJSON_IsObject(json)) {
+			cJSON_Delete(json);
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a JSON object", d->name);
+		}
+		r = d->check ? d->check(d->name, json) : 0;
+		cJSON_Delete(json);
+		return r;
 	}
 	case K_ONOFF:
 		if (!strcmp(value, "on") || !strcmp(value, "true") || !strcmp(value, "1"))

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sandbox.h"
+#include "../store/store.h"
 
 /* ---- views ---------------------------------------------------------------- */
 
@@ -175,6 +176,10 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 		return rc;
 	}
 	hlog(ctx, HANGAR_LOG_INFO, "created sandbox %s on %s", desc.id, p->ops.name);
+	/* Which provider holds it, so attach finds it after a restart. The
+	 * sandbox exists either way: a store that cannot be written is logged. */
+	if (store_record(ctx, desc.id, p->ops.name) != 0)
+		hlog(ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", desc.id, hangar_error_last()->message);
 	rc = sandbox_new(out, ctx, p, &desc);
 	if (rc == 0)
 		herr_clear();
@@ -215,7 +220,24 @@ int hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *pro
 			return hangar_error_last()->code;
 		return attach_on(out, ctx, p, id);
 	}
-	/* Ask every provider; only "gone" everywhere means gone. */
+	/* The provider that created it, when it was created here. */
+	{
+		char *recorded = NULL;
+
+		if (store_lookup(ctx, id, &recorded) == 0) {
+			int rc;
+
+			p = provider_get(ctx, recorded);
+			free(recorded);
+			if (!p)
+				return hangar_error_last()->code;
+			rc = attach_on(out, ctx, p, id);
+			if (rc == HANGAR_EGONE)
+				store_forget(ctx, id);
+			return rc;
+		}
+	}
+	/* Else ask every provider; only "gone" everywhere means gone. */
 	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
 		int rc;
 
@@ -449,7 +471,16 @@ int hangar_sandbox_kill(hangar_sandbox *sb)
 	p = sb->provider;
 	rc = p->ops.kill(p->state, sb->id);
 	if (rc)
-		return provider_failed(p, rc, "kill");
+		rc = provider_failed(p, rc, "kill");
+	if (rc == 0 || rc == HANGAR_EGONE) {
+		struct herr_saved saved;
+
+		herr_save(&saved);
+		store_forget(sb->ctx, sb->id);
+		herr_restore(&saved);
+	}
+	if (rc)
+		return rc;
 	hlog(sb->ctx, HANGAR_LOG_INFO, "killed sandbox %s", sb->id);
 	herr_clear();
 	return 0;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,14 @@ static void must(int rc, const char *what)
 	ck_assert_msg(rc == 0, "%s: %s (%s)", what, hangar_error_name(rc), hangar_error_last()->message);
 }
 
+static const char *state_dir(void)
+{
+	static char p[200];
+
+	snprintf(p, sizeof(p), "%s/state", tmpdir);
+	return p;
+}
+
 static void setup(void)
 {
 	ck_assert(mkdtemp(strcpy(tmpdir, "/tmp/hangar-core-XXXXXX")));
@@ -38,6 +47,7 @@ static void setup(void)
 	must(hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV), "ctx");
 	must(fake_register(ctx, &fake), "register");
 	must(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "fake"), "set provider");
+	must(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir()), "set state dir");
 	must(hangar_sandbox_create(&sb, ctx, NULL), "create");
 }
 
@@ -432,7 +442,10 @@ START_TEST(dead_sandbox_is_gone)
 	hangar_buf b = HANGAR_BUF_INIT;
 	struct fake_box *box = fake_find(&fake, hangar_sandbox_id(sb));
 
-	kill(box->pid, SIGKILL); /* behind the library's back */
+	/* Killed behind the library's back; the provider knows it is dead. */
+	kill(box->pid, SIGKILL);
+	waitpid(box->pid, NULL, 0);
+	box->killed = 1;
 	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, "true", NULL), HANGAR_EGONE);
 	ck_assert_int_eq(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), HANGAR_EGONE);
 	ck_assert_int_eq(hangar_sandbox_exists(sb, "/"), HANGAR_EGONE);
@@ -531,6 +544,33 @@ START_TEST(bad_setting_names_the_variable)
 	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_LOCAL_NETWORK"));
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_NO_SUCH", "1"), HANGAR_EINVAL);
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", "relative/dir"), HANGAR_ECONFIG);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_TIERS", "{\"fast\": [\"e2b\", \"local\"], \"isolated\": []}"), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_TIERS", "{\"speedy\": [\"e2b\"]}"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "speedy"));
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_TIERS", "[\"e2b\"]"), HANGAR_ECONFIG);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_E2B_API_URL", "ftp://x"), HANGAR_ECONFIG);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_E2B_API_URL", "http://127.0.0.1:3000"), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_E2B_FLAVOR", "cubic"), HANGAR_ECONFIG);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_E2B_ENVIRONMENT_TEMPLATES", "{\"py\": 3}"), HANGAR_ECONFIG);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_TIER_HEDGE", "{\"fast\": 250}"), 0);
+}
+END_TEST
+
+static int find_masked(const char *name, const char *value, int source, void *payload)
+{
+	(void)source;
+	if (!strcmp(name, "HANGAR_E2B_API_KEY"))
+		*(int *)payload = strcmp(value, "********") == 0;
+	return 0;
+}
+
+START_TEST(secrets_are_masked)
+{
+	int masked = 0;
+
+	must(hangar_ctx_set(ctx, "HANGAR_E2B_API_KEY", "e2b_supersecret"), "set key");
+	must(hangar_ctx_foreach_setting(ctx, find_masked, &masked), "foreach");
+	ck_assert_int_eq(masked, 1);
 }
 END_TEST
 
@@ -545,6 +585,96 @@ START_TEST(null_arguments)
 	ck_assert_int_eq(hangar_ctx_new(NULL, 0), HANGAR_EINVAL);
 	ck_assert_ptr_null(hangar_sandbox_unref(NULL));
 	ck_assert_str_eq(hangar_error_name(HANGAR_EGONE), "gone");
+}
+END_TEST
+
+/* ---- the state store ------------------------------------------------------------- */
+
+static int count_fake_calls;
+
+START_TEST(store_secrets_sealed)
+{
+	hangar_buf b = HANGAR_BUF_INIT;
+	char cmd[400];
+	const char *id = hangar_sandbox_id(sb);
+
+	ck_assert_int_eq(hangar_sys_secret_put(ctx, id, "traffic-token", "tt-123"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_SECRET_KEY"));
+	must(hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "a key for the tests, long enough"), "key");
+	must(hangar_sys_secret_put(ctx, id, "traffic-token", "tt-123"), "put");
+	must(hangar_sys_secret_get(&b, ctx, id, "traffic-token"), "get");
+	ck_assert_str_eq(b.ptr, "tt-123");
+	ck_assert_int_eq(hangar_sys_secret_get(&b, ctx, id, "other"), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(hangar_sys_secret_get(&b, ctx, "fake-999", "traffic-token"), HANGAR_ENOTFOUND);
+	/* Never in clear on disk. */
+	snprintf(cmd, sizeof(cmd), "grep -rqa tt-123 %s", state_dir());
+	ck_assert_int_ne(system(cmd), 0);
+	/* Another key does not open it. */
+	must(hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "some other key entirely"), "key 2");
+	ck_assert_int_eq(hangar_sys_secret_get(&b, ctx, id, "traffic-token"), HANGAR_EREFUSED);
+	/* Killing the sandbox forgets its secrets. */
+	must(hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "a key for the tests, long enough"), "key back");
+	must(hangar_sandbox_kill(sb), "kill");
+	ck_assert_int_eq(hangar_sys_secret_get(&b, ctx, id, "traffic-token"), HANGAR_ENOTFOUND);
+	hangar_buf_dispose(&b);
+}
+END_TEST
+
+static int other_connect(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	(void)state;
+	(void)out;
+	count_fake_calls++;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 503, 0, "the other provider is down: %s", id);
+}
+
+static int other_init(void **state, hangar_ctx *c, void *data)
+{
+	(void)c;
+	*state = data;
+	return 0;
+}
+
+static int other_create(void *state, const struct hangar_create_opts *o, hangar_sys_sandbox *out)
+{
+	(void)state;
+	(void)o;
+	(void)out;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 503, 0, "down");
+}
+
+static int other_kill(void *state, const char *id)
+{
+	(void)state;
+	(void)id;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 503, 0, "down");
+}
+
+START_TEST(store_finds_the_provider_after_a_restart)
+{
+	static const struct hangar_provider_ops other = {
+		.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "aaa-down",
+		.init = other_init, .create = other_create, .connect = other_connect, .kill = other_kill,
+	};
+	hangar_ctx *c2;
+	hangar_sandbox *again;
+	int rc;
+
+	/* A new context, as a new process would open, with a broken provider registered first. */
+	must(hangar_ctx_new(&c2, HANGAR_CTX_NO_ENV), "ctx 2");
+	must(hangar_ctx_set(c2, "HANGAR_STATE_DIR", state_dir()), "state dir");
+	must(hangar_provider_register(c2, &other, NULL), "register other");
+	must(fake_register(c2, &fake), "register fake");
+	count_fake_calls = 0;
+	must(hangar_sandbox_attach(&again, c2, NULL, hangar_sandbox_id(sb)), "attach by record");
+	ck_assert_int_eq(count_fake_calls, 0); /* went straight to the recorded provider */
+	ck_assert_str_eq(hangar_provider_name(hangar_sandbox_provider(again)), "fake");
+	must(hangar_sandbox_kill(again), "kill");
+	/* Without a record every provider is asked; with one of them down, gone cannot be claimed. */
+	rc = hangar_sandbox_attach(&again, c2, NULL, hangar_sandbox_id(sb));
+	ck_assert_msg(rc != 0 && rc != HANGAR_EGONE, "attach gave %s", hangar_error_name(rc));
+	ck_assert_int_eq(count_fake_calls, 1);
+	hangar_ctx_unref(c2);
 }
 END_TEST
 
@@ -575,7 +705,10 @@ static Suite *suite(void)
 	tcase_add_test(t, create_failure_keeps_its_kind);
 	tcase_add_test(t, attach_checks_ids);
 	tcase_add_test(t, bad_setting_names_the_variable);
+	tcase_add_test(t, secrets_are_masked);
 	tcase_add_test(t, null_arguments);
+	tcase_add_test(t, store_secrets_sealed);
+	tcase_add_test(t, store_finds_the_provider_after_a_restart);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -19,6 +19,7 @@
 #define HANGAR_SYS_PROVIDER_H
 
 #include "../common.h"
+#include "../buffer.h"
 #include "../types.h"
 
 HANGAR_BEGIN_DECL
@@ -113,6 +114,30 @@ HANGAR_EXTERN(int) hangar_sys_error(int code, int http_status, int os_errno, con
 	__attribute__((format(printf, 4, 5)))
 #endif
 	;
+
+/**
+ * Keeps a secret of a sandbox across restarts (e.g. a traffic token the
+ * platform hands out only once), sealed with a key derived from
+ * HANGAR_SECRET_KEY, in the state store. It is forgotten when the sandbox is
+ * killed through the library.
+ *
+ * @param name [a-z0-9_.-]{1,64}.
+ * @return 0, HANGAR_EINVAL, HANGAR_ECONFIG (HANGAR_SECRET_KEY is not set),
+ *         HANGAR_EOS (the store cannot be written) or HANGAR_ENOMEM.
+ * **Ownership:** value is copied. **Thread safety:** safe.
+ */
+HANGAR_EXTERN(int) hangar_sys_secret_put(hangar_ctx *ctx, const char *sandbox_id, const char *name, const char *value);
+
+/**
+ * Reads back a secret kept with hangar_sys_secret_put().
+ *
+ * @param out receives the value.
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (none kept), HANGAR_ECONFIG
+ *         (no HANGAR_SECRET_KEY), HANGAR_EREFUSED (it does not open with
+ *         the current key) or HANGAR_EOS.
+ * **Ownership:** out is the caller's (hangar_buf_dispose()). **Thread safety:** safe.
+ */
+HANGAR_EXTERN(int) hangar_sys_secret_get(hangar_buf *out, hangar_ctx *ctx, const char *sandbox_id, const char *name);
 
 /**
  * A setting's effective value, for providers reading their own settings.

@@ -1,0 +1,25 @@
+/*
+ * The durable store: which provider holds each sandbox, and secrets that
+ * must outlive the process (sealed with a key derived from
+ * HANGAR_SECRET_KEY). One SQLite database per state directory,
+ * $HANGAR_STATE_DIR/hangar.db; every function reports through herr().
+ */
+#pragma once
+
+#include "../core/internal.h"
+
+/* Records (or updates) the provider holding sandbox id. */
+int store_record(hangar_ctx *ctx, const char *id, const char *provider);
+/* The provider recorded for id (*provider malloc'd), or HANGAR_ENOTFOUND. */
+int store_lookup(hangar_ctx *ctx, const char *id, char **provider);
+/* Forgets a sandbox and its secrets. A sandbox never recorded is not an error. */
+int store_forget(hangar_ctx *ctx, const char *id);
+
+/* Seals value and keeps it under (id, name). HANGAR_ECONFIG without a secret key. */
+int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const char *value);
+/* Unseals the value under (id, name) into *value (malloc'd), or HANGAR_ENOTFOUND. A
+ * value that does not unseal (another key, tampering) is HANGAR_EREFUSED. */
+int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **value);
+
+struct sqlite3;
+void store_close(struct sqlite3 *db);
