@@ -670,6 +670,7 @@ START_TEST(store_finds_the_provider_after_a_restart)
 	ck_assert_int_eq(count_fake_calls, 0); /* went straight to the recorded provider */
 	ck_assert_str_eq(hangar_provider_name(hangar_sandbox_provider(again)), "fake");
 	must(hangar_sandbox_kill(again), "kill");
+	hangar_sandbox_unref(again);
 	/* Without a record every provider is asked; with one of them down, gone cannot be claimed. */
 	rc = hangar_sandbox_attach(&again, c2, NULL, hangar_sandbox_id(sb));
 	ck_assert_msg(rc != 0 && rc != HANGAR_EGONE, "attach gave %s", hangar_error_name(rc));
