@@ -14,5 +14,6 @@
 #include "provider.h"
 #include "sandbox.h"
 #include "process.h"
+#include "template.h"
 
 #endif

@@ -368,6 +368,36 @@ HANGAR_EXTERN(int) hangar_sandbox_rename(hangar_sandbox *sb, const char *from, c
  */
 HANGAR_EXTERN(int) hangar_sandbox_remove(hangar_sandbox *sb, const char *path);
 
+/* ---- filesystem pauses and snapshots ------------------------------------------ */
+
+/**
+ * Pauses the sandbox keeping only its filesystem (HANGAR_CAP_FS_PAUSE): its
+ * processes end, and hangar_sandbox_resume() boots it afresh on the same
+ * files. Cheaper to keep than a memory pause. Never falls back to another
+ * kind of pause.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the provider cannot),
+ *         HANGAR_EGONE or HANGAR_EUNAVAILABLE.
+ * **Thread safety:** as hangar_sandbox_pause().
+ */
+HANGAR_EXTERN(int) hangar_sandbox_pause_filesystem(hangar_sandbox *sb);
+
+/**
+ * Takes a persistent snapshot of the sandbox, memory and filesystem
+ * (HANGAR_CAP_SNAPSHOT). It outlives the sandbox, and its id can be given as
+ * hangar_create_opts.template_id to create sandboxes from it. The sandbox
+ * may be briefly paused while it is taken, and goes on running after.
+ *
+ * @param out_id receives the snapshot's id.
+ * @param sb     the sandbox.
+ * @param name   a name for the snapshot, or NULL.
+ * @return 0, HANGAR_EINVAL (also: a snapshot is already being taken),
+ *         HANGAR_EUNSUPPORTED, HANGAR_EGONE, HANGAR_EUNAVAILABLE or
+ *         HANGAR_EPROTOCOL.
+ * **Ownership:** release out_id with hangar_buf_dispose(); name is not kept.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name);
+
 HANGAR_END_DECL
 
 #endif

@@ -46,3 +46,7 @@ struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name);
 void providers_free(hangar_ctx *ctx);
 /* Registers the built-in providers. */
 int providers_builtin(hangar_ctx *ctx);
+/* Before HANGAR_E2B_FLAVOR changes: HANGAR_EINVAL when the e2b provider is in use. */
+int provider_e2b_flavour_check(hangar_ctx *ctx, const char *flavour);
+/* After it changed: an e2b provider not set up yet takes the new flavour's table. */
+void provider_e2b_flavour_changed(hangar_ctx *ctx, const char *flavour);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "../providers/e2b/e2b.h"
 
 int provider_local_register(hangar_ctx *ctx);
 
@@ -34,6 +35,13 @@ int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *
 	/* Copy what the caller's table has and this library knows; the rest stays NULL. */
 	memcpy(&p->ops, ops, ops->size < sizeof(p->ops) ? ops->size : sizeof(p->ops));
 	p->ops.size = sizeof(p->ops);
+	if (p->ops.version < 2) {
+		/* Slots a version 1 table cannot have meant, whatever its size says. */
+		p->ops.pause_filesystem = NULL;
+		p->ops.snapshot = NULL;
+		p->ops.template_build = NULL;
+		p->ops.template_list = NULL;
+	}
 	p->ctx = ctx;
 	p->data = data;
 	pthread_mutex_lock(&ctx->mu);
@@ -51,7 +59,39 @@ int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *
 
 int providers_builtin(hangar_ctx *ctx)
 {
-	return provider_local_register(ctx);
+	int r = provider_local_register(ctx);
+
+	return r ? r : provider_e2b_register(ctx);
+}
+
+int provider_e2b_flavour_check(hangar_ctx *ctx, const char *flavour)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&ctx->mu);
+	for (struct hangar_provider *p = ctx->providers; p; p = p->next)
+		if (!strcmp(p->ops.name, "e2b") && p->initialised && e2b_ops_for(flavour) &&
+		    p->ops.init != e2b_ops_for(flavour)->init)
+			r = herr(HANGAR_EINVAL, HANGAR_ERRCAT_CONFIG,
+				 "HANGAR_E2B_FLAVOR cannot change: the e2b provider of this context is already in use");
+	pthread_mutex_unlock(&ctx->mu);
+	return r;
+}
+
+void provider_e2b_flavour_changed(hangar_ctx *ctx, const char *flavour)
+{
+	const struct hangar_provider_ops *ops = e2b_ops_for(flavour);
+
+	pthread_mutex_lock(&ctx->mu);
+	for (struct hangar_provider *p = ctx->providers; ops && p; p = p->next)
+		if (!strcmp(p->ops.name, "e2b") && !p->initialised && p->ops.init != ops->init &&
+		    (p->ops.init == e2b_cloud_ops.init || p->ops.init == e2b_selfhosted_ops.init ||
+		     p->ops.init == e2b_cube_ops.init)) {
+			/* Not set up yet: take the other flavour's table, and forget a failed set-up. */
+			memcpy(&p->ops, ops, sizeof(p->ops));
+			p->init_error = 0;
+		}
+	pthread_mutex_unlock(&ctx->mu);
 }
 
 void providers_free(hangar_ctx *ctx)

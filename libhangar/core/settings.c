@@ -346,6 +346,16 @@ int hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value)
 	s = find(name);
 	if (s < 0)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
+	if (s == HS_E2B_FLAVOR) {
+		/* The e2b provider's table depends on it: swap it, unless it is in use. */
+		int r = provider_e2b_flavour_check(ctx, value ? value : defs[s].fallback);
+
+		if (r == 0)
+			r = assign(ctx, (enum hsetting)s, value, HANGAR_SETTING_EXPLICIT);
+		if (r == 0)
+			provider_e2b_flavour_changed(ctx, hctx_str(ctx, HS_E2B_FLAVOR));
+		return r;
+	}
 	return assign(ctx, (enum hsetting)s, value, HANGAR_SETTING_EXPLICIT);
 }
 

@@ -243,7 +243,8 @@ int hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *pro
 
 		p = provider_get(ctx, q->ops.name);
 		if (!p) {
-			if (!first_error)
+			/* A provider nobody configured holds no sandboxes. */
+			if (!first_error && hangar_error_last()->code != HANGAR_ECONFIG)
 				first_error = hangar_error_last()->code;
 			continue;
 		}
@@ -290,7 +291,7 @@ hangar_provider *hangar_sandbox_provider(const hangar_sandbox *sb)
 }
 
 /* Asks the provider again; on success the sandbox's view is replaced. */
-static int refresh(struct hangar_sandbox *sb)
+int sandbox_refresh(struct hangar_sandbox *sb)
 {
 	struct hangar_provider *p = sb->provider;
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
@@ -337,7 +338,7 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 
 	HCHECK_ARG(out && out->version >= 1 && out->size >= 8, "out must be initialised");
 	HCHECK_ARG(sb, "sb is NULL");
-	rc = refresh(sb);
+	rc = sandbox_refresh(sb);
 	if (rc)
 		return rc;
 	v = current_view(sb);
@@ -391,6 +392,8 @@ int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_li
 	}
 	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
 		p = provider_get(ctx, q->ops.name);
+		if (!p && hangar_error_last()->code == HANGAR_ECONFIG)
+			continue; /* not configured, so it holds none of ours */
 		if (!p)
 			return hangar_error_last()->code;
 		rc = list_one(p, fn, payload);
@@ -413,7 +416,7 @@ int hangar_sandbox_pause(hangar_sandbox *sb)
 	rc = p->ops.pause(p->state, sb->id);
 	if (rc)
 		return provider_failed(p, rc, "pause");
-	return refresh(sb);
+	return sandbox_refresh(sb);
 }
 
 int hangar_sandbox_resume(hangar_sandbox *sb)
@@ -495,7 +498,7 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
 	if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
 		/* Maybe someone resumed it since: ask once before refusing. */
 		sbview_put(v);
-		if (refresh(sb) != 0)
+		if (sandbox_refresh(sb) != 0)
 			return NULL;
 		v = current_view(sb);
 		if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
@@ -521,7 +524,7 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 	if (!st || !(st->transport_failed || st->timed_out || st->http_status == 502))
 		return rc;
 	snprintf(msg, sizeof(msg), "%s", saved.message);
-	r = refresh(sb);
+	r = sandbox_refresh(sb);
 	if (r == HANGAR_EGONE)
 		return herr(HANGAR_EGONE, HANGAR_ERRCAT_SANDBOX, "sandbox %s is gone (%s)", sb->id, msg);
 	if (r == 0) {

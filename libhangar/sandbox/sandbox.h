@@ -66,3 +66,6 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
  * slow command), HANGAR_EPAUSED if it was paused meanwhile, else keeps rc.
  */
 int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct envd_status *st);
+
+/* Asks the provider about the sandbox again (its connect) and replaces its view. */
+int sandbox_refresh(struct hangar_sandbox *sb);

@@ -25,13 +25,15 @@
 HANGAR_BEGIN_DECL
 
 struct hangar_create_opts;
+struct hangar_template_build_opts;
+struct hangar_template_info;
 
 /** What a provider reports about one sandbox; filled with the setters below. */
 typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 1
+#define HANGAR_PROVIDER_OPS_VERSION 2
 
 struct hangar_provider_ops {
 	uint32_t version;           /**< HANGAR_PROVIDER_OPS_VERSION the table was built for */
@@ -62,6 +64,24 @@ struct hangar_provider_ops {
 	int (*set_timeout)(void *state, const char *id, int64_t seconds);
 	/** Adds every sandbox it knows of with hangar_sys_list_add(). */
 	int (*list)(void *state, hangar_sys_list *out);
+
+	/* Valid from version 2. Every slot is optional. */
+
+	/** Pauses keeping only the filesystem (HANGAR_CAP_FS_PAUSE); resume cold-boots. */
+	int (*pause_filesystem)(void *state, const char *id);
+	/**
+	 * Takes a persistent snapshot (HANGAR_CAP_SNAPSHOT), named name (may be
+	 * NULL), and puts its id, usable as a template id, in out_id.
+	 */
+	int (*snapshot)(void *state, const char *id, const char *name, hangar_buf *out_id);
+	/** Builds a template (HANGAR_CAP_TEMPLATES) and waits for it; its id goes to out_template_id. */
+	int (*template_build)(void *state, const struct hangar_template_build_opts *opts, hangar_buf *out_template_id);
+	/**
+	 * Reports every template with fn, after fetching them all, so that a
+	 * failure reports none; returns fn's non-zero value when it stops.
+	 */
+	int (*template_list)(void *state, int (*fn)(const struct hangar_template_info *info, void *payload),
+			     void *payload);
 };
 
 /** Sandbox states, as hangar_sandbox_info reports them. */

@@ -1,0 +1,94 @@
+/* Template builds and listings (hangar/template.h), on providers that have them. */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "context.h"
+#include "hangar/template.h"
+
+int hangar_template_build_opts_init(hangar_template_build_opts *opts, uint32_t version)
+{
+	HCHECK_ARG(opts, "opts is NULL");
+	HCHECK_ARG(version >= 1 && version <= HANGAR_TEMPLATE_BUILD_OPTS_VERSION, "unsupported options version");
+	memset(opts, 0, sizeof(*opts));
+	opts->version = version;
+	opts->size = sizeof(*opts);
+	return 0;
+}
+
+static struct hangar_provider *templating(hangar_ctx *ctx, const char *name, int build)
+{
+	struct hangar_provider *p = provider_get(ctx, name);
+
+	if (!p)
+		return NULL;
+	if (!(p->ops.capabilities & HANGAR_CAP_TEMPLATES) || p->ops.version < 2 ||
+	    !(build ? (void *)p->ops.template_build : (void *)p->ops.template_list)) {
+		herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s does not %s templates", p->ops.name,
+		     build ? "build" : "list");
+		return NULL;
+	}
+	return p;
+}
+
+static int failed(struct hangar_provider *p, int rc, const char *what)
+{
+	if (rc >= 0)
+		rc = HANGAR_EUNAVAILABLE;
+	if (hangar_error_last()->code != rc)
+		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
+	return rc;
+}
+
+int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const char *provider,
+			  const hangar_template_build_opts *opts)
+{
+	hangar_template_build_opts o;
+	hangar_buf id = HANGAR_BUF_INIT;
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(out_template_id, "out_template_id is NULL");
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(opts && opts->version >= 1 && opts->size >= 8, "opts must be initialised");
+	memset(&o, 0, sizeof(o));
+	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	o.size = sizeof(o);
+	HCHECK_ARG(o.name && *o.name, "opts->name is required");
+	HCHECK_ARG(o.image && *o.image, "opts->image is required");
+	p = templating(ctx, provider, 1);
+	if (!p)
+		return hangar_error_last()->code;
+	rc = p->ops.template_build(p->state, &o, &id);
+	if (rc) {
+		hangar_buf_dispose(&id);
+		return failed(p, rc, "template build");
+	}
+	if (!id.ptr || !id.size) {
+		hangar_buf_dispose(&id);
+		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s built a template without an id",
+			    p->ops.name);
+	}
+	hlog(ctx, HANGAR_LOG_INFO, "built template %s on %s", id.ptr, p->ops.name);
+	hangar_buf_dispose(out_template_id);
+	*out_template_id = id;
+	herr_clear();
+	return 0;
+}
+
+int hangar_template_list(hangar_ctx *ctx, const char *provider, hangar_template_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = templating(ctx, provider, 0);
+	if (!p)
+		return hangar_error_last()->code;
+	rc = p->ops.template_list(p->state, fn, payload);
+	if (rc < 0)
+		return failed(p, rc, "template list");
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}

@@ -1,0 +1,1102 @@
+/*
+ * The e2b provider's operations, shared by its flavours (e2b.h).
+ *
+ * Security rules (seeds 000 and 001):
+ *   - every sandbox is created with network.allowPublicTraffic=false, so the
+ *     platform's edge wants the traffic token, which only we hold;
+ *   - envd's access token lives in memory only (the sandbox description);
+ *     after a restart connect fetches it again;
+ *   - the traffic token is sealed into the state store at create
+ *     (hangar_sys_secret_put) because CubeAPI hands it out only then, and is
+ *     used whenever connect hands none out;
+ *   - a sandbox whose envd takes no token is refused and killed unless
+ *     HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD is on, and refused and killed
+ *     regardless when it has no traffic token either (it is public);
+ *   - ids from the API are checked before they enter a URL path.
+ * A paused sandbox is never connected implicitly: connecting resumes it, so
+ * connect() reads its state first and only calls the connect route (which on
+ * a running sandbox merely extends its lifetime) to learn its tokens.
+ */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "e2b.h"
+#include "pjson.h"
+#include "hangar/template.h"
+
+#define ENVD_PORT 49983
+#define TRAFFIC_SECRET "traffic-token"
+#define TRAFFIC_HEADER "e2b-traffic-access-token"
+#define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
+#define LIST_PAGE 100
+#define LIST_MAX_PAGES 10000
+
+struct known {                  /* what we remember of a sandbox between calls */
+	char id[E2B_ID_MAX + 1];
+	int64_t timeout_sec;        /* its lifetime, restarted on resume */
+	struct known *next;
+};
+
+struct e2b {
+	hangar_ctx *ctx;
+	const struct e2b_flavour *fl;
+	struct e2b_api api;
+	char *domain;               /* HANGAR_E2B_DOMAIN */
+	char *sandbox_url;          /* HANGAR_E2B_SANDBOX_URL, or NULL */
+	int allow_unauth;
+	cJSON *templates;           /* HANGAR_E2B_ENVIRONMENT_TEMPLATES */
+	int64_t default_timeout;    /* HANGAR_SANDBOX_TIMEOUT_SECONDS */
+	int64_t build_timeout_ms;
+	pthread_mutex_t mu;
+	struct known *known;
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static const char *setting(hangar_ctx *ctx, const char *name)
+{
+	const char *v = hangar_sys_ctx_setting(ctx, name);
+
+	return v ? v : "";
+}
+
+static int64_t setting_int(hangar_ctx *ctx, const char *name, int64_t fallback)
+{
+	const char *v = setting(ctx, name);
+	char *end;
+	long long n;
+
+	if (!*v)
+		return fallback;
+	n = strtoll(v, &end, 10);
+	return *end ? fallback : n;
+}
+
+static int oom(void)
+{
+	return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
+}
+
+static int bad_id(const char *id)
+{
+	return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: invalid sandbox id (it must match [A-Za-z0-9_-]{1,64})");
+}
+
+static void remember(struct e2b *e, const char *id, int64_t timeout_sec)
+{
+	struct known *k;
+
+	pthread_mutex_lock(&e->mu);
+	for (k = e->known; k; k = k->next)
+		if (!strcmp(k->id, id))
+			break;
+	if (!k && (k = calloc(1, sizeof(*k)))) {
+		snprintf(k->id, sizeof(k->id), "%s", id);
+		k->next = e->known;
+		e->known = k;
+	}
+	if (k)
+		k->timeout_sec = timeout_sec;
+	pthread_mutex_unlock(&e->mu);
+}
+
+static int64_t remembered_timeout(struct e2b *e, const char *id)
+{
+	int64_t t = e->default_timeout;
+
+	pthread_mutex_lock(&e->mu);
+	for (struct known *k = e->known; k; k = k->next)
+		if (!strcmp(k->id, id)) {
+			t = k->timeout_sec;
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+	return t;
+}
+
+static void forget(struct e2b *e, const char *id)
+{
+	pthread_mutex_lock(&e->mu);
+	for (struct known **kp = &e->known; *kp; kp = &(*kp)->next)
+		if (!strcmp((*kp)->id, id)) {
+			struct known *k = *kp;
+
+			*kp = k->next;
+			free(k);
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+}
+
+static const char *jstr(const cJSON *obj, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
+}
+
+static int64_t jtime_us(const cJSON *obj, const char *name)
+{
+	const char *s = jstr(obj, name);
+	int64_t sec;
+	long nsec;
+
+	if (!s || pjson_parse_timestamp(s, &sec, &nsec) != 0)
+		return 0;
+	return sec * 1000000 + nsec / 1000;
+}
+
+static int valid_domain(const char *d)
+{
+	size_t n = strlen(d);
+
+	return n > 0 && n < 254 && d[0] != '.' && d[0] != '-' &&
+	       strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
+}
+
+static int e2b_own_domain(const char *d)
+{
+	static const char *const own[] = { "e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev" };
+
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (!strcmp(d, own[i]))
+			return 1;
+	return 0;
+}
+
+/* Replaces every {sandbox_id} and {port} in tmpl. NULL when out of memory. */
+static char *fill_url(const char *tmpl, const char *id)
+{
+	struct hbuf b = HBUF_INIT;
+
+	while (*tmpl) {
+		if (!strncmp(tmpl, "{sandbox_id}", 12)) {
+			if (hbuf_puts(&b, id) < 0)
+				goto fail;
+			tmpl += 12;
+		} else if (!strncmp(tmpl, "{port}", 6)) {
+			if (hbuf_printf(&b, "%d", ENVD_PORT) < 0)
+				goto fail;
+			tmpl += 6;
+		} else {
+			if (hbuf_put(&b, tmpl, 1) < 0)
+				goto fail;
+			tmpl++;
+		}
+	}
+	return b.data ? hbuf_steal(&b) : strdup("");
+fail:
+	hbuf_free(&b);
+	return NULL;
+}
+
+/*
+ * Where the sandbox's envd is (seed 000, CONTROL-API §6): the override with
+ * its placeholders filled, or one URL routed by header; else E2B's shared
+ * host routed by header on E2B's own domains, else 49983-<id>.<domain>.
+ * E2b-Sandbox-Id and E2b-Sandbox-Port go with every request, as the SDKs do.
+ */
+static int describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out)
+{
+	const char *domain = answer_domain ? answer_domain : e->domain;
+	char port[16], *url = NULL;
+	int rc;
+
+	if (answer_domain && !valid_domain(answer_domain))
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the control API answered a malformed domain");
+	if (e->sandbox_url)
+		url = fill_url(e->sandbox_url, id);
+	else if (e2b_own_domain(domain)) {
+		if (asprintf(&url, "https://sandbox.%s", domain) < 0)
+			url = NULL;
+	} else if (asprintf(&url, "https://%d-%s.%s", ENVD_PORT, id, domain) < 0)
+		url = NULL;
+	if (!url)
+		return oom();
+	rc = hangar_sys_sandbox_set_envd_url(out, url);
+	free(url);
+	snprintf(port, sizeof(port), "%d", ENVD_PORT);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Id", id);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Port", port);
+	return rc;
+}
+
+static const char *map_template(struct e2b *e, const char *tpl)
+{
+	const char *mapped;
+
+	if (!tpl || !*tpl)
+		return "base";
+	mapped = jstr(e->templates, tpl);
+	return mapped ? mapped : tpl;
+}
+
+/* ---- init ------------------------------------------------------------------------------- */
+
+void e2b_fini(void *state)
+{
+	struct e2b *e = state;
+
+	if (!e)
+		return;
+	e2b_api_fini(&e->api);
+	while (e->known) {
+		struct known *k = e->known;
+
+		e->known = k->next;
+		free(k);
+	}
+	pthread_mutex_destroy(&e->mu);
+	cJSON_Delete(e->templates);
+	free(e->domain);
+	free(e->sandbox_url);
+	free(e);
+}
+
+int e2b_init(void **state, hangar_ctx *ctx, void *data)
+{
+	const struct e2b_flavour *fl = data;
+	const char *api_url = setting(ctx, "HANGAR_E2B_API_URL");
+	const char *key = setting(ctx, "HANGAR_E2B_API_KEY");
+	const char *sandbox_url = setting(ctx, "HANGAR_E2B_SANDBOX_URL");
+	char *base = NULL;
+	struct e2b *e;
+	int rc;
+
+	*state = NULL;
+	if (!fl)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: no flavour");
+	if (fl->need_key && !*key)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_E2B_API_KEY must be set for the %s flavour of the e2b provider",
+					fl->name);
+	if (fl->need_api_url && !*api_url)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_E2B_API_URL must be set for the %s flavour of the e2b provider",
+					fl->name);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return oom();
+	pthread_mutex_init(&e->mu, NULL);
+	e->ctx = ctx;
+	e->fl = fl;
+	e->domain = strdup(setting(ctx, "HANGAR_E2B_DOMAIN"));
+	e->sandbox_url = *sandbox_url ? strdup(sandbox_url) : NULL;
+	e->allow_unauth = !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "true") ||
+			  !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "on") ||
+			  !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "1");
+	e->templates = cJSON_Parse(setting(ctx, "HANGAR_E2B_ENVIRONMENT_TEMPLATES"));
+	if (!e->templates)
+		e->templates = cJSON_CreateObject();
+	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS", 300);
+	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS", 1800) * 1000;
+	if (!e->domain || (*sandbox_url && !e->sandbox_url) || !e->templates) {
+		e2b_fini(e);
+		return oom();
+	}
+	if (*api_url)
+		base = strdup(api_url);
+	else if (asprintf(&base, "https://api.%s", e->domain) < 0)
+		base = NULL;
+	if (!base) {
+		e2b_fini(e);
+		return oom();
+	}
+	rc = e2b_api_init(&e->api, ctx, base, *key ? key : NULL,
+			  setting_int(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", 60) * 1000);
+	free(base);
+	if (rc) {
+		pthread_mutex_destroy(&e->mu);
+		cJSON_Delete(e->templates);
+		free(e->domain);
+		free(e->sandbox_url);
+		free(e);
+		return rc;
+	}
+	*state = e;
+	return 0;
+}
+
+/* ---- describing a sandbox from an answer --------------------------------------------- */
+
+/*
+ * Fills out from a Sandbox answer (create, connect): envd endpoint, tokens.
+ * The traffic token comes from the answer, else from the sealed store.
+ * Applies the envd-token rules; *refused tells the caller a rule refused it.
+ */
+static int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused)
+{
+	const char *envd_token = jstr(j, "envdAccessToken");
+	const char *traffic = jstr(j, "trafficAccessToken");
+	const char *tpl = jstr(j, "templateID");
+	hangar_buf sealed = HANGAR_BUF_INIT;
+	int rc;
+
+	*refused = 0;
+	rc = hangar_sys_sandbox_set_id(out, id);
+	if (rc == 0)
+		rc = describe_envd(e, id, jstr(j, "domain"), out);
+	if (rc == 0 && tpl)
+		rc = hangar_sys_sandbox_set_template(out, tpl);
+	if (rc)
+		return rc;
+	if (!traffic) {
+		int g = hangar_sys_secret_get(&sealed, e->ctx, id, TRAFFIC_SECRET);
+
+		if (g == 0)
+			traffic = sealed.ptr;
+		else if (g != HANGAR_ENOTFOUND && e->fl->cube)
+			/* Cube's edge wants it on every port: without it nothing would work. */
+			return g;
+	}
+	if (!envd_token && !traffic) {
+		*refused = 1;
+		rc = hangar_sys_error(HANGAR_EREFUSED, 0, 0,
+				      "e2b: sandbox %s has neither an envd access token nor a traffic token: "
+				      "anyone who can reach it could run commands in it",
+				      id);
+	} else if (!envd_token && !e->allow_unauth) {
+		*refused = 1;
+		rc = hangar_sys_error(HANGAR_EREFUSED, 0, 0,
+				      "e2b: sandbox %s has no envd access token; set "
+				      "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD=true only on a private network",
+				      id);
+	}
+	if (rc == 0 && envd_token)
+		rc = hangar_sys_sandbox_set_access_token(out, envd_token);
+	if (rc == 0 && traffic)
+		rc = hangar_sys_sandbox_add_header(out, TRAFFIC_HEADER, traffic);
+	if (sealed.ptr)
+		explicit_bzero(sealed.ptr, sealed.size);
+	hangar_buf_dispose(&sealed);
+	return rc;
+}
+
+static int answer_id(const cJSON *j, const char **id)
+{
+	*id = jstr(j, "sandboxID");
+	if (!*id || !e2b_valid_id(*id))
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0,
+					"e2b: the control API answered without a valid sandbox id");
+	return 0;
+}
+
+/* ---- create -------------------------------------------------------------------------- */
+
+static void kill_quietly(struct e2b *e, const char *id)
+{
+	struct e2b_resp r;
+	char path[128];
+	hangar_error saved = *hangar_error_last();
+	char msg[1024];
+
+	snprintf(msg, sizeof(msg), "%s", saved.message);
+	snprintf(path, sizeof(path), "/sandboxes/%s", id);
+	if (e2b_call(&e->api, "DELETE", path, NULL, 0, E2B_ROUTE_SANDBOX, "kill", &r) != 0)
+		hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id,
+		     hangar_error_last()->message);
+	e2b_resp_free(&r);
+	/* The caller reports the reason it was refused, not the kill. */
+	hangar_sys_error(saved.code, saved.http_status, saved.os_errno, "%s", msg);
+}
+
+int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	struct e2b *e = state;
+	const char *tpl = map_template(e, opts->template_id), *id;
+	int64_t timeout = opts->timeout_sec;
+	cJSON *body = cJSON_CreateObject(), *net, *envs = NULL, *meta;
+	struct e2b_resp r;
+	int rc, refused;
+
+	if (timeout < 0)
+		timeout = e->fl->cube ? -1 : E2B_MAX_TIMEOUT;
+	if (!body)
+		return oom();
+	cJSON_AddStringToObject(body, "templateID", tpl);
+	cJSON_AddNumberToObject(body, "timeout", (double)timeout);
+	cJSON_AddBoolToObject(body, "secure", 1);
+	cJSON_AddBoolToObject(body, "allow_internet_access", opts->network != HANGAR_NETWORK_OFF);
+	net = cJSON_AddObjectToObject(body, "network");
+	if (net)
+		cJSON_AddBoolToObject(net, "allowPublicTraffic", 0);
+	meta = cJSON_AddObjectToObject(body, "metadata");
+	if (meta)
+		cJSON_AddStringToObject(meta, "hangar", "1");
+	if (opts->env && opts->env[0])
+		envs = cJSON_AddObjectToObject(body, "envVars");
+	for (const char *const *v = opts->env; envs && v && *v; v++) {
+		const char *eq = strchr(*v, '=');
+		char *k = strndup(*v, (size_t)(eq - *v));
+
+		if (k)
+			cJSON_AddStringToObject(envs, k, eq + 1);
+		free(k);
+	}
+	rc = e2b_call(&e->api, "POST", e->fl->create_path, body, 1, E2B_ROUTE_CREATE, "create", &r);
+	cJSON_Delete(body);
+	if (rc) {
+		e2b_resp_free(&r);
+		return rc;
+	}
+	rc = answer_id(r.json, &id);
+	if (rc) {
+		/* Nothing we can name: the platform's own expiry reclaims it. */
+		e2b_resp_free(&r);
+		return rc;
+	}
+	hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id, tpl);
+	/* Keep the traffic token first: CubeAPI never hands it out again. */
+	{
+		const char *traffic = jstr(r.json, "trafficAccessToken");
+
+		if (traffic && (rc = hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic)) != 0) {
+			if (e->fl->cube) {
+				if (rc == HANGAR_ECONFIG)
+					hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+							 "HANGAR_SECRET_KEY must be set for the cube flavour of the e2b "
+							 "provider: its traffic tokens are kept sealed with it");
+				kill_quietly(e, id);
+				e2b_resp_free(&r);
+				return hangar_error_last()->code;
+			}
+			/* E2B hands it out again on every connect. */
+			hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
+			     hangar_error_last()->message);
+			rc = 0;
+		}
+	}
+	rc = describe(e, id, r.json, out, &refused);
+	if (rc) {
+		/* Refused, or undescribable: either way nobody may use it. */
+		kill_quietly(e, id);
+		e2b_resp_free(&r);
+		return hangar_error_last()->code;
+	}
+	{
+		int64_t now = hnow_us();
+
+		hangar_sys_sandbox_set_times(out, now, timeout > 0 ? now + timeout * 1000000 : 0);
+	}
+	remember(e, id, timeout);
+	e2b_resp_free(&r);
+	return 0;
+}
+
+/* ---- connect (describe without changing), resume ---------------------------------------- */
+
+/* GET /sandboxes/{id}: the detail, in r->json. */
+static int get_detail(struct e2b *e, const char *id, struct e2b_resp *r)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sandboxes/%s", id);
+	return e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "status", r);
+}
+
+static int state_of(const cJSON *j)
+{
+	const char *s = jstr(j, "state");
+
+	return s && (!strcmp(s, "paused") || !strcmp(s, "pausing")) ? HANGAR_SYS_STATE_PAUSED
+								      : HANGAR_SYS_STATE_RUNNING;
+}
+
+/* The flavour's connect route: resumes a paused sandbox, extends a running one. */
+static int connect_route(struct e2b *e, const char *id, int64_t timeout, struct e2b_resp *r, const char *what)
+{
+	cJSON *body = cJSON_CreateObject();
+	char path[160];
+	int rc;
+
+	if (!body)
+		return oom();
+	if (timeout > 0 || e->fl->cube)
+		cJSON_AddNumberToObject(body, "timeout", (double)(timeout > 0 ? timeout : -1));
+	else
+		cJSON_AddNumberToObject(body, "timeout", (double)E2B_MAX_TIMEOUT);
+	if (e->fl->cube)
+		snprintf(path, sizeof(path), "/sandboxes/%s/connect", id);
+	else
+		snprintf(path, sizeof(path), "/v2/sandboxes/%s/connect", id);
+	rc = e2b_call(&e->api, "POST", path, body, 1, E2B_ROUTE_SANDBOX, what, r);
+	cJSON_Delete(body);
+	if (rc == 0) {
+		const char *got = jstr(r->json, "sandboxID");
+
+		if (got && strcmp(got, id) != 0)
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: %s answered for another sandbox", what);
+	}
+	return rc;
+}
+
+/* A newer traffic token than the sealed one (E2B rotates them on resume). */
+static void reseal(struct e2b *e, const char *id, const cJSON *j)
+{
+	const char *traffic = jstr(j, "trafficAccessToken");
+	struct herr_saved saved;
+
+	if (!traffic)
+		return;
+	herr_save(&saved);
+	if (hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic) != 0)
+		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept", id);
+	herr_restore(&saved);
+}
+
+int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	struct e2b *e = state;
+	struct e2b_resp d, c;
+	int64_t created, expires, now = hnow_us();
+	int rc, refused;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	rc = get_detail(e, id, &d);
+	if (rc) {
+		e2b_resp_free(&d);
+		return rc;
+	}
+	created = jtime_us(d.json, "startedAt");
+	expires = jtime_us(d.json, "endAt");
+	if (state_of(d.json) == HANGAR_SYS_STATE_PAUSED) {
+		/* Connecting would resume it: describe it without tokens. */
+		rc = hangar_sys_sandbox_set_id(out, id);
+		if (rc == 0)
+			rc = hangar_sys_sandbox_set_state(out, HANGAR_SYS_STATE_PAUSED);
+		if (rc == 0)
+			rc = describe_envd(e, id, jstr(d.json, "domain"), out);
+		if (rc == 0 && jstr(d.json, "templateID"))
+			rc = hangar_sys_sandbox_set_template(out, jstr(d.json, "templateID"));
+		if (rc == 0)
+			rc = hangar_sys_sandbox_set_times(out, created, 0);
+		e2b_resp_free(&d);
+		return rc;
+	}
+	/*
+	 * Running: the connect route only extends its lifetime, so ask for no
+	 * more than it has left (Cube ignores the value on a running sandbox).
+	 */
+	{
+		int64_t left = expires > now ? (expires - now + 999999) / 1000000 : 0;
+
+		if (expires == 0)
+			left = e->fl->cube ? -1 : remembered_timeout(e, id);
+		if (left == 0)
+			left = 1;
+		rc = connect_route(e, id, left, &c, "connect");
+	}
+	if (rc == 0) {
+		rc = describe(e, id, c.json, out, &refused);
+		if (rc == 0 && !jstr(c.json, "templateID") && jstr(d.json, "templateID"))
+			rc = hangar_sys_sandbox_set_template(out, jstr(d.json, "templateID"));
+		if (rc == 0)
+			rc = hangar_sys_sandbox_set_times(out, created, expires);
+		if (rc == 0)
+			reseal(e, id, c.json);
+	}
+	e2b_resp_free(&c);
+	e2b_resp_free(&d);
+	return rc;
+}
+
+int e2b_resume(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	struct e2b *e = state;
+	struct e2b_resp c;
+	int64_t timeout, now = hnow_us();
+	int rc, refused;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	timeout = remembered_timeout(e, id);
+	rc = connect_route(e, id, timeout, &c, "resume");
+	if (rc == 0)
+		rc = describe(e, id, c.json, out, &refused);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_times(out, 0, timeout > 0 ? now + timeout * 1000000 : 0);
+	if (rc == 0)
+		reseal(e, id, c.json);
+	e2b_resp_free(&c);
+	return rc;
+}
+
+/* ---- kill, pause, timeouts ---------------------------------------------------------------- */
+
+int e2b_kill(void *state, const char *id)
+{
+	struct e2b *e = state;
+	struct e2b_resp r;
+	char path[128];
+	int rc;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	snprintf(path, sizeof(path), "/sandboxes/%s", id);
+	rc = e2b_call(&e->api, "DELETE", path, NULL, 0, E2B_ROUTE_SANDBOX, "kill", &r);
+	e2b_resp_free(&r);
+	if (rc == 0 || rc == HANGAR_EGONE)
+		forget(e, id);
+	return rc;
+}
+
+static int do_pause(struct e2b *e, const char *id, int memory)
+{
+	struct e2b_resp r, d;
+	cJSON *body = NULL;
+	char path[160];
+	int rc;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	/* CubeAPI's pause takes no body and always keeps memory. */
+	if (!e->fl->cube) {
+		body = cJSON_CreateObject();
+		if (!body)
+			return oom();
+		cJSON_AddBoolToObject(body, "memory", memory);
+	}
+	snprintf(path, sizeof(path), "/sandboxes/%s/pause", id);
+	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_SANDBOX, "pause", &r);
+	cJSON_Delete(body);
+	if (rc && r.status == 409) {
+		/* Already paused is done; anything else is the platform refusing. */
+		struct herr_saved saved;
+
+		herr_save(&saved);
+		if (get_detail(e, id, &d) == 0 && state_of(d.json) == HANGAR_SYS_STATE_PAUSED)
+			rc = 0;
+		else
+			herr_restore(&saved);
+		e2b_resp_free(&d);
+	}
+	e2b_resp_free(&r);
+	return rc;
+}
+
+int e2b_pause(void *state, const char *id)
+{
+	return do_pause(state, id, 1);
+}
+
+int e2b_pause_filesystem(void *state, const char *id)
+{
+	struct e2b *e = state;
+
+	if (!e->fl->fs_pause)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+					"e2b: the %s flavour always pauses with memory; a filesystem-only pause is "
+					"not available",
+					e->fl->name);
+	return do_pause(state, id, 0);
+}
+
+int e2b_set_timeout(void *state, const char *id, int64_t seconds)
+{
+	struct e2b *e = state;
+	struct e2b_resp r;
+	cJSON *body;
+	char path[160];
+	int rc;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	if (seconds < 0 || seconds > E2B_MAX_TIMEOUT)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a timeout must be 0 to 366 days");
+	body = cJSON_CreateObject();
+	if (!body)
+		return oom();
+	/* 0 is "no limit": Cube has -1 for it; E2B has none, so the longest we allow. */
+	cJSON_AddNumberToObject(body, "timeout",
+				(double)(seconds ? seconds : e->fl->cube ? -1 : E2B_MAX_TIMEOUT));
+	snprintf(path, sizeof(path), "/sandboxes/%s/timeout", id);
+	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_SANDBOX, "set timeout", &r);
+	cJSON_Delete(body);
+	e2b_resp_free(&r);
+	if (rc == 0)
+		remember(e, id, seconds ? seconds : e->fl->cube ? -1 : E2B_MAX_TIMEOUT);
+	return rc;
+}
+
+/* ---- list ------------------------------------------------------------------------------------ */
+
+static int list_entry(struct e2b *e, const cJSON *s, hangar_sys_list *out)
+{
+	const char *id = jstr(s, "sandboxID");
+	hangar_sys_sandbox *d;
+	int rc;
+
+	if (!id || !e2b_valid_id(id))
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list holds a sandbox without a valid id");
+	d = hangar_sys_list_add(out);
+	if (!d)
+		return oom();
+	rc = hangar_sys_sandbox_set_id(d, id);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_state(d, state_of(s));
+	if (rc == 0 && jstr(s, "templateID"))
+		rc = hangar_sys_sandbox_set_template(d, jstr(s, "templateID"));
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_times(d, jtime_us(s, "startedAt"),
+						  state_of(s) == HANGAR_SYS_STATE_PAUSED ? 0 : jtime_us(s, "endAt"));
+	(void)e;
+	return rc;
+}
+
+int e2b_list(void *state, hangar_sys_list *out)
+{
+	struct e2b *e = state;
+	char token[256] = "", esc[800], path[1024];
+	int rc = 0;
+
+	for (int page = 0; page < LIST_MAX_PAGES; page++) {
+		struct e2b_resp r;
+
+		if (*token) {
+			if (e2b_escape(esc, sizeof(esc), token) < 0)
+				return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list's page token is too long");
+			snprintf(path, sizeof(path), "/v2/sandboxes?limit=%d&nextToken=%s", LIST_PAGE, esc);
+		} else {
+			snprintf(path, sizeof(path), "/v2/sandboxes?limit=%d", LIST_PAGE);
+		}
+		rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "list", &r);
+		if (rc == 0 && !cJSON_IsArray(r.json))
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list is not an array");
+		for (const cJSON *s = r.json ? r.json->child : NULL; rc == 0 && s; s = s->next)
+			rc = list_entry(e, s, out);
+		if (rc == 0 && *r.next_token && !strcmp(r.next_token, token))
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list repeats its page token");
+		if (rc == 0)
+			snprintf(token, sizeof(token), "%s", r.next_token);
+		e2b_resp_free(&r);
+		if (rc)
+			return rc; /* the core drops what was added: never a partial list */
+		if (!*token)
+			return 0;
+	}
+	return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list goes on past %d pages", LIST_MAX_PAGES);
+}
+
+/* ---- snapshots ------------------------------------------------------------------------------ */
+
+static int put_buf(hangar_buf *out, const char *s)
+{
+	char *c = strdup(s);
+
+	if (!c)
+		return oom();
+	hangar_buf_dispose(out);
+	out->ptr = c;
+	out->size = strlen(c);
+	out->reserved = out->size + 1;
+	return 0;
+}
+
+int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
+{
+	struct e2b *e = state;
+	cJSON *body = cJSON_CreateObject();
+	struct e2b_resp r;
+	const char *snap;
+	char path[160];
+	int rc;
+
+	if (!body)
+		return oom();
+	if (!e2b_valid_id(id)) {
+		cJSON_Delete(body);
+		return bad_id(id);
+	}
+	if (name)
+		cJSON_AddStringToObject(body, "name", name);
+	snprintf(path, sizeof(path), "/sandboxes/%s/snapshots", id);
+	rc = e2b_call(&e->api, "POST", path, body, 1, E2B_ROUTE_SANDBOX, "snapshot", &r);
+	cJSON_Delete(body);
+	if (rc == 0 && r.status == 409)
+		rc = hangar_sys_error(HANGAR_EINVAL, 409, 0, "e2b: a snapshot of %s is already being taken", id);
+	if (rc == 0) {
+		snap = jstr(r.json, "snapshotID");
+		if (!snap || !e2b_valid_id(snap))
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the snapshot answer has no valid id");
+		else
+			rc = put_buf(out_id, snap);
+	}
+	e2b_resp_free(&r);
+	return rc;
+}
+
+/* ---- templates ---------------------------------------------------------------------------- */
+
+static void progress(const struct hangar_template_build_opts *o, const char *status, const char *msg)
+{
+	if (o->progress)
+		o->progress(status, msg ? msg : "", o->payload);
+}
+
+/* Waits between two polls of a build, growing from 200 ms to 2 s, never past the deadline. */
+static void poll_wait(int *delay_ms, int64_t deadline)
+{
+	int64_t left = deadline - hmono_ms();
+	int d = *delay_ms;
+
+	if (left < d)
+		d = left > 0 ? (int)left : 0;
+	if (d > 0)
+		poll(NULL, 0, d);
+	if (*delay_ms < 2000)
+		*delay_ms = *delay_ms * 2 > 2000 ? 2000 : *delay_ms * 2;
+}
+
+static int follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid,
+			const char *bid)
+{
+	int64_t deadline = hmono_ms() + e->build_timeout_ms;
+	int delay = 200, offset = 0;
+	char last[64] = "";
+
+	for (;;) {
+		struct e2b_resp r;
+		char path[256];
+		const char *status;
+		int rc;
+
+		if (e->fl->cube)
+			snprintf(path, sizeof(path), "/templates/%s/builds/%s/status", tid, bid);
+		else
+			snprintf(path, sizeof(path), "/templates/%s/builds/%s/status?logsOffset=%d", tid, bid, offset);
+		rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "build status", &r);
+		if (rc) {
+			e2b_resp_free(&r);
+			return rc;
+		}
+		status = jstr(r.json, "status");
+		if (!status) {
+			e2b_resp_free(&r);
+			return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a build status without a status");
+		}
+		/* E2B: new log entries; Cube: the phase or error in message. */
+		{
+			const cJSON *entries = cJSON_GetObjectItemCaseSensitive(r.json, "logEntries");
+			int n = 0;
+
+			for (const cJSON *le = cJSON_IsArray(entries) ? entries->child : NULL; le; le = le->next, n++)
+				progress(o, status, jstr(le, "message"));
+			offset += n;
+			if (!n && (strcmp(last, status) || jstr(r.json, "message")))
+				progress(o, status, jstr(r.json, "message"));
+		}
+		snprintf(last, sizeof(last), "%s", status);
+		if (!strcmp(status, "ready")) {
+			e2b_resp_free(&r);
+			return 0;
+		}
+		if (!strcmp(status, "error") || !strcmp(status, "failed")) {
+			const cJSON *reason = cJSON_GetObjectItemCaseSensitive(r.json, "reason");
+			const char *why = jstr(reason, "message");
+
+			if (!why)
+				why = jstr(r.json, "message");
+			rc = hangar_sys_error(HANGAR_ECREATE, 0, 0, "e2b: the build of template %s failed: %.300s", tid,
+					      why ? why : "no reason given");
+			e2b_resp_free(&r);
+			return rc;
+		}
+		e2b_resp_free(&r);
+		if (hmono_ms() >= deadline)
+			return hangar_sys_error(HANGAR_ETIMEOUT, 0, 0,
+						"e2b: template %s was not built within "
+						"HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS (%lld s); it may still finish",
+						tid, (long long)(e->build_timeout_ms / 1000));
+		poll_wait(&delay, deadline);
+	}
+}
+
+static int build_cube(struct e2b *e, const struct hangar_template_build_opts *o, hangar_buf *out)
+{
+	cJSON *body = cJSON_CreateObject(), *ports;
+	struct e2b_resp r;
+	const char *tid, *job;
+	int rc;
+
+	if (!body)
+		return oom();
+	cJSON_AddStringToObject(body, "image", o->image);
+	cJSON_AddStringToObject(body, "name", o->name);
+	if (o->cpu_millis)
+		cJSON_AddNumberToObject(body, "cpu", o->cpu_millis);
+	if (o->memory_mb)
+		cJSON_AddNumberToObject(body, "memory", o->memory_mb);
+	ports = cJSON_AddArrayToObject(body, "exposedPorts");
+	if (ports)
+		cJSON_AddItemToArray(ports, cJSON_CreateNumber(ENVD_PORT));
+	cJSON_AddNumberToObject(body, "probePort", ENVD_PORT);
+	cJSON_AddStringToObject(body, "probePath", "/health");
+	if (o->disk_mb) {
+		char size[32];
+
+		if (o->disk_mb % 1024 == 0)
+			snprintf(size, sizeof(size), "%uG", o->disk_mb / 1024);
+		else
+			snprintf(size, sizeof(size), "%uM", o->disk_mb);
+		cJSON_AddStringToObject(body, "writableLayerSize", size);
+	}
+	rc = e2b_call(&e->api, "POST", "/templates", body, 1, E2B_ROUTE_OTHER, "template build", &r);
+	cJSON_Delete(body);
+	if (rc) {
+		e2b_resp_free(&r);
+		return rc;
+	}
+	tid = jstr(r.json, "templateID");
+	job = jstr(r.json, "jobID");
+	if (!tid || !job || !e2b_valid_id(tid) || !e2b_valid_id(job)) {
+		e2b_resp_free(&r);
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or job id");
+	}
+	progress(o, "waiting", "build started");
+	rc = follow_build(e, o, tid, job);
+	if (rc == 0)
+		rc = put_buf(out, tid);
+	e2b_resp_free(&r);
+	return rc;
+}
+
+static int build_e2b(struct e2b *e, const struct hangar_template_build_opts *o, hangar_buf *out)
+{
+	cJSON *body = cJSON_CreateObject();
+	struct e2b_resp r, s;
+	const char *tid, *bid;
+	char path[256];
+	int rc;
+
+	if (!body)
+		return oom();
+	cJSON_AddStringToObject(body, "name", o->name);
+	if (o->cpu_millis)
+		cJSON_AddNumberToObject(body, "cpuCount", (o->cpu_millis + 999) / 1000);
+	if (o->memory_mb)
+		cJSON_AddNumberToObject(body, "memoryMB", o->memory_mb);
+	rc = e2b_call(&e->api, "POST", "/v3/templates", body, 1, E2B_ROUTE_OTHER, "template build", &r);
+	cJSON_Delete(body);
+	if (rc) {
+		e2b_resp_free(&r);
+		return rc;
+	}
+	tid = jstr(r.json, "templateID");
+	bid = jstr(r.json, "buildID");
+	if (!tid || !bid || !e2b_valid_id(tid) || !e2b_valid_id(bid)) {
+		e2b_resp_free(&r);
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or build id");
+	}
+	body = cJSON_CreateObject();
+	if (!body) {
+		e2b_resp_free(&r);
+		return oom();
+	}
+	cJSON_AddStringToObject(body, "fromImage", o->image);
+	snprintf(path, sizeof(path), "/v2/templates/%s/builds/%s", tid, bid);
+	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_OTHER, "template build start", &s);
+	cJSON_Delete(body);
+	e2b_resp_free(&s);
+	if (rc == 0) {
+		progress(o, "waiting", "build started");
+		rc = follow_build(e, o, tid, bid);
+	}
+	if (rc == 0)
+		rc = put_buf(out, tid);
+	e2b_resp_free(&r);
+	return rc;
+}
+
+int e2b_template_build(void *state, const struct hangar_template_build_opts *opts, hangar_buf *out_template_id)
+{
+	struct e2b *e = state;
+
+	if (!opts->name || !*opts->name || strlen(opts->name) > 128 || strpbrk(opts->name, " \t\r\n/\\\"") ||
+	    !opts->image || !*opts->image || strpbrk(opts->image, " \t\r\n\""))
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a template build needs a name and an image");
+	return e->fl->cube ? build_cube(e, opts, out_template_id) : build_e2b(e, opts, out_template_id);
+}
+
+int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *info, void *payload), void *payload)
+{
+	struct e2b *e = state;
+	cJSON *all = cJSON_CreateArray();
+	char token[256] = "", esc[800], path[1024];
+	int rc = 0;
+
+	if (!all)
+		return oom();
+	/* Everything first, so that a failure reports nothing. */
+	for (int page = 0; page < LIST_MAX_PAGES; page++) {
+		struct e2b_resp r;
+
+		if (e->fl->cube)
+			snprintf(path, sizeof(path), "/templates");
+		else if (*token && e2b_escape(esc, sizeof(esc), token) == 0)
+			snprintf(path, sizeof(path), "/v2/templates?limit=%d&nextToken=%s", LIST_PAGE, esc);
+		else
+			snprintf(path, sizeof(path), "/v2/templates?limit=%d", LIST_PAGE);
+		rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "template list", &r);
+		if (rc == 0 && !cJSON_IsArray(r.json))
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the template list is not an array");
+		if (rc == 0 && *r.next_token && !strcmp(r.next_token, token))
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the template list repeats its page token");
+		while (rc == 0 && r.json->child) {
+			cJSON *t = cJSON_DetachItemViaPointer(r.json, r.json->child);
+
+			cJSON_AddItemToArray(all, t);
+		}
+		snprintf(token, sizeof(token), "%s", rc == 0 && !e->fl->cube ? r.next_token : "");
+		e2b_resp_free(&r);
+		if (rc || !*token)
+			break;
+	}
+	for (const cJSON *t = all->child; rc == 0 && t; t = t->next) {
+		struct hangar_template_info info = { HANGAR_TEMPLATE_INFO_VERSION, sizeof(info), NULL, "", "", "e2b" };
+		const cJSON *names = cJSON_GetObjectItemCaseSensitive(t, "names");
+		const cJSON *aliases = cJSON_GetObjectItemCaseSensitive(t, "aliases");
+		const char *st;
+
+		info.template_id = jstr(t, "templateID");
+		if (!info.template_id)
+			continue;
+		if (cJSON_IsArray(names) && cJSON_IsString(names->child))
+			info.name = names->child->valuestring;
+		else if (cJSON_IsArray(aliases) && cJSON_IsString(aliases->child))
+			info.name = aliases->child->valuestring;
+		st = jstr(t, "buildStatus");
+		if (!st)
+			st = jstr(t, "status");
+		info.status = st ? st : "";
+		rc = fn(&info, payload);
+	}
+	cJSON_Delete(all);
+	return rc;
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+const struct hangar_provider_ops *e2b_ops_for(const char *flavour)
+{
+	if (!flavour || !strcmp(flavour, "cloud"))
+		return &e2b_cloud_ops;
+	if (!strcmp(flavour, "selfhosted"))
+		return &e2b_selfhosted_ops;
+	if (!strcmp(flavour, "cube"))
+		return &e2b_cube_ops;
+	return NULL;
+}
+
+int provider_e2b_register(hangar_ctx *ctx)
+{
+	const struct hangar_provider_ops *ops = e2b_ops_for(hangar_sys_ctx_setting(ctx, "HANGAR_E2B_FLAVOR"));
+
+	return hangar_provider_register(ctx, ops ? ops : &e2b_cloud_ops, NULL);
+}

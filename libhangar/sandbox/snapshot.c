@@ -1,0 +1,62 @@
+/* Filesystem-only pauses and snapshots (provider table version 2). */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "sandbox.h"
+
+static int failed(struct hangar_provider *p, int rc, const char *what)
+{
+	if (rc >= 0)
+		rc = HANGAR_EUNAVAILABLE;
+	if (hangar_error_last()->code != rc)
+		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
+	return rc;
+}
+
+int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	p = sb->provider;
+	if (!(p->ops.capabilities & HANGAR_CAP_FS_PAUSE) || p->ops.version < 2 || !p->ops.pause_filesystem)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER,
+			    "provider %s cannot pause keeping only the filesystem", p->ops.name);
+	rc = p->ops.pause_filesystem(p->state, sb->id);
+	if (rc)
+		return failed(p, rc, "pause_filesystem");
+	rc = sandbox_refresh(sb);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name)
+{
+	hangar_buf id = HANGAR_BUF_INIT;
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(out_id, "out_id is NULL");
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(!name || (*name && strlen(name) <= 128 && !strpbrk(name, "\r\n\"")), "name");
+	p = sb->provider;
+	if (!(p->ops.capabilities & HANGAR_CAP_SNAPSHOT) || p->ops.version < 2 || !p->ops.snapshot)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot take snapshots",
+			    p->ops.name);
+	rc = p->ops.snapshot(p->state, sb->id, name, &id);
+	if (rc) {
+		hangar_buf_dispose(&id);
+		return failed(p, rc, "snapshot");
+	}
+	if (!id.ptr || !id.size) {
+		hangar_buf_dispose(&id);
+		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s: a snapshot without an id",
+			    p->ops.name);
+	}
+	hangar_buf_dispose(out_id);
+	*out_id = id;
+	herr_clear();
+	return 0;
+}
