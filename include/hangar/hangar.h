@@ -15,5 +15,6 @@
 #include "sandbox.h"
 #include "process.h"
 #include "template.h"
+#include "tier.h"
 
 #endif

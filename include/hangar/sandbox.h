@@ -26,12 +26,14 @@ HANGAR_BEGIN_DECL
 typedef struct hangar_create_opts {
 	uint32_t version;
 	uint32_t size;
-	const char *provider;       /**< provider name; NULL: HANGAR_DEFAULT_PROVIDER */
+	const char *provider;       /**< provider name; NULL: the tier picks one */
 	const char *template_id;    /**< template or image; NULL: the provider's default */
 	int64_t timeout_sec;        /**< lifetime; 0: HANGAR_SANDBOX_TIMEOUT_SECONDS; <0: none */
 	const char *const *env;     /**< NULL-terminated "KEY=VALUE" for every command, or NULL */
 	int32_t network;            /**< HANGAR_NETWORK_* */
 	int32_t reserved0;
+	const char *tier;           /**< "fast", "isolated", "default" or "heavy"; NULL: "default"
+	                                 (see hangar/tier.h) */
 } hangar_create_opts;
 
 #define HANGAR_CREATE_OPTS_VERSION 1
@@ -47,11 +49,19 @@ HANGAR_EXTERN(int) hangar_create_opts_init(hangar_create_opts *opts, uint32_t ve
 /**
  * Creates a sandbox and waits until it answers.
  *
+ * Without opts->provider, the tier (opts->tier) picks the provider and
+ * falls back past providers that are full or unreachable (hangar/tier.h).
+ * A named provider is used whatever the tier, except that an "isolated"
+ * create only ever runs on a provider listed for that tier.
+ *
  * @param out  receives the sandbox; NULL on failure.
  * @param ctx  the context.
  * @param opts options, or NULL for all defaults.
- * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (no such provider),
- *         HANGAR_ECONFIG, HANGAR_EUNAVAILABLE, HANGAR_ECAPACITY,
+ * @return 0, HANGAR_EINVAL (also: an unknown tier), HANGAR_ENOTFOUND (no
+ *         such provider), HANGAR_ECONFIG (also: no provider configured for
+ *         the tier), HANGAR_EUNAVAILABLE, HANGAR_ECAPACITY (the last
+ *         provider tried was full, or every one is cooling down),
+ *         HANGAR_EREFUSED (a provider the isolated tier does not allow),
  *         HANGAR_ECREATE or HANGAR_ETIMEOUT.
  *
  * **Ownership:** *out is the caller's; hangar_sandbox_unref() releases the

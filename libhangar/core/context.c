@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "../envd/client.h"
 #include "../store/store.h"
+#include "../tier/tier.h"
 #include "context.h"
 
 int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
@@ -22,6 +25,8 @@ int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 	atomic_init(&ctx->refs, 1);
 	pthread_mutex_init(&ctx->mu, NULL);
 	r = settings_load(ctx, !(flags & HANGAR_CTX_NO_ENV));
+	if (r == 0)
+		r = tier_state_new(&ctx->tiers);
 	if (r == 0)
 		r = providers_builtin(ctx);
 	if (r) {
@@ -44,6 +49,8 @@ hangar_ctx *hangar_ctx_unref(hangar_ctx *ctx)
 {
 	if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1)
 		return NULL;
+	/* Hedged creates still finishing use the providers: wait for them first. */
+	tier_state_free(ctx, ctx->tiers);
 	providers_free(ctx);
 	if (ctx->envd)
 		envd_client_free(ctx->envd);
@@ -62,6 +69,36 @@ void hangar_ctx_set_log(hangar_ctx *ctx, int max_level, hangar_log_fn fn, void *
 	ctx->log_max = max_level;
 	ctx->log_fn = fn;
 	ctx->log_payload = payload;
+}
+
+void hangar_ctx_set_event(hangar_ctx *ctx, hangar_event_fn fn, void *payload)
+{
+	if (!ctx)
+		return;
+	ctx->event_fn = fn;
+	ctx->event_payload = payload;
+}
+
+int hevent_wanted(hangar_ctx *ctx)
+{
+	return ctx && ctx->event_fn;
+}
+
+void hevent(hangar_ctx *ctx, const char *name, struct cJSON *obj)
+{
+	char *json;
+
+	if (!obj)
+		return;
+	if (hevent_wanted(ctx)) {
+		json = cJSON_PrintUnformatted(obj);
+		if (json)
+			ctx->event_fn(name, json, ctx->event_payload);
+		else
+			hlog(ctx, HANGAR_LOG_WARNING, "event %s dropped: out of memory", name);
+		cJSON_free(json);
+	}
+	cJSON_Delete(obj);
 }
 
 void hlog(hangar_ctx *ctx, int level, const char *fmt, ...)

@@ -37,6 +37,10 @@ struct hangar_ctx {
 	int log_max;
 	hangar_log_fn log_fn;
 	void *log_payload;
+
+	hangar_event_fn event_fn;
+	void *event_payload;
+	struct tier_state *tiers;         /* cooldowns, hedged creates (tier/tier.c) */
 };
 
 int settings_load(hangar_ctx *ctx, int from_env);

@@ -80,6 +80,15 @@ int hctx_bool(hangar_ctx *ctx, enum hsetting s);
 
 void hlog(hangar_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* ---- audit events (core/context.c) ------------------------------------------ */
+
+struct cJSON;
+/* Whether anyone listens: build an event only when this is true. */
+int hevent_wanted(hangar_ctx *ctx);
+/* Passes event name with the JSON object obj to the context's callback, and
+ * frees obj (NULL is allowed: nothing happens). */
+void hevent(hangar_ctx *ctx, const char *name, struct cJSON *obj);
+
 /* ---- the context's shared pieces ------------------------------------------ */
 
 struct envd_client;

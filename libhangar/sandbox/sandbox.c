@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "sandbox.h"
 #include "../store/store.h"
+#include "../tier/tier.h"
 
 /* ---- views ---------------------------------------------------------------- */
 
@@ -66,7 +69,7 @@ static struct sbview *current_view(struct hangar_sandbox *sb)
 
 /* ---- checks on what providers report --------------------------------------- */
 
-static int provider_failed(struct hangar_provider *p, int rc, const char *what)
+int provider_failed(struct hangar_provider *p, int rc, const char *what)
 {
 	const hangar_error *e = hangar_error_last();
 
@@ -148,6 +151,7 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
 	hangar_create_opts o;
 	struct hangar_provider *p;
+	const char *tier;
 	int rc;
 
 	HCHECK_ARG(out, "out is NULL");
@@ -159,13 +163,15 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
 	if (o.timeout_sec == 0)
 		o.timeout_sec = hctx_int(ctx, HS_SANDBOX_TIMEOUT);
-	p = provider_get(ctx, o.provider);
-	if (!p)
+	tier = tier_name_of(o.tier);
+	if (!tier)
 		return hangar_error_last()->code;
-	rc = p->ops.create(p->state, &o, &desc);
+	o.tier = tier;
+	/* The named provider, or the one the tier picks. */
+	rc = tier_create(ctx, &o, &p, &desc);
 	if (rc) {
 		sysbox_clear(&desc);
-		return provider_failed(p, rc, "create");
+		return rc;
 	}
 	rc = check_desc(p, &desc);
 	if (rc) {
@@ -180,6 +186,16 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	 * sandbox exists either way: a store that cannot be written is logged. */
 	if (store_record(ctx, desc.id, p->ops.name) != 0)
 		hlog(ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", desc.id, hangar_error_last()->message);
+	if (hevent_wanted(ctx)) {
+		cJSON *ev = cJSON_CreateObject();
+
+		if (ev) {
+			cJSON_AddStringToObject(ev, "id", desc.id);
+			cJSON_AddStringToObject(ev, "provider", p->ops.name);
+			cJSON_AddStringToObject(ev, "tier", tier);
+		}
+		hevent(ctx, "sandbox.created", ev);
+	}
 	rc = sandbox_new(out, ctx, p, &desc);
 	if (rc == 0)
 		herr_clear();
@@ -485,6 +501,15 @@ int hangar_sandbox_kill(hangar_sandbox *sb)
 	if (rc)
 		return rc;
 	hlog(sb->ctx, HANGAR_LOG_INFO, "killed sandbox %s", sb->id);
+	if (hevent_wanted(sb->ctx)) {
+		cJSON *ev = cJSON_CreateObject();
+
+		if (ev) {
+			cJSON_AddStringToObject(ev, "id", sb->id);
+			cJSON_AddStringToObject(ev, "provider", p->ops.name);
+		}
+		hevent(sb->ctx, "sandbox.killed", ev);
+	}
 	herr_clear();
 	return 0;
 }

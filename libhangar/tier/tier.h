@@ -1,0 +1,37 @@
+/*
+ * Tiers: which provider serves a create, fallback past full or unreachable
+ * providers with a per-context cooldown, and hedged creates.
+ *
+ * Retry-After: a provider that knows how long it will be full says so in its
+ * error message as "retry after N s" (case does not matter), e.g.
+ * "e2b: create: HTTP 429: rate limited; retry after 120 s". The cooldown is
+ * then N seconds when that is longer than HANGAR_TIER_COOLDOWN_SECONDS.
+ */
+#pragma once
+
+#include "../core/internal.h"
+
+struct tier_state;
+struct hangar_provider;
+struct hangar_sys_sandbox;
+
+int tier_state_new(struct tier_state **out);
+/* Waits for the hedged creates still running on ctx (killing what they
+ * bring), then frees the state. NULL is allowed. */
+void tier_state_free(hangar_ctx *ctx, struct tier_state *ts);
+
+/* The tier a create asks for, by its opts->tier (NULL: "default"); its
+ * static name, or NULL with HANGAR_EINVAL set when there is no such tier. */
+const char *tier_name_of(const char *tier);
+
+/*
+ * Creates a sandbox for o (already validated, timeout filled in) on the
+ * provider o->provider names, or else on the one its tier picks. On success
+ * *out_p is that provider and desc describes the sandbox (the caller checks
+ * it and owns its contents); on failure the thread's last error says why.
+ */
+int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_provider **out_p,
+		struct hangar_sys_sandbox *desc);
+
+/* The N of "retry after N s" in a provider's message, or 0. */
+int64_t tier_retry_after_seconds(const char *message);
