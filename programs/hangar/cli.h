@@ -109,5 +109,7 @@ int cmd_sandbox_resume(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_kill(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv);
 int cmd_config_check(struct cli *cli, int argc, char **argv);
+int cmd_template_build(struct cli *cli, int argc, char **argv);
+int cmd_template_list(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_help(struct cli *cli, int argc, char **argv);

@@ -66,6 +66,24 @@ static const struct command config_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command template_commands[] = {
+	{ "build", cmd_template_build, NULL,
+	  "template build [--provider P] --name N --image IMG [--cpu MILLICORES] [--memory MIB] [--disk MIB]",
+	  "build a template from an image, showing its progress, and print its id",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "  -n, --name N        the template's name\n"
+	  "  -i, --image IMG     the image to build from, pullable by the platform\n"
+	  "  -c, --cpu M         CPU in millicores (2000: two cores)\n"
+	  "  -m, --memory MIB    memory in MiB\n"
+	  "  -d, --disk MIB      writable disk in MiB\n"
+	  "  -q, --quiet         print only the id\n"
+	  "Waits up to HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS for the build.\n" },
+	{ "list", cmd_template_list, NULL, "template list [--provider P]",
+	  "list a provider's templates: TEMPLATE, NAME, STATUS",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command commands[] = {
 	{ "run", cmd_run, NULL,
 	  "run [--timeout S] [--provider P] [--env K=V]... [--cwd DIR] [--keep] -- COMMAND...",
@@ -80,6 +98,7 @@ static const struct command commands[] = {
 	  "hangar exits with the command's status (124: timed out, 137: killed).\n"
 	  "The sandbox is killed on every way out, also on SIGINT and SIGTERM.\n" },
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
+	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
 	{ "version", cmd_version, NULL, "version", "print the version", NULL },
 	{ "help", cmd_help, NULL, "help [COMMAND [SUBCOMMAND]]", "show help for a command", NULL },
