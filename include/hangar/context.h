@@ -20,6 +20,10 @@
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)
  *   HANGAR_OUTPUT_LIMIT_BYTES        output kept per stream of a command (1048576)
  *   HANGAR_READ_LIMIT_BYTES          the largest file read into memory (10485760)
+ *   HANGAR_TIERS                     tier -> provider names in order, JSON
+ *                                    ({"fast":["e2b"]}; see hangar/tier.h)
+ *   HANGAR_TIER_COOLDOWN_SECONDS     how long a full or unreachable provider is skipped (60)
+ *   HANGAR_TIER_HEDGE                tier -> hedge delay in milliseconds, JSON ({})
  */
 #ifndef HANGAR_CONTEXT_H
 #define HANGAR_CONTEXT_H

@@ -25,6 +25,7 @@
 /* What every command gets: the global options. */
 struct cli {
 	int verbose;
+	const char *events;       /* --events: NULL off, "" stderr, else a file to append to */
 	const char *cmd;          /* the command's full name, for messages ("sandbox exec") */
 };
 
@@ -113,3 +114,7 @@ int cmd_template_build(struct cli *cli, int argc, char **argv);
 int cmd_template_list(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_help(struct cli *cli, int argc, char **argv);
+int cmd_tier_list(struct cli *cli, int argc, char **argv);
+
+/* tier.c: with --events, every event of ctx as one JSON line; 0 or an exit status. */
+int cli_events_install(const struct cli *cli, hangar_ctx *ctx);

@@ -33,6 +33,7 @@ static const struct option run_longopts[] = {
 	{ "cwd", required_argument, NULL, 'C' },
 	{ "env", required_argument, NULL, 'e' },
 	{ "provider", required_argument, NULL, 'p' },
+	{ "tier", required_argument, NULL, 'R' },
 	{ "keep", no_argument, NULL, 'k' },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -78,7 +79,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	struct exec_outcome o = { 0 };
 	hangar_sandbox *sb = NULL;
 	hangar_ctx *ctx = NULL;
-	const char *provider = NULL;
+	const char *provider = NULL, *tier = NULL;
 	int keep = 0, dd, c, status;
 	char id[256];
 
@@ -95,6 +96,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 				goto out;
 			break;
 		case 'p': provider = optarg; break;
+		case 'R': tier = optarg; break;
 		case 'k': keep = 1; break;
 		case OPT_HELP:
 			strv_free(&a.env);
@@ -123,6 +125,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 
 	/* The sandbox only has to outlive the command; it is killed right after. */
 	copts.provider = provider;
+	copts.tier = tier;
 	{
 		int64_t life = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS", 300);
 		int64_t cmd = a.timeout ? a.timeout : setting_int(ctx, "HANGAR_EXEC_TIMEOUT_SECONDS", 120);

@@ -10,9 +10,12 @@
 
 static const struct command sandbox_commands[] = {
 	{ "create", cmd_sandbox_create, NULL,
-	  "sandbox create [--provider P] [--template T] [--timeout S] [--env K=V]... [--network on|off]",
+	  "sandbox create [--tier T | --provider P] [--template T] [--timeout S] [--env K=V]... [--network on|off]",
 	  "create a sandbox and print its id",
-	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "      --tier T        fast, isolated, default or heavy: the tier picks the\n"
+	  "                      provider (HANGAR_TIERS; default: default)\n"
+	  "  -p, --provider P    the provider, whatever the tier (isolated: one listed\n"
+	  "                      for it)\n"
 	  "  -T, --template T    the template or image (default: the provider's)\n"
 	  "  -t, --timeout S     lifetime in seconds; 0: no limit\n"
 	  "                      (default: HANGAR_SANDBOX_TIMEOUT_SECONDS)\n"
@@ -84,12 +87,25 @@ static const struct command template_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command tier_commands[] = {
+	{ "list", cmd_tier_list, NULL, "tier list [--json]",
+	  "list the tiers, their providers, and which can serve",
+	  "  -j, --json          a JSON array of objects instead of a table\n"
+	  "A provider is 'not loaded' when it is not registered, cannot be set up\n"
+	  "(its settings), or, for isolated, has no kernel boundary. Cooldowns belong\n"
+	  "to one process: a new hangar starts with none.\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command commands[] = {
 	{ "run", cmd_run, NULL,
-	  "run [--timeout S] [--provider P] [--env K=V]... [--cwd DIR] [--keep] -- COMMAND...",
+	  "run [--timeout S] [--tier T | --provider P] [--env K=V]... [--cwd DIR] [--keep] -- COMMAND...",
 	  "run one command in a new sandbox, then kill the sandbox",
 	  "  -t, --timeout S     the command's timeout (default: HANGAR_EXEC_TIMEOUT_SECONDS)\n"
-	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "      --tier T        fast, isolated, default or heavy: the tier picks the\n"
+	  "                      provider (HANGAR_TIERS; default: default)\n"
+	  "  -p, --provider P    the provider, whatever the tier (isolated: one listed\n"
+	  "                      for it)\n"
 	  "  -e, --env K=V       an environment variable for the command; repeatable\n"
 	  "  -C, --cwd DIR       the directory to run in\n"
 	  "  -k, --keep          keep the sandbox and print its id on stderr\n"
@@ -100,6 +116,7 @@ static const struct command commands[] = {
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
+	{ "tier", NULL, tier_commands, "tier SUBCOMMAND", "inspect the tiers", NULL },
 	{ "version", cmd_version, NULL, "version", "print the version", NULL },
 	{ "help", cmd_help, NULL, "help [COMMAND [SUBCOMMAND]]", "show help for a command", NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
@@ -142,7 +159,7 @@ static void print_table(const struct command *table, const char *prefix)
 
 static void print_main_help(void)
 {
-	printf("usage: hangar [--verbose] COMMAND [ARGS...]\n"
+	printf("usage: hangar [--verbose] [--events[=FILE]] COMMAND [ARGS...]\n"
 	       "\n"
 	       "Run untrusted code in sandboxes, on this machine or on a provider.\n"
 	       "\n"
@@ -151,6 +168,8 @@ static void print_main_help(void)
 	printf("\n"
 	       "Global options:\n"
 	       "  -v, --verbose      log what the library does, on stderr\n"
+	       "      --events[=FILE]  write every audit event as one JSON line on stderr,\n"
+	       "                     or appended to FILE\n"
 	       "  -h, --help         show this help\n"
 	       "      --version      print the version\n"
 	       "\n"
@@ -237,6 +256,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "events", optional_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -253,6 +273,7 @@ int main(int argc, char **argv)
 	while ((opt = cli_getopt(&cli, argc, argv, "vh", longopts, &dd)) != -1) {
 		switch (opt) {
 		case 'v': cli.verbose = 1; break;
+		case 'E': cli.events = optarg ? optarg : ""; break;
 		case OPT_HELP: print_main_help(); return 0;
 		case 'V': return cmd_version(&cli, 1, argv);
 		default: return EXIT_USAGE;

@@ -77,6 +77,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "provider", required_argument, NULL, 'p' },
+		{ "tier", required_argument, NULL, 'R' },
 		{ "template", required_argument, NULL, 'T' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
@@ -95,6 +96,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 	while ((c = cli_getopt(cli, argc, argv, "p:T:t:e:n:h", longopts, &dd)) != -1) {
 		switch (c) {
 		case 'p': opts.provider = optarg; break;
+		case 'R': opts.tier = optarg; break;
 		case 'T': opts.template_id = optarg; break;
 		case 't':
 			if (cli_parse_seconds(cli, "--timeout", optarg, &timeout))

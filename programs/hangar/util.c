@@ -183,6 +183,10 @@ int cli_open(const struct cli *cli, hangar_ctx **out)
 		return cli_fail("cannot open the configuration");
 	if (cli->verbose)
 		hangar_ctx_set_log(*out, HANGAR_LOG_DEBUG, log_line, NULL);
+	if (cli_events_install(cli, *out) != 0) {
+		*out = hangar_ctx_unref(*out);
+		return EXIT_FAIL;
+	}
 	return 0;
 }
 
