@@ -713,7 +713,7 @@ static int create_named(hangar_ctx *ctx, int tier, const hangar_create_opts *o, 
 }
 
 /* No provider of the tier can be asked: say why, as precisely as possible. */
-static int none_usable(hangar_ctx *ctx, const struct plan *pl, const char *cooling, int64_t cooling_ms,
+static int none_usable(const struct plan *pl, const char *cooling, int64_t cooling_ms,
 		       int cooling_code, struct hangar_provider *refused, const struct herr_saved *unloaded,
 		       const char *unloaded_name)
 {
@@ -731,7 +731,6 @@ static int none_usable(hangar_ctx *ctx, const struct plan *pl, const char *cooli
 	 * a create without tiers reported it. */
 	if (falls_back(pl->tier))
 		return herr_restore(unloaded);
-	(void)ctx;
 	return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_TIERS: no provider of tier %s can be used (%s: %s)",
 		    tier, unloaded_name, unloaded->message);
 }
@@ -792,7 +791,7 @@ int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_prov
 		c[n++].p = p;
 	}
 	if (n == 0) {
-		rc = none_usable(ctx, &pl, cooling, cooling_ms, cooling_code, refused, &unloaded, unloaded_name);
+		rc = none_usable(&pl, cooling, cooling_ms, cooling_code, refused, &unloaded, unloaded_name);
 		goto out;
 	}
 	for (size_t i = 0; i < n;) {
