@@ -546,7 +546,9 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 	int r;
 
 	/* Only a silent or vanished sandbox needs a second look; an answer is an answer. */
-	if (!st || !(st->transport_failed || st->timed_out || st->http_status == 502))
+	/* An edge in front of envd says a sandbox is gone with 502 (E2B), 404 or 410 (CubeProxy). */
+	if (!st || !(st->transport_failed || st->timed_out || st->http_status == 502 || st->http_status == 410 ||
+		     (st->http_status == 404 && st->code == CONNECT_UNIMPLEMENTED)))
 		return rc;
 	snprintf(msg, sizeof(msg), "%s", saved.message);
 	r = sandbox_refresh(sb);

@@ -367,6 +367,13 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	}
 	if (!strcmp(method, "GET"))
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	/*
+	 * A create on a fresh connection: curl silently sends a request again
+	 * when a reused connection dies before answering, and a create sent
+	 * twice could make two sandboxes.
+	 */
+	if (route == E2B_ROUTE_CREATE)
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);

@@ -517,9 +517,12 @@ static int connect_route(struct e2b *e, const char *id, int64_t timeout, struct 
 
 	if (!body)
 		return oom();
-	if (timeout > 0 || e->fl->cube)
-		cJSON_AddNumberToObject(body, "timeout", (double)(timeout > 0 ? timeout : -1));
-	else
+	/* Cube wants a body but no timeout; E2B requires one. */
+	if (timeout > 0)
+		cJSON_AddNumberToObject(body, "timeout", (double)timeout);
+	else if (timeout < 0 && e->fl->cube)
+		cJSON_AddNumberToObject(body, "timeout", -1);
+	else if (!e->fl->cube)
 		cJSON_AddNumberToObject(body, "timeout", (double)E2B_MAX_TIMEOUT);
 	if (e->fl->cube)
 		snprintf(path, sizeof(path), "/sandboxes/%s/connect", id);
@@ -581,15 +584,26 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 		return rc;
 	}
 	/*
-	 * Running: the connect route only extends its lifetime, so ask for no
-	 * more than it has left (Cube ignores the value on a running sandbox).
+	 * Running. E2B's detail carries the envd token: nothing to change then.
+	 * Else (Cube) the connect route hands the tokens out; on a running
+	 * sandbox it only extends the lifetime, so ask for no more than it has
+	 * left (Cube ignores the value there, and gets none).
 	 */
+	if (jstr(d.json, "envdAccessToken")) {
+		rc = describe(e, id, d.json, out, &refused);
+		if (rc == 0)
+			rc = hangar_sys_sandbox_set_times(out, created, expires);
+		e2b_resp_free(&d);
+		return rc;
+	}
 	{
-		int64_t left = expires > now ? (expires - now + 999999) / 1000000 : 0;
+		int64_t left = expires > now ? (expires - now) / 1000000 : 0;
 
-		if (expires == 0)
-			left = e->fl->cube ? -1 : remembered_timeout(e, id);
-		if (left == 0)
+		if (e->fl->cube)
+			left = 0;
+		else if (expires == 0)
+			left = remembered_timeout(e, id);
+		else if (left < 1)
 			left = 1;
 		rc = connect_route(e, id, left, &c, "connect");
 	}
@@ -823,7 +837,9 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 		rc = hangar_sys_error(HANGAR_EINVAL, 409, 0, "e2b: a snapshot of %s is already being taken", id);
 	if (rc == 0) {
 		snap = jstr(r.json, "snapshotID");
-		if (!snap || !e2b_valid_id(snap))
+		/* A template reference ("snap-…", or E2B's "name:tag"): it goes into JSON, never a path. */
+		if (!snap || strlen(snap) > 200 ||
+		    strspn(snap, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/") != strlen(snap))
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the snapshot answer has no valid id");
 		else
 			rc = put_buf(out_id, snap);
