@@ -51,8 +51,10 @@ class Fake:
 
     def close(self):
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+        code = self.proc.wait(timeout=30)
         self.state_dir.cleanup()
+        # nonzero: a sanitizer report, or a shutdown that went wrong
+        assert code == 0, f"fake-e2b exited with {code}"
 
     def request(self, method, path, body=None, headers=None, raw=None, auth=True, timeout=30):
         conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=timeout)
