@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import time
 import unittest
 import urllib.parse
 
@@ -313,7 +314,11 @@ class CloudTests(unittest.TestCase):
         sid = self.create(timeout=1)["sandboxID"]
         pid = self.fake.sandboxes()[sid]["envd_pid"]
         self.assertTrue(wait_pid_exit(pid, 15), "envd outlived its sandbox's TTL")
-        self.assertEqual(self.fake.json("GET", f"/sandboxes/{sid}")[0], 404)
+        # The record goes right after the processes; wait for it with a deadline.
+        deadline = time.monotonic() + 10
+        while self.fake.json("GET", f"/sandboxes/{sid}")[0] != 404:
+            self.assertLess(time.monotonic(), deadline, "the expired sandbox is still listed")
+            time.sleep(0.02)  # polling a condition, bounded by the deadline above
 
     def test_pause_stops_processes_and_resume_continues(self):
         sb = self.create()
