@@ -137,7 +137,6 @@ struct exec_run {
 	uint32_t pid;
 	int ended;
 	int exit_code;
-	int signalled;
 	int failed;                   /* stdin delivery or memory */
 	int rc;
 };
@@ -165,42 +164,68 @@ static int send_stdin(struct exec_run *run)
 	return rc;
 }
 
+void proc_event_parse(const cJSON *msg, struct proc_event *ev)
+{
+	static const struct { const char *name; int stream; } kinds[] = {
+		{ "stdout", HANGAR_STREAM_STDOUT }, { "stderr", HANGAR_STREAM_STDERR }, { "pty", HANGAR_STREAM_PTY },
+	};
+	const cJSON *e = pjson_field(msg, "event", NULL), *x;
+
+	memset(ev, 0, sizeof(*ev));
+	if ((x = pjson_field(e, "start", NULL))) {
+		ev->kind = PROC_EVENT_START;
+		pjson_uint32(x, "pid", NULL, &ev->pid);
+	} else if ((x = pjson_field(e, "data", NULL))) {
+		ev->kind = PROC_EVENT_DATA;
+		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if (pjson_bytes(x, kinds[i].name, NULL, &ev->bytes, &ev->len) == 1) {
+				ev->stream = kinds[i].stream;
+				break;
+			}
+	} else if ((x = pjson_field(e, "end", NULL))) {
+		int exited = 0;
+
+		ev->kind = PROC_EVENT_END;
+		pjson_int32(x, "exitCode", "exit_code", &ev->exit_code);
+		pjson_bool(x, "exited", NULL, &exited);
+		if (!exited)
+			ev->exit_code = -1;
+	}
+}
+
 static int on_event(const cJSON *msg, void *arg)
 {
 	struct exec_run *run = arg;
-	const cJSON *ev = pjson_field(msg, "event", NULL), *x;
+	struct proc_event ev;
 
-	if ((x = pjson_field(ev, "start", NULL))) {
-		pjson_uint32(x, "pid", NULL, &run->pid);
+	proc_event_parse(msg, &ev);
+	switch (ev.kind) {
+	case PROC_EVENT_START:
+		run->pid = ev.pid;
 		if (run->opts->stdin_data && send_stdin(run) != 0)
 			run->failed = run->rc = hangar_error_last()->code;
-	} else if ((x = pjson_field(ev, "data", NULL))) {
-		static const struct { const char *name; int stream; } kinds[] = {
-			{ "stdout", HANGAR_STREAM_STDOUT }, { "stderr", HANGAR_STREAM_STDERR }, { "pty", HANGAR_STREAM_STDOUT },
-		};
-		for (size_t i = 0; i < 3; i++) {
-			unsigned char *bytes = NULL;
-			size_t len = 0;
+		break;
+	case PROC_EVENT_DATA: {
+		/* exec has no terminal: terminal output would be stdout. */
+		int stream = ev.stream == HANGAR_STREAM_STDERR ? HANGAR_STREAM_STDERR : HANGAR_STREAM_STDOUT;
 
-			if (pjson_bytes(x, kinds[i].name, NULL, &bytes, &len) != 1)
-				continue;
-			if (run->opts->on_output)
-				run->opts->on_output(kinds[i].stream, (const char *)bytes, len, run->opts->payload);
-			if (capped_add(kinds[i].stream == HANGAR_STREAM_STDERR ? &run->err : &run->out,
-				       (const char *)bytes, len) < 0 && !run->failed)
-				run->failed = run->rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-			free(bytes);
-		}
-	} else if ((x = pjson_field(ev, "end", NULL))) {
-		int32_t code = 0;
-		int exited = 0;
-
-		pjson_int32(x, "exitCode", "exit_code", &code);
-		pjson_bool(x, "exited", NULL, &exited);
-		run->ended = 1;
-		run->exit_code = code;
-		run->signalled = !exited;
+		if (!ev.bytes)
+			break;
+		if (run->opts->on_output)
+			run->opts->on_output(stream, (const char *)ev.bytes, ev.len, run->opts->payload);
+		if (capped_add(stream == HANGAR_STREAM_STDERR ? &run->err : &run->out, (const char *)ev.bytes, ev.len) < 0 &&
+		    !run->failed)
+			run->failed = run->rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		break;
 	}
+	case PROC_EVENT_END:
+		run->ended = 1;
+		run->exit_code = ev.exit_code;
+		break;
+	default:
+		break;
+	}
+	free(ev.bytes);
 	return run->failed != 0;
 }
 
@@ -309,7 +334,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 		int backstop = !run.ended;
 
 		hangar_exec_result_dispose(out);
-		out->exit_code = backstop || run.signalled ? -1 : run.exit_code;
+		out->exit_code = backstop ? -1 : run.exit_code;
 		out->timed_out = backstop || run.exit_code == 124 ||
 				 (run.exit_code == 128 + 9 && hmono_ms() - started >= timeout * 1000);
 		out->out_bytes = run.out.total;

@@ -53,42 +53,31 @@ int hangar_process_opts_init(hangar_process_opts *opts, uint32_t version)
 static int on_event(const cJSON *msg, void *arg)
 {
 	struct hangar_process *p = arg;
-	const cJSON *ev = pjson_field(msg, "event", NULL), *x;
+	struct proc_event ev;
 
-	if ((x = pjson_field(ev, "start", NULL))) {
-		uint32_t pid = 0;
-
-		pjson_uint32(x, "pid", NULL, &pid);
+	proc_event_parse(msg, &ev);
+	switch (ev.kind) {
+	case PROC_EVENT_START:
 		pthread_mutex_lock(&p->mu);
-		p->pid = pid;
+		p->pid = ev.pid;
 		p->started = 1;
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-	} else if ((x = pjson_field(ev, "data", NULL))) {
-		static const struct { const char *name; int stream; } kinds[] = {
-			{ "stdout", HANGAR_STREAM_STDOUT }, { "stderr", HANGAR_STREAM_STDERR }, { "pty", HANGAR_STREAM_PTY },
-		};
-		for (size_t i = 0; i < 3; i++) {
-			unsigned char *bytes = NULL;
-			size_t len = 0;
-
-			if (pjson_bytes(x, kinds[i].name, NULL, &bytes, &len) != 1)
-				continue;
-			if (p->opts.on_output)
-				p->opts.on_output(kinds[i].stream, (const char *)bytes, len, p->opts.payload);
-			free(bytes);
-		}
-	} else if ((x = pjson_field(ev, "end", NULL))) {
-		int32_t code = 0;
-		int exited = 0;
-
-		pjson_int32(x, "exitCode", "exit_code", &code);
-		pjson_bool(x, "exited", NULL, &exited);
+		break;
+	case PROC_EVENT_DATA:
+		if (ev.bytes && p->opts.on_output)
+			p->opts.on_output(ev.stream, (const char *)ev.bytes, ev.len, p->opts.payload);
+		break;
+	case PROC_EVENT_END:
 		pthread_mutex_lock(&p->mu);
 		p->have_exit = 1;
-		p->exit_code = exited ? code : -1;
+		p->exit_code = ev.exit_code;
 		pthread_mutex_unlock(&p->mu);
+		break;
+	default:
+		break;
 	}
+	free(ev.bytes);
 	return p->cancel;
 }
 

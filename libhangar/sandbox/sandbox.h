@@ -73,3 +73,16 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 
 /* Asks the provider about the sandbox again (its connect) and replaces its view. */
 int sandbox_refresh(struct hangar_sandbox *sb);
+
+/* One event of a process stream (Start or Connect), decoded. */
+struct proc_event {
+	enum { PROC_EVENT_OTHER, PROC_EVENT_START, PROC_EVENT_DATA, PROC_EVENT_END } kind;
+	uint32_t pid;                   /* START */
+	int stream;                     /* DATA: HANGAR_STREAM_STDOUT, _STDERR or _PTY */
+	unsigned char *bytes;           /* DATA: decoded output, malloc'd; NULL when empty or malformed */
+	size_t len;
+	int32_t exit_code;              /* END: -1 when a signal ended it */
+};
+
+/* Decodes msg into ev (free ev->bytes after). Keepalives and unknown events are OTHER. */
+void proc_event_parse(const cJSON *msg, struct proc_event *ev);
