@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <hangar/hangar.h>
@@ -263,6 +267,96 @@ START_TEST(fast_e2b_unreachable_falls_back)
 }
 END_TEST
 
+/*
+ * A loopback listener that never accepts, its accept queue filled: the
+ * kernel drops every further SYN, so a connection to it is never made and a
+ * client's connect times out. *fill receives the connections filling it.
+ */
+static int blackhole(int *port, int fill[4], int *nfill)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 0), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	*nfill = 0;
+	for (;;) {
+		struct tcp_info ti;
+		socklen_t tl = sizeof(ti);
+		struct pollfd p;
+		int c;
+
+		/* On a listener, unacked is the accept queue's length and sacked its limit. */
+		ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl), 0);
+		if (ti.tcpi_unacked > ti.tcpi_sacked)
+			break;
+		ck_assert_msg(*nfill < 4, "the accept queue does not fill");
+		c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(c, 0);
+		fill[(*nfill)++] = c;
+		if (connect(c, (struct sockaddr *)&a, sizeof(a)) != 0) {
+			/* The handshake completes on loopback; wait for it, on the socket. */
+			p.fd = c;
+			p.events = POLLOUT;
+			ck_assert_int_eq(poll(&p, 1, 10000), 1);
+		}
+	}
+	return fd;
+}
+
+START_TEST(fast_e2b_connect_timeout_is_unreachable)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	int port, fill[4], nfill, fd;
+	char url[64];
+
+	SKIP_WITHOUT_FAKE();
+	fd = blackhole(&port, fill, &nfill);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	set("HANGAR_E2B_API_URL", url);
+	set("HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", "1");
+	set("HANGAR_TIER_COOLDOWN_SECONDS", "0");
+
+	/* No connection within the deadline: nothing was sent, so the API is unreachable, not slow. */
+	o.provider = "e2b";
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+	ck_assert_int_eq(hangar_error_last()->category, HANGAR_ERRCAT_NET);
+	ck_assert_int_eq(hangar_error_last()->http_status, 0);
+	ck_assert_ptr_null(sb);
+
+	/* So the fast tier falls back, as for a refused connection. */
+	ck_assert_str_eq(fast_create(), "local");
+	ck_assert_int_eq(cJSON_GetArraySize(fallbacks), 1);
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(fallbacks, 0), "from")->valuestring, "e2b");
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(fallbacks, 0), "reason")->valuestring, "unreachable");
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(fd);
+}
+END_TEST
+
+START_TEST(fast_e2b_answer_timeout_does_not_fall_back)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+
+	SKIP_WITHOUT_FAKE();
+	/* The create reached the platform and went unanswered: it may exist, so no other provider is tried. */
+	set("HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", "1");
+	fault("{\"route\":\"create\",\"delay_ms\":2500,\"count\":1}");
+	o.tier = "fast";
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_ETIMEOUT);
+	ck_assert_ptr_null(sb);
+	ck_assert_int_eq(cJSON_GetArraySize(fallbacks), 0);
+}
+END_TEST
+
 START_TEST(fast_e2b_rejected_key_does_not_fall_back)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
@@ -289,6 +383,8 @@ static Suite *suite(void)
 	tcase_add_test(t, fast_e2b_full_falls_back_to_local);
 	tcase_add_test(t, fast_e2b_unavailable_falls_back);
 	tcase_add_test(t, fast_e2b_unreachable_falls_back);
+	tcase_add_test(t, fast_e2b_connect_timeout_is_unreachable);
+	tcase_add_test(t, fast_e2b_answer_timeout_does_not_fall_back);
 	tcase_add_test(t, fast_e2b_rejected_key_does_not_fall_back);
 	suite_add_tcase(s, t);
 	return s;

@@ -325,7 +325,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	int64_t t0 = hmono_ms();
 	CURLcode cc;
 	CURL *h;
-	int rc = 0;
+	int rc = 0, connected = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after = -1;
@@ -389,6 +389,18 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	/*
+	 * Whether the request reached the platform: a connection was made (a
+	 * reused one counts) and request bytes were written to it.
+	 */
+	{
+		curl_off_t connect_us = 0;
+		long sent = 0;
+
+		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
+		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+		connected = connect_us > 0 || sent > 0;
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
@@ -408,7 +420,13 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 
 		snprintf(msg, sizeof(msg), "%s", *errbuf ? errbuf : curl_easy_strerror(cc));
 		scrub(a, msg, sizeof(msg));
-		if (cc == CURLE_OPERATION_TIMEDOUT)
+		if (cc == CURLE_OPERATION_TIMEDOUT && !connected)
+			/* Nothing was sent, so nothing was done: as unreachable as a refused connection. */
+			rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET,
+				  "e2b: %s: the control API cannot be reached: no connection within %lld ms (%s)", what,
+				  (long long)a->timeout_ms, msg);
+		else if (cc == CURLE_OPERATION_TIMEDOUT)
+			/* The request went out: the platform may have acted on it (a create may exist). */
 			rc = herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "e2b: %s: no answer within %lld ms (%s)", what,
 				  (long long)a->timeout_ms, msg);
 		else if (cc == CURLE_OUT_OF_MEMORY)

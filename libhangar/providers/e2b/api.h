@@ -11,8 +11,11 @@
  *
  * Failures are described on the thread's last error (hangar_error_last()) and
  * returned as HANGAR_E* codes:
- *   connection refused, reset or dropped  HANGAR_EUNAVAILABLE
- *   our deadline                          HANGAR_ETIMEOUT
+ *   connection refused, reset or dropped  HANGAR_EUNAVAILABLE (category NET)
+ *   our deadline, before a connection     HANGAR_EUNAVAILABLE (category NET):
+ *     was made and the request written      nothing reached the platform
+ *   our deadline, after the request       HANGAR_ETIMEOUT: the platform may
+ *     was written                           have acted on it (a create may exist)
  *   401, 403                              HANGAR_EUNAVAILABLE ("key rejected")
  *   429                                   HANGAR_ECAPACITY; the message says
  *                                         "retry after N s" when the answer
