@@ -408,6 +408,113 @@ HANGAR_EXTERN(int) hangar_sandbox_pause_filesystem(hangar_sandbox *sb);
  */
 HANGAR_EXTERN(int) hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name);
 
+/* ---- forks ------------------------------------------------------------------- */
+
+/** One fork, as hangar_sandbox_fork() reports it. */
+typedef struct hangar_fork_result {
+	uint32_t version;
+	uint32_t size;
+	uint32_t index;             /**< 0 to count - 1, in the platform's order */
+	int32_t error;              /**< 0, or the HANGAR_E* code of this fork's failure */
+	hangar_sandbox *sandbox;    /**< the new sandbox when error is 0, else NULL; borrowed */
+	const char *message;        /**< why this fork failed; "" when it did not */
+} hangar_fork_result;
+
+#define HANGAR_FORK_RESULT_VERSION 1
+
+/**
+ * Receives one fork's result, on the calling thread. result and what it
+ * points to are valid during the call only: take a reference with
+ * hangar_sandbox_ref() to keep the sandbox.
+ */
+typedef void (*hangar_fork_fn)(const hangar_fork_result *result, void *payload);
+
+/**
+ * Forks a running sandbox natively (HANGAR_CAP_FORK): the platform makes
+ * count new sandboxes from it in one request, each reported through fn,
+ * with a lifetime of HANGAR_SANDBOX_TIMEOUT_SECONDS. Each fork is a sandbox
+ * like a created one: recorded in the state store (so hangar_sandbox_attach()
+ * finds it after a restart), checked as a create is (a fork nobody could
+ * use safely is killed and reported failed), and killed only by
+ * hangar_sandbox_kill().
+ *
+ * @param sb      the sandbox to fork; it goes on running.
+ * @param count   how many forks, 1 to 100.
+ * @param fn      called once per fork, also for each one that failed.
+ * @param payload passed to fn.
+ * @return 0 when the platform answered: fn has been called count times,
+ *         and any of those may report an error; otherwise fn has not been
+ *         called and no fork exists: HANGAR_EINVAL (also: the sandbox is
+ *         not running), HANGAR_EUNSUPPORTED (the provider cannot fork),
+ *         HANGAR_EGONE, HANGAR_ECAPACITY, HANGAR_EUNAVAILABLE,
+ *         HANGAR_ETIMEOUT or HANGAR_EPROTOCOL.
+ * **Ownership:** the sandboxes fn receives are borrowed; the forks
+ * themselves live on until killed or expired.
+ * **Thread safety:** safe from any thread; fn runs on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_fork(hangar_sandbox *sb, uint32_t count, hangar_fork_fn fn, void *payload);
+
+/* ---- metrics and logs ------------------------------------------------------------ */
+
+/** One resource sample, as hangar_sandbox_metrics() reports it. */
+typedef struct hangar_sandbox_metric {
+	uint32_t version;
+	uint32_t size;
+	int64_t timestamp_us;       /**< when it was taken, microseconds since the epoch */
+	uint32_t cpu_count;         /**< virtual CPUs */
+	uint32_t reserved0;
+	double cpu_used_pct;        /**< CPU in use, percent (0 to 100) */
+	uint64_t mem_used_bytes;
+	uint64_t mem_total_bytes;
+	uint64_t disk_used_bytes;
+	uint64_t disk_total_bytes;
+} hangar_sandbox_metric;
+
+#define HANGAR_SANDBOX_METRIC_VERSION 1
+
+/** Called per sample; return non-zero to stop. */
+typedef int (*hangar_sandbox_metric_fn)(const hangar_sandbox_metric *metric, void *payload);
+
+/**
+ * Reports the sandbox's recent resource samples, oldest first, as the
+ * platform keeps them (at most 1000).
+ *
+ * @return 0, the non-zero value fn returned, HANGAR_EINVAL,
+ *         HANGAR_EUNSUPPORTED (the provider keeps no metrics), HANGAR_EGONE,
+ *         HANGAR_EUNAVAILABLE or HANGAR_EPROTOCOL. On an error fn has been
+ *         called for none.
+ * **Ownership:** metric is valid during the callback only.
+ * **Thread safety:** safe from any thread; fn runs on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void *payload);
+
+/** One line of a sandbox's platform log. Strings are borrowed. */
+typedef struct hangar_sandbox_log_entry {
+	uint32_t version;
+	uint32_t size;
+	int64_t timestamp_us;       /**< microseconds since the epoch; 0 when unknown */
+	const char *level;          /**< "debug", "info", "warn", "error", or the platform's word */
+	const char *message;        /**< one line, control characters replaced, at most 4 KiB */
+} hangar_sandbox_log_entry;
+
+#define HANGAR_SANDBOX_LOG_ENTRY_VERSION 1
+
+/** Called per log entry; return non-zero to stop. */
+typedef int (*hangar_sandbox_log_fn)(const hangar_sandbox_log_entry *entry, void *payload);
+
+/**
+ * Reports the sandbox's platform log (its lifecycle and system lines, not
+ * the output of commands), oldest first, at most the newest 1000 entries.
+ *
+ * @return 0, the non-zero value fn returned, HANGAR_EINVAL,
+ *         HANGAR_EUNSUPPORTED (the provider keeps no logs), HANGAR_EGONE,
+ *         HANGAR_EUNAVAILABLE or HANGAR_EPROTOCOL. On an error fn has been
+ *         called for none.
+ * **Ownership:** entry is valid during the callback only.
+ * **Thread safety:** safe from any thread; fn runs on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_logs(hangar_sandbox *sb, hangar_sandbox_log_fn fn, void *payload);
+
 HANGAR_END_DECL
 
 #endif

@@ -41,6 +41,9 @@ int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *
 		p->ops.snapshot = NULL;
 		p->ops.template_build = NULL;
 		p->ops.template_list = NULL;
+		p->ops.fork = NULL;
+		p->ops.metrics = NULL;
+		p->ops.logs = NULL;
 	}
 	p->ctx = ctx;
 	p->data = data;

@@ -514,6 +514,100 @@ int hangar_sandbox_kill(hangar_sandbox *sb)
 	return 0;
 }
 
+/* ---- native forks ------------------------------------------------------------------ */
+
+/* One fork the provider described: checked, recorded and wrapped like a created sandbox. */
+static void fork_report(struct hangar_sandbox *src, struct hangar_sys_sandbox *d, uint32_t index,
+			hangar_fork_fn fn, void *payload)
+{
+	struct hangar_provider *p = src->provider;
+	hangar_fork_result res = { HANGAR_FORK_RESULT_VERSION, sizeof(res), index, 0, NULL, "" };
+	struct hangar_sandbox *sb = NULL;
+	int rc = d->error;
+
+	if (rc) {
+		res.error = rc;
+		res.message = d->error_message ? d->error_message : "the fork failed";
+		fn(&res, payload);
+		return;
+	}
+	rc = check_desc(p, d);
+	if (rc) {
+		if (d->id)
+			p->ops.kill(p->state, d->id);
+	} else {
+		hlog(src->ctx, HANGAR_LOG_INFO, "forked sandbox %s from %s on %s", d->id, src->id, p->ops.name);
+		if (store_record(src->ctx, d->id, p->ops.name) != 0)
+			hlog(src->ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", d->id, hangar_error_last()->message);
+		if (hevent_wanted(src->ctx)) {
+			cJSON *ev = cJSON_CreateObject();
+
+			if (ev) {
+				cJSON_AddStringToObject(ev, "id", d->id);
+				cJSON_AddStringToObject(ev, "provider", p->ops.name);
+				cJSON_AddStringToObject(ev, "from", src->id);
+			}
+			hevent(src->ctx, "sandbox.forked", ev);
+		}
+		/* A copy: the list entry is freed by the caller. */
+		{
+			struct hangar_sys_sandbox copy = *d;
+
+			memset(d, 0, sizeof(*d));
+			copy.next = NULL;
+			rc = sandbox_new(&sb, src->ctx, p, &copy);
+		}
+	}
+	if (rc) {
+		res.error = rc;
+		res.message = hangar_error_last()->message;
+	} else {
+		res.sandbox = sb;
+	}
+	fn(&res, payload);
+	hangar_sandbox_unref(sb);
+}
+
+int hangar_sandbox_fork(hangar_sandbox *sb, uint32_t count, hangar_fork_fn fn, void *payload)
+{
+	struct hangar_sys_list list = { NULL, &list.head };
+	struct hangar_sys_sandbox *d, *next;
+	struct hangar_provider *p;
+	uint32_t i = 0;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(count >= 1 && count <= 100, "count must be 1 to 100");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = sb->provider;
+	if (!(p->ops.capabilities & HANGAR_CAP_FORK) || p->ops.version < 2 || !p->ops.fork)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot fork sandboxes",
+			    p->ops.name);
+	rc = p->ops.fork(p->state, sb->id, count, hctx_int(sb->ctx, HS_SANDBOX_TIMEOUT), &list);
+	if (rc)
+		rc = provider_failed(p, rc, "fork");
+	for (d = list.head; d; d = next) {
+		next = d->next;
+		if (rc == 0 && i < count)
+			fork_report(sb, d, i++, fn, payload);
+		else if (rc == 0 && d->id && !d->error)
+			p->ops.kill(p->state, d->id); /* more than asked for: nobody would know of it */
+		sysbox_clear(d);
+		free(d);
+	}
+	if (rc)
+		return rc;
+	/* Fewer answers than forks asked for: say so for each missing one. */
+	for (; i < count; i++) {
+		hangar_fork_result res = { HANGAR_FORK_RESULT_VERSION, sizeof(res), i, HANGAR_EPROTOCOL, NULL,
+					   "the provider reported nothing for this fork" };
+
+		fn(&res, payload);
+	}
+	herr_clear();
+	return 0;
+}
+
 /* ---- used by exec, files and processes -------------------------------------------- */
 
 struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, const char *user)

@@ -20,6 +20,8 @@ struct hangar_sys_sandbox {
 	char *template_id;
 	int64_t created_at_us;
 	int64_t expires_at_us;
+	int error;                /* fork(): this fork failed with this code */
+	char *error_message;
 	struct hangar_sys_sandbox *next; /* in a hangar_sys_list */
 };
 

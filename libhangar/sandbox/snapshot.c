@@ -1,4 +1,4 @@
-/* Filesystem-only pauses and snapshots (provider table version 2). */
+/* Filesystem-only pauses, snapshots, metrics and logs (provider table version 2). */
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -59,4 +59,40 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	*out_id = id;
 	herr_clear();
 	return 0;
+}
+
+int hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = sb->provider;
+	if (p->ops.version < 2 || !p->ops.metrics)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no metrics", p->ops.name);
+	rc = p->ops.metrics(p->state, sb->id, fn, payload);
+	if (rc < 0)
+		return failed(p, rc, "metrics");
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+int hangar_sandbox_logs(hangar_sandbox *sb, hangar_sandbox_log_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = sb->provider;
+	if (p->ops.version < 2 || !p->ops.logs)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no logs", p->ops.name);
+	rc = p->ops.logs(p->state, sb->id, fn, payload);
+	if (rc < 0)
+		return failed(p, rc, "logs");
+	if (rc == 0)
+		herr_clear();
+	return rc;
 }

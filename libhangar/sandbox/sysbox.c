@@ -23,6 +23,7 @@ void sysbox_clear(struct hangar_sys_sandbox *sb)
 	free(sb->headers);
 	free(sb->user);
 	free(sb->template_id);
+	free(sb->error_message);
 	memset(sb, 0, sizeof(*sb));
 }
 
@@ -124,6 +125,15 @@ int hangar_sys_sandbox_set_times(hangar_sys_sandbox *sb, int64_t created_at_us, 
 	sb->created_at_us = created_at_us;
 	sb->expires_at_us = expires_at_us;
 	return 0;
+}
+
+int hangar_sys_sandbox_set_error(hangar_sys_sandbox *sb, int code, const char *message)
+{
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(code < 0, "code must be a negative HANGAR_E* code");
+	HCHECK_ARG(message, "message is NULL");
+	sb->error = code;
+	return set_str(&sb->error_message, message, "message");
 }
 
 hangar_sys_sandbox *hangar_sys_list_add(hangar_sys_list *list)

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 
 #include <hangar/hangar.h>
+#include <hangar/sys/provider.h>
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
 #define SECRET_KEY "a test secret key, long enough to derive from"
@@ -73,8 +74,16 @@ static void fake_start(const char *fl, const char *extra)
 		argv[a++] = fdarg;
 		argv[a++] = "--api-key";
 		argv[a++] = API_KEY;
-		if (extra)
-			argv[a++] = extra;
+		/* extra: one more option, and its value after a space. */
+		if (extra) {
+			char *copy = strdup(extra), *sp = strchr(copy, ' ');
+
+			if (sp)
+				*sp = '\0';
+			argv[a++] = copy;
+			if (sp)
+				argv[a++] = sp + 1;
+		}
 		argv[a] = NULL;
 		execv(fake, (char **)argv);
 		_exit(127);
@@ -718,6 +727,288 @@ START_TEST(t_templates)
 }
 END_TEST
 
+/* ---- forks ------------------------------------------------------------------------------------------ */
+
+struct forks {
+	int n, failed;
+	hangar_sandbox *sb[8];
+	int32_t errors[8];
+	char message[256];
+};
+
+static void on_fork(const hangar_fork_result *res, void *payload)
+{
+	struct forks *f = payload;
+
+	ck_assert_uint_eq(res->index, (uint32_t)(f->n + f->failed));
+	if (res->error) {
+		ck_assert_ptr_null(res->sandbox);
+		f->errors[f->failed++] = res->error;
+		snprintf(f->message, sizeof(f->message), "%s", res->message);
+	} else {
+		ck_assert_ptr_nonnull(res->sandbox);
+		ck_assert_str_eq(res->message, "");
+		f->sb[f->n++] = hangar_sandbox_ref(res->sandbox);
+	}
+}
+
+START_TEST(t_fork)
+{
+	struct forks f = { 0 };
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	sb = create(ctx, 120);
+	if (strcmp(flavour, "cloud") != 0) {
+		/* Cube has no fork; the selfhosted fake models a cluster without one. */
+		ck_assert(!(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_FORK));
+		ck_assert_int_eq(hangar_sandbox_fork(sb, 1, on_fork, &f), HANGAR_EUNSUPPORTED);
+		ck_assert_int_eq(f.n + f.failed, 0);
+		ck_assert_int_eq(fake_count(), 1);
+		goto out;
+	}
+	ck_assert(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_FORK);
+	ck_assert_int_eq(hangar_sandbox_fork(sb, 0, on_fork, &f), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_fork(sb, 101, on_fork, &f), HANGAR_EINVAL);
+
+	/* Three forks, the first of which the platform fails: two sandboxes and one error. */
+	fault("{\"route\":\"fork\",\"fork_errors\":1}");
+	ck_assert_msg(hangar_sandbox_fork(sb, 3, on_fork, &f) == 0, "fork: %s", hangar_error_last()->message);
+	ck_assert_int_eq(f.failed, 1);
+	ck_assert_int_eq(f.errors[0], HANGAR_ECREATE);
+	ck_assert_msg(strstr(f.message, "this fork failed"), "%s", f.message);
+	ck_assert_int_eq(f.n, 2);
+	ck_assert_int_eq(fake_count(), 3);
+	for (int i = 0; i < f.n; i++) {
+		const char *id = hangar_sandbox_id(f.sb[i]);
+		hangar_buf sealed = HANGAR_BUF_INIT;
+		hangar_ctx *ctx2;
+		hangar_sandbox *again = NULL;
+		cJSON *rec = fake_sandbox(id);
+		char *out;
+
+		ck_assert_str_ne(id, hangar_sandbox_id(sb));
+		/* Private like a created sandbox, its traffic token sealed like a created one's. */
+		ck_assert_ptr_nonnull(rec);
+		ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(rec, "public")));
+		ck_assert_int_eq(hangar_sys_secret_get(&sealed, ctx, id, "traffic-token"), 0);
+		ck_assert_str_eq(sealed.ptr, cJSON_GetObjectItem(rec, "traffic_token")->valuestring);
+		hangar_buf_dispose(&sealed);
+		cJSON_Delete(rec);
+		out = run(f.sb[i], "echo forked");
+		ck_assert_str_eq(out, "forked\n");
+		free(out);
+		/* Recorded in the store: a new context finds it without being told the provider. */
+		ctx2 = new_ctx();
+		ck_assert_int_eq(hangar_sandbox_attach(&again, ctx2, NULL, id), 0);
+		ck_assert_int_eq(hangar_sandbox_kill(again), 0);
+		hangar_sandbox_unref(again);
+		hangar_ctx_unref(ctx2);
+		hangar_sandbox_unref(f.sb[i]);
+	}
+	ck_assert_int_eq(fake_count(), 1);
+
+	/* A paused sandbox is not forked, and nothing is reported. */
+	memset(&f, 0, sizeof(f));
+	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
+	ck_assert_int_eq(hangar_sandbox_fork(sb, 1, on_fork, &f), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_error_last()->http_status, 409);
+	/* Nor is one the control plane cannot fork right now. */
+	ck_assert_int_eq(hangar_sandbox_resume(sb), 0);
+	fault("{\"route\":\"fork\",\"status\":503,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_fork(sb, 2, on_fork, &f), HANGAR_EUNAVAILABLE);
+	ck_assert_int_eq(f.n + f.failed, 0);
+	ck_assert_int_eq(fake_count(), 1);
+out:
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- metrics and logs ------------------------------------------------------------------------------- */
+
+static int on_metric(const hangar_sandbox_metric *m, void *payload)
+{
+	int *n = payload;
+
+	ck_assert_uint_ge(m->size, sizeof(*m));
+	ck_assert_int_gt(m->timestamp_us, 1600000000LL * 1000000);
+	ck_assert_uint_gt(m->cpu_count, 0);
+	ck_assert_uint_gt(m->mem_total_bytes, 0);
+	ck_assert(m->cpu_used_pct >= 0);
+	(*n)++;
+	return 0;
+}
+
+static int on_log_entry(const hangar_sandbox_log_entry *e, void *payload)
+{
+	struct collected *c = payload;
+	size_t n = strlen(e->message);
+
+	ck_assert_ptr_nonnull(e->level);
+	ck_assert_int_gt(e->timestamp_us, 0);
+	if (c->len + n + 1 < sizeof(c->data)) {
+		memcpy(c->data + c->len, e->message, n);
+		c->len += n;
+		c->data[c->len++] = '\n';
+		c->data[c->len] = '\0';
+	}
+	return 0;
+}
+
+static int stop_at_first(const hangar_sandbox_log_entry *e, void *payload)
+{
+	(*(int *)payload)++;
+	return 7;
+}
+
+START_TEST(t_metrics_logs)
+{
+	struct collected c = { "", 0 };
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	int n = 0;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	sb = create(ctx, 120);
+	if (!strcmp(flavour, "cube")) {
+		/* CubeAPI has no metrics route: said so, never an empty list. */
+		ck_assert_int_eq(hangar_sandbox_metrics(sb, on_metric, &n), HANGAR_EUNSUPPORTED);
+		ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "metrics"));
+	} else {
+		ck_assert_msg(hangar_sandbox_metrics(sb, on_metric, &n) == 0, "metrics: %s",
+			      hangar_error_last()->message);
+		ck_assert_int_ge(n, 1);
+	}
+	ck_assert_msg(hangar_sandbox_logs(sb, on_log_entry, &c) == 0, "logs: %s", hangar_error_last()->message);
+	ck_assert_msg(strstr(c.data, "sandbox created"), "logs: %s", c.data);
+	n = 0;
+	ck_assert_int_eq(hangar_sandbox_logs(sb, stop_at_first, &n), 7);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(hangar_sandbox_logs(sb, NULL, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	/* A dead sandbox's logs (E2B keeps them a while) or its gone-ness; never a crash. */
+	n = hangar_sandbox_metrics(sb, on_metric, &n);
+	ck_assert(n == HANGAR_EGONE || n == HANGAR_EUNSUPPORTED);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- templates named by alias ---------------------------------------------------------------------- */
+
+START_TEST(t_alias)
+{
+	hangar_template_build_opts bo = HANGAR_TEMPLATE_BUILD_OPTS_INIT;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_buf id = HANGAR_BUF_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb = NULL;
+	cJSON *rec;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	bo.name = "hangar-alias-test";
+	bo.image = "registry.example/hangar-alias-test:1";
+	ck_assert_msg(hangar_template_build(&id, ctx, "e2b", &bo) == 0, "build: %s", hangar_error_last()->message);
+	ck_assert_str_ne(id.ptr, "hangar-alias-test");
+	o.provider = "e2b";
+	o.template_id = "hangar-alias-test";
+	if (!strcmp(flavour, "cube")) {
+		/* The create looks the alias up first: a failing lookup fails it, and nothing is created. */
+		fault("{\"route\":\"template\",\"status\":503,\"count\":1}");
+		ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+		ck_assert_int_eq(fake_count(), 0);
+	} else {
+		/* E2B's create takes the alias itself: no lookup that could fail. */
+		fault("{\"route\":\"template\",\"status\":503,\"count\":1}");
+	}
+	ck_assert_msg(hangar_sandbox_create(&sb, ctx, &o) == 0, "create by alias: %s", hangar_error_last()->message);
+	rec = fake_sandbox(hangar_sandbox_id(sb));
+	ck_assert_str_eq(cJSON_GetObjectItem(rec, "template_id")->valuestring, id.ptr);
+	cJSON_Delete(rec);
+	free(run(sb, "true"));
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	sb = NULL;
+	ck_assert_int_eq(fake_http("DELETE", "/_fake/faults", NULL, NULL) / 100, 2);
+
+	/* An alias nobody has: the create fails as for a missing template. */
+	o.template_id = "no-such-alias";
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_ECREATE);
+	if (!strcmp(flavour, "cube"))
+		ck_assert_msg(strstr(hangar_error_last()->message, "no template has the alias no-such-alias"), "%s",
+			      hangar_error_last()->message);
+	ck_assert_int_eq(fake_count(), 0);
+	hangar_buf_dispose(&id);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- list pages ------------------------------------------------------------------------------------ */
+
+struct once {
+	int n, bad;
+	char ids[8][80];
+	int seen[8];
+};
+
+static int once_cb(const hangar_sandbox_info *info, void *payload)
+{
+	struct once *o = payload;
+	int known = 0;
+
+	o->n++;
+	for (int i = 0; i < 8; i++)
+		if (!strcmp(o->ids[i], info->id)) {
+			o->seen[i]++;
+			known = 1;
+		}
+	o->bad += !known;
+	return 0;
+}
+
+START_TEST(t_list_pages)
+{
+	hangar_sandbox *sb[5];
+	struct once o;
+	hangar_ctx *ctx;
+
+	/* E2B pages its list; every page of this fake holds two sandboxes, whatever the limit asked. */
+	fake_start(flavours[_i], "--page-size 2");
+	ctx = new_ctx();
+	memset(&o, 0, sizeof(o));
+	for (int i = 0; i < 5; i++) {
+		sb[i] = create(ctx, 120);
+		snprintf(o.ids[i], sizeof(o.ids[i]), "%s", hangar_sandbox_id(sb[i]));
+	}
+	ck_assert_int_eq(hangar_sandbox_pause(sb[2]), 0);
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "e2b", once_cb, &o), 0);
+	ck_assert_int_eq(o.n, 5);
+	ck_assert_int_eq(o.bad, 0);
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(o.seen[i] == 1, "%s listed %d times", o.ids[i], o.seen[i]);
+
+	/* A page token that comes back again is an error, not a loop, and nothing is reported. */
+	memset(o.seen, 0, sizeof(o.seen));
+	o.n = 0;
+	fault("{\"route\":\"list\",\"repeat_token\":true,\"count\":3}");
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "e2b", once_cb, &o), HANGAR_EPROTOCOL);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "page token"));
+	ck_assert_int_eq(o.n, 0);
+	ck_assert_int_eq(fake_http("DELETE", "/_fake/faults", NULL, NULL) / 100, 2);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(hangar_sandbox_kill(sb[i]), 0);
+		hangar_sandbox_unref(sb[i]);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- security ------------------------------------------------------------------------------------ */
 
 START_TEST(t_cube_unauthenticated)
@@ -745,6 +1036,18 @@ START_TEST(t_cube_unauthenticated)
 	free(out);
 	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
 	hangar_sandbox_unref(sb);
+
+	/*
+	 * A sandbox the platform made public anyway (no traffic token) has
+	 * neither token: refused and killed, whatever ALLOW_UNAUTHENTICATED_ENVD says.
+	 */
+	sb = NULL;
+	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
+	ck_assert_msg(strstr(hangar_error_last()->message, "neither an envd access token nor a traffic token"), "%s",
+		      hangar_error_last()->message);
+	ck_assert_ptr_null(sb);
+	ck_assert_int_eq(fake_count(), 0);
 
 	/* No secret key: the traffic token cannot be kept, so the sandbox is not kept either. */
 	set(ctx, "HANGAR_SECRET_KEY", NULL);
@@ -920,6 +1223,10 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, t_list, 0, 3);
 	tcase_add_loop_test(tc, t_snapshot, 0, 3);
 	tcase_add_loop_test(tc, t_templates, 0, 3);
+	tcase_add_loop_test(tc, t_fork, 0, 3);
+	tcase_add_loop_test(tc, t_metrics_logs, 0, 3);
+	tcase_add_loop_test(tc, t_alias, 0, 3);
+	tcase_add_loop_test(tc, t_list_pages, 0, 2);
 	tcase_add_test(tc, t_cube_unauthenticated);
 	tcase_add_loop_test(tc, t_key_never_shown, 0, 3);
 	tcase_add_loop_test(tc, t_faults, 0, 3);

@@ -3,7 +3,7 @@
  *
  *   fake-e2b --flavour cloud|selfhosted|cube --envd PATH [--port N] [--edge-port N]
  *            [--ready-fd FD] [--api-key KEY] [--domain D] [--state-dir DIR]
- *            [--build-steps N] [--sandbox-user NAME] [--v]
+ *            [--build-steps N] [--page-size N] [--sandbox-user NAME] [--v]
  *
  * One process serves a control API (E2B's, or CubeSandbox's CubeAPI) and an
  * edge proxy (E2B's client proxy, or CubeProxy) on 127.0.0.1. Every sandbox is
@@ -93,9 +93,17 @@
  *   /v3/templates, /v2/templates*, fork, metrics, network → 404 [CUBE §4.4].
  *
  * Test hooks (API port, never authenticated, never faulted)
- *   POST /_fake/faults {"route","status","count","retry_after","delay_ms","drop"}
- *     queues a fault; route is create|connect|list|get|kill|pause|resume|timeout|
- *     refresh|snapshot|snapshots|fork|template|health|other|any. DELETE clears.
+ *   POST /_fake/faults {"route","status","count","retry_after","delay_ms","drop",
+ *     "repeat_token","public","fork_errors"} queues a fault; route is create|
+ *     connect|list|get|kill|pause|resume|timeout|refresh|snapshot|snapshots|fork|
+ *     template|health|other|any. DELETE clears. Without status or drop a fault
+ *     changes the answer instead: repeat_token makes a page's X-Next-Token the
+ *     request's own nextToken ("fake.0" on a first page), so a client that
+ *     follows it blindly loops; public makes a create public, with no traffic
+ *     token (as when CubeMaster mints none); fork_errors N turns the first N
+ *     results of a fork into {"error"} entries.
+ *   --page-size N caps every paged answer (E2B's /v2/sandboxes, /snapshots,
+ *     /v2/templates; Cube's /snapshots) at N entries whatever limit is asked.
  *   GET /_fake/sandboxes → [{id,state,envd_pid,envd_port,token,traffic_token,
  *     expires_at,public,template_id}] (expires_at: unix seconds or null).
  *
@@ -230,6 +238,7 @@ struct fault {
 	struct fault *next;
 	char route[32];
 	int status, count, retry_after, delay_ms, drop;
+	int repeat_token, make_public, fork_errors; /* change the answer instead of failing it */
 };
 
 struct spawn_req {
@@ -245,6 +254,7 @@ static struct {
 	enum flavour flavour;
 	const char *envd_path, *api_key, *domain, *state_dir;
 	int verbose, build_steps;
+	long page_size;              /* --page-size: every paged answer holds at most this many; 0 no cap */
 	char user[64];
 	pthread_mutex_t lock;
 	pthread_cond_t cond;         /* reaper wake-up; CLOCK_MONOTONIC */
@@ -1158,6 +1168,9 @@ struct req {
 	char *segs[12];
 	int nseg;
 	char route[32];
+	int repeat_token;            /* a fault: X-Next-Token repeats the request's nextToken */
+	int make_public;             /* a fault: the create is public, no traffic token */
+	int fork_errors;             /* a fault: this many forks fail with an error entry */
 };
 
 static void reply_header(struct reply *r, const char *k, const char *v)
@@ -1647,6 +1660,9 @@ static void handle_create(struct req *q, struct reply *r, int v2)
 			o.public_traffic = cJSON_IsTrue(apt);
 		o.network = cJSON_Duplicate(net, 1);
 	}
+	/* A fault: the platform made it public whatever was asked (CubeMaster minting no token). */
+	if (q->make_public)
+		o.public_traffic = 1;
 	if (string_map(b, "metadata", &o.metadata, r) < 0)
 		goto out;
 	if (string_map(b, "envVars", &o.env_vars, r) < 0)
@@ -2093,6 +2109,14 @@ static void handle_fork(struct req *q, struct reply *r, const char *id)
 		struct sandbox *sb;
 		cJSON *e = cJSON_CreateObject();
 
+		if (i < q->fork_errors) {
+			cJSON *err = cJSON_AddObjectToObject(e, "error");
+
+			cJSON_AddNumberToObject(err, "code", 500);
+			cJSON_AddStringToObject(err, "message", "injected fault: this fork failed");
+			cJSON_AddItemToArray(arr, e);
+			continue;
+		}
 		pthread_mutex_lock(&g.lock);
 		o.alias = src->alias ? strdup(src->alias) : NULL;
 		o.metadata = src->metadata ? cJSON_Duplicate(src->metadata, 1) : NULL;
@@ -2317,8 +2341,12 @@ static int page_args(struct req *q, struct reply *r, long *limit, long *offset)
 			return -1;
 		}
 	}
+	/* --page-size: a server may send fewer than asked for; clients must follow the token. */
+	if (g.page_size > 0 && *limit > g.page_size)
+		*limit = g.page_size;
 	return 0;
 }
+
 
 static void next_token_header(struct reply *r, long next, const char *name)
 {
@@ -2326,6 +2354,17 @@ static void next_token_header(struct reply *r, long next, const char *name)
 
 	snprintf(v, sizeof(v), "fake.%ld", next);
 	reply_header(r, name, v);
+}
+
+/* The X-Next-Token of a page: more after next, or (a fault) the request's own token again. */
+static void page_token(struct req *q, struct reply *r, int more, long next, const char *name)
+{
+	const char *t = arg(q, "nextToken");
+
+	if (q->repeat_token)
+		reply_header(r, name, t && *t ? t : "fake.0");
+	else if (more)
+		next_token_header(r, next, name);
 }
 
 /* GET /v2/sandboxes (v2=1) or GET /sandboxes. */
@@ -2413,8 +2452,7 @@ static void handle_list(struct req *q, struct reply *r, int v2)
 	if (v2 && !is_cube()) {
 		char num[32];
 
-		if ((size_t)offset + (size_t)limit < n)
-			next_token_header(r, offset + limit, "X-Next-Token");
+		page_token(q, r, (size_t)offset + (size_t)limit < n, offset + limit, "X-Next-Token");
 		if (want_running) {
 			snprintf(num, sizeof(num), "%zu", running);
 			reply_header(r, "X-Total-Running", num);
@@ -2464,8 +2502,7 @@ static void handle_list_snapshots(struct req *q, struct reply *r)
 		cJSON_AddItemToArray(out, o);
 	}
 	pthread_mutex_unlock(&g.lock);
-	if (more)
-		next_token_header(r, offset + limit, is_cube() ? "x-next-token" : "X-Next-Token");
+	page_token(q, r, more, offset + limit, is_cube() ? "x-next-token" : "X-Next-Token");
 	reply_json(r, 200, out);
 }
 
@@ -2982,6 +3019,10 @@ static void handle_fake(struct req *q, struct reply *r)
 		x = cJSON_GetObjectItemCaseSensitive(b, "delay_ms");
 		f->delay_ms = cJSON_IsNumber(x) ? x->valueint : 0;
 		f->drop = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "drop"));
+		f->repeat_token = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "repeat_token"));
+		f->make_public = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "public"));
+		x = cJSON_GetObjectItemCaseSensitive(b, "fork_errors");
+		f->fork_errors = cJSON_IsNumber(x) && x->valueint > 0 ? x->valueint : 0;
 		cJSON_Delete(b);
 		pthread_mutex_lock(&g.lock);
 		{
@@ -3499,6 +3540,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			}
 			return queue_reply(conn, &r);
 		}
+		q->repeat_token = f.repeat_token;
+		q->make_public = f.make_public;
+		q->fork_errors = f.fork_errors;
 	}
 	dispatch(q, &r);
 	vlog("%s %s → %u", method, url, r.status);
@@ -3935,7 +3979,7 @@ static const char usage_text[] =
 	"SYNOPSIS\n"
 	"    fake-e2b --flavour cloud|selfhosted|cube --envd PATH [--port N] [--edge-port N]\n"
 	"             [--ready-fd FD] [--api-key KEY] [--domain D] [--state-dir DIR]\n"
-	"             [--build-steps N] [--sandbox-user NAME] [--v]\n"
+	"             [--build-steps N] [--page-size N] [--sandbox-user NAME] [--v]\n"
 	"\n"
 	"DESCRIPTION\n"
 	"    Serves a control API on 127.0.0.1:--port and an edge proxy on\n"
@@ -3956,11 +4000,19 @@ static const char usage_text[] =
 	"    --domain D         the domain returned in Sandbox.domain (cube default cube.app)\n"
 	"    --state-dir DIR    per-sandbox working directory DIR/<id> and DIR/<id>/envd.log\n"
 	"    --build-steps N    status polls before a template build is ready (default 2)\n"
+	"    --page-size N      every paged answer (E2B's sandbox, snapshot and template\n"
+	"                       lists; Cube's snapshots) holds at most N (1-100) entries,\n"
+	"                       whatever limit the client asks for\n"
 	"    --sandbox-user U   the -user given to envd (default: the user running fake-e2b)\n"
 	"    --v                log requests and lifecycle events to stderr\n"
 	"\n"
 	"TEST HOOKS (API port)\n"
-	"    POST   /_fake/faults     {\"route\",\"status\",\"count\",\"retry_after\",\"delay_ms\",\"drop\"}\n"
+	"    POST   /_fake/faults     {\"route\",\"status\",\"count\",\"retry_after\",\"delay_ms\",\"drop\",\n"
+	"                              \"repeat_token\",\"public\",\"fork_errors\"}\n"
+	"                             repeat_token: a page's X-Next-Token is the request's own\n"
+	"                             nextToken (fake.0 on a first page); public: the create is\n"
+	"                             public, without a traffic token; fork_errors: N: the\n"
+	"                             first N forks are error entries\n"
 	"    DELETE /_fake/faults     clear queued faults\n"
 	"    GET    /_fake/sandboxes  [{id,state,envd_pid,envd_port,token,traffic_token,\n"
 	"                               expires_at,public,template_id}]\n"
@@ -4070,6 +4122,13 @@ int main(int argc, char **argv)
 			NEED();
 			if (parse_int(v, 0, 1000, &g.build_steps) < 0)
 				goto bad;
+		} else if (!strcmp(a, "-page-size")) {
+			int ps;
+
+			NEED();
+			if (parse_int(v, 1, 100, &ps) < 0)
+				goto bad;
+			g.page_size = ps;
 		} else if (!strcmp(a, "-sandbox-user")) {
 			NEED();
 			snprintf(g.user, sizeof(g.user), "%s", v);

@@ -374,13 +374,37 @@ class CloudTests(unittest.TestCase):
         for s in (sid, clone["sandboxID"]):
             self.fake.json("DELETE", f"/sandboxes/{s}")
 
+    def test_page_size_and_repeated_token(self):
+        fake = Fake(self.flavour, api_key=self.fake.api_key, extra=("--page-size", "2"))
+        try:
+            ids = set()
+            for _ in range(3):
+                status, sb, _ = fake.json("POST", "/v2/sandboxes", {"templateID": "base"})
+                ids.add(sb["sandboxID"])
+            status, page1, resp = fake.json("GET", "/v2/sandboxes?limit=100")
+            self.assertEqual((status, len(page1)), (200, 2))
+            token = resp.getheader("X-Next-Token")
+            status, page2, resp = fake.json("GET", f"/v2/sandboxes?limit=100&nextToken={token}")
+            self.assertEqual((status, len(page2)), (200, 1))
+            self.assertIsNone(resp.getheader("X-Next-Token"))
+            self.assertEqual({s["sandboxID"] for s in page1 + page2}, ids)
+            fake.fault(route="list", repeat_token=True, count=2)
+            resp, _ = fake.request("GET", "/v2/sandboxes?limit=100")
+            self.assertEqual(resp.getheader("X-Next-Token"), "fake.0")
+            resp, _ = fake.request("GET", "/v2/sandboxes?limit=100&nextToken=fake.2")
+            self.assertEqual(resp.getheader("X-Next-Token"), "fake.2")
+            for sid in ids:
+                fake.json("DELETE", f"/sandboxes/{sid}")
+        finally:
+            fake.close()
+
     def test_fork(self):
         sid = self.create()["sandboxID"]
+        self.fake.fault(route="fork", fork_errors=1)
         status, forks, _ = self.fake.json("POST", f"/sandboxes/{sid}/fork", {"count": 2, "timeout": 60})
         self.assertEqual((status, len(forks)), (201, 2))
-        for f in forks:
-            self.assertIn("sandbox", f)
-            self.fake.json("DELETE", f"/sandboxes/{f['sandbox']['sandboxID']}")
+        self.assertEqual(forks[0]["error"]["code"], 500)
+        self.fake.json("DELETE", f"/sandboxes/{forks[1]['sandbox']['sandboxID']}")
         self.fake.json("DELETE", f"/sandboxes/{sid}")
 
 
@@ -420,6 +444,13 @@ class CubeTests(unittest.TestCase):
         self.assertEqual((resp.status, payload), (404, b""))
         status, health, _ = self.fake.json("GET", "/health")
         self.assertEqual((status, health["status"]), (200, "ok"))
+
+    def test_public_fault(self):
+        self.fake.fault(route="create", public=True)
+        sb = self.create(network={"allowPublicTraffic": False})
+        self.assertNotIn("trafficAccessToken", sb)
+        self.assertTrue(self.fake.sandboxes()[sb["sandboxID"]]["public"])
+        self.fake.json("DELETE", f"/sandboxes/{sb['sandboxID']}")
 
     def test_framework_errors_are_plain_text(self):
         resp, payload = self.fake.request("POST", "/sandboxes", raw=b'{"templateID":"base"}')

@@ -27,6 +27,8 @@ HANGAR_BEGIN_DECL
 struct hangar_create_opts;
 struct hangar_template_build_opts;
 struct hangar_template_info;
+struct hangar_sandbox_metric;
+struct hangar_sandbox_log_entry;
 
 /** What a provider reports about one sandbox; filled with the setters below. */
 typedef struct hangar_sys_sandbox hangar_sys_sandbox;
@@ -82,6 +84,25 @@ struct hangar_provider_ops {
 	 */
 	int (*template_list)(void *state, int (*fn)(const struct hangar_template_info *info, void *payload),
 			     void *payload);
+	/**
+	 * Forks a running sandbox natively (HANGAR_CAP_FORK) into count (1 to
+	 * 100) new ones living timeout_sec each, adding one entry to out per
+	 * fork with hangar_sys_list_add(): described like a created sandbox, or
+	 * marked failed with hangar_sys_sandbox_set_error(). A fork the
+	 * provider refuses to hand out is killed by it first. On a non-zero
+	 * return no fork exists and out is ignored.
+	 */
+	int (*fork)(void *state, const char *id, uint32_t count, int64_t timeout_sec, hangar_sys_list *out);
+	/**
+	 * Reports the sandbox's resource samples with fn, oldest first, after
+	 * reading them all, so that a failure reports none; returns fn's
+	 * non-zero value when it stops.
+	 */
+	int (*metrics)(void *state, const char *id,
+		       int (*fn)(const struct hangar_sandbox_metric *metric, void *payload), void *payload);
+	/** Reports the sandbox's platform log with fn, oldest first, as metrics does. */
+	int (*logs)(void *state, const char *id,
+		    int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload), void *payload);
 };
 
 /** Sandbox states, as hangar_sandbox_info reports them. */
@@ -117,7 +138,14 @@ HANGAR_EXTERN(int) hangar_sys_sandbox_set_template(hangar_sys_sandbox *sb, const
 /** Creation and expiry times, microseconds since the epoch (0: unknown / none). */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_times(hangar_sys_sandbox *sb, int64_t created_at_us, int64_t expires_at_us);
 
-/** A new entry for list(), to fill with the setters above. NULL when out of memory. */
+/**
+ * Marks an entry of fork()'s list as a fork that failed, with its HANGAR_E*
+ * code (negative) and why; the entry's other fields are then ignored.
+ * @return 0, HANGAR_EINVAL or HANGAR_ENOMEM.
+ */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_error(hangar_sys_sandbox *sb, int code, const char *message);
+
+/** A new entry for list() or fork(), to fill with the setters above. NULL when out of memory. */
 HANGAR_EXTERN(hangar_sys_sandbox *) hangar_sys_list_add(hangar_sys_list *list);
 
 /**

@@ -1,7 +1,8 @@
 /*
  * The e2b provider on E2B's cloud (or BYOC): api.<domain>, the v2 create and
  * connect routes, an envd access token on every sandbox, pause with or
- * without memory, snapshots, templates built from an image.
+ * without memory, snapshots, native forks (POST /sandboxes/{id}/fork),
+ * metrics, logs, templates built from an image.
  */
 #include "e2b.h"
 #include "hangar/template.h"
@@ -23,7 +24,7 @@ const struct hangar_provider_ops e2b_cloud_ops = {
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "e2b",
 	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_SNAPSHOT |
-			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_FS_PAUSE | HANGAR_CAP_TEMPLATES,
+			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_FS_PAUSE | HANGAR_CAP_TEMPLATES | HANGAR_CAP_FORK,
 	.init = cloud_init,
 	.fini = e2b_fini,
 	.create = e2b_create,
@@ -37,4 +38,7 @@ const struct hangar_provider_ops e2b_cloud_ops = {
 	.snapshot = e2b_snapshot,
 	.template_build = e2b_template_build,
 	.template_list = e2b_template_list,
+	.fork = e2b_fork,
+	.metrics = e2b_metrics,
+	.logs = e2b_logs,
 };

@@ -5,7 +5,11 @@
  * only in create's answer (so it is kept sealed), connect answering 200,
  * plain-text or empty framework errors, pause always keeping memory (a
  * filesystem-only pause is refused, never downgraded), templates built by
- * POST /templates. HANGAR_E2B_API_URL is required; the API key is optional.
+ * POST /templates, templates named by alias looked up for their tpl- id
+ * before a create. Logs come from GET /v2/sandboxes/{id}/logs; CubeAPI has
+ * no metrics and no fork (NOTES §4.4), so those are HANGAR_EUNSUPPORTED.
+ * Its v2 list has no pagination: one answer of at most 100 sandboxes.
+ * HANGAR_E2B_API_URL is required; the API key is optional.
  */
 #include "e2b.h"
 #include "hangar/template.h"
@@ -40,4 +44,6 @@ const struct hangar_provider_ops e2b_cube_ops = {
 	.snapshot = e2b_snapshot,
 	.template_build = e2b_template_build,
 	.template_list = e2b_template_list,
+	.metrics = e2b_metrics,
+	.logs = e2b_logs,
 };

@@ -26,6 +26,7 @@
 #include "api.h"
 #include "e2b.h"
 #include "pjson.h"
+#include "hangar/sandbox.h"
 #include "hangar/template.h"
 
 #define ENVD_PORT 49983
@@ -406,20 +407,111 @@ static void kill_quietly(struct e2b *e, const char *id)
 	hangar_sys_error(saved.code, saved.http_status, saved.os_errno, "%s", msg);
 }
 
+/*
+ * Takes a new sandbox from a Sandbox answer (create, fork): keeps its
+ * traffic token sealed, describes it into out, and kills it when a rule
+ * refuses it or it cannot be described. timeout is its lifetime.
+ */
+static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out)
+{
+	const char *id, *traffic;
+	int rc, refused;
+
+	rc = answer_id(j, &id);
+	if (rc)
+		return rc; /* nothing we can name: the platform's own expiry reclaims it */
+	/* Keep the traffic token first: CubeAPI never hands it out again. */
+	traffic = jstr(j, "trafficAccessToken");
+	if (traffic && (rc = hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic)) != 0) {
+		if (e->fl->cube) {
+			if (rc == HANGAR_ECONFIG)
+				hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+						 "HANGAR_SECRET_KEY must be set for the cube flavour of the e2b "
+						 "provider: its traffic tokens are kept sealed with it");
+			kill_quietly(e, id);
+			return hangar_error_last()->code;
+		}
+		/* E2B hands it out again on every connect. */
+		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
+		     hangar_error_last()->message);
+	}
+	rc = describe(e, id, j, out, &refused);
+	if (rc) {
+		/* Refused, or undescribable: either way nobody may use it. */
+		kill_quietly(e, id);
+		return hangar_error_last()->code;
+	}
+	{
+		int64_t now = hnow_us();
+
+		hangar_sys_sandbox_set_times(out, now, timeout > 0 ? now + timeout * 1000000 : 0);
+	}
+	remember(e, id, timeout);
+	return 0;
+}
+
+/* CubeAPI's alias form: ^[a-z0-9][a-z0-9-]{0,63}$, never a tpl- or snap- id. */
+static int cube_alias(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= 64 && s[0] != '-' && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n &&
+	       strncmp(s, "tpl-", 4) != 0 && strncmp(s, "snap-", 5) != 0;
+}
+
+/*
+ * Cube: a template named by its alias is looked up for its tpl-… id
+ * (GET /templates/aliases/{alias}, NOTES §4.2) before the create, so the
+ * create names exactly the template that alias meant then. E2B's create
+ * takes names and aliases itself. out receives the id to create from.
+ */
+static int resolve_template(struct e2b *e, const char *tpl, char *out, size_t size)
+{
+	struct e2b_resp r;
+	const char *tid;
+	char path[128];
+	int rc;
+
+	snprintf(out, size, "%s", tpl);
+	if (!e->fl->cube || !cube_alias(tpl))
+		return 0;
+	snprintf(path, sizeof(path), "/templates/aliases/%s", tpl);
+	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "template alias lookup", &r);
+	if (rc == HANGAR_ENOTFOUND)
+		rc = hangar_sys_error(HANGAR_ECREATE, 404, 0, "e2b: create: no template has the alias %s", tpl);
+	if (rc == 0) {
+		tid = jstr(r.json, "templateID");
+		if (!tid || !e2b_valid_id(tid) || strlen(tid) >= size)
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0,
+					      "e2b: the alias lookup of %s answered no valid template id", tpl);
+		else
+			snprintf(out, size, "%s", tid);
+	}
+	e2b_resp_free(&r);
+	if (rc == 0)
+		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: template alias %s is %s", tpl, out);
+	return rc;
+}
+
 int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	struct e2b *e = state;
-	const char *tpl = map_template(e, opts->template_id), *id;
+	const char *tpl = map_template(e, opts->template_id);
 	int64_t timeout = opts->timeout_sec;
-	cJSON *body = cJSON_CreateObject(), *net, *envs = NULL, *meta;
+	cJSON *body, *net, *envs = NULL, *meta;
+	char resolved[256];
 	struct e2b_resp r;
-	int rc, refused;
+	int rc;
 
 	if (timeout < 0)
 		timeout = e->fl->cube ? -1 : E2B_MAX_TIMEOUT;
+	rc = resolve_template(e, tpl, resolved, sizeof(resolved));
+	if (rc)
+		return rc;
+	body = cJSON_CreateObject();
 	if (!body)
 		return oom();
-	cJSON_AddStringToObject(body, "templateID", tpl);
+	cJSON_AddStringToObject(body, "templateID", resolved);
 	cJSON_AddNumberToObject(body, "timeout", (double)timeout);
 	cJSON_AddBoolToObject(body, "secure", 1);
 	cJSON_AddBoolToObject(body, "allow_internet_access", opts->network != HANGAR_NETWORK_OFF);
@@ -441,52 +533,14 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	}
 	rc = e2b_call(&e->api, "POST", e->fl->create_path, body, 1, E2B_ROUTE_CREATE, "create", &r);
 	cJSON_Delete(body);
-	if (rc) {
-		e2b_resp_free(&r);
-		return rc;
-	}
-	rc = answer_id(r.json, &id);
-	if (rc) {
-		/* Nothing we can name: the platform's own expiry reclaims it. */
-		e2b_resp_free(&r);
-		return rc;
-	}
-	hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id, tpl);
-	/* Keep the traffic token first: CubeAPI never hands it out again. */
-	{
-		const char *traffic = jstr(r.json, "trafficAccessToken");
+	if (rc == 0) {
+		const char *id = jstr(r.json, "sandboxID");
 
-		if (traffic && (rc = hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic)) != 0) {
-			if (e->fl->cube) {
-				if (rc == HANGAR_ECONFIG)
-					hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-							 "HANGAR_SECRET_KEY must be set for the cube flavour of the e2b "
-							 "provider: its traffic tokens are kept sealed with it");
-				kill_quietly(e, id);
-				e2b_resp_free(&r);
-				return hangar_error_last()->code;
-			}
-			/* E2B hands it out again on every connect. */
-			hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
-			     hangar_error_last()->message);
-			rc = 0;
-		}
+		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id ? id : "?", resolved);
+		rc = adopt(e, r.json, timeout, out);
 	}
-	rc = describe(e, id, r.json, out, &refused);
-	if (rc) {
-		/* Refused, or undescribable: either way nobody may use it. */
-		kill_quietly(e, id);
-		e2b_resp_free(&r);
-		return hangar_error_last()->code;
-	}
-	{
-		int64_t now = hnow_us();
-
-		hangar_sys_sandbox_set_times(out, now, timeout > 0 ? now + timeout * 1000000 : 0);
-	}
-	remember(e, id, timeout);
 	e2b_resp_free(&r);
-	return 0;
+	return rc;
 }
 
 /* ---- connect (describe without changing), resume ---------------------------------------- */
@@ -785,6 +839,10 @@ int e2b_list(void *state, hangar_sys_list *out)
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list is not an array");
 		for (const cJSON *s = r.json ? r.json->child : NULL; rc == 0 && s; s = s->next)
 			rc = list_entry(e, s, out);
+		/* CubeAPI's v2 list ignores nextToken and sends none: one answer is all there is. */
+		if (rc == 0 && e->fl->cube && cJSON_GetArraySize(r.json) >= LIST_PAGE)
+			hlog(e->ctx, HANGAR_LOG_WARNING,
+			     "e2b: CubeAPI lists at most %d sandboxes and does not page: more may exist", LIST_PAGE);
 		if (rc == 0 && *r.next_token && !strcmp(r.next_token, token))
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list repeats its page token");
 		if (rc == 0)
@@ -1094,6 +1152,247 @@ int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *
 		rc = fn(&info, payload);
 	}
 	cJSON_Delete(all);
+	return rc;
+}
+
+/* ---- forks, metrics, logs ------------------------------------------------------------------ */
+
+#define METRICS_MAX 1000
+#define LOGS_MAX 1000
+#define LOG_MESSAGE_MAX 4096
+
+/* One printable line of at most max bytes out of untrusted text, into a new string. */
+static char *clean_line(const char *src, size_t max)
+{
+	size_t n = src ? strnlen(src, max) : 0;
+	char *out = malloc(n + 1);
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)src[i];
+
+		out[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+	}
+	if (n == max && src[n]) {
+		/* Cut: drop the last character, which may have been cut in half. */
+		while (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
+			n--;
+		if (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0xc0)
+			n--;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, hangar_sys_list *out)
+{
+	struct e2b *e = state;
+	cJSON *body;
+	struct e2b_resp r;
+	char path[160];
+	uint32_t i = 0;
+	int rc;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	if (count < 1 || count > 100)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a fork makes 1 to 100 sandboxes");
+	if (timeout_sec <= 0 || timeout_sec > E2B_MAX_TIMEOUT)
+		timeout_sec = E2B_MAX_TIMEOUT;
+	body = cJSON_CreateObject();
+	if (!body)
+		return oom();
+	cJSON_AddNumberToObject(body, "timeout", (double)timeout_sec);
+	cJSON_AddNumberToObject(body, "count", count);
+	snprintf(path, sizeof(path), "/sandboxes/%s/fork", id);
+	rc = e2b_call(&e->api, "POST", path, body, 1, E2B_ROUTE_SANDBOX, "fork", &r);
+	cJSON_Delete(body);
+	if (rc == 0 && !cJSON_IsArray(r.json))
+		rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the fork answer is not an array");
+	if (rc) {
+		e2b_resp_free(&r);
+		return rc;
+	}
+	for (const cJSON *x = r.json->child; x; x = x->next, i++) {
+		const cJSON *sbj = cJSON_GetObjectItemCaseSensitive(x, "sandbox");
+		const cJSON *err = cJSON_GetObjectItemCaseSensitive(x, "error");
+		hangar_sys_sandbox *d = i < count ? hangar_sys_list_add(out) : NULL;
+
+		if (!d) {
+			/* More forks than asked for, or no memory to describe one: nobody may keep it. */
+			const char *extra = cJSON_IsObject(sbj) ? jstr(sbj, "sandboxID") : NULL;
+
+			if (extra && e2b_valid_id(extra))
+				kill_quietly(e, extra);
+			continue;
+		}
+		if (cJSON_IsObject(sbj)) {
+			int a = adopt(e, sbj, timeout_sec, d);
+
+			if (a && hangar_sys_sandbox_set_error(d, a, hangar_error_last()->message) != 0)
+				hangar_sys_sandbox_set_error(d, a, "");
+		} else {
+			const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
+			const char *why = jstr(err, "message");
+			int c = HANGAR_ECREATE;
+			char *line = clean_line(why ? why : "no reason given", 200);
+			char msg[320];
+
+			if ((cJSON_IsNumber(code) && code->valueint == 429) ||
+			    (jstr(err, "error_code") && strstr(jstr(err, "error_code"), "capacity")))
+				c = HANGAR_ECAPACITY;
+			snprintf(msg, sizeof(msg), "e2b: fork %u of %s failed: %s", i, id, line ? line : "");
+			free(line);
+			hangar_sys_sandbox_set_error(d, c, msg);
+		}
+	}
+	e2b_resp_free(&r);
+	return 0;
+}
+
+static double jnum(const cJSON *o, const char *name, int *ok)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble || v->valuedouble < 0 ||
+	    v->valuedouble > 9.2e18) {
+		*ok = 0;
+		return 0;
+	}
+	return v->valuedouble;
+}
+
+static int cmp_metric(const void *a, const void *b)
+{
+	const struct hangar_sandbox_metric *x = a, *y = b;
+
+	return (x->timestamp_us > y->timestamp_us) - (x->timestamp_us < y->timestamp_us);
+}
+
+int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
+		void *payload)
+{
+	struct e2b *e = state;
+	struct hangar_sandbox_metric *v = NULL;
+	struct e2b_resp r;
+	char path[160];
+	int rc, n = 0, skip;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	if (e->fl->cube)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+					"e2b: the cube flavour keeps no metrics: CubeAPI has no "
+					"GET /sandboxes/{id}/metrics route");
+	snprintf(path, sizeof(path), "/sandboxes/%s/metrics", id);
+	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "metrics", &r);
+	if (rc == 0 && !cJSON_IsArray(r.json))
+		rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the metrics are not an array");
+	if (rc == 0) {
+		/* Only the newest METRICS_MAX samples, whatever the platform sends. */
+		skip = cJSON_GetArraySize(r.json) - METRICS_MAX;
+		v = calloc(METRICS_MAX, sizeof(*v));
+		if (!v)
+			rc = oom();
+		for (const cJSON *x = r.json->child; rc == 0 && x; x = x->next) {
+			struct hangar_sandbox_metric *m;
+			int ok = 1;
+
+			if (skip-- > 0)
+				continue;
+			m = &v[n];
+			m->version = HANGAR_SANDBOX_METRIC_VERSION;
+			m->size = sizeof(*m);
+			if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "timestampUnix")))
+				m->timestamp_us = (int64_t)jnum(x, "timestampUnix", &ok) * 1000000;
+			else
+				m->timestamp_us = jtime_us(x, "timestamp");
+			m->cpu_count = (uint32_t)(jnum(x, "cpuCount", &ok) > 65536 ? 0 : jnum(x, "cpuCount", &ok));
+			m->cpu_used_pct = jnum(x, "cpuUsedPct", &ok);
+			m->mem_used_bytes = (uint64_t)jnum(x, "memUsed", &ok);
+			m->mem_total_bytes = (uint64_t)jnum(x, "memTotal", &ok);
+			m->disk_used_bytes = (uint64_t)jnum(x, "diskUsed", &ok);
+			m->disk_total_bytes = (uint64_t)jnum(x, "diskTotal", &ok);
+			if (!ok || !cJSON_IsObject(x))
+				rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a malformed metrics sample");
+			n++;
+		}
+	}
+	e2b_resp_free(&r);
+	if (rc == 0 && n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_metric);
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = fn(&v[i], payload);
+	free(v);
+	return rc;
+}
+
+struct log_line {
+	struct hangar_sandbox_log_entry entry;
+	int index;
+};
+
+static int cmp_log(const void *a, const void *b)
+{
+	const struct log_line *x = a, *y = b;
+
+	if (x->entry.timestamp_us != y->entry.timestamp_us)
+		return x->entry.timestamp_us < y->entry.timestamp_us ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
+	     void *payload)
+{
+	struct e2b *e = state;
+	struct log_line *v = NULL;
+	const cJSON *logs;
+	struct e2b_resp r;
+	char path[160];
+	int rc, n = 0;
+
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	/* The v2 route on every flavour: CubeAPI has it too (NOTES §4.1). */
+	snprintf(path, sizeof(path), "/v2/sandboxes/%s/logs?limit=%d", id, LOGS_MAX);
+	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "logs", &r);
+	logs = rc == 0 ? cJSON_GetObjectItemCaseSensitive(r.json, "logs") : NULL;
+	if (rc == 0 && !cJSON_IsArray(logs))
+		rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the logs answer has no list of entries");
+	if (rc == 0 && !(v = calloc(LOGS_MAX, sizeof(*v))))
+		rc = oom();
+	for (const cJSON *x = rc == 0 ? logs->child : NULL; x && n < LOGS_MAX; x = x->next) {
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
+		const char *level = jstr(x, "level");
+		struct log_line *l = &v[n];
+
+		if (!cJSON_IsObject(x) || !cJSON_IsString(msg)) {
+			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a malformed log entry");
+			break;
+		}
+		l->index = n;
+		l->entry.version = HANGAR_SANDBOX_LOG_ENTRY_VERSION;
+		l->entry.size = sizeof(l->entry);
+		l->entry.timestamp_us = jtime_us(x, "timestamp");
+		l->entry.level = clean_line(level ? level : "info", 16);
+		l->entry.message = clean_line(msg->valuestring, LOG_MESSAGE_MAX);
+		n++;
+		if (!l->entry.level || !l->entry.message) {
+			rc = oom();
+			break;
+		}
+	}
+	e2b_resp_free(&r);
+	if (rc == 0 && n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_log);
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = fn(&v[i].entry, payload);
+	for (int i = 0; i < n; i++) {
+		free((char *)v[i].entry.level);
+		free((char *)v[i].entry.message);
+	}
+	free(v);
 	return rc;
 }
 

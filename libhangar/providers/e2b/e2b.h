@@ -33,6 +33,11 @@ int e2b_set_timeout(void *state, const char *id, int64_t seconds);
 int e2b_list(void *state, hangar_sys_list *out);
 int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);
 int e2b_template_build(void *state, const struct hangar_template_build_opts *opts, hangar_buf *out_template_id);
+int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, hangar_sys_list *out);
+int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
+		void *payload);
+int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
+	     void *payload);
 int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *info, void *payload),
 		      void *payload);
 

@@ -1,8 +1,14 @@
 /*
  * The e2b provider on self-hosted E2B (infra, Embed): HANGAR_E2B_API_URL or
  * api.<domain>, the v2 create and connect routes, an envd access token on
- * every sandbox, pause with or without memory, snapshots, templates built
- * from an image.
+ * every sandbox, pause with or without memory, snapshots, metrics, logs,
+ * templates built from an image.
+ *
+ * No fork (HANGAR_CAP_FORK off), although E2B's API has one: a self-hosted
+ * cluster runs whichever infra release it deployed, and the fake control
+ * plane this flavour is tested against models it without the fork route
+ * (tests/fakes: 404, asserted by test_fake.py). A capability is claimed only
+ * where it is exercised; hangar_sandbox_fork() answers HANGAR_EUNSUPPORTED.
  */
 #include "e2b.h"
 #include "hangar/template.h"
@@ -38,4 +44,6 @@ const struct hangar_provider_ops e2b_selfhosted_ops = {
 	.snapshot = e2b_snapshot,
 	.template_build = e2b_template_build,
 	.template_list = e2b_template_list,
+	.metrics = e2b_metrics,
+	.logs = e2b_logs,
 };
