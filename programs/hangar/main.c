@@ -57,6 +57,25 @@ static const struct command sandbox_commands[] = {
 	{ "timeout", cmd_sandbox_timeout, NULL,
 	  "sandbox timeout ID SECONDS",
 	  "let a sandbox live SECONDS from now (0: no limit)", NULL },
+	{ "fork", cmd_sandbox_fork, NULL,
+	  "sandbox fork ID [--count N]",
+	  "fork a running sandbox natively and print each new id",
+	  "  -c, --count N       how many forks, 1 to 100 (default 1)\n"
+	  "Needs a provider that forks (capability 'fork': e2b on E2B's cloud).\n"
+	  "Each fork lives HANGAR_SANDBOX_TIMEOUT_SECONDS; a fork that failed is\n"
+	  "reported on stderr, and hangar then exits 1.\n" },
+	{ "logs", cmd_sandbox_logs, NULL,
+	  "sandbox logs ID [--json]",
+	  "print the platform's log of a sandbox: TIME, LEVEL, MESSAGE",
+	  "  -j, --json          a JSON array of objects instead of lines\n"
+	  "Lifecycle and system lines kept by the platform, not command output;\n"
+	  "at most 1000 entries, oldest first.\n" },
+	{ "metrics", cmd_sandbox_metrics, NULL,
+	  "sandbox metrics ID [--json]",
+	  "print a sandbox's recent CPU, memory and disk samples",
+	  "  -j, --json          a JSON array of objects (bytes) instead of a table (MiB)\n"
+	  "At most the newest 1000 samples, oldest first. The cube flavour of the\n"
+	  "e2b provider keeps none.\n" },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
