@@ -446,8 +446,10 @@ typedef void (*hangar_fork_fn)(const hangar_fork_result *result, void *payload);
  *         and any of those may report an error; otherwise fn has not been
  *         called and no fork exists: HANGAR_EINVAL (also: the sandbox is
  *         not running), HANGAR_EUNSUPPORTED (the provider cannot fork),
- *         HANGAR_EGONE, HANGAR_ECAPACITY, HANGAR_EUNAVAILABLE,
- *         HANGAR_ETIMEOUT or HANGAR_EPROTOCOL.
+ *         HANGAR_EGONE, HANGAR_ECAPACITY, HANGAR_EUNAVAILABLE or
+ *         HANGAR_EPROTOCOL; except after HANGAR_ETIMEOUT (the request went
+ *         out unanswered), when the platform may have made forks that the
+ *         caller cannot name and that expire with their lifetime.
  * **Ownership:** the sandboxes fn receives are borrowed; the forks
  * themselves live on until killed or expired.
  * **Thread safety:** safe from any thread; fn runs on the calling thread.
