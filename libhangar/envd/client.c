@@ -825,6 +825,12 @@ static void set_timeouts(struct xfer *x)
 		curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, deadline > LONG_MAX ? LONG_MAX : (long)deadline);
 	}
 	curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, x->connect_timeout_ms);
+	if (x->call->stall_ms > 0) {
+		/* Less than a byte a second for that long counts as stalled. */
+		curl_easy_setopt(x->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(x->h, CURLOPT_LOW_SPEED_TIME,
+				 x->call->stall_ms < 1000 ? 1L : (long)(x->call->stall_ms / 1000));
+	}
 }
 
 static int xfer_begin(struct xfer *x, struct envd_client *c, const struct envd_call *call, enum xfer_kind kind,
@@ -928,6 +934,9 @@ static int timeout_error(struct xfer *x)
 	if (!x->connected)
 		return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "%s: connecting to envd took longer than %ld ms",
 			    x->what, x->connect_timeout_ms);
+	if (x->call->deadline_ms <= 0)
+		return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "%s: nothing moved for %lld ms", x->what,
+			    (long long)x->call->stall_ms);
 	return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "%s: no complete answer within the call deadline of %lld ms",
 		    x->what, (long long)x->call->deadline_ms);
 }

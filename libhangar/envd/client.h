@@ -31,6 +31,8 @@ struct envd_call {
 	const struct envd_endpoint *ep;
 	const char *user;               /* overrides ep->user when not NULL */
 	int64_t deadline_ms;            /* whole request, 0: none */
+	int64_t stall_ms;               /* give up when no byte moves for this long, 0: never
+					   (for transfers of any size, which have no whole deadline) */
 	int64_t connect_timeout_ms;     /* Connect-Timeout-Ms to send; <= 0: none */
 	int keepalive_sec;              /* Keepalive-Ping-Interval to send; 0: none */
 	const volatile int *cancel;     /* polled while waiting; non-zero aborts (HANGAR_ETIMEOUT not set: returns ENVD_CANCELLED) */

@@ -102,8 +102,9 @@ int hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const cha
 	fd = open(local_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return herr_os(HANGAR_EOS, errno, "cannot open %s", local_path);
-	/* Big copies take as long as they take; only silence is bounded (by the client). */
-	WITH_CALL(sb, call, st, v, call.deadline_ms = 0; rc = envd_file_upload(c, &call, remote_path, fd, &st));
+	/* Big copies take as long as they take; only silence is bounded. */
+	WITH_CALL(sb, call, st, v, call.stall_ms = call.deadline_ms; call.deadline_ms = 0;
+		  rc = envd_file_upload(c, &call, remote_path, fd, &st));
 	close(fd);
 	return finish(sb, rc, &st, "copying to", remote_path);
 }
@@ -129,7 +130,8 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return herr_os(HANGAR_EOS, errno, "cannot create %s", tmp);
-	WITH_CALL(sb, call, st, v, call.deadline_ms = 0; rc = envd_file_download(c, &call, remote_path, fd, &st));
+	WITH_CALL(sb, call, st, v, call.stall_ms = call.deadline_ms; call.deadline_ms = 0;
+		  rc = envd_file_download(c, &call, remote_path, fd, &st));
 	if (rc == 0 && fsync(fd) < 0)
 		rc = herr_os(HANGAR_EOS, errno, "cannot write %s", tmp);
 	if (close(fd) < 0 && rc == 0)

@@ -461,6 +461,14 @@ START_TEST(silent_sandbox_is_a_timeout)
 	must(hangar_ctx_set(ctx, "HANGAR_REQUEST_TIMEOUT_SECONDS", "1"), "timeout");
 	kill(box->pid, SIGSTOP); /* alive, but not answering */
 	ck_assert_int_eq(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), HANGAR_ETIMEOUT);
+	/* Copies have no overall deadline, but silence still ends them. */
+	{
+		char local[300];
+
+		snprintf(local, sizeof(local), "%s/never", tmpdir);
+		ck_assert_int_eq(hangar_sandbox_copy_out(sb, "/etc/hostname", local), HANGAR_ETIMEOUT);
+		ck_assert_int_eq(access(local, F_OK), -1);
+	}
 	kill(box->pid, SIGCONT);
 	must(hangar_sandbox_read_file(&b, sb, "/etc/hostname"), "read after");
 	hangar_buf_dispose(&b);
