@@ -20,7 +20,6 @@ struct hangar_provider {
 	void *data;
 	void *state;
 	int initialised;
-	int init_error;                   /* sticky failure of init */
 	struct hangar_provider *next;
 };
 

@@ -90,9 +90,8 @@ void provider_e2b_flavour_changed(hangar_ctx *ctx, const char *flavour)
 		if (!strcmp(p->ops.name, "e2b") && !p->initialised && p->ops.init != ops->init &&
 		    (p->ops.init == e2b_cloud_ops.init || p->ops.init == e2b_selfhosted_ops.init ||
 		     p->ops.init == e2b_cube_ops.init)) {
-			/* Not set up yet: take the other flavour's table, and forget a failed set-up. */
+			/* Not set up yet: take the other flavour's table. */
 			memcpy(&p->ops, ops, sizeof(p->ops));
-			p->init_error = 0;
 		}
 	pthread_mutex_unlock(&ctx->mu);
 }
@@ -121,15 +120,19 @@ struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name)
 	for (p = ctx->providers; p; p = p->next)
 		if (!strcmp(p->ops.name, name))
 			break;
-	if (p && !p->initialised && !p->init_error) {
-		/* Initialised on first use, so a provider nobody uses cannot fail the context. */
+	if (p && !p->initialised) {
+		/*
+		 * Set up on first use, so a provider nobody uses cannot fail the
+		 * context; a failed set-up is tried again next time, so fixing a
+		 * setting with hangar_ctx_set() is enough, and each failure reports
+		 * its own reason.
+		 */
+		herr_clear();
 		r = p->ops.init(&p->state, ctx, p->data);
 		if (r == 0)
 			p->initialised = 1;
-		else
-			p->init_error = r < 0 ? r : HANGAR_EUNAVAILABLE;
-	} else if (p && p->init_error) {
-		r = p->init_error;
+		else if (r > 0)
+			r = HANGAR_EUNAVAILABLE;
 	}
 	pthread_mutex_unlock(&ctx->mu);
 	if (!p) {

@@ -47,12 +47,22 @@ static void print_capabilities(uint64_t caps)
 	puts(*sep ? "" : "none");
 }
 
-static int print_provider_name(hangar_provider *p, void *payload)
+/* One line per provider: ready with its capabilities, or why it cannot be set up. */
+static int print_provider_status(hangar_provider *listed, void *payload)
 {
-	const char **sep = payload;
+	hangar_ctx *ctx = payload;
+	hangar_provider *p = NULL;
 
-	printf("%s%s", *sep, hangar_provider_name(p));
-	*sep = " ";
+	printf("provider %s: ", hangar_provider_name(listed));
+	if (hangar_provider_lookup(&p, ctx, hangar_provider_name(listed)) != 0) {
+		const hangar_error *e = hangar_error_last();
+
+		printf("not usable: %s\n", *e->message ? e->message : hangar_strerror(e->code));
+		return 0;
+	}
+	fputs("ready, ", stdout);
+	print_capabilities(hangar_provider_capabilities(p));
+	hangar_provider_unref(p);
 	return 0;
 }
 
@@ -65,7 +75,6 @@ int cmd_config_check(struct cli *cli, int argc, char **argv)
 	hangar_buf name = HANGAR_BUF_INIT;
 	hangar_provider *p = NULL;
 	hangar_ctx *ctx = NULL;
-	const char *sep = "";
 	int dd, c, status;
 
 	cli_getopt_reset();
@@ -80,9 +89,7 @@ int cmd_config_check(struct cli *cli, int argc, char **argv)
 		return status;
 	hangar_ctx_foreach_setting(ctx, print_setting, NULL);
 
-	fputs("providers: ", stdout);
-	hangar_provider_foreach(ctx, print_provider_name, &sep);
-	putchar('\n');
+	hangar_provider_foreach(ctx, print_provider_status, ctx);
 	if (hangar_provider_lookup(&p, ctx, NULL) != 0) {
 		const hangar_error *e = hangar_error_last();
 		char msg[512];

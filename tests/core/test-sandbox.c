@@ -582,6 +582,46 @@ START_TEST(secrets_are_masked)
 }
 END_TEST
 
+static int other_create(void *state, const struct hangar_create_opts *o, hangar_sys_sandbox *out);
+static int other_connect(void *state, const char *id, hangar_sys_sandbox *out);
+static int other_kill(void *state, const char *id);
+
+/* A provider that cannot be set up says why every time, and is tried again after a fix. */
+static int flaky_ready;
+
+static int flaky_init(void **state, hangar_ctx *c, void *data)
+{
+	(void)c;
+	(void)data;
+	*state = NULL;
+	if (!flaky_ready)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "flaky: not ready yet");
+	return 0;
+}
+
+START_TEST(provider_setup_is_retried)
+{
+	static const struct hangar_provider_ops flaky = {
+		.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "flaky",
+		.init = flaky_init, .create = other_create, .connect = other_connect, .kill = other_kill,
+	};
+	hangar_provider *p = NULL;
+
+	flaky_ready = 0;
+	must(hangar_provider_register(ctx, &flaky, NULL), "register");
+	ck_assert_int_eq(hangar_provider_lookup(&p, ctx, "flaky"), HANGAR_ECONFIG);
+	ck_assert_str_eq(hangar_error_last()->message, "flaky: not ready yet");
+	must(hangar_provider_lookup(&p, ctx, "fake"), "fake");
+	p = hangar_provider_unref(p);
+	/* The second failure reports its own reason, not whatever came last. */
+	ck_assert_int_eq(hangar_provider_lookup(&p, ctx, "flaky"), HANGAR_ECONFIG);
+	ck_assert_str_eq(hangar_error_last()->message, "flaky: not ready yet");
+	flaky_ready = 1;
+	must(hangar_provider_lookup(&p, ctx, "flaky"), "after the fix");
+	hangar_provider_unref(p);
+}
+END_TEST
+
 START_TEST(null_arguments)
 {
 	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
@@ -716,6 +756,7 @@ static Suite *suite(void)
 	tcase_add_test(t, bad_setting_names_the_variable);
 	tcase_add_test(t, secrets_are_masked);
 	tcase_add_test(t, null_arguments);
+	tcase_add_test(t, provider_setup_is_retried);
 	tcase_add_test(t, store_secrets_sealed);
 	tcase_add_test(t, store_finds_the_provider_after_a_restart);
 	suite_add_tcase(s, t);
