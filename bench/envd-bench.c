@@ -36,6 +36,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "stats.h"
+
 extern char **environ;
 
 #define MIB (1024.0 * 1024.0)
@@ -82,56 +84,6 @@ static void on_fatal_signal(int sig)
 
 /* ---- time and statistics ---------------------------------------------- */
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-struct stats {
-	size_t n;
-	double p50, p95, p99, mean;
-};
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of a sorted array; permille 500 is the median. */
-static double percentile(const double *sorted, size_t n, size_t permille)
-{
-	size_t rank;
-
-	if (n == 0)
-		return 0;
-	rank = (permille * n + 999) / 1000;
-	if (rank < 1)
-		rank = 1;
-	return sorted[rank - 1];
-}
-
-/* Sorts v in place. */
-static void stats_of(double *v, size_t n, struct stats *s)
-{
-	double sum = 0;
-
-	memset(s, 0, sizeof(*s));
-	s->n = n;
-	if (n == 0)
-		return;
-	qsort(v, n, sizeof(*v), cmp_double);
-	for (size_t i = 0; i < n; i++)
-		sum += v[i];
-	s->mean = sum / (double)n;
-	s->p50 = percentile(v, n, 500);
-	s->p95 = percentile(v, n, 950);
-	s->p99 = percentile(v, n, 990);
-}
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -1255,9 +1207,9 @@ static int bench_post(const struct config *cfg, int port, const char *path)
 		table_row(name, &s, fail, "failed: %s", why);
 		return fail;
 	}
-	qsort(runs, (size_t)n, sizeof(double), cmp_double);
+	stats_of(runs, (size_t)n, &s); /* sorts them: the best is last */
 	table_row(name, NULL, 0, "%d run%s, %d failed: best %.1f MiB/s, median %.1f MiB/s", n, n == 1 ? "" : "s",
-		  fail, runs[n - 1], percentile(runs, (size_t)n, 500));
+		  fail, runs[n - 1], s.p50);
 	return fail;
 }
 

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stats.h"
+
 struct target {
 	const char *url;
 	const char *user;
@@ -73,32 +75,6 @@ static int b_kill(void *state, const char *id)
 	return 0; /* the daemon is not ours to stop */
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank, as sdk-run.mjs computes it. */
-static double percentile(const double *sorted, int n, int pct)
-{
-	int i = (pct * n + 99) / 100 - 1;
-
-	if (i < 0)
-		i = 0;
-	if (i > n - 1)
-		i = n - 1;
-	return sorted[i];
-}
 
 static int count_arg(const char *s, int min)
 {
@@ -137,6 +113,7 @@ int main(int argc, char **argv)
 	hangar_sandbox *sb = NULL;
 	hangar_ctx *ctx = NULL;
 	double *v;
+	struct stats st;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -200,10 +177,9 @@ int main(int argc, char **argv)
 			v[got++] = ms;
 		}
 	}
-	qsort(v, (size_t)got, sizeof(*v), cmp_double);
+	stats_of(v, (size_t)got, &st);
 	if (got)
-		printf("%-28s n=%d  p50 %8.2f ms  p95 %8.2f ms\n", "libhangar exec('true')", got,
-		       percentile(v, got, 50), percentile(v, got, 95));
+		printf("%-28s n=%d  p50 %8.2f ms  p95 %8.2f ms\n", "libhangar exec('true')", got, st.p50, st.p95);
 	else
 		printf("%-28s n=0\n", "libhangar exec('true')");
 	if (first)
