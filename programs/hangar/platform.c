@@ -157,7 +157,11 @@ static int print_log(const hangar_sandbox_log_entry *e, void *payload)
 	return 0;
 }
 
-int cmd_sandbox_logs(struct cli *cli, int argc, char **argv)
+/* What `sandbox logs` and `sandbox metrics` differ in: the call that reads. */
+typedef int (*reader_fn)(hangar_sandbox *sb, struct printing *p);
+
+/* Attaches to the sandbox named on the command line and prints what read() reports. */
+static int print_from_sandbox(struct cli *cli, int argc, char **argv, const char *what, reader_fn read)
 {
 	struct printing p = { 0, 0 };
 	hangar_sandbox *sb = NULL;
@@ -172,9 +176,9 @@ int cmd_sandbox_logs(struct cli *cli, int argc, char **argv)
 		return status;
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, id, &sb)) != 0)
 		goto out;
-	if (hangar_sandbox_logs(sb, print_log, &p) != 0) {
+	if (read(sb, &p) != 0) {
 		status = hangar_error_last()->code == HANGAR_EUNSUPPORTED ? cli_fail("%s", hangar_error_last()->message)
-									  : attach_failed(id, "read the logs of");
+									  : attach_failed(id, what);
 		goto out;
 	}
 	if (p.json)
@@ -183,6 +187,16 @@ out:
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
 	return status;
+}
+
+static int read_logs(hangar_sandbox *sb, struct printing *p)
+{
+	return hangar_sandbox_logs(sb, print_log, p);
+}
+
+int cmd_sandbox_logs(struct cli *cli, int argc, char **argv)
+{
+	return print_from_sandbox(cli, argc, argv, "read the logs of", read_logs);
 }
 
 static int print_metric(const hangar_sandbox_metric *m, void *payload)
@@ -209,30 +223,12 @@ static int print_metric(const hangar_sandbox_metric *m, void *payload)
 	return 0;
 }
 
+static int read_metrics(hangar_sandbox *sb, struct printing *p)
+{
+	return hangar_sandbox_metrics(sb, print_metric, p);
+}
+
 int cmd_sandbox_metrics(struct cli *cli, int argc, char **argv)
 {
-	struct printing p = { 0, 0 };
-	hangar_sandbox *sb = NULL;
-	hangar_ctx *ctx = NULL;
-	char *id;
-	int status;
-
-	status = one_id(cli, argc, argv, "jh", json_longopts, &id, json_opt, &p.json);
-	if (status == OPT_HELP)
-		return cli_help_cmd(cli->cmd);
-	if (status)
-		return status;
-	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, id, &sb)) != 0)
-		goto out;
-	if (hangar_sandbox_metrics(sb, print_metric, &p) != 0) {
-		status = hangar_error_last()->code == HANGAR_EUNSUPPORTED ? cli_fail("%s", hangar_error_last()->message)
-									  : attach_failed(id, "read the metrics of");
-		goto out;
-	}
-	if (p.json)
-		printf("%s]\n", p.n ? "" : "[");
-out:
-	hangar_sandbox_unref(sb);
-	hangar_ctx_unref(ctx);
-	return status;
+	return print_from_sandbox(cli, argc, argv, "read the metrics of", read_metrics);
 }
