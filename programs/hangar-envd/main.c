@@ -36,7 +36,7 @@ void envd_log(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH] [-token-file PATH]\n"
+	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH] [-token-file PATH | -token-fd FD]\n"
 	      "                   [-token-env NAME] [-user NAME] [-workdir DIR] [-env KEY=VALUE]...\n"
 	      "                   [-ready-fd FD] [-v] [-version]\n",
 	      f);
@@ -74,6 +74,61 @@ static char *read_token_file(const char *path)
 	return strdup(buf);
 }
 
+/*
+ * Reads the token from an inherited descriptor (a pipe, typically) until EOF,
+ * at most TOKEN_FD_MAX bytes, and closes it: the token never has to touch disk.
+ */
+#define TOKEN_FD_MAX 1024
+static char *read_token_fd(int fd)
+{
+	char buf[TOKEN_FD_MAX + 1], *tok;
+	size_t n = 0;
+
+	if (fcntl(fd, F_GETFD) < 0) {
+		fprintf(stderr, "hangar-envd: -token-fd %d is not an open descriptor\n", fd);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "hangar-envd: cannot read the token from descriptor %d: %s\n", fd,
+				strerror(errno));
+			close(fd);
+			explicit_bzero(buf, sizeof(buf));
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > TOKEN_FD_MAX) {
+			fprintf(stderr, "hangar-envd: the token on descriptor %d is longer than %d bytes\n", fd,
+				TOKEN_FD_MAX);
+			close(fd);
+			explicit_bzero(buf, sizeof(buf));
+			return NULL;
+		}
+	}
+	close(fd);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	buf[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "hangar-envd: the token on descriptor %d is empty\n", fd);
+		return NULL;
+	}
+	if (strlen(buf) != n) {
+		fprintf(stderr, "hangar-envd: the token on descriptor %d contains a NUL byte\n", fd);
+		explicit_bzero(buf, sizeof(buf));
+		return NULL;
+	}
+	tok = strdup(buf);
+	explicit_bzero(buf, sizeof(buf));
+	return tok;
+}
+
 /* Takes the token from the environment once and removes it, so no child inherits it. */
 static char *take_token_env(const char *name)
 {
@@ -102,7 +157,7 @@ int main(int argc, char **argv)
 	const char *token_file = NULL, *token_env = TOKEN_ENV_DEFAULT, *user = NULL;
 	char **envs = calloc((size_t)argc + 1, sizeof(char *));
 	size_t nenv = 0;
-	int ready_fd = -1;
+	int ready_fd = -1, token_fd = -1;
 	struct MHD_Daemon *d;
 	sigset_t set;
 	int sig;
@@ -129,6 +184,14 @@ int main(int argc, char **argv)
 			so.socket_path = arg_value(argc, argv, &i);
 		} else if (strcmp(a, "-token-file") == 0) {
 			token_file = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-token-fd") == 0) {
+			char *end;
+
+			token_fd = (int)strtol(arg_value(argc, argv, &i), &end, 10);
+			if (*end || !argv[i][0] || token_fd < 0) {
+				fprintf(stderr, "hangar-envd: invalid -token-fd %s\n", argv[i]);
+				return 2;
+			}
 		} else if (strcmp(a, "-token-env") == 0) {
 			token_env = arg_value(argc, argv, &i);
 		} else if (strcmp(a, "-user") == 0) {
@@ -167,16 +230,23 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (token_file && token_fd >= 0) {
+		fprintf(stderr, "hangar-envd: -token-file and -token-fd exclude each other\n");
+		usage(stderr);
+		return 2;
+	}
 	envd_cfg.default_env = envs;
 	envd_cfg.is_root = geteuid() == 0;
 
-	/* The environment variable is always consumed, even when a file wins. */
+	/* The environment variable is always consumed, even when a file or descriptor wins. */
 	{
 		char *from_env = take_token_env(token_env);
 
-		if (token_file) {
+		if (token_file || token_fd >= 0) {
+			if (from_env)
+				explicit_bzero(from_env, strlen(from_env));
 			free(from_env);
-			envd_cfg.token = read_token_file(token_file);
+			envd_cfg.token = token_file ? read_token_file(token_file) : read_token_fd(token_fd);
 			if (!envd_cfg.token)
 				return 1;
 		} else {

@@ -34,7 +34,7 @@ def envd_binary():
 
 
 class Daemon:
-    def __init__(self, args, token=None):
+    def __init__(self, args, token=None, pass_fds=(), env=None):
         self.token = token
         self.args = args
         self.log = tempfile.TemporaryFile()
@@ -42,11 +42,12 @@ class Daemon:
         try:
             self.proc = subprocess.Popen(
                 [envd_binary(), "-addr", "127.0.0.1", "-port", "0", "-ready-fd", str(wfd)] + args,
-                pass_fds=(wfd,),
+                pass_fds=(wfd,) + tuple(pass_fds),
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=self.log,
-                env={k: v for k, v in os.environ.items() if k != "HANGAR_ENVD_ACCESS_TOKEN"},
+                env=env if env is not None else
+                {k: v for k, v in os.environ.items() if k != "HANGAR_ENVD_ACCESS_TOKEN"},
             )
         finally:
             os.close(wfd)
