@@ -1,20 +1,27 @@
 /*
  * hangar-jail: supervises one local sandbox.
  *
- *   hangar-jail -dir STATE_DIR/local/<id> -bwrap PATH -envd PATH -ready-fd FD [-daemon]
+ *   hangar-jail -dir STATE_DIR/local/<id> -bwrap PATH -envd PATH -ready-fd FD
+ *               -token-fd FD [-daemon]
  *
  * libhangar's local provider starts it with the sandbox's directory already
- * laid out (see libhangar/providers/local/lstate.h). It detaches (-daemon),
- * records its pid in jail.pid, sets up a freezer cgroup for the sandbox,
- * runs hangar-envd inside bubblewrap (passing the ready fd on, so envd tells
- * the library itself when it listens), and then waits for one of: bwrap
+ * laid out (see libhangar/providers/local/lstate.h). It reads envd's access
+ * token from the -token-fd pipe, detaches (-daemon), records its pid in
+ * jail.pid, sets up a freezer cgroup for the sandbox, runs hangar-envd inside
+ * bubblewrap (passing the ready fd on, so envd tells the library itself when
+ * it listens, and handing the token over another pipe), and then waits for
+ * one of: bwrap
  * exiting, SIGTERM (kill), or the expiry time in meta.json passing (re-read
  * on SIGHUP, which the library sends after changing it). On any of them it
  * thaws and kills every process of the sandbox, removes its cgroup and
  * removes the sandbox's directory.
  *
+ * The token lives only in memory, never on disk: while it waits, the jail
+ * serves it on jail.sock to whoever connects with its own uid (or root),
+ * which is how the library learns it again after a restart.
+ *
  * The jail itself stays outside the freezer cgroup, so it can still tear
- * down a paused sandbox.
+ * down a paused sandbox (and answer on jail.sock while it is paused).
  *
  * HANGAR_JAIL_FREEZER=auto|v2|v1|none (environment, default auto) picks the
  * freezer; "none" leaves pausing to SIGSTOP.
@@ -31,10 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,10 +52,14 @@
 #include "lstate.h"
 
 #define TEARDOWN_DEADLINE_MS 10000
+#define TOKEN_MAX 1024
 
 static const char *dir, *id;
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
+/* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
+static char token[TOKEN_MAX + 1];
+static size_t token_len;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -270,6 +284,139 @@ static void kill_cgroup_members(int64_t deadline)
 	}
 }
 
+/* ---- the token --------------------------------------------------------------------- */
+
+static void forget_token(void)
+{
+	explicit_bzero(token, sizeof(token));
+	token_len = 0;
+}
+
+/* Reads the token from fd (a pipe from the library) until EOF, and closes fd. 0 or -1. */
+static int read_token(int fd)
+{
+	size_t n = 0;
+
+	mlock(token, sizeof(token)); /* best effort: RLIMIT_MEMLOCK may forbid it */
+	atexit(forget_token);
+	for (;;) {
+		ssize_t r = read(fd, token + n, sizeof(token) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			say("cannot read the token: %s", strerror(errno));
+			break;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > TOKEN_MAX) {
+			say("the token is longer than %d bytes", TOKEN_MAX);
+			break;
+		}
+	}
+	close(fd);
+	while (n > 0 && n <= TOKEN_MAX && (token[n - 1] == '\n' || token[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n > TOKEN_MAX || memchr(token, '\0', n)) {
+		if (n > 0 && n <= TOKEN_MAX)
+			say("the token is malformed");
+		else if (n == 0)
+			say("the token is empty");
+		forget_token();
+		return -1;
+	}
+	token[n] = '\0';
+	token_len = n;
+	return 0;
+}
+
+/*
+ * A pipe holding the token, for envd: returns its read end (close-on-exec,
+ * cleared in the child before it runs bwrap), or -1. The write end is closed
+ * here, so envd reads EOF right after the token.
+ */
+static int token_pipe(void)
+{
+	int p[2];
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	/* A pipe holds far more than TOKEN_MAX bytes: this write never blocks. */
+	n = write(p[1], token, token_len);
+	close(p[1]);
+	if (n != (ssize_t)token_len) {
+		close(p[0]);
+		errno = n < 0 ? errno : EIO;
+		return -1;
+	}
+	return p[0];
+}
+
+/* jail.sock: where the library asks for the token again. Non-blocking; -1 on failure. */
+static int listen_token_socket(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, r;
+
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/jail.sock", dir) >= (int)sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	unlink(sa.sun_path);
+	old = umask(0077);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Answers pending connections on jail.sock (a bounded batch, so a flood
+ * cannot starve the signals): the token to a peer with our own uid or root,
+ * nothing to anyone else. Never blocks: accept is non-blocking, and the token
+ * fits a fresh socket's buffer in one write.
+ */
+static void serve_token(int lfd)
+{
+	uid_t me = geteuid();
+
+	for (int batch = 0; batch < 64; batch++) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				say("jail.sock: accept: %s", strerror(errno));
+			return;
+		}
+		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred) &&
+		    (cred.uid == me || cred.uid == 0)) {
+			ssize_t n = send(c, token, token_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			(void)n; /* a peer that went away or reads nothing gets nothing more */
+		} else {
+			say("jail.sock: refused a connection from uid %d", len == sizeof(cred) ? (int)cred.uid : -1);
+		}
+		close(c);
+	}
+}
+
 /* ---- the sandbox ------------------------------------------------------------------- */
 
 struct argv {
@@ -344,7 +491,8 @@ static void add_usr_links(struct argv *a)
 	}
 }
 
-static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m, int ready_fd)
+static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m, int ready_fd,
+			     int envd_token_fd)
 {
 	static const char *const caps[] = {
 		/* What envd needs as root to run commands and write files as other users. */
@@ -448,8 +596,8 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	add(a, envd_inside);
 	add(a, "-socket");
 	add(a, "/run/hangar/envd.sock");
-	add(a, "-token-file");
-	add(a, "/run/hangar/token");
+	add(a, "-token-fd");
+	addf(a, "%d", envd_token_fd);
 	add(a, "-user");
 	add(a, "user");
 	add(a, "-workdir");
@@ -464,7 +612,8 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	addf(a, "%d", ready_fd);
 }
 
-static pid_t spawn_bwrap(char **argv)
+/* Runs bwrap; inherit_fd (the token pipe) is the one close-on-exec descriptor it keeps. */
+static pid_t spawn_bwrap(char **argv, int inherit_fd)
 {
 	char procs[PATH_MAX + 32];
 	pid_t pid;
@@ -473,6 +622,11 @@ static pid_t spawn_bwrap(char **argv)
 	pid = fork();
 	if (pid != 0)
 		return pid;
+	forget_token(); /* envd gets it from the pipe; bwrap has no use for it */
+	if (fcntl(inherit_fd, F_SETFD, 0) < 0) {
+		say("cannot pass the token pipe on: %s", strerror(errno));
+		_exit(126);
+	}
 	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
 	if (strcmp(cg_kind, "none") != 0) {
 		char self[32];
@@ -525,6 +679,8 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	char path[PATH_MAX];
 	int r;
 
+	/* Nothing is served from here on. */
+	forget_token();
 	/* A frozen task cannot die: thaw first. */
 	thaw();
 	if (!bwrap_done && bwrap > 0) {
@@ -561,14 +717,14 @@ static void teardown(pid_t bwrap, int bwrap_done)
 
 static void usage(void)
 {
-	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD [-daemon]\n", stderr);
+	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD -token-fd FD [-daemon]\n", stderr);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	const char *bwrap = NULL, *envd = NULL;
-	int ready_fd = -1, daemon_ = 0, sfd, tfd, status = 0, done = 0;
+	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, status = 0, done = 0;
 	struct argv av = { 0 };
 	char pidtext[32], path[PATH_MAX];
 	struct lmeta m;
@@ -588,10 +744,13 @@ int main(int argc, char **argv)
 			envd = argv[++i];
 		else if (!strcmp(argv[i], "-ready-fd"))
 			ready_fd = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "-token-fd"))
+			token_fd = atoi(argv[++i]);
 		else
 			usage();
 	}
-	if (!dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0)
+	if (!dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0 || token_fd < 0 ||
+	    token_fd == ready_fd || fcntl(token_fd, F_GETFD) < 0)
 		usage();
 	id = strrchr(dir, '/');
 	id = id ? id + 1 : dir;
@@ -612,6 +771,13 @@ int main(int argc, char **argv)
 			_exit(0);
 		setsid();
 	}
+	/*
+	 * Read here, after the fork: memory locks are not inherited. Not
+	 * dumpable: no core file (nor same-uid ptrace) can carry the token off.
+	 */
+	prctl(PR_SET_DUMPABLE, 0);
+	if (read_token(token_fd) < 0)
+		return 2;
 	/* Processes orphaned inside the sandbox come to us, to be reaped. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
@@ -639,6 +805,20 @@ int main(int argc, char **argv)
 		lstate_rmtree_at(AT_FDCWD, dir);
 		return 1;
 	}
+	lfd = listen_token_socket();
+	if (lfd < 0) {
+		say("cannot listen on %s/jail.sock: %s", dir, strerror(errno));
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
+	}
+	envd_token = token_pipe();
+	if (envd_token < 0) {
+		say("cannot make the token pipe: %s", strerror(errno));
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
+	}
 	setup_cgroup();
 	{
 		char text[PATH_MAX + 16];
@@ -650,12 +830,13 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/cgroup", dir);
 		lstate_write_atomic(path, text, strlen(text), 0600);
 	}
-	build_bwrap_argv(&av, bwrap, envd, &m, ready_fd);
+	build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token);
 	lstate_meta_clear(&m);
-	child = spawn_bwrap(av.v);
+	child = spawn_bwrap(av.v, envd_token);
 	argv_free(&av);
 	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(ready_fd);
+	close(envd_token);
 	if (child < 0) {
 		say("fork: %s", strerror(errno));
 		teardown(-1, 1);
@@ -667,9 +848,9 @@ int main(int argc, char **argv)
 	}
 
 	while (!done) {
-		struct pollfd p[2] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 } };
+		struct pollfd p[3] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 }, { lfd, POLLIN, 0 } };
 
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			say("poll: %s", strerror(errno));
@@ -701,6 +882,8 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
+		if (!done && (p[2].revents & POLLIN))
+			serve_token(lfd);
 		if (!done && (p[1].revents & POLLIN)) {
 			uint64_t ticks;
 

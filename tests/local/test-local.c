@@ -272,6 +272,98 @@ static int list_cb(const hangar_sandbox_info *info, void *payload)
 	return 0;
 }
 
+/*
+ * envd's token as the jail serves it on jail.sock (to its own uid or root):
+ * its length, 0 when the jail answered nothing, -1 when it could not be reached.
+ */
+static int jail_token(const char *id, char *buf, size_t size)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int64_t deadline = mono_ms() + 5000;
+	size_t have = 0;
+	int fd;
+
+	sb_path(sa.sun_path, sizeof(sa.sun_path), id, "/jail.sock");
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	while (have < size - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		n = read(fd, buf + have, size - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	close(fd);
+	buf[have] = '\0';
+	return (int)have;
+}
+
+/* How many regular files under path hold needle (binary-safe); names a file called "token" in *named. */
+static int files_holding(const char *path, const char *needle, int *named)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int found = 0;
+
+	ck_assert_msg(d != NULL, "opendir %s: %s", path, strerror(errno));
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (lstat(sub, &st) < 0)
+			continue; /* went away meanwhile */
+		if (!strcmp(de->d_name, "token"))
+			(*named)++;
+		if (S_ISDIR(st.st_mode)) {
+			found += files_holding(sub, needle, named);
+		} else if (S_ISREG(st.st_mode)) {
+			size_t len = (size_t)st.st_size, got = 0;
+			char *data = malloc(len + 1);
+			int fd = open(sub, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+			ck_assert_ptr_nonnull(data);
+			while (fd >= 0 && got < len) {
+				ssize_t n = read(fd, data + got, len - got);
+
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+			}
+			if (fd >= 0)
+				close(fd);
+			if (memmem(data, got, needle, strlen(needle))) {
+				fprintf(stderr, "the token is in %s\n", sub);
+				found++;
+			}
+			free(data);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static void assert_token_not_on_disk(const char *id, const char *token)
+{
+	char dir[PATH_MAX];
+	int named = 0;
+
+	sb_path(dir, sizeof(dir), id, "");
+	ck_assert_int_eq(files_holding(dir, token, &named), 0);
+	ck_assert_int_eq(named, 0);
+}
+
 /* ---- tests ------------------------------------------------------------------------------- */
 
 START_TEST(create_and_kill)
@@ -292,11 +384,10 @@ START_TEST(create_and_kill)
 	sb_path(path, sizeof(path), id, "");
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0700);
-	sb_path(path, sizeof(path), id, "/token");
-	ck_assert_int_eq(stat(path, &st), 0);
+	sb_path(path, sizeof(path), id, "/jail.sock");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
-	sb_path(path, sizeof(path), id, "/run/token");
-	ck_assert_msg(!path_exists(path), "envd's copy of the token is removed once it listens");
 	ck_assert_int_eq(health(id, 5000), 204);
 
 	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
@@ -858,6 +949,119 @@ START_TEST(unprivileged_caller)
 }
 END_TEST
 
+START_TEST(token_only_in_memory)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 120, 0, NULL), *again = NULL;
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	char id[64], token[2048], second[2048];
+	int n;
+
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	n = jail_token(id, token, sizeof(token));
+	ck_assert_msg(n == 64 && strspn(token, "0123456789abcdef") == 64, "token of %d bytes", n);
+	assert_token_not_on_disk(id, token);
+
+	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
+	assert_token_not_on_disk(id, token);
+	/* Paused, the jail still answers: attaching a paused sandbox works. */
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	ctx = new_ctx();
+	sb = NULL;
+	ck_assert_int_eq(hangar_sandbox_attach(&sb, ctx, "local", id), 0);
+	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
+	ck_assert_int_eq(info.state, HANGAR_SANDBOX_PAUSED);
+	ck_assert_int_eq(hangar_sandbox_resume(sb), 0);
+	assert_token_not_on_disk(id, token);
+	expect_output(sb, "echo resumed", "resumed");
+
+	/* As after a restart: a fresh context learns the token from the jail, and it works. */
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, NULL, id), 0);
+	expect_output(again, "echo attached", "attached");
+	ck_assert_int_eq(jail_token(id, second, sizeof(second)), 64);
+	ck_assert_str_eq(second, token);
+	assert_token_not_on_disk(id, token);
+
+	if (geteuid() == 0) {
+		/* Another uid gets nothing, even where file permissions would let it connect. */
+		char dir[PATH_MAX], sock[PATH_MAX], root[PATH_MAX];
+		pid_t child;
+		int status;
+
+		sb_path(dir, sizeof(dir), id, "");
+		sb_path(sock, sizeof(sock), id, "/jail.sock");
+		snprintf(root, sizeof(root), "%s/local", state_dir);
+		ck_assert_int_eq(chmod(state_dir, 0711), 0);
+		ck_assert_int_eq(chmod(root, 0711), 0);
+		ck_assert_int_eq(chmod(dir, 0711), 0);
+		ck_assert_int_eq(chmod(sock, 0666), 0);
+		child = fork();
+		ck_assert_int_ge(child, 0);
+		if (child == 0) {
+			char got[2048];
+
+			if (setgroups(0, NULL) < 0 || setresgid(1000, 1000, 1000) < 0 ||
+			    setresuid(1000, 1000, 1000) < 0)
+				_exit(10);
+			switch (jail_token(id, got, sizeof(got))) {
+			case 0:
+				_exit(0);
+			case -1:
+				_exit(11); /* could not connect: the test itself is wrong */
+			default:
+				_exit(12);
+			}
+		}
+		ck_assert_int_eq(waitpid(child, &status, 0), child);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "uid 1000 got an answer (%d)",
+			      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		ck_assert_int_eq(chmod(sock, 0600), 0);
+		ck_assert_int_eq(chmod(dir, 0700), 0);
+		ck_assert_int_eq(chmod(root, 0700), 0);
+	}
+
+	ck_assert_int_eq(hangar_sandbox_kill(again), 0);
+	hangar_sandbox_unref(again);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A jail that does not answer on jail.sock: unavailable within the deadline, then fine again. */
+START_TEST(silent_supervisor)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 60, 0, NULL), *again = NULL;
+	char id[64], path[PATH_MAX];
+	int jail = 0, rc;
+	int64_t t0;
+	FILE *f;
+
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	sb_path(path, sizeof(path), id, "/jail.pid");
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
+	t0 = mono_ms();
+	rc = hangar_sandbox_attach(&again, ctx, "local", id);
+	ck_assert_int_eq(kill(jail, SIGCONT), 0);
+	ck_assert_msg(rc == HANGAR_EUNAVAILABLE, "attach: %d %s", rc, hangar_error_last()->message);
+	ck_assert_msg(mono_ms() - t0 < 20000, "attach gave up after %lld ms", (long long)(mono_ms() - t0));
+	ck_assert_ptr_null(again);
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id), 0);
+	expect_output(again, "echo back", "back");
+	ck_assert_int_eq(hangar_sandbox_kill(again), 0);
+	hangar_sandbox_unref(again);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -878,6 +1082,8 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, inside_the_jail);
 	tcase_add_test(tc, processes_survive_pause);
 	tcase_add_test(tc, unprivileged_caller);
+	tcase_add_test(tc, token_only_in_memory);
+	tcase_add_test(tc, silent_supervisor);
 	suite_add_tcase(s, tc);
 	return s;
 }

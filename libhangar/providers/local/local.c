@@ -7,6 +7,10 @@
  * Layout and file formats: lstate.h. Every change to meta.json is made under
  * an exclusive flock() on the sandbox's lock file; the jail only reads it
  * (on SIGHUP, and when its expiry timer fires).
+ *
+ * envd's access token never touches disk: create hands it to the jail over a
+ * pipe, the jail hands it to envd over another, and a later connect() asks
+ * the jail for it on jail.sock.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -34,6 +39,8 @@ int provider_local_register(hangar_ctx *ctx);
 #define READY_DEADLINE_MS 10000   /* create: hangar-envd listening */
 #define KILL_DEADLINE_MS 15000    /* kill: the jail gone, its directory removed */
 #define FREEZE_DEADLINE_MS 10000  /* pause and resume */
+#define TOKEN_DEADLINE_MS 5000    /* the jail's answer on jail.sock */
+#define TOKEN_MAX 1024
 #define LOG_TAIL_BYTES 2048
 #define SOCKET_SUFFIX "/sb-0123456789abcdef/run/envd.sock"
 #define DIR_MAX 256               /* a sandbox directory: the socket rule keeps it under 108 */
@@ -317,18 +324,103 @@ static int meta_failed(const char *id, int r)
 
 /* ---- describing a sandbox ------------------------------------------------------------- */
 
-static int describe(const struct local *l, const char *dir, const struct lmeta *m, hangar_sys_sandbox *out)
+/*
+ * Asks the jail for envd's token on jail.sock: the jail writes it and closes.
+ * The answer must come from jail_pid itself, within TOKEN_DEADLINE_MS.
+ * 0 with the token in buf (NUL-terminated), or an error set.
+ */
+static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf /* TOKEN_MAX + 1 */)
 {
-	char path[PATH_MAX], *token;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int64_t deadline = hmono_ms() + TOKEN_DEADLINE_MS;
+	struct timeval tv = { TOKEN_DEADLINE_MS / 1000, (TOKEN_DEADLINE_MS % 1000) * 1000 };
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	size_t have = 0;
+	int fd, e, timed_out = 0;
+
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/jail.sock", dir) >= (int)sizeof(sa.sun_path))
+		return hangar_sys_error(HANGAR_EOS, 0, ENAMETOOLONG, "local sandbox %s: socket path too long", id);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, errno, "socket");
+	/* A unix connect() waits only while the backlog is full, and no longer than SO_SNDTIMEO. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		e = errno;
+		close(fd);
+		if (e == ENOENT || e == ECONNREFUSED)
+			return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor does not "
+						"answer)", id);
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, e, "local sandbox %s: cannot reach its supervisor",
+					id);
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred) ||
+	    cred.pid != jail_pid) {
+		close(fd);
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (jail.sock is not its "
+					"supervisor's)", id);
+	}
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - hmono_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0) {
+			timed_out = 1;
+			break;
+		}
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			timed_out = r == 0;
+			break;
+		}
+		n = read(fd, buf + have, TOKEN_MAX + 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		if (have > TOKEN_MAX)
+			break;
+	}
+	close(fd);
+	if (timed_out) {
+		explicit_bzero(buf, have);
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0,
+					"local sandbox %s: its supervisor did not answer within %d s", id,
+					TOKEN_DEADLINE_MS / 1000);
+	}
+	if (have == 0 || have > TOKEN_MAX || memchr(buf, '\0', have) || memchr(buf, '\n', have) ||
+	    memchr(buf, '\r', have)) {
+		explicit_bzero(buf, have > TOKEN_MAX ? TOKEN_MAX + 1 : have);
+		/* The jail answers nothing once it is tearing the sandbox down. */
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor gave no token)",
+					id);
+	}
+	buf[have] = '\0';
+	return 0;
+}
+
+/*
+ * Fills out from m; token is envd's, or NULL to ask the jail (jail_pid) for it.
+ */
+static int describe(const struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
+		    int jail_pid, hangar_sys_sandbox *out)
+{
+	char path[PATH_MAX], fetched[TOKEN_MAX + 1];
+	const char *token = known_token;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/token", dir);
-	token = lstate_read_file(path, 256, NULL);
-	if (!token)
-		return errno == ENOENT ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", m->id)
-				       : hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot read its token",
-							  m->id);
-	token[strcspn(token, "\n")] = '\0';
+	if (!token) {
+		r = fetch_token(dir, m->id, jail_pid, fetched);
+		if (r)
+			return r;
+		token = fetched;
+	}
 	snprintf(path, sizeof(path), "%s/run/envd.sock", dir);
 	r = hangar_sys_sandbox_set_id(out, m->id);
 	if (!r)
@@ -345,8 +437,8 @@ static int describe(const struct local *l, const char *dir, const struct lmeta *
 		r = hangar_sys_sandbox_set_times(out, m->created_at_us, m->expires_at_us);
 	if (!r)
 		r = hangar_sys_sandbox_set_state(out, m->paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
-	explicit_bzero(token, strlen(token));
-	free(token);
+	if (token == fetched)
+		explicit_bzero(fetched, sizeof(fetched));
 	(void)l;
 	return r;
 }
@@ -435,7 +527,7 @@ static int write_text(const char *dir, const char *name, const char *text, mode_
 }
 
 /* Lays out the sandbox's directory (still under its temporary name). */
-static int lay_out(const char *dir, const char *token, const struct lmeta *m)
+static int lay_out(const char *dir, const struct lmeta *m)
 {
 	static const char *const dirs[] = { "run", "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home",
 					    "rootfs/tmp" };
@@ -478,26 +570,26 @@ static int lay_out(const char *dir, const char *token, const struct lmeta *m)
 		 gid);
 	if ((r = write_text(dir, "rootfs/etc/passwd", passwd, 0644)) < 0 ||
 	    (r = write_text(dir, "rootfs/etc/group", group, 0644)) < 0 ||
-	    (r = write_text(dir, "rootfs/etc/shadow", "", 0600)) < 0 ||
-	    (r = write_text(dir, "token", token, 0600)) < 0 ||
-	    (r = write_text(dir, "run/token", token, 0600)) < 0)
+	    (r = write_text(dir, "rootfs/etc/shadow", "", 0600)) < 0)
 		return r;
 	return lstate_meta_write(dir, m);
 }
 
 /*
- * Starts hangar-jail, detached, with ready_w as its fd 3 and log as its
- * stdout and stderr. Everything the child needs is prepared before fork():
- * between fork and exec it makes async-signal-safe calls only.
+ * Starts hangar-jail, detached, with ready_w as its fd 3, a pipe holding the
+ * token as its fd 4, and log as its stdout and stderr. Everything the child
+ * needs is prepared before fork(): between fork and exec it makes
+ * async-signal-safe calls only.
  */
-static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log)
+static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log, const char *token)
 {
 	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
-			 "-ready-fd", "3", "-daemon", NULL };
+			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
 	char freezer[64] = "";
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL };
 	const char *f = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_FREEZER");
-	int devnull, hi_ready, hi_log, status;
+	int devnull, hi_ready, hi_log, hi_token = -1, tp[2], status;
+	size_t tlen = strlen(token);
 	sigset_t none;
 	pid_t pid;
 
@@ -506,11 +598,29 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 		envp[1] = freezer;
 	}
 	sigemptyset(&none);
-	/* Keep the child's descriptors clear of 0..3 so the dup2()s cannot collide. */
+	/*
+	 * The token goes into a pipe whose write end is closed before fork():
+	 * the jail reads it to EOF. A pipe holds far more than a token, so the
+	 * write cannot block.
+	 */
+	if (pipe2(tp, O_CLOEXEC) < 0)
+		return -errno;
+	errno = 0;
+	if (write(tp[1], token, tlen) != (ssize_t)tlen) {
+		int e = errno ? errno : EIO;
+
+		close(tp[0]);
+		close(tp[1]);
+		return -e;
+	}
+	close(tp[1]);
+	/* Keep the child's descriptors clear of 0..4 so the dup2()s cannot collide. */
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	hi_ready = fcntl(ready_w, F_DUPFD_CLOEXEC, 10);
 	hi_log = fcntl(log, F_DUPFD_CLOEXEC, 10);
-	if (devnull < 0 || hi_ready < 0 || hi_log < 0) {
+	hi_token = fcntl(tp[0], F_DUPFD_CLOEXEC, 10);
+	close(tp[0]);
+	if (devnull < 0 || hi_ready < 0 || hi_log < 0 || hi_token < 0) {
 		int e = errno;
 
 		if (devnull >= 0)
@@ -519,14 +629,17 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 			close(hi_ready);
 		if (hi_log >= 0)
 			close(hi_log);
+		if (hi_token >= 0)
+			close(hi_token);
 		return -e;
 	}
 	pid = fork();
 	if (pid == 0) {
-		if (dup2(devnull, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_ready, 3) < 0)
+		if (dup2(devnull, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_ready, 3) < 0 ||
+		    dup2(hi_token, 4) < 0)
 			_exit(127);
-		if (syscall(SYS_close_range, 4U, ~0U, 0) < 0)
-			for (int fd = 4; fd < 65536; fd++)
+		if (syscall(SYS_close_range, 5U, ~0U, 0) < 0)
+			for (int fd = 5; fd < 65536; fd++)
 				close(fd);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		execve(argv[0], argv, envp);
@@ -535,6 +648,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 	close(devnull);
 	close(hi_ready);
 	close(hi_log);
+	close(hi_token);
 	if (pid < 0)
 		return -errno;
 	/* The first jail process forks the supervisor and exits at once. */
@@ -699,7 +813,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		lstate_rmtree_at(AT_FDCWD, tmpdir);
 		goto out;
 	}
-	r = lay_out(tmpdir, token, &m);
+	r = lay_out(tmpdir, &m);
 	if (r == 0 && rename(tmpdir, dir) < 0)
 		r = -errno;
 	if (r < 0) {
@@ -715,7 +829,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		lstate_rmtree_at(AT_FDCWD, dir);
 		goto out;
 	}
-	r = spawn_jail(l, dir, pipefd[1], log);
+	r = spawn_jail(l, dir, pipefd[1], log, token);
 	close(pipefd[1]);
 	pipefd[1] = -1;
 	if (r < 0) {
@@ -735,12 +849,10 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		goto out;
 	}
 
-	/* Running: record the jail, start the clock, drop envd's copy of the token. */
+	/* Running: record the jail, start the clock. */
 	m.jail_pid = lstate_jail_pid(dir);
 	m.expires_at_us = m.timeout_sec > 0 ? hnow_us() + m.timeout_sec * 1000000 : 0;
 	r = lstate_meta_write(dir, &m);
-	snprintf(path, sizeof(path), "%s/run/token", dir);
-	unlink(path);
 	if (r == 0 && m.jail_pid > 0)
 		kill(m.jail_pid, SIGHUP); /* the expiry moved */
 	if (r < 0) {
@@ -750,7 +862,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		goto out;
 	}
 	hlog(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id, (long long)(hmono_ms() - t0));
-	rc = describe(l, dir, &m, out);
+	rc = describe(l, dir, &m, token, m.jail_pid, out);
 out:
 	explicit_bzero(token, sizeof(token));
 	if (pipefd[0] >= 0)
@@ -776,7 +888,7 @@ static int l_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	r = lstate_meta_read(dir, &m);
 	if (r < 0)
 		return meta_failed(id, r);
-	r = describe(l, dir, &m, out);
+	r = describe(l, dir, &m, NULL, pid, out);
 	lstate_meta_clear(&m);
 	return r;
 }
@@ -841,7 +953,7 @@ static int l_list(void *state, hangar_sys_list *out)
 		sb = hangar_sys_list_add(out);
 		if (!sb)
 			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
-		else if (describe(l, dir, &m, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
+		else if (describe(l, dir, &m, NULL, pid, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
 			rc = hangar_error_last()->code;
 		lstate_meta_clear(&m);
 	}
@@ -1068,7 +1180,7 @@ static int locked_update(struct local *l, const char *id, int (*fn)(const char *
 			kill(pid, SIGHUP);
 	}
 	if (r == 0 && out)
-		r = describe(l, dir, &m, out);
+		r = describe(l, dir, &m, NULL, pid, out);
 	unlock_dir(lock);
 	lstate_meta_clear(&m);
 	return r;

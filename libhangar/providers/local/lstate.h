@@ -1,16 +1,18 @@
 /*
  * The on-disk state of one local sandbox, shared by the local provider (in
  * libhangar) and hangar-jail (the per-sandbox supervisor). Nothing here is
- * exported from the library.
+ * exported from the library. envd's access token is never written here: it
+ * lives in the library's and the jail's memory and reaches envd through a pipe.
  *
  * $HANGAR_STATE_DIR/local/<id>/   mode 0700
  *   lock          flock()ed by whoever changes meta.json (and by create, throughout)
  *   meta.json     written whole, atomically (temp file + rename)
- *   token         envd's access token, 0600
  *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
+ *   jail.sock     the jail's unix socket, 0600: it answers a connection from its own
+ *                 uid (or root) with envd's access token, then closes it
  *   cgroup        "v2 PATH", "v1 PATH" or "none": the sandbox's freezer, from the jail
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
- *   run/          bound at /run/hangar inside: envd.sock, the token while envd starts
+ *   run/          bound at /run/hangar inside: envd.sock
  *   rootfs/       workspace/, home/, tmp/, etc/{passwd,group,shadow}
  */
 #pragma once
