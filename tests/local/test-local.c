@@ -1031,6 +1031,15 @@ START_TEST(token_only_in_memory)
 END_TEST
 
 /* A jail that does not answer on jail.sock: unavailable within the deadline, then fine again. */
+static const char *silent_id;
+
+static int find_id_cb(const hangar_sandbox_info *info, void *payload)
+{
+	if (silent_id && !strcmp(info->id, silent_id))
+		++*(int *)payload;
+	return 0;
+}
+
 START_TEST(silent_supervisor)
 {
 	hangar_ctx *ctx = new_ctx();
@@ -1041,6 +1050,7 @@ START_TEST(silent_supervisor)
 	FILE *f;
 
 	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	silent_id = id;
 	sb_path(path, sizeof(path), id, "/jail.pid");
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
@@ -1049,7 +1059,16 @@ START_TEST(silent_supervisor)
 	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
 	t0 = mono_ms();
 	rc = hangar_sandbox_attach(&again, ctx, "local", id);
-	ck_assert_int_eq(kill(jail, SIGCONT), 0);
+	{
+		/* A listing needs no token, so a silent supervisor does not hold it up. */
+		int64_t t1 = mono_ms();
+		int found = 0, lrc = hangar_sandbox_list(ctx, "local", find_id_cb, &found);
+
+		found = lrc == 0 ? found : -1;
+		ck_assert_int_eq(kill(jail, SIGCONT), 0);
+		ck_assert_msg(found == 1, "list while the supervisor is stopped: %d", found);
+		ck_assert_msg(mono_ms() - t1 < 2000, "list waited %lld ms", (long long)(mono_ms() - t1));
+	}
 	ck_assert_msg(rc == HANGAR_EUNAVAILABLE, "attach: %d %s", rc, hangar_error_last()->message);
 	ck_assert_msg(mono_ms() - t0 < 20000, "attach gave up after %lld ms", (long long)(mono_ms() - t0));
 	ck_assert_ptr_null(again);

@@ -405,8 +405,13 @@ static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf 
 	return 0;
 }
 
+/* describe()'s token argument when the description is only listed, never used to connect. */
+static const char NO_TOKEN[] = "";
+
 /*
- * Fills out from m; token is envd's, or NULL to ask the jail (jail_pid) for it.
+ * Fills out from m; token is envd's, NULL to ask the jail (jail_pid) for it,
+ * or NO_TOKEN for a listing, which needs none (so one stuck supervisor
+ * cannot hold up or fail a list).
  */
 static int describe(const struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
 		    int jail_pid, hangar_sys_sandbox *out)
@@ -427,7 +432,7 @@ static int describe(const struct local *l, const char *dir, const struct lmeta *
 		r = hangar_sys_sandbox_set_envd_socket(out, path);
 	if (!r)
 		r = hangar_sys_sandbox_set_envd_url(out, "http://localhost");
-	if (!r)
+	if (!r && token != NO_TOKEN)
 		r = hangar_sys_sandbox_set_access_token(out, token);
 	if (!r)
 		r = hangar_sys_sandbox_set_user(out, "user");
@@ -953,7 +958,7 @@ static int l_list(void *state, hangar_sys_list *out)
 		sb = hangar_sys_list_add(out);
 		if (!sb)
 			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
-		else if (describe(l, dir, &m, NULL, pid, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
+		else if (describe(l, dir, &m, NO_TOKEN, pid, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
 			rc = hangar_error_last()->code;
 		lstate_meta_clear(&m);
 	}
