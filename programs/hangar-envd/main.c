@@ -164,6 +164,8 @@ int main(int argc, char **argv)
 
 	if (!envs)
 		return 1;
+	/* Owned by the configuration from the start, so early exits leave nothing unreachable. */
+	envd_cfg.default_env = envs;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -235,7 +237,6 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	envd_cfg.default_env = envs;
 	envd_cfg.is_root = geteuid() == 0;
 
 	/* The environment variable is always consumed, even when a file or descriptor wins. */
