@@ -50,6 +50,8 @@ typedef enum hangar_error_code {
 	HANGAR_EOS = -16,
 	/** It already exists. */
 	HANGAR_EEXISTS = -17,
+	/** The caller cancelled it (hangar_exec_opts.cancel). */
+	HANGAR_ECANCELED = -18,
 } hangar_error_code;
 
 /** Where an error came from, for messages and metrics; not for control flow. */

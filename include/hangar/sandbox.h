@@ -214,6 +214,12 @@ typedef struct hangar_exec_opts {
 	size_t stdin_len;
 	hangar_output_fn on_output; /**< live output (uncapped), or NULL */
 	void *payload;
+	/**
+	 * Polled while the command runs (at least once a second); when the
+	 * int32_t it points to becomes non-zero the command's process group
+	 * gets SIGTERM and the call returns HANGAR_ECANCELED. NULL: never.
+	 */
+	const volatile int32_t *cancel;
 } hangar_exec_opts;
 
 #define HANGAR_EXEC_OPTS_VERSION 1
@@ -255,7 +261,7 @@ typedef struct hangar_exec_result {
  *         HANGAR_EGONE (the sandbox died), HANGAR_EPAUSED,
  *         HANGAR_ETIMEOUT (the sandbox stopped answering: our backstop
  *         deadline passed, the sandbox is alive), HANGAR_EUNAVAILABLE,
- *         HANGAR_EPROTOCOL.
+ *         HANGAR_EPROTOCOL, HANGAR_ECANCELED (opts->cancel was set).
  * **Ownership:** release out with hangar_exec_result_dispose().
  * **Thread safety:** several threads may exec on one sandbox at once.
  */

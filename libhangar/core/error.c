@@ -159,6 +159,7 @@ static const struct {
 	{ HANGAR_ENOTFOUND, "not_found", "not found" },
 	{ HANGAR_EOS, "os", "system call failed" },
 	{ HANGAR_EEXISTS, "exists", "already exists" },
+	{ HANGAR_ECANCELED, "canceled", "cancelled by the caller" },
 };
 
 const char *hangar_strerror(int code)

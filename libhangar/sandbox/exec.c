@@ -193,6 +193,26 @@ void proc_event_parse(const cJSON *msg, struct proc_event *ev)
 	}
 }
 
+/*
+ * The caller gave up: stop the command in the sandbox too. SIGTERM goes to
+ * timeout(1), which passes it on to the command's whole process group.
+ */
+static int cancel_command(struct exec_run *run)
+{
+	struct envd_client *c = hctx_envd(run->sb->ctx);
+	cJSON *req, *resp = NULL;
+
+	if (c && run->pid) {
+		req = cJSON_CreateObject();
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "process"), "pid", run->pid);
+		cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
+		envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
+		cJSON_Delete(resp);
+		cJSON_Delete(req);
+	}
+	return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the command was cancelled");
+}
+
 static int on_event(const cJSON *msg, void *arg)
 {
 	struct exec_run *run = arg;
@@ -301,7 +321,9 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	call.connect_timeout_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC) * 1000;
 	call.deadline_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC + REQUEST_SLACK_SEC) * 1000;
 	call.keepalive_sec = EXEC_KEEPALIVE_SEC;
+	call.cancel = (const volatile int *)o.cancel;
 	run.input_call = call;
+	run.input_call.cancel = NULL;
 	run.input_call.connect_timeout_ms = 0;
 	run.input_call.keepalive_sec = 0;
 	run.input_call.deadline_ms = hctx_int(sb->ctx, HS_REQUEST_TIMEOUT) * 1000;
@@ -320,6 +342,8 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	cJSON_Delete(req);
 	if (run.failed)
 		rc = run.rc;
+	else if (rc == ENVD_CANCELLED && o.cancel && *o.cancel)
+		rc = cancel_command(&run);
 	else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED)
 		rc = 0; /* envd's backstop killed it: a timed-out command, reported as such */
 	else if (rc == 0 && !run.ended)

@@ -776,8 +776,9 @@ struct MHD_Daemon *server_start(struct server_opts *o)
 				o->bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 		}
 	}
-	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-				     MHD_USE_POLL | MHD_USE_ERROR_LOG,
+	/* libmicrohttpd's own messages (a client that went away, …) only with -v. */
+	d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+				     (envd_cfg.verbose ? MHD_USE_ERROR_LOG : 0),
 			     0, NULL, NULL, on_request, NULL,
 			     MHD_OPTION_LISTEN_SOCKET, fd,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ENVD_IDLE_TIMEOUT_SEC,

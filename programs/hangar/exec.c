@@ -238,7 +238,7 @@ int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
 	cli_exec(&o, sb, a.command, &eopts);
 	status = report_outcome(&o, id);
 	if (o.rc == EXEC_INTERRUPTED) {
-		/* The command runs on in the sandbox until its timeout: exec cannot be cancelled. */
+		/* The library stopped the command (or gave up trying); leave at once. */
 		fflush(NULL);
 		_exit(status);
 	}

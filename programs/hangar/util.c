@@ -384,10 +384,14 @@ int sig_block(const int *signals, size_t n, sigset_t *old)
 
 /* ---- a command on a worker thread --------------------------------------------- */
 
+/* How long a stop signal waits for the command in the sandbox to be stopped. */
+#define CANCEL_WAIT_MS 5000
+
 struct exec_job {
 	hangar_sandbox *sb;
 	char *command;
 	hangar_exec_opts opts;
+	volatile int32_t cancel;     /* set on a stop signal: the library stops the command */
 	struct exec_outcome out;
 	int done_fd;
 };
@@ -435,6 +439,7 @@ void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command,
 	}
 	job->sb = sb;
 	job->opts = *opts;
+	job->opts.cancel = &job->cancel;
 	job->done_fd = done[1];
 
 	/* The worker never takes our signals: they land on this thread's poll. */
@@ -456,12 +461,22 @@ void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command,
 		if (pfd[0].revents)
 			break;
 		while ((signo = sig_next()) != 0) {
+			struct pollfd wait_done = { done[0], POLLIN, 0 };
+
 			if (signo == SIGWINCH)
 				continue;
 			out->rc = EXEC_INTERRUPTED;
 			out->signo = signo;
-			/* The worker still uses job and the pipe; the process is about to end. */
-			return;
+			/*
+			 * Stop the command in the sandbox too, and give the library a
+			 * few seconds to do it; if it cannot, the process is about to
+			 * end anyway and the worker with it.
+			 */
+			job->cancel = 1;
+			if (poll(&wait_done, 1, CANCEL_WAIT_MS) <= 0)
+				return;
+			pthread_join(tid, NULL);
+			goto free_job;
 		}
 	}
 	pthread_join(tid, NULL);

@@ -196,6 +196,23 @@ def test_run_interrupted_kills_the_sandbox(hangar, signo):
     assert sid not in hangar.ids()
 
 
+def test_sandbox_exec_interrupted_stops_the_command(hangar, sandbox):
+    p = subprocess.Popen(hangar.argv("sandbox", "exec", sandbox, "--", "sh", "-c", "echo started; sleep 43.25"),
+                         env=hangar.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"started\n"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGINT, err
+    # The command is stopped in the sandbox too, not left to its timeout.
+    wait_for("the command to stop", lambda: hangar("sandbox", "exec", sandbox, "--",
+                                                   "pgrep -f 'sleep 43[.]25'").returncode == 1)
+
+
 # ---- sandbox ------------------------------------------------------------------------
 
 def test_sandbox_create_list_info(hangar, sandbox):

@@ -175,6 +175,44 @@ START_TEST(exec_streams_in_order)
 }
 END_TEST
 
+/* Sets the cancel flag as soon as the command has said it started. */
+static volatile int32_t cancel_flag;
+
+static void cancel_on_output(int stream, const char *data, size_t len, void *payload)
+{
+	(void)stream;
+	(void)payload;
+	if (memmem(data, len, "started", 7))
+		cancel_flag = 1;
+}
+
+START_TEST(exec_cancel_stops_the_command)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	struct timespec t0, t1;
+
+	cancel_flag = 0;
+	o.cancel = &cancel_flag;
+	o.on_output = cancel_on_output;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(run(&r, "echo started; sleep 41.75", &o), HANGAR_ECANCELED);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_msg(t1.tv_sec - t0.tv_sec < 10, "cancel took %ld s", (long)(t1.tv_sec - t0.tv_sec));
+	/* The command is gone from the sandbox too (a moment after: wait with a deadline). */
+	for (int i = 0; i < 100; i++) {
+		struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+		must(run(&r, "pgrep -f 'sleep 41\\.75' || true", NULL), "pgrep");
+		if (r.out.size == 0)
+			break;
+		nanosleep(&pause, NULL); /* polling a condition, bounded by the loop */
+	}
+	ck_assert_msg(r.out.size == 0, "still running: %s", r.out.ptr);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
 /* ---- files -------------------------------------------------------------- */
 
 /* A path under the test's directory; four calls may be used in one expression. */
@@ -739,6 +777,7 @@ static Suite *suite(void)
 	tcase_add_test(t, exec_timeout_kills);
 	tcase_add_test(t, exec_output_cap);
 	tcase_add_test(t, exec_streams_in_order);
+	tcase_add_test(t, exec_cancel_stops_the_command);
 	tcase_add_test(t, files_round_trip_binary_unicode);
 	tcase_add_test(t, files_errors);
 	tcase_add_test(t, files_list_stat_rename_remove);
