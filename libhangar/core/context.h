@@ -44,6 +44,12 @@ struct hangar_ctx {
 
 int settings_load(hangar_ctx *ctx, int from_env);
 void settings_free(hangar_ctx *ctx);
+/*
+ * A provider operation returned rc: makes sure the thread's error says so
+ * (a provider that returned a code without describing it gets a generic
+ * message; a non-negative code becomes HANGAR_EUNAVAILABLE). Returns the code.
+ */
+int provider_failed(struct hangar_provider *p, int rc, const char *what);
 /* The provider named name, initialised; NULL with the error set. */
 struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name);
 void providers_free(hangar_ctx *ctx);

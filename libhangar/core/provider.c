@@ -109,6 +109,15 @@ void providers_free(hangar_ctx *ctx)
 	ctx->providers = NULL;
 }
 
+int provider_failed(struct hangar_provider *p, int rc, const char *what)
+{
+	if (rc >= 0)
+		rc = HANGAR_EUNAVAILABLE;
+	if (hangar_error_last()->code != rc)
+		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
+	return rc;
+}
+
 struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name)
 {
 	struct hangar_provider *p;

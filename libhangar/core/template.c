@@ -30,15 +30,6 @@ static struct hangar_provider *templating(hangar_ctx *ctx, const char *name, int
 	return p;
 }
 
-static int failed(struct hangar_provider *p, int rc, const char *what)
-{
-	if (rc >= 0)
-		rc = HANGAR_EUNAVAILABLE;
-	if (hangar_error_last()->code != rc)
-		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
-	return rc;
-}
-
 int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const char *provider,
 			  const hangar_template_build_opts *opts)
 {
@@ -61,7 +52,7 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 	rc = p->ops.template_build(p->state, &o, &id);
 	if (rc) {
 		hangar_buf_dispose(&id);
-		return failed(p, rc, "template build");
+		return provider_failed(p, rc, "template build");
 	}
 	if (!id.ptr || !id.size) {
 		hangar_buf_dispose(&id);
@@ -87,7 +78,7 @@ int hangar_template_list(hangar_ctx *ctx, const char *provider, hangar_template_
 		return hangar_error_last()->code;
 	rc = p->ops.template_list(p->state, fn, payload);
 	if (rc < 0)
-		return failed(p, rc, "template list");
+		return provider_failed(p, rc, "template list");
 	if (rc == 0)
 		herr_clear();
 	return rc;

@@ -69,17 +69,6 @@ static struct sbview *current_view(struct hangar_sandbox *sb)
 
 /* ---- checks on what providers report --------------------------------------- */
 
-int provider_failed(struct hangar_provider *p, int rc, const char *what)
-{
-	const hangar_error *e = hangar_error_last();
-
-	if (rc >= 0)
-		rc = HANGAR_EUNAVAILABLE;
-	if (e->code != rc)
-		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
-	return rc;
-}
-
 static int check_desc(struct hangar_provider *p, const struct hangar_sys_sandbox *d)
 {
 	if (!d->id)

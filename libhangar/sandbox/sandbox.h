@@ -31,10 +31,6 @@ struct hangar_sys_list {
 
 void sysbox_clear(struct hangar_sys_sandbox *sb);   /* frees the contents, zeroes it */
 
-/* After a provider operation failed with rc: makes sure the last error says
- * so with a negative code (a provider's positive rc is HANGAR_EUNAVAILABLE). */
-int provider_failed(struct hangar_provider *p, int rc, const char *what);
-
 /*
  * An immutable snapshot of what the provider last said about a sandbox, with
  * the envd endpoint built from it. Calls hold a reference for their duration,

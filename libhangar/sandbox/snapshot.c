@@ -4,15 +4,6 @@
 
 #include "sandbox.h"
 
-static int failed(struct hangar_provider *p, int rc, const char *what)
-{
-	if (rc >= 0)
-		rc = HANGAR_EUNAVAILABLE;
-	if (hangar_error_last()->code != rc)
-		herr(rc, HANGAR_ERRCAT_PROVIDER, "provider %s: %s failed", p->ops.name, what);
-	return rc;
-}
-
 int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
 {
 	struct hangar_provider *p;
@@ -25,7 +16,7 @@ int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
 			    "provider %s cannot pause keeping only the filesystem", p->ops.name);
 	rc = p->ops.pause_filesystem(p->state, sb->id);
 	if (rc)
-		return failed(p, rc, "pause_filesystem");
+		return provider_failed(p, rc, "pause_filesystem");
 	rc = sandbox_refresh(sb);
 	if (rc == 0)
 		herr_clear();
@@ -48,7 +39,7 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	rc = p->ops.snapshot(p->state, sb->id, name, &id);
 	if (rc) {
 		hangar_buf_dispose(&id);
-		return failed(p, rc, "snapshot");
+		return provider_failed(p, rc, "snapshot");
 	}
 	if (!id.ptr || !id.size) {
 		hangar_buf_dispose(&id);
@@ -73,7 +64,7 @@ int hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no metrics", p->ops.name);
 	rc = p->ops.metrics(p->state, sb->id, fn, payload);
 	if (rc < 0)
-		return failed(p, rc, "metrics");
+		return provider_failed(p, rc, "metrics");
 	if (rc == 0)
 		herr_clear();
 	return rc;
@@ -91,7 +82,7 @@ int hangar_sandbox_logs(hangar_sandbox *sb, hangar_sandbox_log_fn fn, void *payl
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no logs", p->ops.name);
 	rc = p->ops.logs(p->state, sb->id, fn, payload);
 	if (rc < 0)
-		return failed(p, rc, "logs");
+		return provider_failed(p, rc, "logs");
 	if (rc == 0)
 		herr_clear();
 	return rc;
