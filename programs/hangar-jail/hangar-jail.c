@@ -89,24 +89,6 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	if (n < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
-	close(fd);
-	return 0;
-}
-
 static int exists(const char *path)
 {
 	return access(path, F_OK) == 0;
@@ -190,10 +172,10 @@ static void thaw(void)
 
 	if (!strcmp(cg_kind, "v2")) {
 		snprintf(path, sizeof(path), "%s/cgroup.freeze", cg_path);
-		write_str(path, "0");
+		lstate_write_str(path, "0");
 	} else if (!strcmp(cg_kind, "v1")) {
 		snprintf(path, sizeof(path), "%s/freezer.state", cg_path);
-		write_str(path, "THAWED");
+		lstate_write_str(path, "THAWED");
 	}
 }
 
@@ -262,7 +244,7 @@ static void kill_cgroup_members(int64_t deadline)
 		return;
 	if (!strcmp(cg_kind, "v2")) {
 		snprintf(path, sizeof(path), "%s/cgroup.kill", cg_path);
-		write_str(path, "1"); /* absent before Linux 5.14: the loop below does it */
+		lstate_write_str(path, "1"); /* absent before Linux 5.14: the loop below does it */
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg_path);
 	while (mono_ms() < deadline) {
@@ -632,7 +614,7 @@ static pid_t spawn_bwrap(char **argv, int inherit_fd)
 		char self[32];
 
 		snprintf(self, sizeof(self), "%d", (int)getpid());
-		if (write_str(procs, self) < 0) {
+		if (lstate_write_str(procs, self) < 0) {
 			say("cannot join cgroup %s: %s", cg_path, strerror(errno));
 			_exit(126);
 		}

@@ -213,7 +213,6 @@ static enum liveness liveness(const char *dir, const char *id, int *jail_pid)
 	return DEAD;
 }
 
-static int write_file_str(const char *path, const char *s);
 static int v2_wait_events(const char *cg, const char *key, int want, int64_t deadline);
 
 /*
@@ -228,13 +227,13 @@ static int remove_cgroup(int v2, const char *cg)
 
 	if (v2) {
 		snprintf(path, sizeof(path), "%s/cgroup.freeze", cg);
-		write_file_str(path, "0");
+		lstate_write_str(path, "0");
 		snprintf(path, sizeof(path), "%s/cgroup.kill", cg);
-		write_file_str(path, "1");
+		lstate_write_str(path, "1");
 		v2_wait_events(cg, "populated ", 0, deadline);
 	} else {
 		snprintf(path, sizeof(path), "%s/freezer.state", cg);
-		write_file_str(path, "THAWED");
+		lstate_write_str(path, "THAWED");
 		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 		for (int again = 1; again && hmono_ms() < deadline;) {
 			FILE *f = fopen(path, "re");
@@ -991,24 +990,6 @@ static void read_freezer(const char *dir, const char *id, struct freezer *f)
 	free(text);
 }
 
-static int write_file_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	if (n < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
-	close(fd);
-	return 0;
-}
-
 /* cgroup v2: waits for "<key><want>" in cgroup.events, which notifies changes with POLLPRI. */
 static int v2_wait_events(const char *cg, const char *key, int want, int64_t deadline)
 {
@@ -1133,12 +1114,12 @@ static int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
 	read_freezer(dir, id, &f);
 	if (!strcmp(f.kind, "v2")) {
 		snprintf(path, sizeof(path), "%s/cgroup.freeze", f.path);
-		r = write_file_str(path, frozen ? "1" : "0");
+		r = lstate_write_str(path, frozen ? "1" : "0");
 		if (r == 0)
 			r = v2_wait_events(f.path, "frozen ", frozen, deadline);
 	} else if (!strcmp(f.kind, "v1")) {
 		snprintf(path, sizeof(path), "%s/freezer.state", f.path);
-		r = write_file_str(path, frozen ? "FROZEN" : "THAWED");
+		r = lstate_write_str(path, frozen ? "FROZEN" : "THAWED");
 		if (r == 0 && frozen)
 			r = v1_wait_frozen(f.path, deadline);
 	} else {

@@ -342,3 +342,21 @@ int lstate_is_jail(int pid, const char *id)
 	}
 	return prog && mine;
 }
+
+int lstate_write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	close(fd);
+	return 0;
+}

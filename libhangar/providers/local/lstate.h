@@ -48,6 +48,8 @@ void lstate_meta_clear(struct lmeta *m);
 
 /* Writes path via a temporary file and rename(2), with mode. 0 or -errno. */
 int lstate_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* Writes s to an existing file (a cgroup control file) in one write. 0 or -errno. */
+int lstate_write_str(const char *path, const char *s);
 /* Reads a file of at most max bytes into a NUL-terminated malloc'd buffer; NULL with errno set. */
 char *lstate_read_file(const char *path, size_t max, size_t *len);
 
