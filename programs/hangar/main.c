@@ -159,20 +159,24 @@ static const struct command *find(const struct command *table, const char *name)
 	return NULL;
 }
 
+/* Prints every command of table, prefixed by the words that lead to it. */
 static void print_table(const struct command *table, const char *prefix)
 {
-	char name[64];
-
 	for (const struct command *c = table; c->name; c++) {
-		if (c->sub) {
-			char sub_prefix[64];
+		int width = 18 - (int)strlen(prefix);
 
-			snprintf(sub_prefix, sizeof(sub_prefix), "%s%s ", prefix, c->name);
+		if (c->sub) {
+			size_t n = strlen(prefix) + strlen(c->name) + 2;
+			char *sub_prefix = malloc(n);
+
+			if (!sub_prefix)
+				continue;
+			snprintf(sub_prefix, n, "%s%s ", prefix, c->name);
 			print_table(c->sub, sub_prefix);
+			free(sub_prefix);
 			continue;
 		}
-		snprintf(name, sizeof(name), "%s%s", prefix, c->name);
-		printf("  %-18s %s\n", name, c->summary);
+		printf("  %s%-*s %s\n", prefix, width > 0 ? width : 0, c->name, c->summary);
 	}
 }
 

@@ -118,7 +118,8 @@ static void daemon_start(struct daemon *d, const char *socket_path, const char *
 	close(pfd[0]);
 	if (socket_path) {
 		ck_assert_str_eq(line, "ready\n");
-		snprintf(d->socket_path, sizeof(d->socket_path), "%s", socket_path);
+		ck_assert_uint_lt(strlen(socket_path), sizeof(d->socket_path));
+		memcpy(d->socket_path, socket_path, strlen(socket_path) + 1);
 		snprintf(d->base_url, sizeof(d->base_url), "http://localhost");
 		d->ep.socket_path = d->socket_path;
 	} else {

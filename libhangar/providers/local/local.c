@@ -1141,7 +1141,7 @@ static int locked_update(struct local *l, const char *id, int (*fn)(const char *
 {
 	char dir[DIR_MAX];
 	struct lmeta m;
-	int pid, lock, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, lock, r = find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
