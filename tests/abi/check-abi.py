@@ -7,8 +7,8 @@
   man       a man/<name>.3 page per function, each installed by man/meson.build
 
 Also: libhangar.sym is well formed (nodes HANGAR_<major>.<minor>, the first
-HANGAR_0.1, names sorted, "local: *;"), each export carries the version node
-that lists it, the soname is libhangar.so.0, and nothing but hangar_* leaks.
+HANGAR_0.2, names sorted, "local: *;"), each export carries the version node
+that lists it, the soname is libhangar.so.1, and nothing but hangar_* leaks.
 
 Every check returns a list of problems; an empty list is a pass. The checks
 are plain functions so test-check-abi.py can show each of them failing.
@@ -19,8 +19,8 @@ import re
 import subprocess
 import sys
 
-SONAME = 'libhangar.so.0'
-FIRST_NODE = 'HANGAR_0.1'
+SONAME = 'libhangar.so.1'
+FIRST_NODE = 'HANGAR_0.2'
 NODE_RE = re.compile(r'^HANGAR_\d+\.\d+$')
 
 

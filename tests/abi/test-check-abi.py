@@ -14,7 +14,7 @@ abi = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(abi)
 
 GOOD_SYM = """/* comment */
-HANGAR_0.1 {
+HANGAR_0.2 {
 global:
 \thangar_a;
 \thangar_b;
@@ -26,7 +26,7 @@ local:
 
 class ThreeWay(unittest.TestCase):
     def test_agreement_passes(self):
-        self.assertEqual(abi.check_three_way({'hangar_a': 'HANGAR_0.1'}, ['hangar_a'], {'hangar_a': 'x.h'}), [])
+        self.assertEqual(abi.check_three_way({'hangar_a': 'HANGAR_0.2'}, ['hangar_a'], {'hangar_a': 'x.h'}), [])
 
     def test_export_missing_from_symfile(self):
         p = abi.check_three_way({'hangar_a': '', 'hangar_b': ''}, ['hangar_a'], {'hangar_a': 'x.h'})
@@ -46,8 +46,8 @@ class SymFile(unittest.TestCase):
         self.assertTrue(any('must be sorted' in x for x in p), p)
 
     def test_wrong_node(self):
-        p = abi.check_symfile(abi.parse_symfile(GOOD_SYM.replace('HANGAR_0.1', 'HANGAR_1')))
-        self.assertTrue(any('not HANGAR_0.1' in x for x in p), p)
+        p = abi.check_symfile(abi.parse_symfile(GOOD_SYM.replace('HANGAR_0.2', 'HANGAR_1')))
+        self.assertTrue(any('not HANGAR_0.2' in x for x in p), p)
         self.assertTrue(any('HANGAR_<major>.<minor>' in x for x in p), p)
 
     def test_no_local_star(self):
@@ -55,7 +55,7 @@ class SymFile(unittest.TestCase):
         self.assertTrue(any('local: *;' in x for x in p), p)
 
     def test_duplicate_across_nodes(self):
-        text = GOOD_SYM.replace('local:\n\t*;\n', '') + 'HANGAR_0.2 {\nglobal:\n\thangar_a;\nlocal: *;\n} HANGAR_0.1;\n'
+        text = GOOD_SYM.replace('local:\n\t*;\n', '') + 'HANGAR_0.3 {\nglobal:\n\thangar_a;\nlocal: *;\n} HANGAR_0.2;\n'
         p = abi.check_symfile(abi.parse_symfile(text))
         self.assertTrue(any('listed in both' in x for x in p), p)
 
@@ -71,7 +71,7 @@ class SymFile(unittest.TestCase):
 class Versions(unittest.TestCase):
     def test_wrong_version(self):
         nodes = abi.parse_symfile(GOOD_SYM)
-        self.assertEqual(abi.check_versions({'hangar_a': 'HANGAR_0.1'}, nodes), [])
+        self.assertEqual(abi.check_versions({'hangar_a': 'HANGAR_0.2'}, nodes), [])
         self.assertEqual(len(abi.check_versions({'hangar_a': ''}, nodes)), 1)
 
 
@@ -124,12 +124,12 @@ class Man(unittest.TestCase):
 
 class SonameAndForeign(unittest.TestCase):
     def test_soname(self):
-        self.assertEqual(abi.check_soname('libhangar.so.0'), [])
-        self.assertEqual(len(abi.check_soname('libhangar.so.1')), 1)
+        self.assertEqual(abi.check_soname(abi.SONAME), [])
+        self.assertEqual(len(abi.check_soname('libhangar.so.0')), 1)
         self.assertEqual(len(abi.check_soname(None)), 1)
 
     def test_foreign(self):
-        self.assertEqual(abi.check_foreign({'hangar_a': 'HANGAR_0.1'}, {'HANGAR_0.1'}), [])
+        self.assertEqual(abi.check_foreign({'hangar_a': 'HANGAR_0.2'}, {'HANGAR_0.2'}), [])
         self.assertEqual(len(abi.check_foreign({'hangar_a': '', 'cJSON_Parse': ''}, set())), 1)
         self.assertEqual(len(abi.check_foreign({}, {'LIBFOO_1'})), 1)
 
