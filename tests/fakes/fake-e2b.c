@@ -102,6 +102,14 @@
  *     follows it blindly loops; public makes a create public, with no traffic
  *     token (as when CubeMaster mints none); fork_errors N turns the first N
  *     results of a fork into {"error"} entries.
+ *     "after":true applies delay_ms and drop AFTER the route has acted: a
+ *     create makes its sandbox, then its answer is late, or the connection
+ *     closes unanswered. "no_route":true answers as an unknown route (an
+ *     empty 404 on cube, gin's text on E2B) and does nothing.
+ *     Edge faults: route "exec" (POST /process.Process/Start) or "files"
+ *     (GET /files) with "envd":"two_ends"|"data_after_end"|"undecodable"|
+ *     "endless_file" answers that request with a broken envd answer instead
+ *     of forwarding it (fake-envd-faults.c).
  *   --page-size N caps every paged answer (E2B's /v2/sandboxes, /snapshots,
  *     /v2/templates; Cube's /snapshots) at N entries whatever limit is asked.
  *   GET /_fake/sandboxes → [{id,state,envd_pid,envd_port,token,traffic_token,

@@ -99,6 +99,9 @@ struct fault {
 	char route[32];
 	int status, count, retry_after, delay_ms, drop;
 	int repeat_token, make_public, fork_errors; /* change the answer instead of failing it */
+	int after;                   /* delay_ms and drop apply after the route has acted */
+	int no_route;                /* answered as an unknown route */
+	char envd[32];               /* edge: a broken envd answer instead of envd's own */
 };
 
 struct spawn_req {
@@ -211,6 +214,10 @@ void free_template(struct template *t);
 void start_build_locked(struct template *t, int new_id);
 void advance_build_locked(struct template *t);
 int take_fault(const char *route, struct fault *out);
+int take_edge_fault(const char *route, struct fault *out);
+
+/* fake-envd-faults.c */
+int edge_envd_fault(int fd, const char *mode, const char *buf, size_t head_len, size_t have);
 void clear_faults_locked(void);
 
 /* fake-http.c */

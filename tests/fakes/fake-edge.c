@@ -360,6 +360,18 @@ static void *edge_conn(void *arg)
 		set_expiry_locked(sb, expiry_after(sb->timeout_s)); /* idle window [CUBE §4.1] */
 	pthread_mutex_unlock(&g.lock);
 
+	{
+		const char *route = !strcmp(h.method, "POST") && !strcmp(h.path, "/process.Process/Start") ? "exec"
+				    : !strcmp(h.method, "GET") && !strncmp(h.path, "/files", 6)          ? "files"
+													: NULL;
+		struct fault f;
+
+		if (route && take_edge_fault(route, &f)) {
+			if (edge_envd_fault(cfd, f.envd, buf, head_len, n) < 0)
+				edge_simple(cfd, 500, "Internal Server Error", "unknown envd fault");
+			goto out;
+		}
+	}
 	ufd = connect_local(envd_port);
 	if (ufd < 0) {
 		edge_simple(cfd, 502, "Bad Gateway", "upstream unreachable");

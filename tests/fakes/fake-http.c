@@ -364,7 +364,7 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
 					peek = x;
 					break;
 				}
-			if (peek && peek->drop) {
+			if (peek && peek->drop && !peek->after) {
 				int delay = peek->delay_ms;
 
 				pthread_mutex_unlock(&g.lock);
@@ -403,10 +403,29 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
 		return MHD_YES;
 	}
 	if (strncmp(url, "/_fake/", 7) != 0 && take_fault(q->route, &f)) {
+		if (f.after) {
+			/* The platform acts (a create makes its sandbox), then its answer is late or lost. */
+			dispatch(q, &r);
+			if (f.delay_ms > 0)
+				wait_ms(f.delay_ms);
+			if (f.drop) {
+				vlog("%s %s → %u, then the connection dropped unanswered", method, url, r.status);
+				free(r.body);
+				return MHD_NO;
+			}
+			vlog("%s %s → %u, %d ms late", method, url, r.status, f.delay_ms);
+			return queue_reply(conn, &r);
+		}
 		if (f.delay_ms > 0)
 			wait_ms(f.delay_ms);
 		if (f.drop)
 			return MHD_NO;
+		if (f.no_route) {
+			/* As if the platform had no such route: nothing is done. */
+			vlog("%s %s: fault: no such route", method, url);
+			reply_no_route(&r);
+			return queue_reply(conn, &r);
+		}
 		if (f.status > 0) {
 			char ra[16];
 

@@ -31,6 +31,11 @@ static void handle_fake(struct req *q, struct reply *r)
 		f->make_public = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "public"));
 		x = cJSON_GetObjectItemCaseSensitive(b, "fork_errors");
 		f->fork_errors = cJSON_IsNumber(x) && x->valueint > 0 ? x->valueint : 0;
+		f->after = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "after"));
+		f->no_route = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "no_route"));
+		x = cJSON_GetObjectItemCaseSensitive(b, "envd");
+		if (cJSON_IsString(x))
+			snprintf(f->envd, sizeof(f->envd), "%s", x->valuestring);
 		cJSON_Delete(b);
 		pthread_mutex_lock(&g.lock);
 		{

@@ -295,6 +295,29 @@ int take_fault(const char *route, struct fault *out)
 	return found;
 }
 
+/* The next fault of the edge for route ("exec" or "files"): only faults naming it and an envd mode. */
+int take_edge_fault(const char *route, struct fault *out)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&g.lock);
+	for (struct fault **pp = &g.faults; *pp; pp = &(*pp)->next) {
+		struct fault *f = *pp;
+
+		if (strcmp(f->route, route) != 0 || !f->envd[0])
+			continue;
+		*out = *f;
+		found = 1;
+		if (--f->count <= 0) {
+			*pp = f->next;
+			free(f);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return found;
+}
+
 void clear_faults_locked(void)
 {
 	while (g.faults) {

@@ -310,6 +310,83 @@ class CloudTests(unittest.TestCase):
         self.assertEqual(self.fake.request("DELETE", "/_fake/faults", auth=False)[0].status, 204)
         self.assertEqual(self.fake.json("GET", "/sandboxes/nope")[0], 404)
 
+    def test_fault_after(self):
+        # The create acts, then the connection closes unanswered: the sandbox exists.
+        before = set(self.fake.sandboxes())
+        self.fake.fault(route="create", drop=True, after=True)
+        with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
+            self.fake.request("POST", "/v2/sandboxes", {"templateID": "base", "secure": True,
+                                                        "metadata": {"tag": "after"}})
+        made = set(self.fake.sandboxes()) - before
+        self.assertEqual(len(made), 1)
+        # The DELETE answers 503 with Retry-After, and does nothing.
+        sid = made.pop()
+        self.fake.fault(route="kill", status=503, retry_after=2)
+        status, _, resp = self.fake.json("DELETE", f"/sandboxes/{sid}")
+        self.assertEqual((status, resp.getheader("Retry-After")), (503, "2"))
+        self.assertIn(sid, self.fake.sandboxes())
+        # As if there were no such route: not JSON, and nothing done.
+        self.fake.fault(route="kill", no_route=True)
+        resp, payload = self.fake.request("DELETE", f"/sandboxes/{sid}")
+        self.assertEqual(resp.status, 404)
+        with self.assertRaises(ValueError):
+            json.loads(payload or b"")
+        self.assertIn(sid, self.fake.sandboxes())
+        self.assertEqual(self.fake.json("DELETE", f"/sandboxes/{sid}")[0], 204)
+
+    def broken_stream(self, mode):
+        sb = self.create()
+        sid = sb["sandboxID"]
+        self.fake.fault(route="exec", envd=mode)
+        st = Stream(self.fake, sid, "echo real", {"X-Access-Token": sb["envdAccessToken"]})
+        msgs = []
+        while True:
+            m = st.message(10)
+            if m is None:
+                break
+            msgs.append(m)
+            if not m.get("event"):
+                break
+        st.close()
+        self.fake.json("DELETE", f"/sandboxes/{sid}")
+        return [next(iter(m["event"])) if m.get("event") else "close" for m in msgs], msgs
+
+    def test_envd_fault_two_ends(self):
+        kinds, msgs = self.broken_stream("two_ends")
+        self.assertEqual(kinds, ["start", "data", "end", "end", "close"])
+        self.assertEqual([m["event"]["end"]["exitCode"] for m in msgs if "end" in m.get("event", {})], [0, 7])
+
+    def test_envd_fault_data_after_end(self):
+        kinds, _ = self.broken_stream("data_after_end")
+        self.assertEqual(kinds, ["start", "end", "data", "close"])
+
+    def test_envd_fault_undecodable(self):
+        kinds, msgs = self.broken_stream("undecodable")
+        self.assertEqual(kinds, ["start", "data", "end", "close"])
+        with self.assertRaises(ValueError):
+            base64.b64decode(msgs[1]["event"]["data"]["stdout"], validate=True)
+
+    def test_envd_fault_endless_file(self):
+        sb = self.create()
+        sid = sb["sandboxID"]
+        self.fake.fault(route="files", envd="endless_file")
+        conn = http.client.HTTPConnection("127.0.0.1", self.fake.edge_port, timeout=30)
+        conn.request("GET", "/files?path=/etc/hostname", headers={
+            "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": str(ENVD_PORT),
+            "X-Access-Token": sb["envdAccessToken"]})
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.getheader("Content-Length")), (200, "68719476736"))
+        got = 0
+        while got < (4 << 20):
+            chunk = resp.read(65536)
+            self.assertTrue(chunk)
+            got += len(chunk)
+        conn.close()
+        # The next request is envd's own again.
+        status, _ = self.fake.edge("GET", "/health", sid)
+        self.assertEqual(status, 204)
+        self.fake.json("DELETE", f"/sandboxes/{sid}")
+
     def test_ttl_expiry_kills_envd(self):
         sid = self.create(timeout=1)["sandboxID"]
         pid = self.fake.sandboxes()[sid]["envd_pid"]
