@@ -1059,6 +1059,113 @@ START_TEST(t_cube_unauthenticated)
 }
 END_TEST
 
+/* The id of the fake's only live sandbox (static), checking there is exactly one. */
+static const char *only_sandbox(void)
+{
+	static char id[80];
+	char *body = NULL;
+	cJSON *all;
+
+	ck_assert_int_eq(fake_http("GET", "/_fake/sandboxes", NULL, &body), 200);
+	all = cJSON_Parse(body);
+	free(body);
+	ck_assert_int_eq(cJSON_GetArraySize(all), 1);
+	snprintf(id, sizeof(id), "%s", cJSON_GetObjectItem(all->child, "id")->valuestring);
+	cJSON_Delete(all);
+	return id;
+}
+
+/*
+ * A refused sandbox must die even when the platform is busy: CubeAPI answers
+ * a DELETE with 503 and Retry-After while the sandbox's lifecycle lock is
+ * held. When the kill still fails, the caller hears that the sandbox may be
+ * running, with its id.
+ */
+START_TEST(t_refused_kill_retries)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb = NULL;
+	const char *id;
+	int64_t t0;
+
+	fake_start("cube", NULL);
+	ctx = new_ctx();
+	o.provider = "e2b";
+
+	/* Busy twice, then the kill goes through, after the waits asked for. */
+	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
+	fault("{\"route\":\"kill\",\"status\":503,\"retry_after\":1,\"count\":2}");
+	t0 = mono_ms();
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
+	ck_assert_int_ge(mono_ms() - t0, 2000);
+	ck_assert_msg(strstr(hangar_error_last()->message, "neither an envd access token nor a traffic token"), "%s",
+		      hangar_error_last()->message);
+	ck_assert_msg(!strstr(hangar_error_last()->message, "may still be running"), "%s",
+		      hangar_error_last()->message);
+	ck_assert_ptr_null(sb);
+	ck_assert_int_eq(fake_count(), 0);
+
+	/* Asked to wait past the deadline: given up at once, and said so with the id. */
+	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
+	fault("{\"route\":\"kill\",\"status\":503,\"retry_after\":3600,\"count\":1}");
+	t0 = mono_ms();
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
+	ck_assert_int_lt(mono_ms() - t0, 8000);
+	ck_assert_ptr_null(sb);
+	id = only_sandbox();
+	ck_assert_msg(strstr(hangar_error_last()->message, "may still be running"), "%s", hangar_error_last()->message);
+	ck_assert_msg(strstr(hangar_error_last()->message, id), "%s does not name %s", hangar_error_last()->message,
+		      id);
+	ck_assert_msg(strstr(hangar_error_last()->message, "neither an envd access token"), "%s",
+		      hangar_error_last()->message);
+	ck_assert_int_eq(hangar_error_last()->code, HANGAR_EREFUSED);
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "/sandboxes/%s", id);
+		ck_assert_int_eq(fake_http("DELETE", path, NULL, NULL), 204);
+	}
+
+	/* A DELETE route that does not exist (an empty 404) is no proof the sandbox is gone. */
+	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
+	fault("{\"route\":\"kill\",\"no_route\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
+	id = only_sandbox();
+	ck_assert_msg(strstr(hangar_error_last()->message, "may still be running"), "%s", hangar_error_last()->message);
+	ck_assert_msg(strstr(hangar_error_last()->message, id), "%s", hangar_error_last()->message);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* An unknown route (404 without a JSON body) says nothing about the sandbox: never "gone". */
+START_TEST(t_missing_route_is_not_gone)
+{
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	const char *id;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	sb = create(ctx, 120);
+	id = only_sandbox();
+	fault("{\"route\":\"get\",\"no_route\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), HANGAR_EUNSUPPORTED);
+	ck_assert_int_eq(hangar_error_last()->http_status, 404);
+	ck_assert_msg(strstr(hangar_error_last()->message, "no such route"), "%s", hangar_error_last()->message);
+	fault("{\"route\":\"kill\",\"no_route\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_kill(sb), HANGAR_EUNSUPPORTED);
+	ck_assert_str_eq(only_sandbox(), id);
+	/* A sandbox that really is gone still is. */
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), HANGAR_EGONE);
+	ck_assert_int_eq(fake_count(), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 struct logs {
 	char text[1 << 16];
 	size_t len;
@@ -1230,6 +1337,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, t_cube_unauthenticated);
 	tcase_add_loop_test(tc, t_key_never_shown, 0, 3);
 	tcase_add_loop_test(tc, t_faults, 0, 3);
+	tcase_add_test(tc, t_refused_kill_retries);
+	tcase_add_loop_test(tc, t_missing_route_is_not_gone, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

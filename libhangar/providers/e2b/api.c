@@ -277,6 +277,15 @@ static int capacity_error(const struct e2b_resp *r)
 			       strstr(r->body.data, "sandbox_placement_timeout"));
 }
 
+static int json_object_body(const struct e2b_resp *r)
+{
+	cJSON *j = r->body.len ? cJSON_ParseWithLength(r->body.data, r->body.len) : NULL;
+	int is = cJSON_IsObject(j);
+
+	cJSON_Delete(j);
+	return is;
+}
+
 static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_route route, const char *what)
 {
 	char text[256], ra[48] = "";
@@ -299,6 +308,11 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 		code = HANGAR_ECAPACITY;
 	else if (s == 502 || s == 503 || s == 504 || s == 408)
 		code = HANGAR_EUNAVAILABLE;
+	else if (s == 404 && route != E2B_ROUTE_CREATE && !json_object_body(r))
+		/* An unknown route (CubeAPI: empty body; E2B: text), not an unknown sandbox (JSON). */
+		return herr_http(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
+				 "e2b: %s: the control API has no such route (HTTP 404 without a JSON body)%s%s", what,
+				 *text ? ": " : "", text);
 	else if (s == 404)
 		code = route == E2B_ROUTE_SANDBOX ? HANGAR_EGONE : route == E2B_ROUTE_CREATE ? HANGAR_ECREATE
 											     : HANGAR_ENOTFOUND;
@@ -395,11 +409,11 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	 */
 	{
 		curl_off_t connect_us = 0;
-		long sent = 0;
+		long req_bytes = 0;
 
 		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
-		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
-		connected = connect_us > 0 || sent > 0;
+		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &req_bytes);
+		connected = connect_us > 0 || req_bytes > 0;
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);

@@ -23,8 +23,10 @@
  *                                         e2b_last_retry_after() returns N
  *   500 (E2B's capacity error codes)      HANGAR_ECAPACITY
  *   502, 503, 504, 408                    HANGAR_EUNAVAILABLE
- *   404                                   per route: HANGAR_EGONE for a
+ *   404 with a JSON body                  per route: HANGAR_EGONE for a
  *                                         sandbox, HANGAR_ENOTFOUND otherwise
+ *   404 without one (no such route:       HANGAR_EUNSUPPORTED, never "gone":
+ *     CubeAPI's is empty, E2B's text)       nothing is known of the sandbox
  *   400, 415, 422                         HANGAR_EINVAL (HANGAR_ECREATE on create)
  *   409                                   per route (e2b_call's caller decides)
  *   other 5xx                             HANGAR_EUNAVAILABLE (HANGAR_ECREATE on create)

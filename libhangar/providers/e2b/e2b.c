@@ -12,7 +12,10 @@
  *   - a sandbox whose envd takes no token is refused and killed unless
  *     HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD is on, and refused and killed
  *     regardless when it has no traffic token either (it is public);
- *   - ids from the API are checked before they enter a URL path.
+ *   - ids from the API are checked before they enter a URL path;
+ *   - a kill that protects security (a refused sandbox, or one an unanswered
+ *     create may have made) is retried until its deadline, and its failure is
+ *     reported with the sandbox's id: it may still be running.
  * A paused sandbox is never connected implicitly: connecting resumes it, so
  * connect() reads its state first and only calls the connect route (which on
  * a running sandbox merely extends its lifetime) to learn its tokens.
@@ -34,6 +37,8 @@
 #define TRAFFIC_HEADER "e2b-traffic-access-token"
 #define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
 #define LIST_PAGE 100
+#define KILL_PAUSE_MIN_MS 200
+#define KILL_PAUSE_MAX_MS 2000
 #define LIST_MAX_PAGES 10000
 
 struct known {                  /* what we remember of a sandbox between calls */
@@ -390,21 +395,84 @@ static int answer_id(const cJSON *j, const char **id)
 
 /* ---- create -------------------------------------------------------------------------- */
 
-static void kill_quietly(struct e2b *e, const char *id)
+/* A failed DELETE worth trying again: the platform was busy, not refusing. */
+static int kill_transient(int rc, long status)
 {
-	struct e2b_resp r;
-	char path[128];
-	hangar_error saved = *hangar_error_last();
-	char msg[1024];
+	if (status == 0)
+		return rc == HANGAR_EUNAVAILABLE || rc == HANGAR_ETIMEOUT;
+	return status == 408 || status == 409 || status == 429 || status == 500 || status == 502 || status == 503 ||
+	       status == 504;
+}
 
-	snprintf(msg, sizeof(msg), "%s", saved.message);
+/*
+ * Kills a sandbox nobody may use. The kill protects security, so one DELETE
+ * is not enough: a transient failure is tried again after a pause growing
+ * from KILL_PAUSE_MIN_MS to KILL_PAUSE_MAX_MS, an answer with Retry-After
+ * (CubeAPI's 503 while the sandbox's lifecycle lock is held) after the wait
+ * it asks for, until the deadline HANGAR_E2B_REQUEST_TIMEOUT_SECONDS from
+ * now. A sandbox already gone counts as killed. Returns 0, or the last
+ * failure's code with the thread's last error describing it.
+ */
+static int kill_hard(struct e2b *e, const char *id)
+{
+	int64_t deadline = hmono_ms() + e->api.timeout_ms;
+	int pause_ms = KILL_PAUSE_MIN_MS, tries = 0;
+	char path[128];
+
 	snprintf(path, sizeof(path), "/sandboxes/%s", id);
-	if (e2b_call(&e->api, "DELETE", path, NULL, 0, E2B_ROUTE_SANDBOX, "kill", &r) != 0)
-		hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id,
-		     hangar_error_last()->message);
-	e2b_resp_free(&r);
-	/* The caller reports the reason it was refused, not the kill. */
-	hangar_sys_error(saved.code, saved.http_status, saved.os_errno, "%s", msg);
+	for (;;) {
+		struct e2b_resp r;
+		int64_t wait_ms, left;
+		long status;
+		int rc, ra;
+
+		rc = e2b_call(&e->api, "DELETE", path, NULL, 0, E2B_ROUTE_SANDBOX, "kill", &r);
+		status = r.status;
+		ra = r.retry_after;
+		e2b_resp_free(&r);
+		tries++;
+		if (rc == 0 || rc == HANGAR_EGONE) {
+			forget(e, id);
+			return 0;
+		}
+		if (rc == HANGAR_ENOMEM || !kill_transient(rc, status))
+			return rc;
+		wait_ms = ra >= 0 ? (int64_t)ra * 1000 : pause_ms;
+		left = deadline - hmono_ms();
+		if (wait_ms >= left) {
+			herr_prefix("gave up after %d %s (%s)", tries, tries == 1 ? "try" : "tries",
+				    ra >= 0 ? "the platform asked to wait past the deadline" : "deadline reached");
+			return rc;
+		}
+		hlog(e->ctx, HANGAR_LOG_INFO, "e2b: kill of %s failed (%s); trying again in %lld ms", id,
+		     hangar_error_last()->message, (long long)wait_ms);
+		if (wait_ms > 0)
+			poll(NULL, 0, (int)wait_ms);
+		if (pause_ms < KILL_PAUSE_MAX_MS)
+			pause_ms = pause_ms * 2 > KILL_PAUSE_MAX_MS ? KILL_PAUSE_MAX_MS : pause_ms * 2;
+	}
+}
+
+/*
+ * Kills a sandbox a rule refused (or that could not be described), keeping
+ * the reason it was refused as the thread's last error; when the kill still
+ * failed, the message says so, with the id: the sandbox may still be running.
+ */
+static void kill_refused(struct e2b *e, const char *id)
+{
+	struct herr_saved saved;
+	char why[512];
+
+	herr_save(&saved);
+	if (kill_hard(e, id) == 0) {
+		herr_restore(&saved);
+		return;
+	}
+	snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
+	hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id, why);
+	herr_restore(&saved);
+	herr_http(saved.e.code, saved.e.category, saved.e.http_status, saved.provider_code,
+		  "%s; sandbox %s may still be running: killing it failed: %s", saved.message, id, why);
 }
 
 /*
@@ -428,7 +496,7 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 				hangar_sys_error(HANGAR_ECONFIG, 0, 0,
 						 "HANGAR_SECRET_KEY must be set for the cube flavour of the e2b "
 						 "provider: its traffic tokens are kept sealed with it");
-			kill_quietly(e, id);
+			kill_refused(e, id);
 			return hangar_error_last()->code;
 		}
 		/* E2B hands it out again on every connect. */
@@ -438,7 +506,7 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 	rc = describe(e, id, j, out, &refused);
 	if (rc) {
 		/* Refused, or undescribable: either way nobody may use it. */
-		kill_quietly(e, id);
+		kill_refused(e, id);
 		return hangar_error_last()->code;
 	}
 	{
@@ -1224,7 +1292,7 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 			const char *extra = cJSON_IsObject(sbj) ? jstr(sbj, "sandboxID") : NULL;
 
 			if (extra && e2b_valid_id(extra))
-				kill_quietly(e, extra);
+				kill_refused(e, extra);
 			continue;
 		}
 		if (cJSON_IsObject(sbj)) {
