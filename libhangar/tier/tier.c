@@ -356,6 +356,10 @@ static void event_fallback(hangar_ctx *ctx, const char *tier, const char *from, 
 	cJSON_AddStringToObject(o, "reason", fallback_reason(rc, e));
 	cJSON_AddNumberToObject(o, "http_status", e->http_status);
 	cJSON_AddNumberToObject(o, "cooldown_seconds", (double)cool_secs);
+	/* What the provider did about the failure (e.g. killed what an unanswered create made). */
+	if (e->provider_code && *e->provider_code)
+		cJSON_AddStringToObject(o, "provider_code", e->provider_code);
+	cJSON_AddStringToObject(o, "message", e->message);
 	hevent(ctx, "sandbox.tier_fallback", o);
 }
 

@@ -1166,6 +1166,54 @@ START_TEST(t_missing_route_is_not_gone)
 }
 END_TEST
 
+/*
+ * A create that reached the platform and got no answer may have made a
+ * sandbox. It is found by the id the create put in its metadata, and killed,
+ * before the caller hears of the failure.
+ */
+START_TEST(t_unanswered_create_leaks_nothing)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb = NULL;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	o.provider = "e2b";
+
+	/* The connection closes after the sandbox was made. */
+	fault("{\"route\":\"create\",\"drop\":true,\"after\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+	ck_assert_ptr_null(sb);
+	ck_assert_str_eq(hangar_error_last()->provider_code, "create_orphan_killed");
+	ck_assert_msg(strstr(hangar_error_last()->message, "killed"), "%s", hangar_error_last()->message);
+	ck_assert_int_eq(fake_count(), 0);
+
+	/* The connection closes before anything was done: nothing to find, nothing killed. */
+	fault("{\"route\":\"create\",\"drop\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+	ck_assert_str_eq(hangar_error_last()->provider_code, "");
+	ck_assert_int_eq(fake_count(), 0);
+
+	/* The answer comes after our deadline: the sandbox exists by then, and is killed. */
+	hangar_ctx_unref(ctx);
+	ctx = new_ctx();
+	set(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", "2");
+	fault("{\"route\":\"create\",\"delay_ms\":5000,\"after\":true,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+	ck_assert_str_eq(hangar_error_last()->provider_code, "create_orphan_killed");
+	ck_assert_int_eq(fake_count(), 0);
+
+	/* It was made, and killing it fails: the caller is told it may be running, with its id. */
+	fault("{\"route\":\"create\",\"drop\":true,\"after\":true,\"count\":1}");
+	fault("{\"route\":\"kill\",\"status\":401,\"count\":1}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);
+	ck_assert_str_eq(hangar_error_last()->provider_code, "create_orphan_leaked");
+	ck_assert_msg(strstr(hangar_error_last()->message, only_sandbox()), "%s", hangar_error_last()->message);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 struct logs {
 	char text[1 << 16];
 	size_t len;
@@ -1339,6 +1387,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, t_faults, 0, 3);
 	tcase_add_test(tc, t_refused_kill_retries);
 	tcase_add_loop_test(tc, t_missing_route_is_not_gone, 0, 3);
+	tcase_add_loop_test(tc, t_unanswered_create_leaks_nothing, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

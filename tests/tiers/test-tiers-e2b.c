@@ -77,6 +77,24 @@ static void fake_start(void)
 	ck_assert_int_eq(sscanf(line, "ready %d %d", &api_port, &edge_port), 2);
 }
 
+struct sink {
+	char data[1 << 16];
+	size_t len;
+};
+
+static size_t body_cb(char *d, size_t s, size_t n, void *ud)
+{
+	struct sink *b = ud;
+	size_t len = s * n;
+
+	if (b->len + len >= sizeof(b->data))
+		return 0;
+	memcpy(b->data + b->len, d, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+	return len;
+}
+
 /* Queues a fault on the fake's control API. */
 static void fault(const char *json)
 {
@@ -357,6 +375,49 @@ START_TEST(fast_e2b_answer_timeout_does_not_fall_back)
 }
 END_TEST
 
+/* How many live sandboxes the fake holds. */
+static int fake_count(void)
+{
+	struct sink *b = calloc(1, sizeof(*b));
+	CURL *c = curl_easy_init();
+	char url[128];
+	cJSON *all;
+	int n;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/_fake/sandboxes", api_port);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
+	all = cJSON_Parse(b->data);
+	ck_assert_ptr_nonnull(all);
+	n = cJSON_GetArraySize(all);
+	cJSON_Delete(all);
+	free(b);
+	return n;
+}
+
+START_TEST(fast_e2b_unanswered_create_is_killed_before_fallback)
+{
+	const cJSON *e;
+
+	SKIP_WITHOUT_FAKE();
+	set("HANGAR_TIER_COOLDOWN_SECONDS", "0");
+	/* The platform makes the sandbox, then the connection closes unanswered. */
+	fault("{\"route\":\"create\",\"drop\":true,\"after\":true,\"count\":1}");
+	ck_assert_str_eq(fast_create(), "local");
+	/* What e2b made was found by its create id and killed: nothing leaks there. */
+	ck_assert_int_eq(fake_count(), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(fallbacks), 1);
+	e = cJSON_GetArrayItem(fallbacks, 0);
+	ck_assert_str_eq(cJSON_GetObjectItem(e, "from")->valuestring, "e2b");
+	ck_assert_str_eq(cJSON_GetObjectItem(e, "provider_code")->valuestring, "create_orphan_killed");
+	ck_assert_ptr_nonnull(strstr(cJSON_GetObjectItem(e, "message")->valuestring, "killed"));
+}
+END_TEST
+
 START_TEST(fast_e2b_rejected_key_does_not_fall_back)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
@@ -386,6 +447,7 @@ static Suite *suite(void)
 	tcase_add_test(t, fast_e2b_connect_timeout_is_unreachable);
 	tcase_add_test(t, fast_e2b_answer_timeout_does_not_fall_back);
 	tcase_add_test(t, fast_e2b_rejected_key_does_not_fall_back);
+	tcase_add_test(t, fast_e2b_unanswered_create_is_killed_before_fallback);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -339,7 +339,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	int64_t t0 = hmono_ms();
 	CURLcode cc;
 	CURL *h;
-	int rc = 0, connected = 0;
+	int rc = 0, connected = 0, sent = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after = -1;
@@ -414,6 +414,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
 		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &req_bytes);
 		connected = connect_us > 0 || req_bytes > 0;
+		sent = req_bytes > 0;
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
@@ -449,6 +450,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 			rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "e2b: %s: the control API cannot be reached (%s)",
 				  what, msg);
 		r->status = 0;
+		r->unanswered = sent && rc != HANGAR_ENOMEM;
 		goto out;
 	}
 	if (x.encoded) {

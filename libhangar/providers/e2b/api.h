@@ -70,6 +70,7 @@ struct e2b_resp {
 	char next_token[256];     /* X-Next-Token, "" when absent */
 	int retry_after;          /* Retry-After seconds, -1 when absent */
 	cJSON *json;              /* the parsed body after e2b_call with want_json, or NULL */
+	int unanswered;           /* failed after the request went out: the platform may have acted on it */
 };
 
 int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const char *key, int64_t timeout_ms);

@@ -15,16 +15,21 @@
  *   - ids from the API are checked before they enter a URL path;
  *   - a kill that protects security (a refused sandbox, or one an unanswered
  *     create may have made) is retried until its deadline, and its failure is
- *     reported with the sandbox's id: it may still be running.
+ *     reported with the sandbox's id: it may still be running;
+ *   - every create carries a client-made id in its metadata (CREATE_ID_KEY):
+ *     when its answer never comes, the sandbox it may have made is looked for
+ *     by that id and killed before the caller (or a tier) goes elsewhere.
  * A paused sandbox is never connected implicitly: connecting resumes it, so
  * connect() reads its state first and only calls the connect route (which on
  * a running sandbox merely extends its lifetime) to learn its tokens.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "api.h"
 #include "e2b.h"
@@ -37,6 +42,7 @@
 #define TRAFFIC_HEADER "e2b-traffic-access-token"
 #define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
 #define LIST_PAGE 100
+#define CREATE_ID_KEY "hangar_create_id"
 #define KILL_PAUSE_MIN_MS 200
 #define KILL_PAUSE_MAX_MS 2000
 #define LIST_MAX_PAGES 10000
@@ -561,19 +567,112 @@ static int resolve_template(struct e2b *e, const char *tpl, char *out, size_t si
 	return rc;
 }
 
+/* A new create id: 32 hex digits from the kernel's random source. */
+static int new_create_id(char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[16];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return hangar_sys_error(HANGAR_EOS, 0, errno, "e2b: getrandom failed");
+	for (size_t i = 0; i < sizeof(b); i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[32] = '\0';
+	return 0;
+}
+
+/*
+ * After a create that went out and got no answer (rc; the connection closed,
+ * was reset, or our deadline passed): the platform may have made the
+ * sandbox. Looks for sandboxes whose metadata carries this create's id (the
+ * list's metadata filter, and a match on each entry's own metadata, so that
+ * a platform ignoring the filter never gets another sandbox killed) and
+ * kills them with kill_hard(). Returns the code the create fails with, the
+ * thread's last error saying what was found and done; its provider_code is
+ * "create_orphan_killed" (the outcome is known now: nothing of it runs, so
+ * the code is HANGAR_EUNAVAILABLE and a tier may fall back),
+ * "create_orphan_leaked" (found, and killing it failed) or
+ * "create_outcome_unknown" (nothing found after a deadline passed, or the
+ * look-up failed); none when nothing was found after a lost connection.
+ */
+static int reclaim(struct e2b *e, const char *cid, int rc)
+{
+	char query[96], esc[160], path[256], ids[200] = "", why[512] = "";
+	struct herr_saved saved;
+	struct e2b_resp r;
+	int lr, found = 0, failed = 0;
+
+	herr_save(&saved);
+	snprintf(query, sizeof(query), "%s=%s", CREATE_ID_KEY, cid);
+	e2b_escape(esc, sizeof(esc), query);
+	snprintf(path, sizeof(path), "/v2/sandboxes?metadata=%s&limit=%d", esc, LIST_PAGE);
+	lr = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "look for the sandbox of an unanswered create",
+		      &r);
+	if (lr == 0 && !cJSON_IsArray(r.json))
+		lr = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list is not an array");
+	if (lr) {
+		snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
+		e2b_resp_free(&r);
+		herr_restore(&saved);
+		return herr_http(rc, saved.e.category, saved.e.http_status, "create_outcome_unknown",
+				 "%s; the platform may have made the sandbox (metadata %s) and looking for it failed: "
+				 "%s",
+				 saved.message, query, why);
+	}
+	for (const cJSON *s = r.json->child; s; s = s->next) {
+		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(s, "metadata");
+		const char *tag = jstr(meta, CREATE_ID_KEY), *id = jstr(s, "sandboxID");
+		size_t n = strlen(ids);
+
+		if (!tag || strcmp(tag, cid) != 0 || !id || !e2b_valid_id(id))
+			continue;
+		found++;
+		if (kill_hard(e, id) != 0) {
+			failed++;
+			snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
+		}
+		if (n + strlen(id) + 3 < sizeof(ids))
+			snprintf(ids + n, sizeof(ids) - n, "%s%s", n ? ", " : "", id);
+	}
+	e2b_resp_free(&r);
+	herr_restore(&saved);
+	if (found && failed) {
+		hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: the unanswered create made %s; killing it failed: %s", ids, why);
+		return herr_http(rc, saved.e.category, saved.e.http_status, "create_orphan_leaked",
+				 "%s; the platform made %s, which may still be running: killing it failed: %s",
+				 saved.message, ids, why);
+	}
+	if (found) {
+		hlog(e->ctx, HANGAR_LOG_INFO, "e2b: the unanswered create made %s; killed", ids);
+		return herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, "create_orphan_killed",
+				 "%s; the platform had made %s, found by its create id and killed", saved.message, ids);
+	}
+	if (rc == HANGAR_ETIMEOUT)
+		/* It may still be in the making: the outcome stays unknown. */
+		return herr_http(rc, saved.e.category, saved.e.http_status, "create_outcome_unknown",
+				 "%s; no sandbox with metadata %s exists yet, but it may still be made", saved.message,
+				 query);
+	return herr_http(rc, saved.e.category, saved.e.http_status, saved.provider_code,
+			 "%s; no sandbox of it was made (none has metadata %s)", saved.message, query);
+}
+
 int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	struct e2b *e = state;
 	const char *tpl = map_template(e, opts->template_id);
 	int64_t timeout = opts->timeout_sec;
 	cJSON *body, *net, *envs = NULL, *meta;
-	char resolved[256];
+	char resolved[256], cid[33];
 	struct e2b_resp r;
 	int rc;
 
 	if (timeout < 0)
 		timeout = e->fl->cube ? -1 : E2B_MAX_TIMEOUT;
-	rc = resolve_template(e, tpl, resolved, sizeof(resolved));
+	rc = new_create_id(cid);
+	if (rc == 0)
+		rc = resolve_template(e, tpl, resolved, sizeof(resolved));
 	if (rc)
 		return rc;
 	body = cJSON_CreateObject();
@@ -587,8 +686,10 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	if (net)
 		cJSON_AddBoolToObject(net, "allowPublicTraffic", 0);
 	meta = cJSON_AddObjectToObject(body, "metadata");
-	if (meta)
+	if (meta) {
 		cJSON_AddStringToObject(meta, "hangar", "1");
+		cJSON_AddStringToObject(meta, CREATE_ID_KEY, cid);
+	}
 	if (opts->env && opts->env[0])
 		envs = cJSON_AddObjectToObject(body, "envVars");
 	for (const char *const *v = opts->env; envs && v && *v; v++) {
@@ -601,6 +702,8 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	}
 	rc = e2b_call(&e->api, "POST", e->fl->create_path, body, 1, E2B_ROUTE_CREATE, "create", &r);
 	cJSON_Delete(body);
+	if (rc && r.unanswered)
+		rc = reclaim(e, cid, rc);
 	if (rc == 0) {
 		const char *id = jstr(r.json, "sandboxID");
 
