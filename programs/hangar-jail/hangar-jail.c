@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,23 +47,27 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "jail.h"
 #include "lstate.h"
 
 #define TEARDOWN_DEADLINE_MS 10000
 #define TOKEN_MAX 1024
 
 static const char *dir, *id;
+static char root[PATH_MAX];                     /* the directory holding every sandbox's */
+static struct uid_range ids = { 0, 0, -1 };   /* the host ids behind the sandbox's; slot -1: none */
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
 /* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
 static char token[TOKEN_MAX + 1];
 static size_t token_len;
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+void say(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -388,7 +393,7 @@ static void serve_token(int lfd)
 			return;
 		}
 		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred) &&
-		    (cred.uid == me || cred.uid == 0)) {
+		    cred.uid == me) {
 			ssize_t n = send(c, token, token_len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			(void)n; /* a peer that went away or reads nothing gets nothing more */
@@ -401,12 +406,7 @@ static void serve_token(int lfd)
 
 /* ---- the sandbox ------------------------------------------------------------------- */
 
-struct argv {
-	char **v;
-	size_t n, cap;
-};
-
-static void add(struct argv *a, const char *s)
+void add(struct argv *a, const char *s)
 {
 	if (a->n + 2 > a->cap) {
 		a->cap = a->cap ? a->cap * 2 : 64;
@@ -424,7 +424,7 @@ static void add(struct argv *a, const char *s)
 	a->v[++a->n] = NULL;
 }
 
-static void argv_free(struct argv *a)
+void argv_free(struct argv *a)
 {
 	for (size_t i = 0; i < a->n; i++)
 		free(a->v[i]);
@@ -432,8 +432,7 @@ static void argv_free(struct argv *a)
 	memset(a, 0, sizeof(*a));
 }
 
-static void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(struct argv *a, const char *fmt, ...)
+void addf(struct argv *a, const char *fmt, ...)
 {
 	char buf[PATH_MAX + 64];
 	va_list ap;
@@ -473,15 +472,161 @@ static void add_usr_links(struct argv *a)
 	}
 }
 
-static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m, int ready_fd,
-			     int envd_token_fd)
+/*
+ * As root, the child builds what bwrap binds in a mount namespace of its
+ * own, at STAGE (a directory every uid can cross, unlike a state directory
+ * under /root, which the sandbox's unprivileged ids could not reach):
+ *   STAGE/run   the sandbox's run/ (envd's socket)
+ *   STAGE/etc   its /etc (etc.c)
+ *   STAGE/envd  hangar-envd
+ *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
+ *               writes nothing to the host's disk and runs out of space at
+ *               its limit (ENOSPC)
+ * The sources are opened first (O_PATH), since STAGE may hide the state
+ * directory. Unprivileged, bwrap binds the sandbox's directory directly.
+ */
+#define STAGE "/run"
+#define STAGE_FALLBACK "/tmp"
+
+struct sbfds {
+	int run, etc, envd, seccomp;
+};
+
+static void close_fds(struct sbfds *f)
+{
+	int *all[] = { &f->run, &f->etc, &f->envd, &f->seccomp };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (*all[i] >= 0) {
+			close(*all[i]);
+			*all[i] = -1;
+		}
+}
+
+static int open_in_dir(const char *rest, int flags)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, rest) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | flags);
+}
+
+/* The sources of the stage, and (with filter) the seccomp filter. */
+static int open_fds(struct sbfds *f, const char *envd, int filter)
+{
+	f->run = open_in_dir("run", O_DIRECTORY);
+	f->etc = open_in_dir("rootfs/etc", O_DIRECTORY);
+	f->envd = open(envd, O_PATH | O_CLOEXEC);
+	f->seccomp = filter ? seccomp_filter_fd() : -2;
+	if (f->run < 0 || f->etc < 0 || f->envd < 0 || f->seccomp == -1) {
+		int e = errno;
+
+		close_fds(f);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static const char *stage(void)
+{
+	struct stat st;
+
+	return stat(STAGE, &st) == 0 && S_ISDIR(st.st_mode) ? STAGE : STAGE_FALLBACK;
+}
+
+static int bind_fd(int fd, const char *at, const char *name, int file)
+{
+	char src[64], dst[PATH_MAX];
+
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+	snprintf(dst, sizeof(dst), "%s/%s", at, name);
+	if (file) {
+		int m = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		if (m < 0)
+			return -1;
+		close(m);
+	} else if (mkdir(dst, 0755) < 0) {
+		return -1;
+	}
+	return mount(src, dst, NULL, MS_BIND, NULL);
+}
+
+static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", at, name);
+	if (mkdir(path, mode) < 0 || chown(path, owner, owner) < 0 || chmod(path, mode) < 0)
+		return -1;
+	return 0;
+}
+
+/* In the child, still host root: the stage (see above). 0, or -1 with a message said. */
+static int build_stage(const char *envd, const struct uid_range *r, unsigned disk_mb)
+{
+	const char *at = stage();
+	char rw[PATH_MAX], opts[64];
+	struct sbfds f = { -1, -1, -1, -1 };
+
+	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    open_fds(&f, envd, 0) < 0 ||
+	    mount("hangar", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) {
+		say("cannot make a mount namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (bind_fd(f.run, at, "run", 0) < 0 || bind_fd(f.etc, at, "etc", 0) < 0 ||
+	    bind_fd(f.envd, at, "envd", 1) < 0) {
+		say("cannot stage the sandbox's files: %s", strerror(errno));
+		close_fds(&f);
+		return -1;
+	}
+	close_fds(&f);
+	snprintf(rw, sizeof(rw), "%s/rw", at);
+	snprintf(opts, sizeof(opts), "mode=0755,size=%um", disk_mb);
+	if (mkdir(rw, 0755) < 0 || mount("hangar", rw, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0 ||
+	    mkdir_owned(rw, "workspace", r->base + 1000, 0755) < 0 ||
+	    mkdir_owned(rw, "home", r->base + 1000, 0755) < 0 || mkdir_owned(rw, "tmp", r->base, 01777) < 0) {
+		say("cannot make the sandbox's %u MB file system: %s", disk_mb, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* /proc entries container runtimes hide: kernel memory, keys, timers, scheduler internals. */
+static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+					   "/proc/sysrq-trigger" };
+
+static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
+			    int ready_fd, int envd_token_fd, const struct sbfds *f, int userns, unsigned uid,
+			    unsigned gid, unsigned shm_mb)
 {
 	static const char *const caps[] = {
-		/* What envd needs as root to run commands and write files as other users. */
+		/*
+		 * What envd needs as root to run commands and write files as
+		 * other users; capabilities in the sandbox's own user namespace
+		 * only, which give nothing over the host's files.
+		 */
 		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
 		"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
 	};
 	const char *envd_inside = envd;
+	char src[PATH_MAX], rw[PATH_MAX];
+	int r;
+
+	/* Where bwrap finds the sandbox's own files: the stage, or its directory. */
+	if (userns) {
+		snprintf(src, sizeof(src), "%s", stage());
+		snprintf(rw, sizeof(rw), "%s/rw", stage());
+	} else {
+		snprintf(src, sizeof(src), "%s", dir);
+		snprintf(rw, sizeof(rw), "%s/rootfs", dir);
+	}
 
 	add(a, bwrap);
 	add(a, "--unshare-pid");
@@ -490,14 +635,16 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	add(a, "--unshare-cgroup-try");
 	if (!m->network)
 		add(a, "--unshare-net");
-	if (geteuid() != 0) {
-		/* Unprivileged: a user namespace mapping the caller to itself. */
+	if (!userns) {
+		/* Unprivileged: a user namespace mapping the caller to itself, and none below it. */
 		add(a, "--unshare-user");
+		add(a, "--disable-userns");
 		add(a, "--uid");
-		addf(a, "%u", (unsigned)geteuid());
+		addf(a, "%u", uid);
 		add(a, "--gid");
-		addf(a, "%u", (unsigned)getegid());
+		addf(a, "%u", gid);
 	} else {
+		/* bwrap runs as root of the namespace the child made (see spawn_bwrap). */
 		add(a, "--cap-drop");
 		add(a, "ALL");
 		for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
@@ -507,34 +654,37 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	}
 	add(a, "--die-with-parent");
 	add(a, "--new-session");
+	add(a, "--seccomp");
+	addf(a, "%d", f->seccomp);
 	add(a, "--ro-bind");
 	add(a, "/usr");
 	add(a, "/usr");
 	add_usr_links(a);
 	add(a, "--ro-bind");
+	addf(a, userns ? "%s/etc" : "%s/rootfs/etc", src);
 	add(a, "/etc");
-	add(a, "/etc");
-	add(a, "--ro-bind");
-	addf(a, "%s/rootfs/etc/passwd", dir);
-	add(a, "/etc/passwd");
-	add(a, "--ro-bind");
-	addf(a, "%s/rootfs/etc/group", dir);
-	add(a, "/etc/group");
-	/* Hide the host's password hashes from root inside. */
-	if (exists("/etc/shadow")) {
-		add(a, "--ro-bind");
-		addf(a, "%s/rootfs/etc/shadow", dir);
-		add(a, "/etc/shadow");
-	}
-	if (exists("/etc/gshadow")) {
-		add(a, "--ro-bind");
-		addf(a, "%s/rootfs/etc/shadow", dir);
-		add(a, "/etc/gshadow");
-	}
+	r = etc_build(dir, m->id, uid, gid, a);
+	if (r < 0)
+		return r;
 	add(a, "--proc");
+	add(a, "/proc");
+	for (size_t i = 0; i < sizeof(proc_masked) / sizeof(proc_masked[0]); i++)
+		if (exists(proc_masked[i])) {
+			add(a, "--ro-bind");
+			add(a, "/dev/null");
+			add(a, proc_masked[i]);
+		}
+	add(a, "--remount-ro");
 	add(a, "/proc");
 	add(a, "--dev");
 	add(a, "/dev");
+	/* bwrap's own /dev/shm is root's alone: a size-limited one for every user. */
+	add(a, "--perms");
+	add(a, "01777");
+	add(a, "--size");
+	addf(a, "%llu", (unsigned long long)shm_mb << 20);
+	add(a, "--tmpfs");
+	add(a, "/dev/shm");
 	/* Made explicitly: bwrap would make parents of mount points 0700. */
 	add(a, "--dir");
 	add(a, "/home");
@@ -545,13 +695,13 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	add(a, "--dir");
 	add(a, "/root");
 	add(a, "--bind");
-	addf(a, "%s/rootfs/workspace", dir);
+	addf(a, "%s/workspace", rw);
 	add(a, "/workspace");
 	add(a, "--bind");
-	addf(a, "%s/rootfs/home", dir);
+	addf(a, "%s/home", rw);
 	add(a, "/home/user");
 	add(a, "--bind");
-	addf(a, "%s/rootfs/tmp", dir);
+	addf(a, "%s/tmp", rw);
 	add(a, "/tmp");
 	add(a, "--dir");
 	add(a, "/var");
@@ -559,12 +709,15 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	add(a, "../tmp");
 	add(a, "/var/tmp");
 	add(a, "--bind");
-	addf(a, "%s/run", dir);
+	addf(a, "%s/run", src);
 	add(a, "/run/hangar");
-	if (strncmp(envd, "/usr/", 5) != 0) {
+	if (userns || strncmp(envd, "/usr/", 5) != 0) {
 		envd_inside = "/run/hangar/hangar-envd";
 		add(a, "--ro-bind");
-		add(a, envd);
+		if (userns)
+			addf(a, "%s/envd", src);
+		else
+			add(a, envd);
 		add(a, envd_inside);
 	}
 	add(a, "--hostname");
@@ -592,23 +745,93 @@ static void build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd
 	}
 	add(a, "-ready-fd");
 	addf(a, "%d", ready_fd);
+	return 0;
 }
 
-/* Runs bwrap; inherit_fd (the token pipe) is the one close-on-exec descriptor it keeps. */
-static pid_t spawn_bwrap(char **argv, int inherit_fd)
+/* Reads one byte from fd (EOF or an error: -1). */
+static int wait_byte(int fd)
+{
+	char c;
+	ssize_t n;
+
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return n == 1 ? 0 : -1;
+}
+
+/*
+ * The child's half of the user namespace: unshare, let the parent write the
+ * maps, become root of the namespace, and forbid namespaces below it (the
+ * count is the namespace's own; only CAP_SYS_RESOURCE in it could raise it,
+ * and the sandbox keeps no such capability and sees /proc read-only).
+ */
+static int enter_userns(int to_parent, int from_parent)
+{
+	int fd;
+
+	if (unshare(CLONE_NEWUSER) < 0) {
+		say("cannot make a user namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (write(to_parent, "u", 1) != 1 || wait_byte(from_parent) < 0) {
+		say("the jail did not map the user namespace");
+		return -1;
+	}
+	if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
+		say("cannot become root of the sandbox's user namespace: %s", strerror(errno));
+		return -1;
+	}
+	fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		say("cannot limit nested user namespaces (the seccomp filter still refuses them): %s",
+		    strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+/*
+ * Runs bwrap; keep[] (the token pipe, the sandbox's descriptors) are the
+ * close-on-exec descriptors it keeps. With range, the child first moves into
+ * a user namespace of its own whose ids the parent maps to the range.
+ */
+static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struct uid_range *range,
+			 const char *envd, unsigned disk_mb)
 {
 	char procs[PATH_MAX + 32];
+	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
 	pid_t pid;
 
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg_path);
+	if (range && (pipe2(up, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0))
+		return -1;
 	pid = fork();
+	if (pid > 0 && range) {
+		int ok;
+
+		close(up[1]);
+		close(down[0]);
+		ok = wait_byte(up[0]) == 0;
+		if (ok && uid_range_map(pid, range) < 0) {
+			say("cannot map the sandbox's user namespace to %u..%u: %s", range->base,
+			    range->base + range->count - 1, strerror(errno));
+			ok = 0;
+		}
+		/* Either way the child goes on: on failure it reads EOF and exits. */
+		if (ok && write(down[1], "g", 1) != 1)
+			ok = 0;
+		close(up[0]);
+		close(down[1]);
+		return pid;
+	}
 	if (pid != 0)
 		return pid;
 	forget_token(); /* envd gets it from the pipe; bwrap has no use for it */
-	if (fcntl(inherit_fd, F_SETFD, 0) < 0) {
-		say("cannot pass the token pipe on: %s", strerror(errno));
-		_exit(126);
-	}
+	for (size_t i = 0; i < nkeep; i++)
+		if (fcntl(keep[i], F_SETFD, 0) < 0) {
+			say("cannot pass descriptor %d on: %s", keep[i], strerror(errno));
+			_exit(126);
+		}
 	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
 	if (strcmp(cg_kind, "none") != 0) {
 		char self[32];
@@ -618,6 +841,14 @@ static pid_t spawn_bwrap(char **argv, int inherit_fd)
 			say("cannot join cgroup %s: %s", cg_path, strerror(errno));
 			_exit(126);
 		}
+	}
+	if (range) {
+		close(up[0]);
+		close(down[1]);
+		if (build_stage(envd, range, disk_mb) < 0 || enter_userns(up[1], down[0]) < 0)
+			_exit(126);
+		close(up[1]);
+		close(down[0]);
 	}
 	{
 		sigset_t none;
@@ -695,6 +926,76 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	r = lstate_rmtree_at(AT_FDCWD, path);
 	if (r < 0)
 		say("cannot remove %s: %s", path, strerror(-r));
+	uid_range_release(root, id, &ids);
+}
+
+/* The sandbox's limits, from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
+struct limits {
+	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
+};
+
+static unsigned env_uint(const char *name, unsigned dflt, unsigned min, unsigned max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < min || n > max) {
+		say("%s=\"%s\" is out of range (%u..%u); using %u", name, v, min, max, dflt);
+		return dflt;
+	}
+	return (unsigned)n;
+}
+
+static void read_limits(struct limits *l)
+{
+	l->memory_mb = env_uint("HANGAR_JAIL_MEMORY_MB", 2048, 16, 1u << 22);
+	l->pids = env_uint("HANGAR_JAIL_PIDS", 512, 8, 1u << 22);
+	l->cpus = env_uint("HANGAR_JAIL_CPUS", 2, 1, 1024);
+	l->disk_mb = env_uint("HANGAR_JAIL_DISK_MB", 1024, 1, 1u << 24);
+	/* /dev/shm: a quarter of the memory, as its pages count there too. */
+	l->shm_mb = l->memory_mb / 4 ? l->memory_mb / 4 : 1;
+}
+
+static int chown_in(const char *rest, unsigned uid, unsigned gid, mode_t mode)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rest);
+	if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * As root: claims the sandbox's uid range and gives its writable directories
+ * to the ids inside (root owns run/, where envd makes its socket, so `user`
+ * can neither reach nor rename it). Then opens what bwrap binds. *uid and
+ * *gid: `user`'s ids as the sandbox sees them.
+ */
+static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, unsigned *gid, const char *envd)
+{
+	int rc;
+
+	if (geteuid() == 0) {
+		rc = uid_range_claim(root, id, r);
+		if (rc < 0) {
+			errno = -rc;
+			return -1;
+		}
+		*uid = *gid = 1000;
+		if (chown_in("run", r->base, r->base, 0700) < 0)
+			return -1;
+	} else {
+		*uid = (unsigned)geteuid();
+		*gid = (unsigned)getegid();
+	}
+	f->seccomp = seccomp_filter_fd();
+	return f->seccomp < 0 ? -1 : 0;
 }
 
 static void usage(void)
@@ -708,6 +1009,9 @@ int main(int argc, char **argv)
 	const char *bwrap = NULL, *envd = NULL;
 	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, status = 0, done = 0;
 	struct argv av = { 0 };
+	struct sbfds fds = { -1, -1, -1, -1 };
+	unsigned uid, gid;
+	struct limits lim;
 	char pidtext[32], path[PATH_MAX];
 	struct lmeta m;
 	sigset_t set;
@@ -736,10 +1040,11 @@ int main(int argc, char **argv)
 		usage();
 	id = strrchr(dir, '/');
 	id = id ? id + 1 : dir;
-	if (!lstate_valid_id(id)) {
+	if (!lstate_valid_id(id) || (size_t)(id - dir) >= sizeof(root) || id - dir < 2) {
 		say("%s does not end in a sandbox id", dir);
 		return 2;
 	}
+	memcpy(root, dir, (size_t)(id - dir - 1));
 
 	if (daemon_) {
 		/* Detach: the caller reaps this process at once; the sandbox lives on. */
@@ -812,10 +1117,26 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/cgroup", dir);
 		lstate_write_atomic(path, text, strlen(text), 0600);
 	}
-	build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token);
+	read_limits(&lim);
+	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
+	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, &fds, ids.slot >= 0, uid, gid,
+			     lim.shm_mb) < 0) {
+		say("cannot prepare sandbox %s: %s", id, strerror(errno));
+		lstate_meta_clear(&m);
+		argv_free(&av);
+		close_fds(&fds);
+		teardown(-1, 1);
+		return 1;
+	}
 	lstate_meta_clear(&m);
-	child = spawn_bwrap(av.v, envd_token);
+	{
+		int keep[] = { envd_token, fds.seccomp };
+
+		child = spawn_bwrap(av.v, keep, sizeof(keep) / sizeof(keep[0]), ids.slot >= 0 ? &ids : NULL, envd,
+				    lim.disk_mb);
+	}
 	argv_free(&av);
+	close_fds(&fds);
 	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(ready_fd);
 	close(envd_token);

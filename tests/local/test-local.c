@@ -737,9 +737,18 @@ START_TEST(failed_start_reports_the_log)
 	d = opendir(dir);
 	ck_assert_ptr_nonnull(d);
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".uids"))
 			left++;
 	closedir(d);
+	ck_assert_int_eq(left, 0);
+	/* Its uid range is free again: only the pool's lock file stays. */
+	snprintf(dir, sizeof(dir), "%s/local/.uids", state_dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "lock"))
+			left++;
+	if (d)
+		closedir(d);
 	ck_assert_int_eq(left, 0);
 	hangar_ctx_unref(ctx);
 }
@@ -832,12 +841,13 @@ START_TEST(inside_the_jail)
 }
 END_TEST
 
+/* The sandbox's /workspace/counter, read from the host through envd's root directory. */
 static long read_counter(const char *id)
 {
 	char path[PATH_MAX], buf[32] = "";
 	FILE *f;
 
-	sb_path(path, sizeof(path), id, "/rootfs/workspace/counter");
+	snprintf(path, sizeof(path), "/proc/%d/root/workspace/counter", envd_pid(id));
 	f = fopen(path, "re");
 	if (!f)
 		return -1;

@@ -504,6 +504,20 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 					"(at most %zu characters)", sdir ? sdir : "",
 					sizeof(((struct sockaddr_un *)0)->sun_path) - strlen(SOCKET_SUFFIX) - 7);
 	}
+	{
+		const char *range = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_UID_RANGE");
+		unsigned long long start = 0, count = 0;
+		char tail = 0;
+
+		if (range && *range &&
+		    (sscanf(range, "%llu:%llu%c", &start, &count, &tail) != 2 || start == 0 || count < 65536 ||
+		     start + count > 0xffffffffULL)) {
+			l_fini(l);
+			return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+						"HANGAR_LOCAL_UID_RANGE: \"%s\" is not START:COUNT (host ids, START > 0, "
+						"COUNT >= 65536)", range);
+		}
+	}
 	r = mkdir_p(buf, 0700);
 	if (r < 0 || chmod(buf, 0700) < 0) {
 		l_fini(l);
@@ -521,23 +535,15 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 
 /* ---- create ---------------------------------------------------------------------------- */
 
-static int write_text(const char *dir, const char *name, const char *text, mode_t mode)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	return lstate_write_atomic(path, text, strlen(text), mode);
-}
-
-/* Lays out the sandbox's directory (still under its temporary name). */
+/*
+ * Lays out the sandbox's directory (still under its temporary name). The
+ * jail gives the writable parts to the sandbox's ids and writes its /etc.
+ */
 static int lay_out(const char *dir, const struct lmeta *m)
 {
 	static const char *const dirs[] = { "run", "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home",
 					    "rootfs/tmp" };
-	char path[PATH_MAX], passwd[512], group[512];
-	unsigned uid = 1000, gid = 1000;
-	int root = geteuid() == 0, r;
+	char path[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]) >= (int)sizeof(path) || mkdir(path, 0755) < 0)
@@ -546,36 +552,10 @@ static int lay_out(const char *dir, const struct lmeta *m)
 	snprintf(path, sizeof(path), "%s/rootfs/tmp", dir);
 	if (chmod(path, 01777) < 0)
 		return -errno;
-	/* /run/hangar: envd's socket and binary, for envd (root) alone. */
+	/* /run/hangar: envd's socket and binary, for envd (root inside) alone. */
 	snprintf(path, sizeof(path), "%s/run", dir);
 	if (chmod(path, 0700) < 0)
 		return -errno;
-	if (root) {
-		snprintf(path, sizeof(path), "%s/rootfs/workspace", dir);
-		if (chown(path, uid, gid) < 0)
-			return -errno;
-		snprintf(path, sizeof(path), "%s/rootfs/home", dir);
-		if (chown(path, uid, gid) < 0)
-			return -errno;
-	} else {
-		/* Unprivileged: `user` is the caller, mapped to itself in a user namespace. */
-		uid = (unsigned)geteuid();
-		gid = (unsigned)getegid();
-	}
-	snprintf(passwd, sizeof(passwd),
-		 "root:x:0:0:root:/root:/bin/bash\n"
-		 "user:x:%u:%u:user:/home/user:/bin/bash\n"
-		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		 uid, gid);
-	snprintf(group, sizeof(group),
-		 "root:x:0:\n"
-		 "user:x:%u:\n"
-		 "nogroup:x:65534:\n",
-		 gid);
-	if ((r = write_text(dir, "rootfs/etc/passwd", passwd, 0644)) < 0 ||
-	    (r = write_text(dir, "rootfs/etc/group", group, 0644)) < 0 ||
-	    (r = write_text(dir, "rootfs/etc/shadow", "", 0600)) < 0)
-		return r;
 	return lstate_meta_write(dir, m);
 }
 
@@ -587,20 +567,35 @@ static int lay_out(const char *dir, const struct lmeta *m)
  */
 static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log, const char *token)
 {
+	/* The sandbox's settings reach the jail as its environment. */
+	static const char *const passed[][2] = {
+		{ "HANGAR_LOCAL_FREEZER", "HANGAR_JAIL_FREEZER" },
+		{ "HANGAR_LOCAL_MEMORY_MB", "HANGAR_JAIL_MEMORY_MB" },
+		{ "HANGAR_LOCAL_PIDS", "HANGAR_JAIL_PIDS" },
+		{ "HANGAR_LOCAL_CPUS", "HANGAR_JAIL_CPUS" },
+		{ "HANGAR_LOCAL_DISK_MB", "HANGAR_JAIL_DISK_MB" },
+		{ "HANGAR_LOCAL_UID_RANGE", "HANGAR_JAIL_UID_RANGE" },
+	};
 	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
 			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
-	char freezer[64] = "";
-	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL, NULL };
-	const char *f = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_FREEZER");
+	char envbuf[sizeof(passed) / sizeof(passed[0])][96];
+	char *envp[sizeof(passed) / sizeof(passed[0]) + 2] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" };
+	size_t ne = 1;
 	int devnull, hi_ready, hi_log, hi_token = -1, tp[2], status;
 	size_t tlen = strlen(token);
 	sigset_t none;
 	pid_t pid;
 
-	if (f && *f && strlen(f) < 32) {
-		snprintf(freezer, sizeof(freezer), "HANGAR_JAIL_FREEZER=%s", f);
-		envp[1] = freezer;
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+		const char *v = hangar_sys_ctx_setting(l->ctx, passed[i][0]);
+
+		if (v && *v && strlen(v) < 64) {
+			snprintf(envbuf[i], sizeof(envbuf[i]), "%s=%s", passed[i][1], v);
+			envp[ne++] = envbuf[i];
+		}
 	}
+	envp[ne] = NULL;
 	sigemptyset(&none);
 	/*
 	 * The token goes into a pipe whose write end is closed before fork():

@@ -1,0 +1,49 @@
+/*
+ * hangar-jail's modules: what each offers the supervisor in hangar-jail.c.
+ * Nothing here is shared with the library (the on-disk state is lstate.h).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growing NULL-terminated argument vector; out of memory ends the jail. */
+struct argv {
+	char **v;
+	size_t n, cap;
+};
+void add(struct argv *a, const char *s);
+void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_free(struct argv *a);
+
+/*
+ * seccomp.c: the sandbox's seccomp filter, compiled to classic BPF in a
+ * memfd positioned at its start (for bwrap --seccomp), or -1 with errno.
+ */
+int seccomp_filter_fd(void);
+
+/*
+ * userns.c: the host uid/gid range a sandbox's user namespace maps to (0..count-1
+ * inside), one per sandbox, claimed under root/.uids/ (root: the directory
+ * holding every sandbox's directory).
+ */
+struct uid_range {
+	unsigned base, count;
+	int slot;              /* -1: none claimed */
+};
+/* Claims a free range for sandbox id. 0, or -errno with a message said. */
+int uid_range_claim(const char *root, const char *id, struct uid_range *r);
+/* Gives the range back (only when it is still id's). */
+void uid_range_release(const char *root, const char *id, const struct uid_range *r);
+/* Writes pid's uid_map and gid_map: 0..count-1 inside is base.. outside. 0 or -errno. */
+int uid_range_map(pid_t pid, const struct uid_range *r);
+
+/*
+ * etc.c: the sandbox's own /etc in dir/rootfs/etc: users and groups of its
+ * own (uid and gid of `user`), no shadow files, the host's other regular
+ * files copied; the host's subdirectories are added to a as read-only binds
+ * over empty mount points. 0 or -errno.
+ */
+int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, struct argv *a);

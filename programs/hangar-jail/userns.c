@@ -1,0 +1,187 @@
+/*
+ * The host uids and gids behind a sandbox's user namespace.
+ *
+ * When the jail runs as root, each sandbox gets a range of 65536 host ids of
+ * its own (root inside is `base` outside, `user` is base + 1000), so
+ * nothing in a sandbox is host root or shares a uid with another sandbox or
+ * a host user (which would share RLIMIT_NPROC, keyrings, signals, files).
+ *
+ * The pool: HANGAR_JAIL_UID_RANGE ("START:COUNT", from the library's
+ * HANGAR_LOCAL_UID_RANGE) when set, else the caller's entry in /etc/subuid
+ * (by name or uid) when there is one, else DEFAULT_START:DEFAULT_COUNT. gids
+ * are the same numbers. The pool is cut in slots of RANGE_SIZE ids; slot n
+ * is claimed by a file root/.uids/n holding the sandbox's id, created under
+ * an flock on root/.uids/lock. A claim whose sandbox directory is gone (a
+ * jail that was SIGKILLed) is free again.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jail.h"
+#include "lstate.h"
+
+#define RANGE_SIZE 65536u
+#define DEFAULT_START 1000000000u
+#define DEFAULT_COUNT (1024u * RANGE_SIZE)
+
+static int parse_range(const char *s, unsigned *start, unsigned *count)
+{
+	char *end;
+	unsigned long long a, b;
+
+	errno = 0;
+	a = strtoull(s, &end, 10);
+	if (errno || end == s || *end != ':')
+		return -1;
+	s = end + 1;
+	b = strtoull(s, &end, 10);
+	if (errno || end == s || (*end && *end != '\n'))
+		return -1;
+	/* Never host root, never above the 32-bit "no uid" value. */
+	if (a == 0 || b < RANGE_SIZE || a + b > 0xffffffffULL)
+		return -1;
+	*start = (unsigned)a;
+	*count = (unsigned)b;
+	return 0;
+}
+
+/* The caller's own range in /etc/subuid ("name:start:count" or "uid:start:count"), if any. */
+static int subuid_range(unsigned *start, unsigned *count)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	char line[512], uid[32];
+	FILE *f = fopen("/etc/subuid", "re");
+	int found = -1;
+
+	if (!f)
+		return -1;
+	snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
+	while (found < 0 && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		if ((pw && !strcmp(line, pw->pw_name)) || !strcmp(line, uid))
+			found = parse_range(colon + 1, start, count);
+	}
+	fclose(f);
+	return found;
+}
+
+static void pool(unsigned *start, unsigned *count)
+{
+	const char *set = getenv("HANGAR_JAIL_UID_RANGE");
+
+	if (set && *set && parse_range(set, start, count) == 0)
+		return;
+	if (set && *set)
+		say("HANGAR_JAIL_UID_RANGE \"%s\" is not START:COUNT (START > 0, COUNT >= %u); using the default",
+		    set, RANGE_SIZE);
+	if (subuid_range(start, count) == 0)
+		return;
+	*start = DEFAULT_START;
+	*count = DEFAULT_COUNT;
+}
+
+/* 1 when slot file path names a sandbox whose directory still exists. */
+static int claimed(const char *root, const char *path)
+{
+	char *text = lstate_read_file(path, 64, NULL), dir[PATH_MAX], tmp[PATH_MAX];
+	int live;
+
+	if (!text)
+		return 0;
+	text[strcspn(text, "\n")] = '\0';
+	if (!lstate_valid_id(text)) {
+		free(text);
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "%s/%s", root, text);
+	snprintf(tmp, sizeof(tmp), "%s/.new-%s", root, text);
+	live = access(dir, F_OK) == 0 || access(tmp, F_OK) == 0;
+	free(text);
+	return live;
+}
+
+int uid_range_claim(const char *root, const char *id, struct uid_range *r)
+{
+	char uids[PATH_MAX], path[PATH_MAX + 16], text[32];
+	unsigned start, count, slots;
+	int lock, rc = -ENOSPC;
+
+	r->slot = -1;
+	pool(&start, &count);
+	slots = count / RANGE_SIZE;
+	if (snprintf(uids, sizeof(uids), "%s/.uids", root) >= (int)sizeof(uids))
+		return -ENAMETOOLONG;
+	if (mkdir(uids, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/lock", uids);
+	lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0)
+		return -errno;
+	while (flock(lock, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			rc = -errno;
+			close(lock);
+			return rc;
+		}
+	for (unsigned n = 0; n < slots; n++) {
+		snprintf(path, sizeof(path), "%s/%u", uids, n);
+		if (claimed(root, path))
+			continue;
+		snprintf(text, sizeof(text), "%s\n", id);
+		rc = lstate_write_atomic(path, text, strlen(text), 0600);
+		if (rc == 0) {
+			r->slot = (int)n;
+			r->base = start + n * RANGE_SIZE;
+			r->count = RANGE_SIZE;
+		}
+		break;
+	}
+	close(lock);
+	if (rc == -ENOSPC)
+		say("every one of the %u uid ranges in %u:%u is in use", slots, start, count);
+	return rc;
+}
+
+void uid_range_release(const char *root, const char *id, const struct uid_range *r)
+{
+	char path[PATH_MAX], *text;
+
+	if (r->slot < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/.uids/%d", root, r->slot);
+	text = lstate_read_file(path, 64, NULL);
+	if (text && !strncmp(text, id, strlen(id)))
+		unlink(path);
+	free(text);
+}
+
+static int write_map(pid_t pid, const char *name, const struct uid_range *r)
+{
+	char path[64], text[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	snprintf(text, sizeof(text), "0 %u %u\n", r->base, r->count);
+	return lstate_write_str(path, text);
+}
+
+int uid_range_map(pid_t pid, const struct uid_range *r)
+{
+	int rc = write_map(pid, "uid_map", r);
+
+	if (rc == 0)
+		rc = write_map(pid, "gid_map", r);
+	return rc;
+}

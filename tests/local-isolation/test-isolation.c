@@ -1,0 +1,424 @@
+/*
+ * Local sandboxes as a hostile program inside one sees them: each test is an
+ * attack that worked before the jail had a user namespace of its own, a
+ * seccomp filter, its own /etc and limits, and must fail now.
+ *
+ * Every test runs twice: _i == 0 with the caller as root (as the README's
+ * quick start does), _i == 1 with the caller as the unprivileged test user
+ * `user` (skipped when not started as root). Commands run as root inside the
+ * sandbox unless said otherwise: the E2B SDK can ask for that.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hangar/hangar.h>
+
+static char state_dir[64];
+
+/* _i == 1: become `user` for the rest of the test (Check forks each test). 0: skip the test. */
+static int become_caller(int unprivileged)
+{
+	struct passwd *pw;
+
+	if (!unprivileged)
+		return 1;
+	if (geteuid() != 0 || !(pw = getpwnam("user")))
+		return 0;
+	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
+	ck_assert_int_eq(setgroups(0, NULL), 0);
+	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
+	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid), 0);
+	return 1;
+}
+
+static void setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-isol-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+}
+
+static void teardown(void)
+{
+	hangar_ctx *ctx = NULL;
+	char dir[PATH_MAX], cmd[PATH_MAX + 32];
+
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(dir, sizeof(dir), "%s/local", state_dir);
+		d = opendir(dir);
+		while (d && (de = readdir(d))) {
+			hangar_sandbox *sb = NULL;
+
+			if (de->d_name[0] == '.')
+				continue;
+			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
+				hangar_sandbox_kill(sb);
+			hangar_sandbox_unref(sb);
+		}
+		if (d)
+			closedir(d);
+	}
+	hangar_ctx_unref(ctx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", state_dir);
+}
+
+static hangar_ctx *new_ctx(void)
+{
+	hangar_ctx *ctx = NULL;
+
+	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
+	return ctx;
+}
+
+static hangar_sandbox *create(hangar_ctx *ctx, int network)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	int rc;
+
+	o.provider = "local";
+	o.timeout_sec = 120;
+	o.network = network;
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
+	return sb;
+}
+
+struct out {
+	int exit_code;
+	char text[8192];   /* stdout then stderr */
+};
+
+/* Runs cmd as user ("root" or "user") in sb; the exec itself must work. */
+static void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out *o)
+{
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	eo.user = user;
+	eo.timeout_sec = 60;
+	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
+	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
+	o->exit_code = r.exit_code;
+	snprintf(o->text, sizeof(o->text), "%.*s%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "",
+		 (int)r.err.size, r.err.ptr ? r.err.ptr : "");
+	hangar_exec_result_dispose(&r);
+}
+
+/* cmd must succeed and print want (its first line). */
+static void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want)
+{
+	struct out o;
+
+	sh(sb, user, cmd, &o);
+	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
+	o.text[strcspn(o.text, "\n")] = '\0';
+	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
+}
+
+/* A Python probe that prints "errno N" for a raw system call (numbers per architecture). */
+#define PY_SYSCALL                                                                                        \
+	"import ctypes, platform, sys\n"                                                                  \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                                      \
+	"nr = {'x86_64': {'keyctl': 250, 'add_key': 248, 'open_by_handle_at': 304},\n"                   \
+	"      'aarch64': {'keyctl': 219, 'add_key': 217, 'open_by_handle_at': 265}}[platform.machine()]\n"
+
+/*
+ * The shocker attack: a file handle for inode 2 (the root of an ext4 file
+ * system) opened through a descriptor on a directory bound from the host's
+ * file system. With CAP_DAC_READ_SEARCH on the host it opens the host's /.
+ */
+START_TEST(open_by_handle_at_fails)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "root",
+	       "python3 -c \"" PY_SYSCALL
+	       "import os, struct\n"
+	       "fd = os.open('/usr', os.O_RDONLY)\n"
+	       "h = ctypes.create_string_buffer(struct.pack('=II', 8, 1) + struct.pack('=II', 2, 0))\n"
+	       "r = libc.syscall(nr['open_by_handle_at'], fd, h, os.O_RDONLY | os.O_DIRECTORY)\n"
+	       "print('opened' if r >= 0 else 'errno %d' % ctypes.get_errno())\n\"",
+	       "errno 1");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(proc_is_read_only)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_ON);
+	/* Per network namespace, so root of the sandbox's own namespace could write it were /proc writable. */
+	sh(sb, "root", "echo 1 > /proc/sys/net/ipv4/ip_forward", &o);
+	ck_assert_msg(o.exit_code != 0 && strstr(o.text, "Read-only"), "ip_forward: %d %s", o.exit_code, o.text);
+	sh(sb, "root", "echo evil > /proc/sys/kernel/hostname", &o);
+	ck_assert_msg(o.exit_code != 0, "kernel.hostname was writable");
+	sh(sb, "root", "echo 1 > /proc/sys/user/max_user_namespaces", &o);
+	ck_assert_msg(o.exit_code != 0, "user.max_user_namespaces was writable");
+	sh(sb, "root", "echo 1000 > /proc/self/oom_score_adj", &o);
+	ck_assert_msg(o.exit_code != 0, "/proc/self was writable");
+	expect(sb, "root", "test -s /proc/keys && echo visible || echo masked", "masked");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(no_nested_user_namespaces)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	/* The attack: a namespace of one's own where a tmpfs can be mounted. */
+	sh(sb, "root", "unshare -Urm sh -c 'mount -t tmpfs none /mnt && echo mounted'", &o);
+	ck_assert_msg(o.exit_code != 0 && !strstr(o.text, "mounted"), "unshare -Urm: %s", o.text);
+	sh(sb, "user", "unshare -Urm sh -c 'mount -t tmpfs none /mnt && echo mounted'", &o);
+	ck_assert_msg(o.exit_code != 0 && !strstr(o.text, "mounted"), "unshare -Urm as user: %s", o.text);
+	sh(sb, "root", "mount -t tmpfs none /mnt && echo mounted", &o);
+	ck_assert_msg(o.exit_code != 0 && !strstr(o.text, "mounted"), "mount: %s", o.text);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(keyring_not_shared)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	/* KEYCTL_GET_KEYRING_ID of KEY_SPEC_USER_KEYRING, and add_key to the session keyring. */
+	expect(sb, "root",
+	       "python3 -c \"" PY_SYSCALL
+	       "r = libc.syscall(nr['keyctl'], 0, -4, 1)\n"
+	       "print('keyring %d' % r if r >= 0 else 'errno %d' % ctypes.get_errno())\n\"",
+	       "errno 1");
+	expect(sb, "user",
+	       "python3 -c \"" PY_SYSCALL
+	       "r = libc.syscall(nr['add_key'], b'user', b'probe', b'x', 1, -3)\n"
+	       "print('key %d' % r if r >= 0 else 'errno %d' % ctypes.get_errno())\n\"",
+	       "errno 1");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(host_paths_unreachable)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char secret[PATH_MAX], cmd[PATH_MAX * 2];
+	struct out o;
+	FILE *f;
+
+	if (!become_caller(_i))
+		return;
+	snprintf(secret, sizeof(secret), "%s/host-secret", state_dir);
+	f = fopen(secret, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("hostsecret\n", f);
+	fclose(f);
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	snprintf(cmd, sizeof(cmd), "cat %s", secret);
+	sh(sb, "root", cmd, &o);
+	ck_assert_msg(o.exit_code != 0 && !strstr(o.text, "hostsecret"), "host file read: %s", o.text);
+	/* No shadow file of any kind, and only the sandbox's own users. */
+	expect(sb, "root", "ls /etc | grep -c -e shadow -e gshadow -e subuid -e subgid -e sudoers || true", "0");
+	expect(sb, "root", "cut -d: -f1 /etc/passwd | tr '\\n' ' '", "root user nobody ");
+	/* Sandbox root is no host uid that owns anything: the host's root-only files stay closed. */
+	expect(sb, "root", "stat -c %U /usr/bin/env", "nobody");
+	sh(sb, "root", "awk '$1 == 0 && $2 == 0' /proc/self/uid_map | grep -q . && echo host-root", &o);
+	ck_assert_msg(!strstr(o.text, "host-root"), "root inside is host root: %s", o.text);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* Another sandbox's envd socket, jail socket and /workspace, by every path root inside could try. */
+START_TEST(other_sandbox_unreachable)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	char cmd[PATH_MAX * 3];
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	a = create(ctx, HANGAR_NETWORK_ON);
+	b = create(ctx, HANGAR_NETWORK_ON);
+	expect(b, "user", "echo private > /workspace/mine && echo ok", "ok");
+	snprintf(cmd, sizeof(cmd),
+		 "for p in %s/local/%s/run/envd.sock %s/local/%s/jail.sock; do "
+		 "python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+		 "print('connected', s.recv(100))\" $p 2>/dev/null; done; "
+		 "cat %s/local/%s/rootfs/workspace/mine 2>/dev/null; "
+		 "grep -l private /proc/*/root/workspace/mine 2>/dev/null; true",
+		 state_dir, hangar_sandbox_id(b), state_dir, hangar_sandbox_id(b), state_dir, hangar_sandbox_id(b));
+	sh(a, "root", cmd, &o);
+	ck_assert_msg(o.exit_code == 0 && !strstr(o.text, "connected") && !strstr(o.text, "private") &&
+			      !strstr(o.text, hangar_sandbox_id(b)),
+		      "sandbox a reached b: %s", o.text);
+	/* Each sandbox is its own range of host ids. */
+	if (geteuid() == 0) {
+		struct out oa, ob;
+
+		sh(a, "root", "awk '{ print $2 }' /proc/self/uid_map", &oa);
+		sh(b, "root", "awk '{ print $2 }' /proc/self/uid_map", &ob);
+		ck_assert_msg(strcmp(oa.text, ob.text) != 0, "both sandboxes map root to %s", oa.text);
+	}
+	hangar_sandbox_kill(a);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * The host replaces /etc/passwd (as useradd does, by rename) while a sandbox
+ * runs: the sandbox keeps its own users and its /workspace. Needs root on the
+ * host; the caller may be either.
+ */
+START_TEST(host_useradd_changes_nothing)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char name[32], cmd[128];
+	struct out before, after;
+	int rc;
+
+	if (geteuid() != 0 || access("/usr/sbin/useradd", X_OK) != 0)
+		return;
+	snprintf(name, sizeof(name), "hgisol%d", (int)getpid() % 100000);
+	if (_i == 1) {
+		/* The unprivileged caller's sandbox, with root kept here for useradd. */
+		struct passwd *pw = getpwnam("user");
+
+		if (!pw)
+			return;
+		ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
+		ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, 0), 0);
+		ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, 0), 0);
+	}
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	sh(sb, "user", "cat /etc/passwd /etc/group; ls -ld /workspace", &before);
+	ck_assert_int_eq(before.exit_code, 0);
+	if (_i == 1)
+		ck_assert_int_eq(setresuid(0, 0, 0), 0);
+	snprintf(cmd, sizeof(cmd), "/usr/sbin/useradd --no-create-home %s", name);
+	rc = system(cmd);
+	ck_assert_int_eq(rc, 0);
+	sh(sb, "user", "cat /etc/passwd /etc/group; ls -ld /workspace", &after);
+	snprintf(cmd, sizeof(cmd), "/usr/sbin/userdel %s", name);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(after.exit_code, 0);
+	ck_assert_str_eq(after.text, before.text);
+	expect(sb, "user", "touch /workspace/still-mine && echo ok", "ok");
+	expect(sb, "root", "ls /etc/shadow 2>/dev/null || echo none", "none");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(dev_shm_for_every_user)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "user", "echo x > /dev/shm/probe && cat /dev/shm/probe", "x");
+	expect(sb, "user", "python3 -c 'import multiprocessing; l = multiprocessing.Lock(); print(\"lock\")'",
+	       "lock");
+	/* Size-limited: not the host's memory. */
+	expect(sb, "user", "test $(stat -f -c '%b' /dev/shm) -gt 0 && echo limited", "limited");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static Suite *isolation_suite(void)
+{
+	Suite *s = suite_create("local-isolation");
+	TCase *tc = tcase_create("probes");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, open_by_handle_at_fails, 0, 2);
+	tcase_add_loop_test(tc, proc_is_read_only, 0, 2);
+	tcase_add_loop_test(tc, no_nested_user_namespaces, 0, 2);
+	tcase_add_loop_test(tc, keyring_not_shared, 0, 2);
+	tcase_add_loop_test(tc, host_paths_unreachable, 0, 2);
+	tcase_add_loop_test(tc, other_sandbox_unreachable, 0, 2);
+	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
+	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(isolation_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
