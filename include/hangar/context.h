@@ -15,6 +15,12 @@
  *   HANGAR_LOCAL_NETWORK             "on" or "off": network inside local sandboxes ("on")
  *   HANGAR_LOCAL_FREEZER             how local sandboxes pause: "auto", "v2" or "v1"
  *                                    (a cgroup freezer), "none" (SIGSTOP) ("auto")
+ *   HANGAR_LOCAL_MEMORY_MB           a local sandbox's memory limit in MiB (2048)
+ *   HANGAR_LOCAL_PIDS                a local sandbox's process limit (512)
+ *   HANGAR_LOCAL_CPUS                a local sandbox's CPU quota in CPUs (2)
+ *   HANGAR_LOCAL_DISK_MB             a local sandbox's writable file system in MiB (1024)
+ *   HANGAR_LOCAL_UID_RANGE           START:COUNT host ids for local sandboxes' user
+ *                                    namespaces (/etc/subuid, else 1000000000:67108864)
  *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
  *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)

@@ -60,7 +60,8 @@
 
 static const char *dir, *id;
 static char root[PATH_MAX];                     /* the directory holding every sandbox's */
-static struct uid_range ids = { 0, 0, -1 };   /* the host ids behind the sandbox's; slot -1: none */
+static struct uid_range ids = { 0, 0, -1 };
+static struct limit_cgroups lcg;                /* memory, pids, cpu */   /* the host ids behind the sandbox's; slot -1: none */
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
 /* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
@@ -842,6 +843,10 @@ static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struc
 			_exit(126);
 		}
 	}
+	if (limits_join(&lcg, getpid()) < 0) {
+		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
+		_exit(126);
+	}
 	if (range) {
 		close(up[0]);
 		close(down[1]);
@@ -920,6 +925,7 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	}
 	kill_cgroup_members(deadline);
 	reap(0, NULL);
+	limits_remove(&lcg);
 	if (strcmp(cg_kind, "none") != 0 && rmdir(cg_path) < 0 && errno != ENOENT)
 		say("cannot remove cgroup %s: %s", cg_path, strerror(errno));
 	snprintf(path, sizeof(path), "%s", dir);
@@ -929,11 +935,7 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	uid_range_release(root, id, &ids);
 }
 
-/* The sandbox's limits, from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
-struct limits {
-	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
-};
-
+/* The sandbox's limits come from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
 static unsigned env_uint(const char *name, unsigned dflt, unsigned min, unsigned max)
 {
 	const char *v = getenv(name);
@@ -1118,6 +1120,10 @@ int main(int argc, char **argv)
 		lstate_write_atomic(path, text, strlen(text), 0600);
 	}
 	read_limits(&lim);
+	limits_setup(&lcg, &lim, id, !strcmp(cg_kind, "v2") ? cg_path : NULL);
+	snprintf(path, sizeof(path), "%s/limits", dir);
+	if (limits_record(dir, &lcg, &lim) < 0)
+		say("cannot write %s: %s", path, strerror(errno));
 	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, &fds, ids.slot >= 0, uid, gid,
 			     lim.shm_mb) < 0) {

@@ -47,3 +47,21 @@ int uid_range_map(pid_t pid, const struct uid_range *r);
  * over empty mount points. 0 or -errno.
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, struct argv *a);
+
+/* limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1). */
+struct limits {
+	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
+};
+#define LIMIT_CONTROLLERS 3 /* memory, pids, cpu */
+struct limit_cgroups {
+	char path[LIMIT_CONTROLLERS][4096]; /* "": not limited */
+	int v2[LIMIT_CONTROLLERS];
+};
+/* Makes and sets the cgroups; v2_cgroup: the sandbox's v2 cgroup, or NULL. Says what it cannot limit. */
+void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *id, const char *v2_cgroup);
+/* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */
+int limits_join(const struct limit_cgroups *c, pid_t pid);
+/* Removes the v1 cgroups once empty. */
+void limits_remove(const struct limit_cgroups *c);
+/* Writes dir/limits for the library. 0 or -errno. */
+int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);

@@ -311,6 +311,29 @@ out:
 	return status;
 }
 
+static int keep_metric(const hangar_sandbox_metric *m, void *payload)
+{
+	*(hangar_sandbox_metric *)payload = *m;
+	return 0;
+}
+
+/* Limits and usage, where the provider reports them (local sandboxes do); nothing otherwise. */
+static void print_usage(hangar_sandbox *sb)
+{
+	hangar_sandbox_metric m = { 0 };
+
+	if (hangar_sandbox_metrics(sb, keep_metric, &m) != 0 || !m.version)
+		return;
+	if (m.cpu_count)
+		printf("cpus:      %u\n", (unsigned)m.cpu_count);
+	if (m.mem_total_bytes)
+		printf("memory:    %llu of %llu MiB\n", (unsigned long long)(m.mem_used_bytes >> 20),
+		       (unsigned long long)(m.mem_total_bytes >> 20));
+	if (m.disk_total_bytes)
+		printf("disk:      %llu of %llu MiB\n", (unsigned long long)(m.disk_used_bytes >> 20),
+		       (unsigned long long)(m.disk_total_bytes >> 20));
+}
+
 int cmd_sandbox_info(struct cli *cli, int argc, char **argv)
 {
 	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
@@ -353,6 +376,7 @@ int cmd_sandbox_info(struct cli *cli, int argc, char **argv)
 		printf("state:     %s\n", state_name(r->state));
 		printf("created:   %s\n", created);
 		printf("expires:   %s\n", expires);
+		print_usage(sb);
 	}
 out:
 	free_rows(&rows);

@@ -1,5 +1,6 @@
 """hangar sandbox fork, logs and metrics: against the local provider (which
-has none of them) and against the fake E2B cloud control plane (which has
+has no fork; its metrics and logs are its limits and the limits it reached)
+and against the fake E2B cloud control plane (which has
 all three), when tests/fakes is built."""
 
 import json
@@ -25,11 +26,19 @@ def test_usage(hangar):
         assert f"sandbox {verb} ID".encode() in r.stdout
 
 
-def test_local_has_none(hangar, sandbox):
-    for verb in ("fork", "logs", "metrics"):
-        r = hangar("sandbox", verb, sandbox)
-        assert r.returncode == 1, (verb, r.stderr)
-        assert b"provider local" in r.stderr, r.stderr
+def test_local_has_no_fork(hangar, sandbox):
+    r = hangar("sandbox", "fork", sandbox)
+    assert r.returncode == 1, r.stderr
+    assert b"provider local" in r.stderr, r.stderr
+    # Logs: the limits it reached, none yet.
+    r = hangar.ok("sandbox", "logs", sandbox)
+    assert r.stdout == b""
+    # Metrics and info: its limits (the defaults) and what it uses of them.
+    samples = json.loads(hangar.ok("sandbox", "metrics", sandbox, "--json").stdout)
+    assert len(samples) == 1 and samples[0]["cpu_count"] == 2
+    assert samples[0]["mem_total_bytes"] == 2048 << 20 and samples[0]["disk_total_bytes"] > 0
+    info = hangar.ok("sandbox", "info", sandbox).stdout.decode()
+    assert "memory:" in info and "of 2048 MiB" in info and "cpus:      2" in info
 
 
 @pytest.fixture

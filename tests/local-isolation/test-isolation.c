@@ -393,6 +393,146 @@ START_TEST(dev_shm_for_every_user)
 }
 END_TEST
 
+/* ---- limits (root callers: cgroups and the sandbox's tmpfs) ------------------------------ */
+
+static hangar_sandbox *create_limited(hangar_ctx **ctx, const char *name, const char *value)
+{
+	*ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(*ctx, name, value), 0);
+	return create(*ctx, HANGAR_NETWORK_OFF);
+}
+
+struct logs {
+	char text[4096];
+};
+
+static int log_cb(const hangar_sandbox_log_entry *e, void *payload)
+{
+	struct logs *l = payload;
+	size_t n = strlen(l->text);
+
+	snprintf(l->text + n, sizeof(l->text) - n, "%s: %s\n", e->level, e->message);
+	return 0;
+}
+
+static int metric_cb(const hangar_sandbox_metric *m, void *payload)
+{
+	*(hangar_sandbox_metric *)payload = *m;
+	return 0;
+}
+
+static void read_logs(hangar_sandbox *sb, struct logs *l)
+{
+	l->text[0] = '\0';
+	ck_assert_int_eq(hangar_sandbox_logs(sb, log_cb, l), 0);
+}
+
+START_TEST(process_limit)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct logs l;
+
+	if (geteuid() != 0)
+		return; /* cgroups need root (or a delegated cgroup v2) */
+	sb = create_limited(&ctx, "HANGAR_LOCAL_PIDS", "32");
+	read_logs(sb, &l);
+	ck_assert_msg(!strstr(l.text, "process limit"), "logs before: %s", l.text);
+	/* A fork bomb in miniature: 64 children that wait. */
+	expect(sb, "user",
+	       "python3 -c \"\n"
+	       "import os, signal, time\n"
+	       "kids = []\n"
+	       "refused = 0\n"
+	       "for i in range(64):\n"
+	       "    try:\n"
+	       "        pid = os.fork()\n"
+	       "    except OSError:\n"
+	       "        refused += 1\n"
+	       "        continue\n"
+	       "    if pid == 0:\n"
+	       "        time.sleep(30); os._exit(0)\n"
+	       "    kids.append(pid)\n"
+	       "for pid in kids:\n"
+	       "    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"
+	       "print('refused' if refused and len(kids) < 32 else 'made %d' % len(kids))\n\"",
+	       "refused");
+	read_logs(sb, &l);
+	ck_assert_msg(strstr(l.text, "process limit of 32 reached"), "logs: %s", l.text);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(memory_limit)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	hangar_sandbox_metric m;
+	struct logs l;
+	struct out o;
+
+	if (geteuid() != 0)
+		return;
+	sb = create_limited(&ctx, "HANGAR_LOCAL_MEMORY_MB", "64");
+	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
+	ck_assert_uint_eq(m.mem_total_bytes, 64u << 20);
+	ck_assert_msg(m.mem_used_bytes > 0 && m.mem_used_bytes < m.mem_total_bytes, "used %llu",
+		      (unsigned long long)m.mem_used_bytes);
+	sh(sb, "user", "python3 -c 'a = bytearray(256 << 20); print(\"allocated\")'", &o);
+	/* Killed (SIGKILL: 137 from the shell, or -1 when the command itself was the one envd ran). */
+	ck_assert_msg((o.exit_code == 137 || o.exit_code == -1) && !strstr(o.text, "allocated"), "exit %d: %s",
+		      o.exit_code, o.text);
+	read_logs(sb, &l);
+	ck_assert_msg(strstr(l.text, "error: memory limit of 64 MB reached: the OOM killer killed"), "logs: %s",
+		      l.text);
+	/* The sandbox lives on. */
+	expect(sb, "user", "echo alive", "alive");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(disk_limit)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	hangar_sandbox_metric m;
+	struct statvfs before, after;
+	struct logs l;
+	struct out o;
+	char cmd[PATH_MAX + 64];
+
+	if (geteuid() != 0)
+		return;
+	sb = create_limited(&ctx, "HANGAR_LOCAL_DISK_MB", "16");
+	ck_assert_int_eq(statvfs(state_dir, &before), 0);
+	sh(sb, "user", "dd if=/dev/zero of=/workspace/big bs=1M count=64", &o);
+	ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "dd: %d %s", o.exit_code,
+		      o.text);
+	sh(sb, "user", "dd if=/dev/zero of=/tmp/big bs=1M count=8", &o);
+	ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "/tmp is the same 16 MB: %s",
+		      o.text);
+	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
+	ck_assert_uint_eq(m.disk_total_bytes, 16u << 20);
+	ck_assert_uint_ge(m.disk_used_bytes, 15u << 20);
+	read_logs(sb, &l);
+	ck_assert_msg(strstr(l.text, "disk limit of 16 MB reached"), "logs: %s", l.text);
+	/* Nothing of it reached the host's disk. */
+	ck_assert_int_eq(statvfs(state_dir, &after), 0);
+	ck_assert_msg((long long)(before.f_bavail - after.f_bavail) * (long long)after.f_frsize < (8LL << 20),
+		      "the host's disk lost %lld bytes",
+		      (long long)(before.f_bavail - after.f_bavail) * (long long)after.f_frsize);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find '%s' -xdev -type f -size +1M)\"", state_dir);
+	ck_assert_msg(system(cmd) == 0, "a large file under %s on the host", state_dir);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *isolation_suite(void)
 {
 	Suite *s = suite_create("local-isolation");
@@ -408,6 +548,9 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, other_sandbox_unreachable, 0, 2);
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
+	tcase_add_test(tc, process_limit);
+	tcase_add_test(tc, memory_limit);
+	tcase_add_test(tc, disk_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }

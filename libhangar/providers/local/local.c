@@ -33,6 +33,7 @@
 
 #include "../../core/internal.h"
 #include "lstate.h"
+#include "usage.h"
 
 int provider_local_register(hangar_ctx *ctx);
 
@@ -283,6 +284,7 @@ static void clean_stale(const struct local *l, const char *id)
 			     cg + 3, id, strerror(errno));
 	}
 	free(cg);
+	usage_remove_cgroups(dir, id);
 	hlog(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
 	lstate_rmtree_at(AT_FDCWD, dir);
 	unlock_dir(fd);
@@ -1227,6 +1229,51 @@ static int l_set_timeout(void *state, const char *id, int64_t seconds)
 	return locked_update(state, id, do_set_timeout, &seconds, NULL);
 }
 
+/* ---- limits and usage ------------------------------------------------------------------ */
+
+static int l_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
+		     void *payload)
+{
+	struct local *l = state;
+	hangar_sandbox_metric m;
+	char dir[DIR_MAX];
+	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	r = usage_metric(dir, id, pid, &m);
+	if (r < 0)
+		return hangar_sys_error(r == -ENOENT ? HANGAR_EGONE : HANGAR_EOS, 0, -r,
+					"local sandbox %s: cannot read its limits", id);
+	return fn(&m, payload);
+}
+
+/* The limits the sandbox has hit so far (the OOM killer, refused forks, a full disk), one entry each. */
+static int l_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
+		  void *payload)
+{
+	struct local *l = state;
+	char dir[DIR_MAX], msgs[USAGE_EVENTS][256];
+	const char *levels[USAGE_EVENTS];
+	int pid, n, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	n = usage_events(dir, id, pid, msgs, levels);
+	if (n < 0)
+		return hangar_sys_error(n == -ENOENT ? HANGAR_EGONE : HANGAR_EOS, 0, -n,
+					"local sandbox %s: cannot read its limits", id);
+	for (int i = 0; i < n; i++) {
+		hangar_sandbox_log_entry e = { HANGAR_SANDBOX_LOG_ENTRY_VERSION, sizeof(e), hnow_us(), levels[i],
+					       msgs[i] };
+
+		r = fn(&e, payload);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 static const struct hangar_provider_ops local_ops = {
 	.version = HANGAR_PROVIDER_OPS_VERSION,
 	.size = sizeof(struct hangar_provider_ops),
@@ -1241,6 +1288,8 @@ static const struct hangar_provider_ops local_ops = {
 	.resume = l_resume,
 	.set_timeout = l_set_timeout,
 	.list = l_list,
+	.metrics = l_metrics,
+	.logs = l_logs,
 };
 
 int provider_local_register(hangar_ctx *ctx)

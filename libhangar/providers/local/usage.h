@@ -1,0 +1,23 @@
+/* A local sandbox's limits and usage (usage.c), for local.c. */
+#pragma once
+
+#include <limits.h>
+
+#include <hangar/sandbox.h>
+
+struct usage_limits {
+	unsigned long long memory_mb, pids, cpus, disk_mb;
+	char cgroup[3][PATH_MAX];   /* memory, pids, cpu; "": not limited */
+	int v2[3];
+};
+
+#define USAGE_EVENTS 3
+
+/* Reads dir/limits. 0 or -errno. */
+int usage_read_limits(const char *dir, const char *id, struct usage_limits *u);
+/* One sample now: memory and disk used against the limits, the CPU count. 0 or -errno. */
+int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_metric *m);
+/* The limits the sandbox has hit, as log lines with their levels: how many, or -errno. */
+int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_EVENTS][256], const char **levels);
+/* Removes the v1 limit cgroups a dead jail left (they must be empty). */
+void usage_remove_cgroups(const char *dir, const char *id);
