@@ -5,7 +5,9 @@
  * overridable with hangar_ctx_set()), the registered providers, and the
  * optional log callback. Everything else hangs off a context.
  *
- * Settings (see libhangar(3) for the full table):
+ * Settings (see libhangar(3) for the full table; the local and e2b
+ * providers declare theirs, as any provider may, and hangar_ctx_new()
+ * validates them with the library's own):
  *   HANGAR_DEFAULT_PROVIDER          provider for creates that name none ("local")
  *   HANGAR_STATE_DIR                 where sandbox records live
  *                                    ($XDG_STATE_HOME/hangar, else ~/.local/state/hangar)
@@ -83,8 +85,9 @@ HANGAR_EXTERN(hangar_ctx *) hangar_ctx_unref(hangar_ctx *ctx);
  * @param ctx   the context.
  * @param name  the setting's name, e.g. "HANGAR_EXEC_TIMEOUT_SECONDS".
  * @param value the new value; NULL restores the default.
- * @return 0, HANGAR_EINVAL (unknown name), HANGAR_ECONFIG (bad value) or
- *         HANGAR_ENOMEM.
+ * @return 0, HANGAR_EINVAL (unknown name, or a provider's setting it reads
+ *         only when set up, e.g. HANGAR_E2B_FLAVOR, once that provider is
+ *         in use), HANGAR_ECONFIG (bad value) or HANGAR_ENOMEM.
  *
  * **Ownership:** value is copied.
  * **Thread safety:** not with concurrent calls on the same context.
@@ -119,8 +122,8 @@ typedef enum hangar_setting_source {
 typedef int (*hangar_setting_fn)(const char *name, const char *value, int source, void *payload);
 
 /**
- * Walks every setting in a fixed order, with secret values masked, as
- * `hangar config check` prints them.
+ * Walks every setting in a fixed order, with secret values masked: the
+ * library's own, then each provider's in registration order.
  *
  * @return 0, or the non-zero value fn returned.
  * **Ownership:** the strings passed to fn are valid during the call only.
@@ -128,6 +131,20 @@ typedef int (*hangar_setting_fn)(const char *name, const char *value, int source
  * calling thread.
  */
 HANGAR_EXTERN(int) hangar_ctx_foreach_setting(hangar_ctx *ctx, hangar_setting_fn fn, void *payload);
+
+/**
+ * Walks the settings of one owner, in the same order: with provider NULL the
+ * library's own, else those the provider of that name declared (table
+ * version 3), as `hangar config check` lists them per provider.
+ *
+ * @param provider a registered provider's name, or NULL.
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND (no such provider), or the
+ *         non-zero value fn returned.
+ * **Ownership:** the strings passed to fn are valid during the call only.
+ * **Thread safety:** as hangar_ctx_foreach_setting().
+ */
+HANGAR_EXTERN(int) hangar_ctx_foreach_setting_of(hangar_ctx *ctx, const char *provider, hangar_setting_fn fn,
+						 void *payload);
 
 /** Log levels, as syslog orders them. */
 typedef enum hangar_log_level {

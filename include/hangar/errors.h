@@ -54,6 +54,12 @@ typedef enum hangar_error_code {
 	HANGAR_ECANCELED = -18,
 } hangar_error_code;
 
+/*
+ * hangar_error.flags: facts about a failure that callers and tiers act on.
+ */
+/** The request never reached the other side (no connection could be made). */
+#define HANGAR_ERROR_UNREACHABLE 0x1u
+
 /** Where an error came from, for messages and metrics; not for control flow. */
 typedef enum hangar_error_category {
 	HANGAR_ERRCAT_NONE = 0,
@@ -73,6 +79,9 @@ typedef struct hangar_error {
 	int32_t os_errno;        /**< errno of a failed system call, or 0 */
 	int32_t http_status;     /**< HTTP status of the failed request, or 0 */
 	const char *provider_code; /**< e.g. the Connect code "not_found", or "" */
+	/* Control flow reads the fields below, never the message. */
+	int32_t retry_after_s;   /**< the wait the other side asked for (Retry-After), or 0 */
+	uint32_t flags;          /**< HANGAR_ERROR_* */
 } hangar_error;
 
 /**

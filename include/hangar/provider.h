@@ -5,6 +5,8 @@
  * machine). Each has a name and a capability bitmask; callers check the
  * bitmask rather than the name. Custom providers are registered with a
  * versioned table of functions (see hangar/sys/provider.h).
+ *
+ * Every HANGAR_CAP_* bit is defined here, and only here.
  */
 #ifndef HANGAR_PROVIDER_H
 #define HANGAR_PROVIDER_H
@@ -28,6 +30,8 @@ HANGAR_BEGIN_DECL
 #define HANGAR_CAP_KERNEL_ISOLATION (UINT64_C(1) << 5)
 /** Pause keeping only the filesystem. */
 #define HANGAR_CAP_FS_PAUSE         (UINT64_C(1) << 6)
+/** Builds and lists templates (hangar/template.h). */
+#define HANGAR_CAP_TEMPLATES        (UINT64_C(1) << 7)
 
 struct hangar_provider_ops;
 
@@ -58,17 +62,33 @@ HANGAR_EXTERN(hangar_provider *) hangar_provider_unref(hangar_provider *p);
  */
 HANGAR_EXTERN(const char *) hangar_provider_name(const hangar_provider *p);
 
-/** The provider's HANGAR_CAP_* bitmask; 0 when p is NULL. **Thread safety:** safe. */
+/**
+ * The provider's HANGAR_CAP_* bitmask: what it reported when it was set up
+ * (a provider serving several flavours reports the one its settings chose),
+ * or what its table declares when it has not been set up yet (a provider
+ * found with hangar_provider_lookup() always has been).
+ * @return the bits; 0 when p is NULL.
+ * **Thread safety:** safe.
+ */
 HANGAR_EXTERN(uint64_t) hangar_provider_capabilities(const hangar_provider *p);
 
 /**
- * Registers a custom provider on a context. The table is checked (version,
- * size, name, mandatory slots) and copied; data is passed to its init().
+ * Registers a custom provider on a context, or with ctx NULL process-wide:
+ * then every context opened afterwards has it, after the built-in ones, and
+ * its settings are validated by hangar_ctx_new() like the library's own.
+ * The table is checked (version, size, name, mandatory slots, declared
+ * settings) and copied; data is passed to its init(). A table of version 3
+ * declaring settings has them read from the environment (unless the context
+ * was opened with HANGAR_CTX_NO_ENV) and validated here.
  *
- * @return 0, HANGAR_EINVAL (bad table) or HANGAR_EEXISTS (name taken).
- * **Ownership:** ops is copied; the strings it points to and data must
- * outlive the context.
- * **Thread safety:** before sharing the context between threads.
+ * @return 0, HANGAR_EINVAL (bad table or setting declaration), HANGAR_EEXISTS
+ *         (name taken, or a setting already declared), HANGAR_ECONFIG (one of
+ *         its settings has a wrong value; the message names it) or
+ *         HANGAR_ENOMEM.
+ * **Ownership:** ops is copied; the strings and the settings array it points
+ * to, and data, must outlive the context (process-wide: the process).
+ * **Thread safety:** on a context, before sharing it between threads;
+ * process-wide registration is safe from any thread.
  */
 HANGAR_EXTERN(int) hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *ops, void *data);
 

@@ -11,12 +11,10 @@
 
 #include "buffer.h"
 #include "common.h"
+#include "provider.h"   /* HANGAR_CAP_TEMPLATES, with every capability bit */
 #include "types.h"
 
 HANGAR_BEGIN_DECL
-
-/** The provider builds and lists templates. */
-#define HANGAR_CAP_TEMPLATES (UINT64_C(1) << 7)
 
 /**
  * Receives a build's progress, on the calling thread: status is the

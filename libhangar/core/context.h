@@ -8,10 +8,13 @@
 
 struct sqlite3;
 
-struct setting_value {
-	char *value;            /* NULL: default */
-	int source;             /* hangar_setting_source */
-	int64_t num;            /* parsed numbers and booleans */
+struct setting {
+	const struct hangar_setting_def *def;
+	struct hangar_provider *owner;    /* NULL: one of the library's own */
+	char *value;                      /* NULL: default */
+	char *computed;                   /* a default computed at open (the state dir), or NULL */
+	int source;                       /* hangar_setting_source */
+	int64_t num;                      /* parsed numbers and booleans */
 };
 
 struct hangar_provider {
@@ -20,13 +23,18 @@ struct hangar_provider {
 	void *data;
 	void *state;
 	int initialised;
+	uint64_t capabilities;            /* what it reported at init, else ops.capabilities */
 	struct hangar_provider *next;
 };
 
 struct hangar_ctx {
 	atomic_int refs;
-	struct setting_value settings[HS_COUNT];
-	char *defaults[HS_COUNT];         /* computed defaults (e.g. the state dir) */
+	/* The library's settings at their enum hsetting index, then each
+	 * provider's in registration order. Grows only while providers are
+	 * registered, before the context is shared. */
+	struct setting *settings;
+	size_t nsettings, settings_cap;
+	int from_env;                     /* settings are read from the environment */
 
 	pthread_mutex_t mu;               /* providers, envd client */
 	struct hangar_provider *providers;
@@ -43,19 +51,35 @@ struct hangar_ctx {
 };
 
 int settings_load(hangar_ctx *ctx, int from_env);
+/* Declares owner's settings, read and validated now (HANGAR_ECONFIG names the variable). */
+int settings_add(hangar_ctx *ctx, struct hangar_provider *owner, const struct hangar_setting_def *defs);
 void settings_free(hangar_ctx *ctx);
+/* Whether p has been set up (its HANGAR_SETTING_FIXED settings can no longer change). */
+int provider_in_use(struct hangar_provider *p);
+/*
+ * Every call into a provider goes through PROVIDER_CALL (slots returning 0
+ * or a failure) or PROVIDER_WALK (slots that report through a callback and
+ * return its non-zero value): the thread's error is cleared first, so what a
+ * provider leaves there is its own, and a failure is recorded after
+ * (provider_failed). Both evaluate to the code.
+ */
+#define PROVIDER_CALL(p, what, slot, ...) \
+	provider_call_end((p), (herr_clear(), (p)->ops.slot((p)->state, __VA_ARGS__)), 0, (what))
+#define PROVIDER_WALK(p, what, slot, ...) \
+	provider_call_end((p), (herr_clear(), (p)->ops.slot((p)->state, __VA_ARGS__)), 1, (what))
+int provider_call_end(struct hangar_provider *p, int rc, int walk, const char *what);
 /*
  * A provider operation returned rc: makes sure the thread's error says so
  * (a provider that returned a code without describing it gets a generic
  * message; a non-negative code becomes HANGAR_EUNAVAILABLE). Returns the code.
  */
 int provider_failed(struct hangar_provider *p, int rc, const char *what);
+/* Kills id on p on a clean-up path, keeping the thread's error as it was. */
+void provider_kill_quietly(struct hangar_provider *p, const char *id);
+/* The capabilities p reported (after init) or declared. */
+uint64_t provider_caps(const struct hangar_provider *p);
 /* The provider named name, initialised; NULL with the error set. */
 struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name);
 void providers_free(hangar_ctx *ctx);
-/* Registers the built-in providers. */
+/* Registers the built-in providers, then those registered process-wide. */
 int providers_builtin(hangar_ctx *ctx);
-/* Before HANGAR_E2B_FLAVOR changes: HANGAR_EINVAL when the e2b provider is in use. */
-int provider_e2b_flavour_check(hangar_ctx *ctx, const char *flavour);
-/* After it changed: an e2b provider not set up yet takes the new flavour's table. */
-void provider_e2b_flavour_changed(hangar_ctx *ctx, const char *flavour);

@@ -29,6 +29,8 @@ static void reset(int code, int category)
 	last.e.category = category;
 	last.e.os_errno = 0;
 	last.e.http_status = 0;
+	last.e.retry_after_s = 0;
+	last.e.flags = 0;
 	last.provider_code[0] = '\0';
 	last.e.provider_code = last.provider_code;
 	last.e.message = last.message;
@@ -122,9 +124,31 @@ int herr_restore(const struct herr_saved *s)
 	reset(s->e.code, s->e.category);
 	last.e.os_errno = s->e.os_errno;
 	last.e.http_status = s->e.http_status;
+	last.e.retry_after_s = s->e.retry_after_s;
+	last.e.flags = s->e.flags;
 	snprintf(last.message, sizeof(last.message), "%s", s->message);
 	snprintf(last.provider_code, sizeof(last.provider_code), "%s", s->provider_code);
 	return s->e.code;
+}
+
+void herr_retry_after(int64_t seconds)
+{
+	last.e.retry_after_s = seconds < 0 ? 0 : seconds > 86400 ? 86400 : (int32_t)seconds;
+}
+
+void herr_flags(uint32_t flags)
+{
+	last.e.flags |= flags;
+}
+
+void hangar_sys_error_retry_after(int32_t seconds)
+{
+	herr_retry_after(seconds);
+}
+
+void hangar_sys_error_flags(uint32_t flags)
+{
+	herr_flags(flags);
 }
 
 const hangar_error *hangar_error_last(void)

@@ -23,6 +23,9 @@ int herr_recode(int code);
 /* Prefixes the last error's message with context ("reading /x: ..."). */
 void herr_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void herr_clear(void);
+/* Sets the last error's retry_after_s (cut to 0..86400) / adds HANGAR_ERROR_* flags. */
+void herr_retry_after(int64_t seconds);
+void herr_flags(uint32_t flags);
 
 /* Keeps the last error across calls that may overwrite it (clean-up on an error path). */
 struct herr_saved {
@@ -42,34 +45,16 @@ int herr_restore(const struct herr_saved *s);   /* returns the saved code */
 
 /* ---- settings (core/settings.c) ------------------------------------------- */
 
+/* The library's own settings; providers declare theirs in their table. */
 enum hsetting {
 	HS_DEFAULT_PROVIDER,
 	HS_STATE_DIR,
-	HS_ENVD_PATH,
-	HS_JAIL_PATH,
-	HS_BWRAP_PATH,
-	HS_LOCAL_NETWORK,
-	HS_LOCAL_FREEZER,
-	HS_LOCAL_MEMORY_MB,
-	HS_LOCAL_PIDS,
-	HS_LOCAL_CPUS,
-	HS_LOCAL_DISK_MB,
-	HS_LOCAL_UID_RANGE,
 	HS_SANDBOX_TIMEOUT,
 	HS_EXEC_TIMEOUT,
 	HS_REQUEST_TIMEOUT,
 	HS_OUTPUT_LIMIT,
 	HS_READ_LIMIT,
 	HS_SECRET_KEY,
-	HS_E2B_FLAVOR,
-	HS_E2B_API_URL,
-	HS_E2B_DOMAIN,
-	HS_E2B_SANDBOX_URL,
-	HS_E2B_API_KEY,
-	HS_E2B_ALLOW_UNAUTHENTICATED_ENVD,
-	HS_E2B_ENVIRONMENT_TEMPLATES,
-	HS_E2B_REQUEST_TIMEOUT,
-	HS_E2B_TEMPLATE_BUILD_TIMEOUT,
 	HS_TIERS,
 	HS_TIER_COOLDOWN,
 	HS_TIER_HEDGE,
@@ -79,7 +64,11 @@ enum hsetting {
 /* Typed views of validated settings. */
 const char *hctx_str(hangar_ctx *ctx, enum hsetting s);
 int64_t hctx_int(hangar_ctx *ctx, enum hsetting s);
-int hctx_bool(hangar_ctx *ctx, enum hsetting s);
+
+/* ---- built-in providers (libhangar/providers/builtin.c) --------------------------- */
+
+/* The tables of the providers every context has, NULL-terminated, in order. */
+extern const struct hangar_provider_ops *const hangar_builtin_providers[];
 
 /* ---- logging (core/context.c) ------------------------------------------- */
 

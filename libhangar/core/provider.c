@@ -1,12 +1,24 @@
-/* Provider registry and lookup. A provider lives as long as its context. */
+/*
+ * Provider registry and lookup. A provider lives as long as its context.
+ * The core knows no provider by name: the built-in ones come from one list
+ * (hangar_builtin_providers), others register on a context or process-wide,
+ * and each brings its own settings and capabilities (table version 3).
+ */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
-#include "../providers/e2b/e2b.h"
 
-int provider_local_register(hangar_ctx *ctx);
+/* Tables registered process-wide (hangar_provider_register(NULL, ...)). */
+struct global_provider {
+	struct hangar_provider_ops ops;
+	void *data;
+	struct global_provider *next;
+};
+
+static pthread_mutex_t globals_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct global_provider *globals;
 
 static int valid_name(const char *name)
 {
@@ -18,82 +30,130 @@ static int valid_name(const char *name)
 	return n > 0 && n <= 32 && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
-int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *ops, void *data)
+/* Checks a caller's table and copies what this library knows of it into out. */
+static int take_table(struct hangar_provider_ops *out, const struct hangar_provider_ops *ops)
 {
-	struct hangar_provider *p, **tail;
-
-	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(ops, "ops is NULL");
 	HCHECK_ARG(ops->version >= 1 && ops->size >= offsetof(struct hangar_provider_ops, list) + sizeof(ops->list),
 		   "ops->version or ops->size is too small for version 1");
+	HCHECK_ARG(ops->version < 3 || ops->size >= offsetof(struct hangar_provider_ops, get_capabilities) +
+							   sizeof(ops->get_capabilities),
+		   "ops->size is too small for version 3");
 	HCHECK_ARG(valid_name(ops->name), "ops->name must match [a-z0-9_-]{1,32}");
 	HCHECK_ARG(ops->init && ops->create && ops->connect && ops->kill,
 		   "ops->init, create, connect and kill are mandatory");
+	memset(out, 0, sizeof(*out));
+	/* Copy what the caller's table has and this library knows; the rest stays NULL. */
+	memcpy(out, ops, ops->size < sizeof(*out) ? ops->size : sizeof(*out));
+	out->size = sizeof(*out);
+	if (out->version < 2) {
+		/* Slots a version 1 table cannot have meant, whatever its size says. */
+		out->pause_filesystem = NULL;
+		out->snapshot = NULL;
+		out->template_build = NULL;
+		out->template_list = NULL;
+		out->fork = NULL;
+		out->metrics = NULL;
+		out->logs = NULL;
+	}
+	if (out->version < 3) {
+		out->settings = NULL;
+		out->get_capabilities = NULL;
+	}
+	return 0;
+}
+
+static int register_on(hangar_ctx *ctx, const struct hangar_provider_ops *ops, void *data)
+{
+	struct hangar_provider *p, **tail;
+	int r;
+
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	/* Copy what the caller's table has and this library knows; the rest stays NULL. */
-	memcpy(&p->ops, ops, ops->size < sizeof(p->ops) ? ops->size : sizeof(p->ops));
-	p->ops.size = sizeof(p->ops);
-	if (p->ops.version < 2) {
-		/* Slots a version 1 table cannot have meant, whatever its size says. */
-		p->ops.pause_filesystem = NULL;
-		p->ops.snapshot = NULL;
-		p->ops.template_build = NULL;
-		p->ops.template_list = NULL;
-		p->ops.fork = NULL;
-		p->ops.metrics = NULL;
-		p->ops.logs = NULL;
+	if ((r = take_table(&p->ops, ops)) != 0) {
+		free(p);
+		return r;
 	}
 	p->ctx = ctx;
 	p->data = data;
+	p->capabilities = p->ops.capabilities;
 	pthread_mutex_lock(&ctx->mu);
 	for (tail = &ctx->providers; *tail; tail = &(*tail)->next)
-		if (!strcmp((*tail)->ops.name, ops->name)) {
+		if (!strcmp((*tail)->ops.name, p->ops.name)) {
 			pthread_mutex_unlock(&ctx->mu);
+			r = herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT, "a provider named %s is already registered",
+				 p->ops.name);
 			free(p);
-			return herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT, "a provider named %s is already registered",
-				    ops->name);
+			return r;
 		}
-	*tail = p;
+	/* Its settings are read and checked now, so a wrong one fails here. */
+	r = settings_add(ctx, p, p->ops.settings);
+	if (r == 0)
+		*tail = p;
 	pthread_mutex_unlock(&ctx->mu);
+	if (r)
+		free(p);
+	return r;
+}
+
+int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *ops, void *data)
+{
+	struct global_provider *g, **tail;
+	int r;
+
+	if (ctx)
+		return register_on(ctx, ops, data);
+	/* Process-wide: every context opened from now on has it. */
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if ((r = take_table(&g->ops, ops)) != 0) {
+		free(g);
+		return r;
+	}
+	g->data = data;
+	pthread_mutex_lock(&globals_mu);
+	for (tail = &globals; *tail; tail = &(*tail)->next)
+		if (!strcmp((*tail)->ops.name, g->ops.name))
+			break;
+	for (size_t i = 0; !*tail && hangar_builtin_providers[i]; i++)
+		if (!strcmp(hangar_builtin_providers[i]->name, g->ops.name))
+			tail = NULL;
+	if (!tail || *tail) {
+		pthread_mutex_unlock(&globals_mu);
+		r = herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT, "a provider named %s is already registered",
+			 g->ops.name);
+		free(g);
+		return r;
+	}
+	*tail = g;
+	pthread_mutex_unlock(&globals_mu);
+	herr_clear();
 	return 0;
 }
 
 int providers_builtin(hangar_ctx *ctx)
 {
-	int r = provider_local_register(ctx);
-
-	return r ? r : provider_e2b_register(ctx);
-}
-
-int provider_e2b_flavour_check(hangar_ctx *ctx, const char *flavour)
-{
 	int r = 0;
 
-	pthread_mutex_lock(&ctx->mu);
-	for (struct hangar_provider *p = ctx->providers; p; p = p->next)
-		if (!strcmp(p->ops.name, "e2b") && p->initialised && e2b_ops_for(flavour) &&
-		    p->ops.init != e2b_ops_for(flavour)->init)
-			r = herr(HANGAR_EINVAL, HANGAR_ERRCAT_CONFIG,
-				 "HANGAR_E2B_FLAVOR cannot change: the e2b provider of this context is already in use");
-	pthread_mutex_unlock(&ctx->mu);
+	for (size_t i = 0; r == 0 && hangar_builtin_providers[i]; i++)
+		r = register_on(ctx, hangar_builtin_providers[i], NULL);
+	pthread_mutex_lock(&globals_mu);
+	for (struct global_provider *g = globals; r == 0 && g; g = g->next)
+		r = register_on(ctx, &g->ops, g->data);
+	pthread_mutex_unlock(&globals_mu);
 	return r;
 }
 
-void provider_e2b_flavour_changed(hangar_ctx *ctx, const char *flavour)
+int provider_in_use(struct hangar_provider *p)
 {
-	const struct hangar_provider_ops *ops = e2b_ops_for(flavour);
+	return p->initialised;
+}
 
-	pthread_mutex_lock(&ctx->mu);
-	for (struct hangar_provider *p = ctx->providers; ops && p; p = p->next)
-		if (!strcmp(p->ops.name, "e2b") && !p->initialised && p->ops.init != ops->init &&
-		    (p->ops.init == e2b_cloud_ops.init || p->ops.init == e2b_selfhosted_ops.init ||
-		     p->ops.init == e2b_cube_ops.init)) {
-			/* Not set up yet: take the other flavour's table. */
-			memcpy(&p->ops, ops, sizeof(p->ops));
-		}
-	pthread_mutex_unlock(&ctx->mu);
+uint64_t provider_caps(const struct hangar_provider *p)
+{
+	return p->capabilities;
 }
 
 void providers_free(hangar_ctx *ctx)
@@ -107,6 +167,24 @@ void providers_free(hangar_ctx *ctx)
 		free(p);
 	}
 	ctx->providers = NULL;
+}
+
+int provider_call_end(struct hangar_provider *p, int rc, int walk, const char *what)
+{
+	if (rc == 0 || (walk && rc > 0))
+		return rc;
+	return provider_failed(p, rc, what);
+}
+
+void provider_kill_quietly(struct hangar_provider *p, const char *id)
+{
+	struct herr_saved saved;
+
+	herr_save(&saved);
+	if (PROVIDER_CALL(p, "kill", kill, id) != 0)
+		hlog(p->ctx, HANGAR_LOG_WARNING, "provider %s: sandbox %s could not be killed: %s", p->ops.name, id,
+		     hangar_error_last()->message);
+	herr_restore(&saved);
 }
 
 int provider_failed(struct hangar_provider *p, int rc, const char *what)
@@ -138,10 +216,14 @@ struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name)
 		 */
 		herr_clear();
 		r = p->ops.init(&p->state, ctx, p->data);
-		if (r == 0)
+		if (r == 0) {
+			/* Asked once: a table serving several flavours says which it is now. */
+			if (p->ops.get_capabilities)
+				p->capabilities = p->ops.get_capabilities(p->state);
 			p->initialised = 1;
-		else if (r > 0)
+		} else if (r > 0) {
 			r = HANGAR_EUNAVAILABLE;
+		}
 	}
 	pthread_mutex_unlock(&ctx->mu);
 	if (!p) {
@@ -192,7 +274,7 @@ const char *hangar_provider_name(const hangar_provider *p)
 
 uint64_t hangar_provider_capabilities(const hangar_provider *p)
 {
-	return p ? p->ops.capabilities : 0;
+	return p ? p->capabilities : 0;
 }
 
 int hangar_provider_foreach(hangar_ctx *ctx, hangar_provider_fn fn, void *payload)

@@ -1,7 +1,9 @@
 /*
- * The HANGAR_* settings: names, defaults, validation, masking. A wrong value
- * fails hangar_ctx_new() or hangar_ctx_set() with a message naming the
- * variable, so a misconfiguration surfaces at open time.
+ * The HANGAR_* settings: one registry for the library's own settings and
+ * those each provider declares (struct hangar_setting_def, table version 3).
+ * A wrong value fails hangar_ctx_new(), hangar_provider_register() or
+ * hangar_ctx_set() with a message naming the variable, so a
+ * misconfiguration surfaces when the context opens, not on first use.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,56 +19,38 @@
 
 #include "context.h"
 
-enum kind { K_STRING, K_NAME, K_PATH, K_UINT, K_ONOFF, K_CHOICE, K_URL, K_HOST, K_JSON };
+#define MASK "********"
 
-struct setting_def {
-	const char *name;
-	enum kind kind;
-	const char *fallback;   /* NULL: computed */
-	int64_t min, max;       /* K_UINT */
-	int secret;
-	const char *choices;    /* K_CHOICE: "a|b|c" */
-	int optional;           /* "" (unset) is a valid value */
-	int (*check)(const char *name, const cJSON *json); /* K_JSON: the shape */
-};
+static int check_provider_name(const char *name, const char *value);
+static int check_tiers(const char *name, const char *value);
+static int check_hedge(const char *name, const char *value);
 
-static int check_templates(const char *name, const cJSON *json);
-static int check_tiers(const char *name, const cJSON *json);
-static int check_hedge(const char *name, const cJSON *json);
-
-static const struct setting_def defs[HS_COUNT] = {
-	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", K_NAME, "local", 0, 0, 0 },
-	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", K_PATH, NULL, 0, 0, 0 },
-	[HS_ENVD_PATH] = { "HANGAR_ENVD_PATH", K_PATH, NULL, 0, 0, 0 },
-	[HS_JAIL_PATH] = { "HANGAR_JAIL_PATH", K_PATH, NULL, 0, 0, 0 },
-	[HS_BWRAP_PATH] = { "HANGAR_BWRAP_PATH", K_STRING, "bwrap", 0, 0, 0 },
-	[HS_LOCAL_NETWORK] = { "HANGAR_LOCAL_NETWORK", K_ONOFF, "on", 0, 0, 0 },
-	[HS_LOCAL_FREEZER] = { "HANGAR_LOCAL_FREEZER", K_CHOICE, "auto", 0, 0, 0, "auto|v2|v1|none" },
-	[HS_LOCAL_MEMORY_MB] = { "HANGAR_LOCAL_MEMORY_MB", K_UINT, "2048", 16, 1LL << 22, 0 },
-	[HS_LOCAL_PIDS] = { "HANGAR_LOCAL_PIDS", K_UINT, "512", 8, 1LL << 22, 0 },
-	[HS_LOCAL_CPUS] = { "HANGAR_LOCAL_CPUS", K_UINT, "2", 1, 1024, 0 },
-	[HS_LOCAL_DISK_MB] = { "HANGAR_LOCAL_DISK_MB", K_UINT, "1024", 1, 1LL << 24, 0 },
-	[HS_LOCAL_UID_RANGE] = { "HANGAR_LOCAL_UID_RANGE", K_STRING, "", 0, 0, 0, NULL, 1 },
-	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", K_UINT, "300", 0, 366LL * 86400, 0 },
-	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", K_UINT, "120", 1, 7LL * 86400, 0 },
-	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
-	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", K_UINT, "1048576", 2, 1LL << 32, 0 },
-	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", K_UINT, "10485760", 0, 1LL << 32, 0 },
-	[HS_SECRET_KEY] = { "HANGAR_SECRET_KEY", K_STRING, "", 0, 0, 1, NULL, 1 },
-	[HS_E2B_FLAVOR] = { "HANGAR_E2B_FLAVOR", K_CHOICE, "cloud", 0, 0, 0, "cloud|selfhosted|cube" },
-	[HS_E2B_API_URL] = { "HANGAR_E2B_API_URL", K_URL, "", 0, 0, 0, NULL, 1 },
-	[HS_E2B_DOMAIN] = { "HANGAR_E2B_DOMAIN", K_HOST, "e2b.app", 0, 0, 0 },
-	[HS_E2B_SANDBOX_URL] = { "HANGAR_E2B_SANDBOX_URL", K_URL, "", 0, 0, 0, NULL, 1 },
-	[HS_E2B_API_KEY] = { "HANGAR_E2B_API_KEY", K_STRING, "", 0, 0, 1, NULL, 1 },
-	[HS_E2B_ALLOW_UNAUTHENTICATED_ENVD] = { "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD", K_ONOFF, "false", 0, 0, 0 },
-	[HS_E2B_ENVIRONMENT_TEMPLATES] = { "HANGAR_E2B_ENVIRONMENT_TEMPLATES", K_JSON, "{}", 0, 0, 0, NULL, 0,
-					   check_templates },
-	[HS_E2B_REQUEST_TIMEOUT] = { "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", K_UINT, "60", 1, 86400, 0 },
-	[HS_E2B_TEMPLATE_BUILD_TIMEOUT] = { "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS", K_UINT, "1800", 1,
-					    7LL * 86400, 0 },
-	[HS_TIERS] = { "HANGAR_TIERS", K_JSON, "{\"fast\":[\"e2b\"]}", 0, 0, 0, NULL, 0, check_tiers },
-	[HS_TIER_COOLDOWN] = { "HANGAR_TIER_COOLDOWN_SECONDS", K_UINT, "60", 0, 86400, 0 },
-	[HS_TIER_HEDGE] = { "HANGAR_TIER_HEDGE", K_JSON, "{}", 0, 0, 0, NULL, 0, check_hedge },
+/* The library's own settings, indexed by enum hsetting. */
+static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
+	[HS_DEFAULT_PROVIDER] = { "HANGAR_DEFAULT_PROVIDER", HANGAR_SETTING_TYPE_STRING, 0, "local", 0, 0, NULL,
+				  "provider for creates that name none", check_provider_name },
+	[HS_STATE_DIR] = { "HANGAR_STATE_DIR", HANGAR_SETTING_TYPE_PATH, 0, NULL, 0, 0, NULL,
+			   "where sandbox records live", NULL },
+	[HS_SANDBOX_TIMEOUT] = { "HANGAR_SANDBOX_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "300", 0,
+				 366LL * 86400, NULL, "a new sandbox's lifetime (0: no limit)", NULL },
+	[HS_EXEC_TIMEOUT] = { "HANGAR_EXEC_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "120", 1, 7LL * 86400, NULL,
+			      "a command's in-sandbox timeout", NULL },
+	[HS_REQUEST_TIMEOUT] = { "HANGAR_REQUEST_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 1, 86400, NULL,
+				 "one request to a sandbox or provider", NULL },
+	[HS_OUTPUT_LIMIT] = { "HANGAR_OUTPUT_LIMIT_BYTES", HANGAR_SETTING_TYPE_INT, 0, "1048576", 2, 1LL << 32, NULL,
+			      "output kept per stream of a command", NULL },
+	[HS_READ_LIMIT] = { "HANGAR_READ_LIMIT_BYTES", HANGAR_SETTING_TYPE_INT, 0, "10485760", 0, 1LL << 32, NULL,
+			    "the largest file read into memory", NULL },
+	[HS_SECRET_KEY] = { "HANGAR_SECRET_KEY", HANGAR_SETTING_TYPE_STRING,
+			    HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+			    "seals secrets kept in the state store", NULL },
+	[HS_TIERS] = { "HANGAR_TIERS", HANGAR_SETTING_TYPE_JSON, 0, "{\"fast\":[\"e2b\"]}", 0, 0, NULL,
+		       "tier -> provider names in order", check_tiers },
+	[HS_TIER_COOLDOWN] = { "HANGAR_TIER_COOLDOWN_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 0, 86400, NULL,
+			       "how long a full or unreachable provider is skipped", NULL },
+	[HS_TIER_HEDGE] = { "HANGAR_TIER_HEDGE", HANGAR_SETTING_TYPE_JSON, 0, "{}", 0, 0, NULL,
+			    "tier -> hedge delay in milliseconds", check_hedge },
+	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 
 /* The tiers a create may ask for. */
@@ -79,6 +63,14 @@ static int valid_provider_name(const char *v)
 	return n > 0 && n <= 32 && strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
+static int check_provider_name(const char *name, const char *value)
+{
+	if (!valid_provider_name(value))
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+			    "%s must be a provider name ([a-z0-9_-], at most 32), not \"%s\"", name, value);
+	return 0;
+}
+
 static int valid_tier(const char *t)
 {
 	for (size_t i = 0; i < sizeof(tier_names) / sizeof(tier_names[0]); i++)
@@ -87,46 +79,46 @@ static int valid_tier(const char *t)
 	return 0;
 }
 
-static int check_templates(const char *name, const cJSON *json)
+static int check_tiers(const char *name, const char *value)
 {
-	for (const cJSON *e = json->child; e; e = e->next)
-		if (!cJSON_IsString(e) || !*e->valuestring || !*e->string)
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s must map environment names to template ids (strings); \"%s\" does not",
-				    name, e->string ? e->string : "");
-	return 0;
+	cJSON *json = cJSON_Parse(value);
+	int rc = 0;
+
+	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next) {
+		if (!valid_tier(t->string)) {
+			rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				  "%s: unknown tier \"%s\" (tiers: fast, isolated, default, heavy)", name, t->string);
+		} else if (!cJSON_IsArray(t)) {
+			rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s: tier \"%s\" must list provider names",
+				  name, t->string);
+		} else {
+			for (const cJSON *p = t->child; p && !rc; p = p->next)
+				if (!cJSON_IsString(p) || !valid_provider_name(p->valuestring))
+					rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+						  "%s: tier \"%s\" lists something that is not a provider name",
+						  name, t->string);
+		}
+	}
+	cJSON_Delete(json);
+	return rc;
 }
 
-static int check_tiers(const char *name, const cJSON *json)
+static int check_hedge(const char *name, const char *value)
 {
-	for (const cJSON *t = json->child; t; t = t->next) {
-		if (!valid_tier(t->string))
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s: unknown tier \"%s\" (tiers: fast, isolated, default, heavy)", name, t->string);
-		if (!cJSON_IsArray(t))
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s: tier \"%s\" must list provider names", name, t->string);
-		for (const cJSON *p = t->child; p; p = p->next)
-			if (!cJSON_IsString(p) || !valid_provider_name(p->valuestring))
-				return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-					    "%s: tier \"%s\" lists something that is not a provider name", name,
-					    t->string);
-	}
-	return 0;
-}
+	cJSON *json = cJSON_Parse(value);
+	int rc = 0;
 
-static int check_hedge(const char *name, const cJSON *json)
-{
-	for (const cJSON *t = json->child; t; t = t->next) {
+	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next) {
 		if (!valid_tier(t->string))
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s: unknown tier \"%s\"", name, t->string);
-		if (!cJSON_IsNumber(t) || t->valuedouble < 1 || t->valuedouble > 600000 ||
-		    t->valuedouble != (double)(int64_t)t->valuedouble)
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s: the delay for tier \"%s\" must be milliseconds from 1 to 600000", name,
-				    t->string);
+			rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s: unknown tier \"%s\"", name, t->string);
+		else if (!cJSON_IsNumber(t) || t->valuedouble < 1 || t->valuedouble > 600000 ||
+			 t->valuedouble != (double)(int64_t)t->valuedouble)
+			rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				  "%s: the delay for tier \"%s\" must be milliseconds from 1 to 600000", name,
+				  t->string);
 	}
-	return 0;
+	cJSON_Delete(json);
+	return rc;
 }
 
 static int valid_url(const char *v)
@@ -150,186 +142,298 @@ static int valid_host(const char *v)
 	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
 }
 
+/* HANGAR_[A-Z0-9_]+, short enough for messages and environments. */
+static int valid_setting_name(const char *v)
+{
+	size_t n = v ? strlen(v) : 0;
+
+	return n > 7 && n <= 64 && !strncmp(v, "HANGAR_", 7) &&
+	       strspn(v + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n - 7;
+}
+
 static char *computed_default(enum hsetting s)
 {
 	char buf[PATH_MAX];
 	const char *v;
 
-	switch (s) {
-	case HS_STATE_DIR:
-		v = getenv("XDG_STATE_HOME");
-		if (v && v[0] == '/') {
-			snprintf(buf, sizeof(buf), "%s/hangar", v);
-		} else {
-			struct passwd *pw = getpwuid(getuid());
-
-			v = getenv("HOME");
-			if (!v || !*v)
-				v = pw ? pw->pw_dir : "/tmp";
-			snprintf(buf, sizeof(buf), "%s/.local/state/hangar", v);
-		}
-		return strdup(buf);
-	case HS_ENVD_PATH:
-		return strdup(HANGAR_ENVD_INSTALL_PATH);
-	case HS_JAIL_PATH:
-		return strdup(HANGAR_JAIL_INSTALL_PATH);
-	default:
+	if (s != HS_STATE_DIR)
 		return NULL;
+	v = getenv("XDG_STATE_HOME");
+	if (v && v[0] == '/') {
+		snprintf(buf, sizeof(buf), "%s/hangar", v);
+	} else {
+		struct passwd *pw = getpwuid(getuid());
+
+		v = getenv("HOME");
+		if (!v || !*v)
+			v = pw ? pw->pw_dir : "/tmp";
+		snprintf(buf, sizeof(buf), "%s/.local/state/hangar", v);
 	}
+	return strdup(buf);
 }
 
-/* Validates value for setting s; on success stores its parsed number in *num. */
-static int validate(enum hsetting s, const char *value, int64_t *num)
+/* Whether value is a whole number, with nothing around it ("12", "-3"). */
+static int parse_int(const char *value, long long *out)
 {
-	const struct setting_def *d = &defs[s];
+	const char *digits = value[0] == '-' ? value + 1 : value;
+	char *end;
+
+	if (*digits < '0' || *digits > '9')
+		return 0;
+	errno = 0;
+	*out = strtoll(value, &end, 10);
+	return !errno && !*end;
+}
+
+/* Validates value for d; on success stores its parsed number in *num. */
+static int validate(const struct hangar_setting_def *d, const char *value, int64_t *num)
+{
+	const char *name = d->name;
+	int rc = 0;
 
 	*num = 0;
-	if (d->optional && !*value)
+	if ((d->flags & HANGAR_SETTING_OPTIONAL) && !*value)
 		return 0;
-	switch (d->kind) {
-	case K_STRING:
+	switch (d->type) {
+	case HANGAR_SETTING_TYPE_STRING:
 		if (!*value)
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must not be empty", d->name);
-		return 0;
-	case K_NAME:
-		if (!*value || strlen(value) > 32 || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(value))
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s must be a provider name ([a-z0-9_-], at most 32), not \"%s\"", d->name, value);
-		return 0;
-	case K_PATH:
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must not be empty", name);
+		break;
+	case HANGAR_SETTING_TYPE_PATH:
 		if (value[0] != '/' || strlen(value) >= PATH_MAX - 64)
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be an absolute path, not \"%s\"",
-				    d->name, value);
-		return 0;
-	case K_UINT: {
-		char *end;
+				    name, value);
+		break;
+	case HANGAR_SETTING_TYPE_INT: {
 		long long v;
 
-		errno = 0;
-		v = strtoll(value, &end, 10);
-		if (errno || end == value || *end || v < d->min || v > d->max)
+		if (!parse_int(value, &v) || v < d->min || v > d->max)
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-				    "%s must be a whole number from %" PRId64 " to %" PRId64 ", not \"%s\"", d->name,
+				    "%s must be a whole number from %" PRId64 " to %" PRId64 ", not \"%s\"", name,
 				    d->min, d->max, value);
 		*num = v;
-		return 0;
+		break;
 	}
-	case K_CHOICE: {
+	case HANGAR_SETTING_TYPE_CHOICE: {
 		size_t n = strlen(value);
+		int found = 0;
 
-		for (const char *c = d->choices; *c;) {
+		for (const char *c = d->choices; c && *c && !found;) {
 			size_t len = strcspn(c, "|");
 
-			if (len == n && !strncmp(c, value, n))
-				return 0;
+			found = len == n && !strncmp(c, value, n);
 			c += len + (c[len] == '|');
 		}
-		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be one of %s, not \"%s\"", d->name,
-			    d->choices, value);
+		if (!found)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be one of %s, not \"%s\"", name,
+				    d->choices ? d->choices : "", value);
+		break;
 	}
-	case K_URL:
+	case HANGAR_SETTING_TYPE_URL:
 		if (!valid_url(value))
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be an http:// or https:// URL, not \"%s\"",
-				    d->name, value);
-		return 0;
-	case K_HOST:
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s must be an http:// or https:// URL, not \"%s\"", name, value);
+		break;
+	case HANGAR_SETTING_TYPE_HOST:
 		if (!valid_host(value))
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a domain name, not \"%s\"",
-				    d->name, value);
-		return 0;
-	case K_JSON: {
+				    name, value);
+		break;
+	case HANGAR_SETTING_TYPE_JSON: {
 		cJSON *json = cJSON_Parse(value);
-		int r;
+		int is_object = cJSON_IsObject(json);
 
-		if (!cJSON_IsObject(json)) {
-			cJSON_Delete(json);
-			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a JSON object", d->name);
-		}
-		r = d->check ? d->check(d->name, json) : 0;
 		cJSON_Delete(json);
-		return r;
+		if (!is_object)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a JSON object", name);
+		break;
 	}
-	case K_ONOFF:
+	case HANGAR_SETTING_TYPE_BOOL:
 		if (!strcmp(value, "on") || !strcmp(value, "true") || !strcmp(value, "1"))
 			*num = 1;
 		else if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "0"))
 			*num = 0;
 		else
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be \"on\" or \"off\", not \"%s\"",
-				    d->name, value);
-		return 0;
+				    name, value);
+		break;
+	default:
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "setting %s has an unknown type %u", name,
+			    (unsigned)d->type);
+	}
+	if (d->validate) {
+		herr_clear();
+		rc = d->validate(name, value);
+		if (rc) {
+			/* A validator that forgot to say why still names the setting. */
+			if (hangar_error_last()->code == HANGAR_OK || !strstr(hangar_error_last()->message, name))
+				herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s: \"%s\" is not accepted%s%s", name, value,
+				     *hangar_error_last()->message ? ": " : "", hangar_error_last()->message);
+			return herr_recode(HANGAR_ECONFIG);
+		}
 	}
 	return 0;
 }
 
-static const char *default_of(hangar_ctx *ctx, enum hsetting s)
+static const char *default_of(const struct setting *s)
 {
-	return defs[s].fallback ? defs[s].fallback : (ctx->defaults[s] ? ctx->defaults[s] : "");
+	if (s->computed)
+		return s->computed;
+	return s->def->default_value ? s->def->default_value : "";
 }
 
-static int assign(hangar_ctx *ctx, enum hsetting s, const char *value, int source)
+static int assign(struct setting *s, const char *value, int source)
 {
 	int64_t num;
 	char *copy = NULL;
 	int r;
 
 	if (!value) {
-		r = validate(s, default_of(ctx, s), &num);
-		if (r && *default_of(ctx, s))
+		r = validate(s->def, default_of(s), &num);
+		if (r && *default_of(s))
 			return r;
 		source = HANGAR_SETTING_DEFAULT;
 	} else {
-		r = validate(s, value, &num);
+		r = validate(s->def, value, &num);
 		if (r)
 			return r;
 		copy = strdup(value);
 		if (!copy)
 			return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	}
-	free(ctx->settings[s].value);
-	ctx->settings[s].value = copy;
-	ctx->settings[s].source = source;
-	ctx->settings[s].num = num;
+	free(s->value);
+	s->value = copy;
+	s->source = source;
+	s->num = num;
 	return 0;
+}
+
+static struct setting *find(hangar_ctx *ctx, const char *name)
+{
+	for (size_t i = 0; i < ctx->nsettings; i++)
+		if (!strcmp(ctx->settings[i].def->name, name))
+			return &ctx->settings[i];
+	return NULL;
+}
+
+/* Reads one new setting from the environment (if the context does) and validates it. */
+static int load_one(hangar_ctx *ctx, struct setting *s)
+{
+	const char *v = ctx->from_env ? getenv(s->def->name) : NULL;
+
+	/* An empty variable counts as unset, as shells make that easy to do by accident. */
+	if (v && !*v)
+		v = NULL;
+	return assign(s, v, v ? HANGAR_SETTING_ENVIRONMENT : HANGAR_SETTING_DEFAULT);
+}
+
+static void drop_from(hangar_ctx *ctx, size_t keep)
+{
+	while (ctx->nsettings > keep) {
+		struct setting *s = &ctx->settings[--ctx->nsettings];
+
+		free(s->value);
+		free(s->computed);
+		memset(s, 0, sizeof(*s));
+	}
 }
 
 int settings_load(hangar_ctx *ctx, int from_env)
 {
-	for (int s = 0; s < HS_COUNT; s++)
-		ctx->defaults[s] = computed_default((enum hsetting)s);
-	for (int s = 0; s < HS_COUNT; s++) {
-		const char *v = from_env ? getenv(defs[s].name) : NULL;
+	ctx->from_env = from_env;
+	ctx->settings = calloc(HS_COUNT + 16, sizeof(*ctx->settings));
+	if (!ctx->settings)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	ctx->settings_cap = HS_COUNT + 16;
+	for (int i = 0; i < HS_COUNT; i++) {
+		struct setting *s = &ctx->settings[ctx->nsettings++];
 		int r;
 
-		/* An empty variable counts as unset, as shells make that easy to do by accident. */
-		if (v && !*v)
-			v = NULL;
-		r = assign(ctx, (enum hsetting)s, v, v ? HANGAR_SETTING_ENVIRONMENT : HANGAR_SETTING_DEFAULT);
-		if (r)
+		s->def = &core_defs[i];
+		s->computed = computed_default((enum hsetting)i);
+		if ((r = load_one(ctx, s)) != 0)
 			return r;
+	}
+	return 0;
+}
+
+int settings_add(hangar_ctx *ctx, struct hangar_provider *owner, const struct hangar_setting_def *defs)
+{
+	size_t keep = ctx->nsettings, n = 0;
+
+	if (!defs)
+		return 0;
+	while (defs[n].name)
+		n++;
+	if (n > 256)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "provider %s declares more than 256 settings",
+			    owner->ops.name);
+	if (ctx->nsettings + n > ctx->settings_cap) {
+		size_t cap = ctx->nsettings + n + 16;
+		struct setting *grown = realloc(ctx->settings, cap * sizeof(*grown));
+
+		if (!grown)
+			return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		memset(grown + ctx->settings_cap, 0, (cap - ctx->settings_cap) * sizeof(*grown));
+		ctx->settings = grown;
+		ctx->settings_cap = cap;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct hangar_setting_def *d = &defs[i];
+		struct setting *s;
+		int64_t num;
+		int r;
+
+		if (!valid_setting_name(d->name)) {
+			drop_from(ctx, keep);
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+				    "provider %s: setting names must match HANGAR_[A-Z0-9_]{1,57}", owner->ops.name);
+		}
+		if (find(ctx, d->name)) {
+			drop_from(ctx, keep);
+			return herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT,
+				    "provider %s: the setting %s is already declared on this context", owner->ops.name,
+				    d->name);
+		}
+		if (d->type < HANGAR_SETTING_TYPE_STRING || d->type > HANGAR_SETTING_TYPE_CHOICE ||
+		    (d->type == HANGAR_SETTING_TYPE_INT && d->min > d->max) ||
+		    (d->type == HANGAR_SETTING_TYPE_CHOICE && (!d->choices || !*d->choices)) ||
+		    (d->flags & ~(HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL | HANGAR_SETTING_FIXED))) {
+			drop_from(ctx, keep);
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+				    "provider %s: the declaration of %s is malformed (type, bounds, choices or flags)",
+				    owner->ops.name, d->name);
+		}
+		/* The one default must itself be valid: a provider bug, not a configuration. */
+		if ((d->default_value && *d->default_value) || !(d->flags & HANGAR_SETTING_OPTIONAL)) {
+			if (validate(d, d->default_value ? d->default_value : "", &num)) {
+				herr_prefix("provider %s: the default of %s is invalid", owner->ops.name, d->name);
+				drop_from(ctx, keep);
+				return herr_recode(HANGAR_EINVAL);
+			}
+		}
+		s = &ctx->settings[ctx->nsettings++];
+		s->def = d;
+		s->owner = owner;
+		if ((r = load_one(ctx, s)) != 0) {
+			drop_from(ctx, keep);
+			return r;
+		}
 	}
 	return 0;
 }
 
 void settings_free(hangar_ctx *ctx)
 {
-	for (int s = 0; s < HS_COUNT; s++) {
-		free(ctx->settings[s].value);
-		free(ctx->defaults[s]);
-	}
-}
-
-static int find(const char *name)
-{
-	for (int s = 0; s < HS_COUNT; s++)
-		if (!strcmp(defs[s].name, name))
-			return s;
-	return -1;
+	drop_from(ctx, 0);
+	free(ctx->settings);
+	ctx->settings = NULL;
+	ctx->settings_cap = 0;
 }
 
 const char *hctx_str(hangar_ctx *ctx, enum hsetting s)
 {
-	return ctx->settings[s].value ? ctx->settings[s].value : default_of(ctx, s);
+	return ctx->settings[s].value ? ctx->settings[s].value : default_of(&ctx->settings[s]);
 }
 
 int64_t hctx_int(hangar_ctx *ctx, enum hsetting s)
@@ -337,45 +441,45 @@ int64_t hctx_int(hangar_ctx *ctx, enum hsetting s)
 	return ctx->settings[s].num;
 }
 
-int hctx_bool(hangar_ctx *ctx, enum hsetting s)
+static const char *value_of(const struct setting *s)
 {
-	return ctx->settings[s].num != 0;
+	return s->value ? s->value : default_of(s);
 }
 
 int hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value)
 {
-	int s;
+	struct setting *s;
 
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(name, "name is NULL");
-	s = find(name);
-	if (s < 0)
+	s = find(ctx, name);
+	if (!s)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
-	if (s == HS_E2B_FLAVOR) {
-		/* The e2b provider's table depends on it: swap it, unless it is in use. */
-		int r = provider_e2b_flavour_check(ctx, value ? value : defs[s].fallback);
+	if (s->owner && (s->def->flags & HANGAR_SETTING_FIXED) && provider_in_use(s->owner)) {
+		int64_t num;
+		int r = value ? validate(s->def, value, &num) : 0;
 
-		if (r == 0)
-			r = assign(ctx, (enum hsetting)s, value, HANGAR_SETTING_EXPLICIT);
-		if (r == 0)
-			provider_e2b_flavour_changed(ctx, hctx_str(ctx, HS_E2B_FLAVOR));
-		return r;
+		if (r)
+			return r;
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_CONFIG,
+			    "%s cannot change: the %s provider of this context is already in use", name,
+			    s->owner->ops.name);
 	}
-	return assign(ctx, (enum hsetting)s, value, HANGAR_SETTING_EXPLICIT);
+	return assign(s, value, HANGAR_SETTING_EXPLICIT);
 }
 
 int hangar_ctx_get(hangar_buf *out, hangar_ctx *ctx, const char *name)
 {
-	int s;
+	struct setting *s;
 
 	HCHECK_ARG(out, "out is NULL");
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(name, "name is NULL");
-	s = find(name);
-	if (s < 0)
+	s = find(ctx, name);
+	if (!s)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
 	free(out->ptr);
-	out->ptr = strdup(hctx_str(ctx, (enum hsetting)s));
+	out->ptr = strdup(value_of(s));
 	if (!out->ptr) {
 		out->size = 0;
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
@@ -387,23 +491,110 @@ int hangar_ctx_get(hangar_buf *out, hangar_ctx *ctx, const char *name)
 
 const char *hangar_sys_ctx_setting(hangar_ctx *ctx, const char *name)
 {
-	int s;
+	struct setting *s;
 
-	if (!ctx || !name || (s = find(name)) < 0)
+	if (!ctx || !name || !(s = find(ctx, name)))
 		return NULL;
-	return hctx_str(ctx, (enum hsetting)s);
+	return value_of(s);
+}
+
+/* The setting a typed getter reads: found and of type (0: any). */
+static struct setting *typed(hangar_ctx *ctx, const char *name, uint32_t type, const void *out)
+{
+	struct setting *s;
+
+	if (!out || !ctx || !name) {
+		herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: out, ctx and name are required");
+		return NULL;
+	}
+	if (!(s = find(ctx, name))) {
+		herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
+		return NULL;
+	}
+	if (type && s->def->type != type) {
+		herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "setting %s is not of the type asked for", name);
+		return NULL;
+	}
+	return s;
+}
+
+int hangar_sys_ctx_setting_string(const char **out, hangar_ctx *ctx, const char *name)
+{
+	struct setting *s = typed(ctx, name, 0, out);
+
+	if (!s)
+		return HANGAR_EINVAL;
+	*out = value_of(s);
+	return 0;
+}
+
+int hangar_sys_ctx_setting_int(int64_t *out, hangar_ctx *ctx, const char *name)
+{
+	struct setting *s = typed(ctx, name, HANGAR_SETTING_TYPE_INT, out);
+
+	if (!s)
+		return HANGAR_EINVAL;
+	*out = s->num;
+	return 0;
+}
+
+int hangar_sys_ctx_setting_bool(int32_t *out, hangar_ctx *ctx, const char *name)
+{
+	struct setting *s = typed(ctx, name, HANGAR_SETTING_TYPE_BOOL, out);
+
+	if (!s)
+		return HANGAR_EINVAL;
+	*out = s->num != 0;
+	return 0;
+}
+
+int hangar_sys_ctx_setting_json(const char **out, hangar_ctx *ctx, const char *name)
+{
+	struct setting *s = typed(ctx, name, HANGAR_SETTING_TYPE_JSON, out);
+
+	if (!s)
+		return HANGAR_EINVAL;
+	/* An optional JSON setting left unset reads as the empty object. */
+	*out = *value_of(s) ? value_of(s) : "{}";
+	return 0;
+}
+
+static int walk(hangar_ctx *ctx, int all, const struct hangar_provider *owner, hangar_setting_fn fn,
+		void *payload)
+{
+	for (size_t i = 0; i < ctx->nsettings; i++) {
+		const struct setting *s = &ctx->settings[i];
+		const char *v = value_of(s);
+		int r;
+
+		if (!all && s->owner != owner)
+			continue;
+		r = fn(s->def->name, (s->def->flags & HANGAR_SETTING_SECRET) && *v ? MASK : v, s->source, payload);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 int hangar_ctx_foreach_setting(hangar_ctx *ctx, hangar_setting_fn fn, void *payload)
 {
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(fn, "fn is NULL");
-	for (int s = 0; s < HS_COUNT; s++) {
-		const char *v = hctx_str(ctx, (enum hsetting)s);
-		int r = fn(defs[s].name, defs[s].secret && *v ? "********" : v, ctx->settings[s].source, payload);
+	return walk(ctx, 1, NULL, fn, payload);
+}
 
-		if (r)
-			return r;
+int hangar_ctx_foreach_setting_of(hangar_ctx *ctx, const char *provider, hangar_setting_fn fn, void *payload)
+{
+	struct hangar_provider *p = NULL;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	if (provider) {
+		for (p = ctx->providers; p; p = p->next)
+			if (!strcmp(p->ops.name, provider))
+				break;
+		if (!p)
+			return herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no provider named %s", provider);
 	}
-	return 0;
+	return walk(ctx, 0, p, fn, payload);
 }

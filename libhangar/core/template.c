@@ -21,7 +21,7 @@ static struct hangar_provider *templating(hangar_ctx *ctx, const char *name, int
 
 	if (!p)
 		return NULL;
-	if (!(p->ops.capabilities & HANGAR_CAP_TEMPLATES) || p->ops.version < 2 ||
+	if (!(provider_caps(p) & HANGAR_CAP_TEMPLATES) || p->ops.version < 2 ||
 	    !(build ? (void *)p->ops.template_build : (void *)p->ops.template_list)) {
 		herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s does not %s templates", p->ops.name,
 		     build ? "build" : "list");
@@ -49,10 +49,10 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 	p = templating(ctx, provider, 1);
 	if (!p)
 		return hangar_error_last()->code;
-	rc = p->ops.template_build(p->state, &o, &id);
+	rc = PROVIDER_CALL(p, "template build", template_build, &o, &id);
 	if (rc) {
 		hangar_buf_dispose(&id);
-		return provider_failed(p, rc, "template build");
+		return rc;
 	}
 	if (!id.ptr || !id.size) {
 		hangar_buf_dispose(&id);
@@ -76,9 +76,9 @@ int hangar_template_list(hangar_ctx *ctx, const char *provider, hangar_template_
 	p = templating(ctx, provider, 0);
 	if (!p)
 		return hangar_error_last()->code;
-	rc = p->ops.template_list(p->state, fn, payload);
+	rc = PROVIDER_WALK(p, "template list", template_list, fn, payload);
 	if (rc < 0)
-		return provider_failed(p, rc, "template list");
+		return rc;
 	if (rc == 0)
 		herr_clear();
 	return rc;

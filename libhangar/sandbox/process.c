@@ -225,7 +225,7 @@ int hangar_process_start(hangar_process **out, hangar_sandbox *sb, const char *c
 	if (rc)
 		return rc;
 	HCHECK_ARG(command || o.pty, "command is NULL (only a terminal may start a login shell)");
-	if (o.pty && !(sb->provider->ops.capabilities & HANGAR_CAP_PTY))
+	if (o.pty && !(provider_caps(sb->provider) & HANGAR_CAP_PTY))
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s has no terminals",
 			    sb->provider->ops.name);
 

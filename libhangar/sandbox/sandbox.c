@@ -166,7 +166,7 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	if (rc) {
 		/* Do not leave behind a sandbox nobody can reach. */
 		if (desc.id)
-			p->ops.kill(p->state, desc.id);
+			provider_kill_quietly(p, desc.id);
 		sysbox_clear(&desc);
 		return rc;
 	}
@@ -194,12 +194,10 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 static int attach_on(struct hangar_sandbox **out, hangar_ctx *ctx, struct hangar_provider *p, const char *id)
 {
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
-	int rc = p->ops.connect(p->state, id, &desc);
+	int rc = PROVIDER_CALL(p, "connect", connect, id, &desc);
 
 	if (rc == 0)
 		rc = check_desc(p, &desc);
-	else
-		rc = provider_failed(p, rc, "connect");
 	if (rc == 0 && strcmp(desc.id, id) != 0)
 		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s answered for another sandbox",
 			  p->ops.name);
@@ -301,11 +299,11 @@ int sandbox_refresh(struct hangar_sandbox *sb)
 	struct hangar_provider *p = sb->provider;
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
 	struct sbview *v;
-	int rc = p->ops.connect(p->state, sb->id, &desc);
+	int rc = PROVIDER_CALL(p, "status", connect, sb->id, &desc);
 
 	if (rc) {
 		sysbox_clear(&desc);
-		return provider_failed(p, rc, "status");
+		return rc;
 	}
 	rc = check_desc(p, &desc);
 	if (rc) {
@@ -365,9 +363,7 @@ static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *
 
 	if (!p->ops.list)
 		return 0;
-	rc = p->ops.list(p->state, &list);
-	if (rc)
-		rc = provider_failed(p, rc, "list");
+	rc = PROVIDER_CALL(p, "list", list, &list);
 	for (d = list.head; d; d = next) {
 		next = d->next;
 		if (rc == 0 && d->id) {
@@ -415,12 +411,12 @@ int hangar_sandbox_pause(hangar_sandbox *sb)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	p = sb->provider;
-	if (!(p->ops.capabilities & HANGAR_CAP_PAUSE) || !p->ops.pause)
+	if (!(provider_caps(p) & HANGAR_CAP_PAUSE) || !p->ops.pause)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot pause with memory",
 			    p->ops.name);
-	rc = p->ops.pause(p->state, sb->id);
+	rc = PROVIDER_CALL(p, "pause", pause, sb->id);
 	if (rc)
-		return provider_failed(p, rc, "pause");
+		return rc;
 	return sandbox_refresh(sb);
 }
 
@@ -435,11 +431,9 @@ int hangar_sandbox_resume(hangar_sandbox *sb)
 	p = sb->provider;
 	if (!p->ops.resume)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot resume", p->ops.name);
-	rc = p->ops.resume(p->state, sb->id, &desc);
+	rc = PROVIDER_CALL(p, "resume", resume, sb->id, &desc);
 	if (rc == 0)
 		rc = check_desc(p, &desc);
-	else
-		rc = provider_failed(p, rc, "resume");
 	if (rc) {
 		sysbox_clear(&desc);
 		return rc;
@@ -463,9 +457,9 @@ int hangar_sandbox_set_timeout(hangar_sandbox *sb, int64_t seconds)
 	if (!p->ops.set_timeout)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot change timeouts",
 			    p->ops.name);
-	rc = p->ops.set_timeout(p->state, sb->id, seconds);
+	rc = PROVIDER_CALL(p, "set_timeout", set_timeout, sb->id, seconds);
 	if (rc)
-		return provider_failed(p, rc, "set_timeout");
+		return rc;
 	herr_clear();
 	return 0;
 }
@@ -477,9 +471,7 @@ int hangar_sandbox_kill(hangar_sandbox *sb)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	p = sb->provider;
-	rc = p->ops.kill(p->state, sb->id);
-	if (rc)
-		rc = provider_failed(p, rc, "kill");
+	rc = PROVIDER_CALL(p, "kill", kill, sb->id);
 	if (rc == 0 || rc == HANGAR_EGONE) {
 		struct herr_saved saved;
 
@@ -523,7 +515,7 @@ static void fork_report(struct hangar_sandbox *src, struct hangar_sys_sandbox *d
 	rc = check_desc(p, d);
 	if (rc) {
 		if (d->id)
-			p->ops.kill(p->state, d->id);
+			provider_kill_quietly(p, d->id);
 	} else {
 		hlog(src->ctx, HANGAR_LOG_INFO, "forked sandbox %s from %s on %s", d->id, src->id, p->ops.name);
 		if (store_record(src->ctx, d->id, p->ops.name) != 0)
@@ -569,18 +561,16 @@ int hangar_sandbox_fork(hangar_sandbox *sb, uint32_t count, hangar_fork_fn fn, v
 	HCHECK_ARG(count >= 1 && count <= 100, "count must be 1 to 100");
 	HCHECK_ARG(fn, "fn is NULL");
 	p = sb->provider;
-	if (!(p->ops.capabilities & HANGAR_CAP_FORK) || p->ops.version < 2 || !p->ops.fork)
+	if (!(provider_caps(p) & HANGAR_CAP_FORK) || p->ops.version < 2 || !p->ops.fork)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot fork sandboxes",
 			    p->ops.name);
-	rc = p->ops.fork(p->state, sb->id, count, hctx_int(sb->ctx, HS_SANDBOX_TIMEOUT), &list);
-	if (rc)
-		rc = provider_failed(p, rc, "fork");
+	rc = PROVIDER_CALL(p, "fork", fork, sb->id, count, hctx_int(sb->ctx, HS_SANDBOX_TIMEOUT), &list);
 	for (d = list.head; d; d = next) {
 		next = d->next;
 		if (rc == 0 && i < count)
 			fork_report(sb, d, i++, fn, payload);
 		else if (rc == 0 && d->id && !d->error)
-			p->ops.kill(p->state, d->id); /* more than asked for: nobody would know of it */
+			provider_kill_quietly(p, d->id); /* more than asked for: nobody would know of it */
 		sysbox_clear(d);
 		free(d);
 	}

@@ -11,12 +11,12 @@ int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	p = sb->provider;
-	if (!(p->ops.capabilities & HANGAR_CAP_FS_PAUSE) || p->ops.version < 2 || !p->ops.pause_filesystem)
+	if (!(provider_caps(p) & HANGAR_CAP_FS_PAUSE) || p->ops.version < 2 || !p->ops.pause_filesystem)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER,
 			    "provider %s cannot pause keeping only the filesystem", p->ops.name);
-	rc = p->ops.pause_filesystem(p->state, sb->id);
+	rc = PROVIDER_CALL(p, "pause_filesystem", pause_filesystem, sb->id);
 	if (rc)
-		return provider_failed(p, rc, "pause_filesystem");
+		return rc;
 	rc = sandbox_refresh(sb);
 	if (rc == 0)
 		herr_clear();
@@ -33,13 +33,13 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(!name || (*name && strlen(name) <= 128 && !strpbrk(name, "\r\n\"")), "name");
 	p = sb->provider;
-	if (!(p->ops.capabilities & HANGAR_CAP_SNAPSHOT) || p->ops.version < 2 || !p->ops.snapshot)
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || p->ops.version < 2 || !p->ops.snapshot)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot take snapshots",
 			    p->ops.name);
-	rc = p->ops.snapshot(p->state, sb->id, name, &id);
+	rc = PROVIDER_CALL(p, "snapshot", snapshot, sb->id, name, &id);
 	if (rc) {
 		hangar_buf_dispose(&id);
-		return provider_failed(p, rc, "snapshot");
+		return rc;
 	}
 	if (!id.ptr || !id.size) {
 		hangar_buf_dispose(&id);
@@ -62,9 +62,9 @@ int hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void
 	p = sb->provider;
 	if (p->ops.version < 2 || !p->ops.metrics)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no metrics", p->ops.name);
-	rc = p->ops.metrics(p->state, sb->id, fn, payload);
+	rc = PROVIDER_WALK(p, "metrics", metrics, sb->id, fn, payload);
 	if (rc < 0)
-		return provider_failed(p, rc, "metrics");
+		return rc;
 	if (rc == 0)
 		herr_clear();
 	return rc;
@@ -80,9 +80,9 @@ int hangar_sandbox_logs(hangar_sandbox *sb, hangar_sandbox_log_fn fn, void *payl
 	p = sb->provider;
 	if (p->ops.version < 2 || !p->ops.logs)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no logs", p->ops.name);
-	rc = p->ops.logs(p->state, sb->id, fn, payload);
+	rc = PROVIDER_WALK(p, "logs", logs, sb->id, fn, payload);
 	if (rc < 0)
-		return provider_failed(p, rc, "logs");
+		return rc;
 	if (rc == 0)
 		herr_clear();
 	return rc;

@@ -35,6 +35,7 @@ static void print_capabilities(uint64_t caps)
 		{ HANGAR_CAP_FORK, "fork" },
 		{ HANGAR_CAP_KERNEL_ISOLATION, "kernel-isolation" },
 		{ HANGAR_CAP_FS_PAUSE, "fs-pause" },
+		{ HANGAR_CAP_TEMPLATES, "templates" },
 	};
 	const char *sep = "";
 
@@ -58,11 +59,14 @@ static int print_provider_status(hangar_provider *listed, void *payload)
 		const hangar_error *e = hangar_error_last();
 
 		printf("not usable: %s\n", *e->message ? e->message : hangar_strerror(e->code));
+		hangar_ctx_foreach_setting_of(ctx, hangar_provider_name(listed), print_setting, NULL);
 		return 0;
 	}
 	fputs("ready, ", stdout);
 	print_capabilities(hangar_provider_capabilities(p));
 	hangar_provider_unref(p);
+	/* The settings it declared, under its own line. */
+	hangar_ctx_foreach_setting_of(ctx, hangar_provider_name(listed), print_setting, NULL);
 	return 0;
 }
 
@@ -87,7 +91,8 @@ int cmd_config_check(struct cli *cli, int argc, char **argv)
 		return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
 	if ((status = cli_open(cli, &ctx)) != 0)
 		return status;
-	hangar_ctx_foreach_setting(ctx, print_setting, NULL);
+	/* The library's own settings, then each provider with its own. */
+	hangar_ctx_foreach_setting_of(ctx, NULL, print_setting, NULL);
 
 	hangar_provider_foreach(ctx, print_provider_status, ctx);
 	if (hangar_provider_lookup(&p, ctx, NULL) != 0) {

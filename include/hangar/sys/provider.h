@@ -12,8 +12,19 @@
  * checking both the version and the pointer. Built-in providers use exactly
  * this table.
  *
+ * Version 3 lets a provider own its settings and capabilities: it declares
+ * its HANGAR_* settings in the table (struct hangar_setting_def), the
+ * context validates them when it opens or when the provider registers, and
+ * the provider reads them back through the typed getters below, so each
+ * setting has one default. It reports its capabilities once set up
+ * (get_capabilities), so one table can serve several flavours of a platform.
+ * Tables of versions 1 and 2 keep working unchanged.
+ *
  * Provider functions report failures by returning a negative HANGAR_E* code
- * after describing it with hangar_sys_error().
+ * after describing it with hangar_sys_error(); what control flow needs (a
+ * Retry-After, an unreachable peer) goes in fields, through
+ * hangar_sys_error_retry_after() and hangar_sys_error_flags(). The library
+ * clears the thread's last error before every provider call.
  */
 #ifndef HANGAR_SYS_PROVIDER_H
 #define HANGAR_SYS_PROVIDER_H
@@ -35,7 +46,45 @@ typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 2
+#define HANGAR_PROVIDER_OPS_VERSION 3
+
+/* Types of a provider's setting (struct hangar_setting_def.type). */
+#define HANGAR_SETTING_TYPE_STRING 1 /**< any non-empty text */
+#define HANGAR_SETTING_TYPE_INT    2 /**< a whole number from min to max */
+#define HANGAR_SETTING_TYPE_BOOL   3 /**< "on", "true", "1" or "off", "false", "0" */
+#define HANGAR_SETTING_TYPE_JSON   4 /**< a JSON object */
+#define HANGAR_SETTING_TYPE_PATH   5 /**< an absolute path */
+#define HANGAR_SETTING_TYPE_URL    6 /**< an http:// or https:// URL */
+#define HANGAR_SETTING_TYPE_HOST   7 /**< a domain name (or host:port) */
+#define HANGAR_SETTING_TYPE_CHOICE 8 /**< one of choices, "a|b|c" */
+
+/** struct hangar_setting_def.flags: the value is a secret; never shown. */
+#define HANGAR_SETTING_SECRET   0x1u
+/** The setting may be left unset (""), whatever its type. */
+#define HANGAR_SETTING_OPTIONAL 0x2u
+/** Read once when the provider is set up: changing it afterwards is refused. */
+#define HANGAR_SETTING_FIXED    0x4u
+
+/**
+ * One HANGAR_* setting a provider owns (table version 3). The context reads
+ * it from the environment, checks it against its type and validate, and
+ * fails with HANGAR_ECONFIG naming it when the value is wrong.
+ */
+struct hangar_setting_def {
+	const char *name;           /**< HANGAR_[A-Z0-9_]{1,57}; unique in a context */
+	uint32_t type;              /**< HANGAR_SETTING_TYPE_* */
+	uint32_t flags;             /**< HANGAR_SETTING_* */
+	const char *default_value;  /**< the one default; NULL or "" only for an optional setting */
+	int64_t min, max;           /**< HANGAR_SETTING_TYPE_INT: the bounds */
+	const char *choices;        /**< HANGAR_SETTING_TYPE_CHOICE: "a|b|c" */
+	const char *description;    /**< one line for hangar config check, or NULL */
+	/**
+	 * Checks a value the type accepted (NULL: none). Returns 0, or a
+	 * negative code after describing the fault with hangar_sys_error()
+	 * naming the setting; any failure becomes HANGAR_ECONFIG.
+	 */
+	int (*validate)(const char *name, const char *value);
+};
 
 struct hangar_provider_ops {
 	uint32_t version;           /**< HANGAR_PROVIDER_OPS_VERSION the table was built for */
@@ -103,6 +152,21 @@ struct hangar_provider_ops {
 	/** Reports the sandbox's platform log with fn, oldest first, as metrics does. */
 	int (*logs)(void *state, const char *id,
 		    int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload), void *payload);
+
+	/* Valid from version 3. Every slot is optional. */
+
+	/**
+	 * The settings the provider owns, ended by an entry whose name is
+	 * NULL (NULL: none). Validated when the provider is registered; the
+	 * array and its strings must outlive every context it is registered on.
+	 */
+	const struct hangar_setting_def *settings;
+	/**
+	 * The provider's HANGAR_CAP_* once init has run (NULL: capabilities
+	 * above). Asked once, right after init, so a table serving several
+	 * flavours reports the one its settings chose.
+	 */
+	uint64_t (*get_capabilities)(void *state);
 };
 
 /** Sandbox states, as hangar_sandbox_info reports them. */
@@ -164,6 +228,24 @@ HANGAR_EXTERN(int) hangar_sys_error(int code, int http_status, int os_errno, con
 	;
 
 /**
+ * Records on the calling thread's last error how long the other side asked
+ * to be left alone (an HTTP Retry-After header), after hangar_sys_error().
+ * Tiers cool the provider down for at least that long (bounded; see
+ * hangar/tier.h). Never derive it from a message or a body.
+ *
+ * @param seconds 0 (none) to 86400; larger values are cut to 86400.
+ * **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_retry_after(int32_t seconds);
+
+/**
+ * Adds HANGAR_ERROR_* bits (e.g. HANGAR_ERROR_UNREACHABLE) to the calling
+ * thread's last error, after hangar_sys_error().
+ * **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_flags(uint32_t flags);
+
+/**
  * Keeps a secret of a sandbox across restarts (e.g. a traffic token the
  * platform hands out only once), sealed with a key derived from
  * HANGAR_SECRET_KEY, in the state store. It is forgotten when the sandbox is
@@ -188,12 +270,39 @@ HANGAR_EXTERN(int) hangar_sys_secret_put(hangar_ctx *ctx, const char *sandbox_id
 HANGAR_EXTERN(int) hangar_sys_secret_get(hangar_buf *out, hangar_ctx *ctx, const char *sandbox_id, const char *name);
 
 /**
- * A setting's effective value, for providers reading their own settings.
+ * A setting's effective value as text: one of the library's or one a
+ * provider declared (its own or another's).
  *
  * @return the value, "" when unset, or NULL for an unknown name.
  * **Ownership:** borrowed, valid until the setting changes.
+ * **Thread safety:** safe, except against hangar_ctx_set() on that setting.
  */
 HANGAR_EXTERN(const char *) hangar_sys_ctx_setting(hangar_ctx *ctx, const char *name);
+
+/**
+ * The typed getters: a validated setting's value, its declared default when
+ * unset. They never fail on a setting of the right type, as the value was
+ * checked when it was set.
+ *
+ * hangar_sys_ctx_setting_int() reads HANGAR_SETTING_TYPE_INT settings
+ * (within their bounds), hangar_sys_ctx_setting_bool() BOOL ones (0 or 1),
+ * hangar_sys_ctx_setting_string() any setting as text ("" when unset), and
+ * hangar_sys_ctx_setting_json() JSON ones: text that parses as a JSON object
+ * the setting's validate accepted.
+ *
+ * @param out receives the value.
+ * @return 0, or HANGAR_EINVAL (NULL argument, unknown name, or a setting of
+ *         another type).
+ * **Ownership:** strings are borrowed, valid until the setting changes.
+ * **Thread safety:** safe, except against hangar_ctx_set() on that setting.
+ */
+HANGAR_EXTERN(int) hangar_sys_ctx_setting_string(const char **out, hangar_ctx *ctx, const char *name);
+/** See hangar_sys_ctx_setting_string(). */
+HANGAR_EXTERN(int) hangar_sys_ctx_setting_int(int64_t *out, hangar_ctx *ctx, const char *name);
+/** See hangar_sys_ctx_setting_string(). */
+HANGAR_EXTERN(int) hangar_sys_ctx_setting_bool(int32_t *out, hangar_ctx *ctx, const char *name);
+/** See hangar_sys_ctx_setting_string(). */
+HANGAR_EXTERN(int) hangar_sys_ctx_setting_json(const char **out, hangar_ctx *ctx, const char *name);
 
 HANGAR_END_DECL
 

@@ -12,38 +12,13 @@
  * HANGAR_E2B_API_URL is required; the API key is optional.
  */
 #include "e2b.h"
-#include "hangar/template.h"
+#include "hangar/provider.h"
 
-static const struct e2b_flavour cube = {
+const struct e2b_flavour e2b_flavour_cube = {
 	.name = "cube",
+	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_SNAPSHOT |
+			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_TEMPLATES,
 	.cube = 1,
 	.need_api_url = 1,
 	.create_path = "/sandboxes",
-};
-
-static int cube_init(void **state, hangar_ctx *ctx, void *data)
-{
-	return e2b_init(state, ctx, (void *)&cube);
-}
-
-const struct hangar_provider_ops e2b_cube_ops = {
-	.version = HANGAR_PROVIDER_OPS_VERSION,
-	.size = sizeof(struct hangar_provider_ops),
-	.name = "e2b",
-	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_SNAPSHOT |
-			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_TEMPLATES,
-	.init = cube_init,
-	.fini = e2b_fini,
-	.create = e2b_create,
-	.connect = e2b_connect,
-	.kill = e2b_kill,
-	.pause = e2b_pause,
-	.resume = e2b_resume,
-	.set_timeout = e2b_set_timeout,
-	.list = e2b_list,
-	.snapshot = e2b_snapshot,
-	.template_build = e2b_template_build,
-	.template_list = e2b_template_list,
-	.metrics = e2b_metrics,
-	.logs = e2b_logs,
 };

@@ -69,23 +69,21 @@ struct e2b {
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
+/* A declared setting's value: validated when the context opened, never NULL. */
 static const char *setting(hangar_ctx *ctx, const char *name)
 {
-	const char *v = hangar_sys_ctx_setting(ctx, name);
+	const char *v = "";
 
-	return v ? v : "";
+	hangar_sys_ctx_setting_string(&v, ctx, name);
+	return v;
 }
 
-static int64_t setting_int(hangar_ctx *ctx, const char *name, int64_t fallback)
+static int64_t setting_int(hangar_ctx *ctx, const char *name)
 {
-	const char *v = setting(ctx, name);
-	char *end;
-	long long n;
+	int64_t v = 0;
 
-	if (!*v)
-		return fallback;
-	n = strtoll(v, &end, 10);
-	return *end ? fallback : n;
+	hangar_sys_ctx_setting_int(&v, ctx, name);
+	return v;
 }
 
 static int oom(void)
@@ -251,7 +249,7 @@ static const char *map_template(struct e2b *e, const char *tpl)
 
 /* ---- init ------------------------------------------------------------------------------- */
 
-void e2b_fini(void *state)
+static void e2b_fini(void *state)
 {
 	struct e2b *e = state;
 
@@ -271,9 +269,9 @@ void e2b_fini(void *state)
 	free(e);
 }
 
-int e2b_init(void **state, hangar_ctx *ctx, void *data)
+static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 {
-	const struct e2b_flavour *fl = data;
+	const struct e2b_flavour *fl = e2b_flavour_named(setting(ctx, "HANGAR_E2B_FLAVOR"));
 	const char *api_url = setting(ctx, "HANGAR_E2B_API_URL");
 	const char *key = setting(ctx, "HANGAR_E2B_API_KEY");
 	const char *sandbox_url = setting(ctx, "HANGAR_E2B_SANDBOX_URL");
@@ -281,9 +279,10 @@ int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	struct e2b *e;
 	int rc;
 
+	(void)data;
 	*state = NULL;
 	if (!fl)
-		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: no flavour");
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_E2B_FLAVOR names no flavour of the e2b provider");
 	if (fl->need_key && !*key)
 		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
 					"HANGAR_E2B_API_KEY must be set for the %s flavour of the e2b provider",
@@ -300,14 +299,17 @@ int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	e->fl = fl;
 	e->domain = strdup(setting(ctx, "HANGAR_E2B_DOMAIN"));
 	e->sandbox_url = *sandbox_url ? strdup(sandbox_url) : NULL;
-	e->allow_unauth = !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "true") ||
-			  !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "on") ||
-			  !strcmp(setting(ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"), "1");
-	e->templates = cJSON_Parse(setting(ctx, "HANGAR_E2B_ENVIRONMENT_TEMPLATES"));
-	if (!e->templates)
-		e->templates = cJSON_CreateObject();
-	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS", 300);
-	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS", 1800) * 1000;
+	{
+		int32_t allow = 0;
+		const char *templates = "{}";
+
+		hangar_sys_ctx_setting_bool(&allow, ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD");
+		e->allow_unauth = allow;
+		hangar_sys_ctx_setting_json(&templates, ctx, "HANGAR_E2B_ENVIRONMENT_TEMPLATES");
+		e->templates = cJSON_Parse(templates);
+	}
+	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS");
+	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS") * 1000;
 	if (!e->domain || (*sandbox_url && !e->sandbox_url) || !e->templates) {
 		e2b_fini(e);
 		return oom();
@@ -321,7 +323,7 @@ int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		return oom();
 	}
 	rc = e2b_api_init(&e->api, ctx, base, *key ? key : NULL,
-			  setting_int(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", 60) * 1000);
+			  setting_int(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS") * 1000);
 	free(base);
 	if (rc) {
 		pthread_mutex_destroy(&e->mu);
@@ -1365,6 +1367,9 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 	uint32_t i = 0;
 	int rc;
 
+	if (!(e->fl->capabilities & HANGAR_CAP_FORK))
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "e2b: the %s flavour has no native fork",
+					e->fl->name);
 	if (!e2b_valid_id(id))
 		return bad_id(id);
 	if (count < 1 || count > 100)
@@ -1567,22 +1572,81 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 	return rc;
 }
 
-/* ---- registration ---------------------------------------------------------------------------- */
+/* ---- the table ------------------------------------------------------------------------ */
 
-const struct hangar_provider_ops *e2b_ops_for(const char *flavour)
+static uint64_t e2b_capabilities(void *state)
 {
-	if (!flavour || !strcmp(flavour, "cloud"))
-		return &e2b_cloud_ops;
-	if (!strcmp(flavour, "selfhosted"))
-		return &e2b_selfhosted_ops;
-	if (!strcmp(flavour, "cube"))
-		return &e2b_cube_ops;
-	return NULL;
+	const struct e2b *e = state;
+
+	return e->fl->capabilities;
 }
 
-int provider_e2b_register(hangar_ctx *ctx)
+/* HANGAR_E2B_ENVIRONMENT_TEMPLATES maps environment names to template ids. */
+static int check_templates(const char *name, const char *value)
 {
-	const struct hangar_provider_ops *ops = e2b_ops_for(hangar_sys_ctx_setting(ctx, "HANGAR_E2B_FLAVOR"));
+	cJSON *json = cJSON_Parse(value);
+	int rc = 0;
 
-	return hangar_provider_register(ctx, ops ? ops : &e2b_cloud_ops, NULL);
+	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next)
+		if (!cJSON_IsString(t) || !*t->valuestring || !*t->string)
+			rc = hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					      "%s must map environment names to template ids (strings); \"%s\" does not",
+					      name, t->string ? t->string : "");
+	cJSON_Delete(json);
+	return rc;
 }
+
+/* The e2b provider's settings, each with its one default. */
+static const struct hangar_setting_def e2b_settings[] = {
+	{ "HANGAR_E2B_FLAVOR", HANGAR_SETTING_TYPE_CHOICE, HANGAR_SETTING_FIXED, "cloud", 0, 0, "cloud|selfhosted|cube",
+	  "which platform: E2B's cloud, self-hosted E2B, or CubeSandbox", NULL },
+	{ "HANGAR_E2B_API_URL", HANGAR_SETTING_TYPE_URL, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+	  "the control API (default https://api.<domain>; required for cube)", NULL },
+	{ "HANGAR_E2B_DOMAIN", HANGAR_SETTING_TYPE_HOST, 0, "e2b.app", 0, 0, NULL,
+	  "sandbox host names are <port>-<id>.<domain>", NULL },
+	{ "HANGAR_E2B_SANDBOX_URL", HANGAR_SETTING_TYPE_URL, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+	  "where envd is reached, if not at the domain", NULL },
+	{ "HANGAR_E2B_API_KEY", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "", 0, 0,
+	  NULL, "the API key (required for cloud and selfhosted)", NULL },
+	{ "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD", HANGAR_SETTING_TYPE_BOOL, 0, "false", 0, 0, NULL,
+	  "accept an envd that takes no token (private networks only)", NULL },
+	{ "HANGAR_E2B_ENVIRONMENT_TEMPLATES", HANGAR_SETTING_TYPE_JSON, 0, "{}", 0, 0, NULL,
+	  "template name -> platform template id", check_templates },
+	{ "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 1, 86400, NULL,
+	  "one control-API call", NULL },
+	{ "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "1800", 1, 7LL * 86400, NULL,
+	  "a template build", NULL },
+	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
+};
+
+/*
+ * One table for every flavour: init reads HANGAR_E2B_FLAVOR and reports that
+ * flavour's capabilities; the slots a flavour lacks answer
+ * HANGAR_EUNSUPPORTED from the flavour's rules. Before init it claims only
+ * what every flavour has.
+ */
+const struct hangar_provider_ops e2b_provider_ops = {
+	.version = HANGAR_PROVIDER_OPS_VERSION,
+	.size = sizeof(struct hangar_provider_ops),
+	.name = "e2b",
+	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_SNAPSHOT |
+			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_TEMPLATES,
+	.init = e2b_init,
+	.fini = e2b_fini,
+	.create = e2b_create,
+	.connect = e2b_connect,
+	.kill = e2b_kill,
+	.pause = e2b_pause,
+	.resume = e2b_resume,
+	.set_timeout = e2b_set_timeout,
+	.list = e2b_list,
+	.pause_filesystem = e2b_pause_filesystem,
+	.snapshot = e2b_snapshot,
+	.template_build = e2b_template_build,
+	.template_list = e2b_template_list,
+	.fork = e2b_fork,
+	.metrics = e2b_metrics,
+	.logs = e2b_logs,
+	.settings = e2b_settings,
+	.get_capabilities = e2b_capabilities,
+};

@@ -3,9 +3,10 @@
  * through their control API (api.h); commands, files and terminals go to each
  * sandbox's envd through the library's envd client.
  *
- * Each flavour is its own table (cloud.c, selfhosted.c, cube.c), all named
- * "e2b", over the operations here; the flavour says which routes, bodies and
- * checks apply. HANGAR_E2B_FLAVOR picks the table registered on a context.
+ * One table, e2b_provider_ops (e2b.c), serves every flavour: its init reads
+ * HANGAR_E2B_FLAVOR and takes that flavour's description (cloud.c,
+ * selfhosted.c, cube.c), which says which routes, bodies, checks and
+ * capabilities apply. The core knows none of this.
  */
 #pragma once
 
@@ -13,6 +14,7 @@
 
 struct e2b_flavour {
 	const char *name;           /* "cloud", "selfhosted", "cube" */
+	uint64_t capabilities;      /* HANGAR_CAP_* the provider reports on this flavour */
 	int cube;                   /* v1 create and connect, "{}" bodies, CubeAPI's shapes */
 	int need_key;               /* HANGAR_E2B_API_KEY is required */
 	int need_api_url;           /* HANGAR_E2B_API_URL is required */
@@ -20,9 +22,13 @@ struct e2b_flavour {
 	const char *create_path;    /* "/v2/sandboxes" or "/sandboxes"; connect likewise */
 };
 
-/* Shared operations; init's data is the struct e2b_flavour of the table. */
-int e2b_init(void **state, hangar_ctx *ctx, void *data);
-void e2b_fini(void *state);
+/* The flavours, and the one HANGAR_E2B_FLAVOR names (NULL for an unknown name). */
+extern const struct e2b_flavour e2b_flavour_cloud;
+extern const struct e2b_flavour e2b_flavour_selfhosted;
+extern const struct e2b_flavour e2b_flavour_cube;
+const struct e2b_flavour *e2b_flavour_named(const char *name);
+
+/* The operations of the one table (e2b.c). */
 int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
 int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out);
 int e2b_kill(void *state, const char *id);
@@ -41,11 +47,5 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *info, void *payload),
 		      void *payload);
 
-/* The tables, and the one HANGAR_E2B_FLAVOR names (NULL for an unknown name). */
-extern const struct hangar_provider_ops e2b_cloud_ops;
-extern const struct hangar_provider_ops e2b_selfhosted_ops;
-extern const struct hangar_provider_ops e2b_cube_ops;
-const struct hangar_provider_ops *e2b_ops_for(const char *flavour);
-
-/* Registers the table for the context's HANGAR_E2B_FLAVOR. */
-int provider_e2b_register(hangar_ctx *ctx);
+/* The provider's table, listed in libhangar/providers/builtin.c. */
+extern const struct hangar_provider_ops e2b_provider_ops;

@@ -35,8 +35,6 @@
 #include "lstate.h"
 #include "usage.h"
 
-int provider_local_register(hangar_ctx *ctx);
-
 #define READY_DEADLINE_MS 10000   /* create: hangar-envd listening */
 #define KILL_DEADLINE_MS 15000    /* kill: the jail gone, its directory removed */
 #define FREEZE_DEADLINE_MS 10000  /* pause and resume */
@@ -755,7 +753,6 @@ static int copy_env(struct lmeta *m, const char *const *env)
 static int l_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	struct local *l = state;
-	const char *net = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_NETWORK");
 	char tmpdir[DIR_MAX], dir[DIR_MAX], path[PATH_MAX], token[65], tail[LOG_TAIL_BYTES + 1];
 	struct lmeta m = { 0 };
 	int lock = -1, log = -1, pipefd[2] = { -1, -1 }, r, rc = 0;
@@ -768,12 +765,14 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 	for (const char *const *e = opts->env; e && *e; e++)
 		if (strlen(*e) > 32768)
 			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
-	if (opts->network == HANGAR_NETWORK_ON)
-		m.network = 1;
-	else if (opts->network == HANGAR_NETWORK_OFF)
-		m.network = 0;
-	else
-		m.network = !(net && (!strcmp(net, "off") || !strcmp(net, "false") || !strcmp(net, "0")));
+	if (opts->network == HANGAR_NETWORK_ON || opts->network == HANGAR_NETWORK_OFF) {
+		m.network = opts->network == HANGAR_NETWORK_ON;
+	} else {
+		int32_t net = 1;
+
+		hangar_sys_ctx_setting_bool(&net, l->ctx, "HANGAR_LOCAL_NETWORK");
+		m.network = net != 0;
+	}
 	snprintf(m.template_id, sizeof(m.template_id), "local");
 	m.created_at_us = hnow_us();
 	m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
@@ -1274,7 +1273,45 @@ static int l_logs(void *state, const char *id, int (*fn)(const struct hangar_san
 	return 0;
 }
 
-static const struct hangar_provider_ops local_ops = {
+/* HANGAR_LOCAL_UID_RANGE: START:COUNT host ids, START > 0, COUNT >= 65536. */
+static int check_uid_range(const char *name, const char *value)
+{
+	unsigned long long start = 0, count = 0;
+	char tail = 0;
+
+	if (sscanf(value, "%llu:%llu%c", &start, &count, &tail) != 2 || start == 0 || count < 65536 ||
+	    start + count > 0xffffffffULL || value[0] < '0' || value[0] > '9')
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"%s: \"%s\" is not START:COUNT (host ids, START > 0, COUNT >= 65536)", name,
+					value);
+	return 0;
+}
+
+/* The local provider's settings, each with its one default. */
+static const struct hangar_setting_def local_settings[] = {
+	{ "HANGAR_ENVD_PATH", HANGAR_SETTING_TYPE_PATH, 0, HANGAR_ENVD_INSTALL_PATH, 0, 0, NULL,
+	  "the hangar-envd binary local sandboxes run", NULL },
+	{ "HANGAR_JAIL_PATH", HANGAR_SETTING_TYPE_PATH, 0, HANGAR_JAIL_INSTALL_PATH, 0, 0, NULL,
+	  "the hangar-jail supervisor of local sandboxes", NULL },
+	{ "HANGAR_BWRAP_PATH", HANGAR_SETTING_TYPE_STRING, 0, "bwrap", 0, 0, NULL,
+	  "the bubblewrap binary (a name is looked up on PATH)", NULL },
+	{ "HANGAR_LOCAL_NETWORK", HANGAR_SETTING_TYPE_BOOL, 0, "on", 0, 0, NULL,
+	  "network inside local sandboxes", NULL },
+	{ "HANGAR_LOCAL_FREEZER", HANGAR_SETTING_TYPE_CHOICE, 0, "auto", 0, 0, "auto|v2|v1|none",
+	  "how local sandboxes pause: cgroup freezer v2 or v1, none (SIGSTOP), auto", NULL },
+	{ "HANGAR_LOCAL_MEMORY_MB", HANGAR_SETTING_TYPE_INT, 0, "2048", 16, 1LL << 22, NULL,
+	  "memory limit of each local sandbox, MiB", NULL },
+	{ "HANGAR_LOCAL_PIDS", HANGAR_SETTING_TYPE_INT, 0, "512", 8, 1LL << 22, NULL,
+	  "process limit of each local sandbox", NULL },
+	{ "HANGAR_LOCAL_CPUS", HANGAR_SETTING_TYPE_INT, 0, "2", 1, 1024, NULL, "CPUs of each local sandbox", NULL },
+	{ "HANGAR_LOCAL_DISK_MB", HANGAR_SETTING_TYPE_INT, 0, "1024", 1, 1LL << 24, NULL,
+	  "disk limit of each local sandbox, MiB", NULL },
+	{ "HANGAR_LOCAL_UID_RANGE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+	  "host ids for sandboxes' user namespaces, START:COUNT", check_uid_range },
+	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
+};
+
+const struct hangar_provider_ops local_provider_ops = {
 	.version = HANGAR_PROVIDER_OPS_VERSION,
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "local",
@@ -1290,9 +1327,5 @@ static const struct hangar_provider_ops local_ops = {
 	.list = l_list,
 	.metrics = l_metrics,
 	.logs = l_logs,
+	.settings = local_settings,
 };
-
-int provider_local_register(hangar_ctx *ctx)
-{
-	return hangar_provider_register(ctx, &local_ops, NULL);
-}
