@@ -17,10 +17,14 @@
  * listed provider that is loaded (registered and set up) and not cooling
  * down. A provider that answers "full" (HANGAR_ECAPACITY, HTTP 429) or
  * "unreachable" (HTTP 502, 503, 504, no connection) is skipped for
- * HANGAR_TIER_COOLDOWN_SECONDS, or for as long as its Retry-After asks when
- * that is longer, and the create moves on to the next provider. Any other
- * failure fails the create. Each such move is reported as a
- * "sandbox.tier_fallback" event.
+ * HANGAR_TIER_COOLDOWN_SECONDS, or for as long as its Retry-After header
+ * asks (hangar_error.retry_after_s, at most one hour) when that is longer,
+ * and the create moves on to the next provider. The decision reads the
+ * error's fields (code, http_status, os_errno, flags, retry_after_s), never
+ * its message. Any other failure fails the create. Each such move is
+ * reported as a "sandbox.tier_fallback" event. When every provider a create
+ * could use is cooling down, it fails with HANGAR_ECAPACITY without asking
+ * any of them.
  *
  * HANGAR_TIER_HEDGE opts a tier into hedged creates: when its first provider
  * has not answered within the delay, the next one is asked too; the first

@@ -253,22 +253,6 @@ static void cool(struct tier_state *ts, const char *name, int64_t seconds, int c
 	pthread_mutex_unlock(&ts->mu);
 }
 
-int64_t tier_retry_after_seconds(const char *message)
-{
-	const char *s = message ? strcasestr(message, "retry after ") : NULL;
-	int64_t n = 0;
-
-	if (!s)
-		return 0;
-	s += strlen("retry after ");
-	if (*s < '0' || *s > '9')
-		return 0;
-	for (; *s >= '0' && *s <= '9'; s++)
-		if (n < 86400)
-			n = n * 10 + (*s - '0');
-	return n > 86400 ? 86400 : n;
-}
-
 /*
  * Whether a failed create lets the tier move on, and why: "capacity" (the
  * provider is full: HANGAR_ECAPACITY, HTTP 429), "unavailable" (HTTP 502,
@@ -288,7 +272,7 @@ static const char *fallback_reason(int rc, const hangar_error *e)
 	case 504:
 		return "unavailable";
 	case 0:
-		if (e->category == HANGAR_ERRCAT_NET)
+		if (e->flags & HANGAR_ERROR_UNREACHABLE)
 			return "unreachable";
 		switch (e->os_errno) {
 		case ECONNREFUSED:
@@ -315,7 +299,7 @@ static int64_t note_failure(hangar_ctx *ctx, const char *provider, int rc)
 	if (!fallback_reason(rc, e))
 		return 0;
 	secs = hctx_int(ctx, HS_TIER_COOLDOWN);
-	ra = tier_retry_after_seconds(e->message);
+	ra = e->retry_after_s < TIER_RETRY_AFTER_MAX_S ? e->retry_after_s : TIER_RETRY_AFTER_MAX_S;
 	if (ra > secs)
 		secs = ra;
 	cool(ctx->tiers, provider, secs, rc);
@@ -327,13 +311,12 @@ static int64_t note_failure(hangar_ctx *ctx, const char *provider, int rc)
 static int attempt(hangar_ctx *ctx, struct hangar_provider *p, const hangar_create_opts *o,
 		   struct hangar_sys_sandbox *desc, int64_t *cool_secs)
 {
-	int rc = p->ops.create(p->state, o, desc);
+	int rc = PROVIDER_CALL(p, "create", create, o, desc);
 
 	*cool_secs = 0;
 	if (rc == 0)
 		return 0;
 	sysbox_clear(desc);
-	rc = provider_failed(p, rc, "create");
 	*cool_secs = note_failure(ctx, p->ops.name, rc);
 	return rc;
 }
@@ -450,7 +433,7 @@ fail:
 /* The sandbox of a run nobody wants any more: kill it, and say so. */
 static void discard(struct hedge *h, struct hedge_run *r)
 {
-	int rc = r->p->ops.kill(r->p->state, r->desc.id);
+	int rc = PROVIDER_CALL(r->p, "kill", kill, r->desc.id);
 
 	if (rc)
 		hlog(h->ctx, HANGAR_LOG_WARNING, "hedged create: cannot kill the extra sandbox %s on %s: %s",
@@ -672,7 +655,7 @@ static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand
 
 static int isolated_allows(struct hangar_provider *p)
 {
-	return (p->ops.capabilities & HANGAR_CAP_KERNEL_ISOLATION) != 0;
+	return (provider_caps(p) & HANGAR_CAP_KERNEL_ISOLATION) != 0;
 }
 
 static int refuse_isolated(struct hangar_provider *p)
@@ -723,10 +706,13 @@ static int none_usable(const struct plan *pl, const char *cooling, int64_t cooli
 {
 	const char *tier = tier_names[pl->tier];
 
+	/* As hangar_sandbox_create() documents: no room anywhere right now,
+	 * whatever put each provider out (it is in the message). */
 	if (cooling)
-		return herr(cooling_code, HANGAR_ERRCAT_PROVIDER,
-			    "tier %s: every provider is full or unreachable and cooling down (%s for %lld s more)",
-			    tier, cooling, (long long)((cooling_ms + 999) / 1000));
+		return herr(HANGAR_ECAPACITY, HANGAR_ERRCAT_PROVIDER,
+			    "tier %s: every provider is full or unreachable and cooling down (%s, after %s, for "
+			    "%lld s more)",
+			    tier, cooling, hangar_error_name(cooling_code), (long long)((cooling_ms + 999) / 1000));
 	if (refused)
 		return refuse_isolated(refused);
 	if (pl->n == 0)

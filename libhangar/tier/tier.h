@@ -2,10 +2,11 @@
  * Tiers: which provider serves a create, fallback past full or unreachable
  * providers with a per-context cooldown, and hedged creates.
  *
- * Retry-After: a provider that knows how long it will be full says so in its
- * error message as "retry after N s" (case does not matter), e.g.
- * "e2b: create: HTTP 429: rate limited; retry after 120 s". The cooldown is
- * then N seconds when that is longer than HANGAR_TIER_COOLDOWN_SECONDS.
+ * Retry-After: a provider that knows how long it will be full says so with
+ * hangar_sys_error_retry_after() (hangar_error.retry_after_s), from the
+ * platform's Retry-After header. The cooldown is then that long, up to
+ * TIER_RETRY_AFTER_MAX_S, when that is longer than
+ * HANGAR_TIER_COOLDOWN_SECONDS. Nothing is read out of a message.
  */
 #pragma once
 
@@ -33,5 +34,6 @@ const char *tier_name_of(const char *tier);
 int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_provider **out_p,
 		struct hangar_sys_sandbox *desc);
 
-/* The N of "retry after N s" in a provider's message, or 0. */
-int64_t tier_retry_after_seconds(const char *message);
+/* The longest cooldown a Retry-After can ask for (a proxy's or platform's
+ * word must not keep a provider out for a day). */
+#define TIER_RETRY_AFTER_MAX_S 3600

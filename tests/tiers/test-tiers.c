@@ -35,6 +35,8 @@ struct tprov {
 	int fail_code;              /* a HANGAR_E* code create fails with, or 0 */
 	int fail_http;
 	int fail_errno;
+	int fail_retry_after;       /* seconds for hangar_sys_error_retry_after(), or 0 */
+	int fail_unreachable;       /* the failure carries HANGAR_ERROR_UNREACHABLE */
 	char fail_msg[128];
 	int gate;                   /* creates wait while it is set */
 	/* what happened */
@@ -77,12 +79,18 @@ static int tp_create(void *state, const struct hangar_create_opts *opts, hangar_
 		pthread_cond_wait(&t->cond, &t->mu);
 	t->waiting--;
 	if (t->fail_code) {
-		int code = t->fail_code, http = t->fail_http, err = t->fail_errno;
+		int code = t->fail_code, http = t->fail_http, err = t->fail_errno, ra = t->fail_retry_after;
+		int unreachable = t->fail_unreachable;
 		char msg[128];
 
 		snprintf(msg, sizeof(msg), "%s", t->fail_msg);
 		pthread_mutex_unlock(&t->mu);
-		return hangar_sys_error(code, http, err, "%s: %s", t->name, msg);
+		hangar_sys_error(code, http, err, "%s: %s", t->name, msg);
+		if (ra)
+			hangar_sys_error_retry_after(ra);
+		if (unreachable)
+			hangar_sys_error_flags(HANGAR_ERROR_UNREACHABLE);
+		return code;
 	}
 	snprintf(id, sizeof(id), "%s-%d", t->name, ++t->next_id);
 	if (t->nlive < MAX_BOXES)
@@ -166,7 +174,17 @@ static void tp_fail(struct tprov *t, int code, int http, int err, const char *ms
 	t->fail_code = code;
 	t->fail_http = http;
 	t->fail_errno = err;
+	t->fail_retry_after = 0;
+	t->fail_unreachable = 0;
 	snprintf(t->fail_msg, sizeof(t->fail_msg), "%s", msg ? msg : "fault injected");
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* The next failures also carry a Retry-After of seconds (0: none). */
+static void tp_retry_after(struct tprov *t, int seconds)
+{
+	pthread_mutex_lock(&t->mu);
+	t->fail_retry_after = seconds;
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -586,7 +604,8 @@ START_TEST(retry_after_is_honoured)
 	struct cooling_q q;
 
 	must(hangar_ctx_set(ctx, "HANGAR_TIER_COOLDOWN_SECONDS", "1"), "cooldown");
-	tp_fail(&fast1, HANGAR_ECAPACITY, 429, 0, "HTTP 429: rate limited; retry after 30 s");
+	tp_fail(&fast1, HANGAR_ECAPACITY, 429, 0, "HTTP 429: rate limited");
+	tp_retry_after(&fast1, 30);
 	create_on("fast", NULL, "fast2");
 	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 0), "cooldown_seconds"), 30);
 	q = tier_query("fast", "fast1");
@@ -594,9 +613,48 @@ START_TEST(retry_after_is_honoured)
 	ck_assert_int_le(q.until, now_us() + 31 * 1000000LL);
 	/* A shorter Retry-After than the cooldown does not shorten it. */
 	must(hangar_ctx_set(ctx, "HANGAR_TIER_COOLDOWN_SECONDS", "60"), "cooldown");
-	tp_fail(&fast2, HANGAR_ECAPACITY, 429, 0, "Retry After 5 s");
+	tp_fail(&fast2, HANGAR_ECAPACITY, 429, 0, "rate limited");
+	tp_retry_after(&fast2, 5);
 	create_on("fast", NULL, "base");
 	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 1), "cooldown_seconds"), 60);
+}
+END_TEST
+
+/* What a message says is for people: only the field sets a cooldown. */
+START_TEST(retry_after_is_never_read_from_text)
+{
+	must(hangar_ctx_set(ctx, "HANGAR_TIER_COOLDOWN_SECONDS", "2"), "cooldown");
+	tp_fail(&fast1, HANGAR_ECAPACITY, 429, 0, "HTTP 429: {\"message\": \"retry after 30 s\"}");
+	create_on("fast", NULL, "fast2");
+	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 0), "cooldown_seconds"), 2);
+	ck_assert_int_le(tier_query("fast", "fast1").until, now_us() + 3 * 1000000LL);
+	/* And a reworded message with the field still cools for the field's time. */
+	tp_fail(&fast2, HANGAR_ECAPACITY, 429, 0, "saturated, come back tomorrow");
+	tp_retry_after(&fast2, 9);
+	create_on("fast", NULL, "base");
+	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 1), "cooldown_seconds"), 9);
+	/* A Retry-After of a day is cut to the bound (one hour). */
+	tp_fail(&base, HANGAR_ECAPACITY, 429, 0, "full");
+	tp_retry_after(&base, 86400);
+	must(hangar_ctx_set(ctx, "HANGAR_TIERS", "{\"heavy\":[\"base\"]}"), "tiers");
+	ck_assert_int_eq(create("heavy", NULL, NULL, 0), HANGAR_ECAPACITY);
+	ck_assert_int_le(tier_query("heavy", "base").until, now_us() + 3601 * 1000000LL);
+	ck_assert_int_gt(tier_query("heavy", "base").until, now_us() + 3500 * 1000000LL);
+}
+END_TEST
+
+/* "Unreachable" is the flag, not the error's category or words. */
+START_TEST(unreachable_is_a_flag)
+{
+	tp_fail(&fast1, HANGAR_EUNAVAILABLE, 0, 0, "the control API cannot be reached");
+	ck_assert_int_eq(create("fast", NULL, NULL, 0), HANGAR_EUNAVAILABLE);
+	ck_assert_int_eq(fast2.creates, 0);
+	tp_fail(&fast1, HANGAR_EUNAVAILABLE, 0, 0, "nope");
+	pthread_mutex_lock(&fast1.mu);
+	fast1.fail_unreachable = 1;
+	pthread_mutex_unlock(&fast1.mu);
+	create_on("fast", NULL, "fast2");
+	ck_assert_int_eq(events_count("sandbox.tier_fallback"), 1);
 }
 END_TEST
 
@@ -608,8 +666,8 @@ START_TEST(every_provider_cooling)
 	ck_assert_int_eq(create("heavy", NULL, NULL, 0), HANGAR_ECAPACITY);
 	ck_assert_int_eq(events_count("sandbox.tier_fallback"), 1);
 	ck_assert_int_eq(base.creates, 0);
-	/* Both cooling: nothing is asked, and the code says what the first one said. */
-	ck_assert_int_eq(create("heavy", NULL, NULL, 0), HANGAR_EUNAVAILABLE);
+	/* Both cooling: nothing is asked, and there is no room (sandbox.h). */
+	ck_assert_int_eq(create("heavy", NULL, NULL, 0), HANGAR_ECAPACITY);
 	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "cooling down"));
 	ck_assert_int_eq(fast1.creates, 1);
 	ck_assert_int_eq(fast2.creates, 1);
@@ -951,6 +1009,8 @@ static Suite *suite(void)
 	tcase_add_test(t, other_errors_do_not_fall_back);
 	tcase_add_test(t, comes_back_after_cooldown);
 	tcase_add_test(t, retry_after_is_honoured);
+	tcase_add_test(t, retry_after_is_never_read_from_text);
+	tcase_add_test(t, unreachable_is_a_flag);
 	tcase_add_test(t, every_provider_cooling);
 	tcase_add_test(t, isolated_never_falls_back);
 	tcase_add_test(t, isolated_unconfigured);

@@ -12,13 +12,6 @@
 #include "api.h"
 #include "version.h"
 
-static __thread int last_retry_after = -1;
-
-int e2b_last_retry_after(void)
-{
-	return last_retry_after;
-}
-
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
@@ -295,8 +288,6 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 	error_text(a, r, text, sizeof(text));
 	if (r->retry_after >= 0 && (s == 429 || s == 503))
 		snprintf(ra, sizeof(ra), "; retry after %d s", r->retry_after);
-	if (s == 429 || s == 503)
-		last_retry_after = r->retry_after;
 	if (s == 401 || s == 403) {
 		return herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
 				 "e2b: %s: the control API rejected the key (HTTP %ld%s%s)", what, s, *text ? ": " : "",
@@ -326,8 +317,12 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 		code = route == E2B_ROUTE_CREATE ? HANGAR_ECREATE : HANGAR_EUNAVAILABLE;
 	else
 		code = HANGAR_EPROTOCOL;
-	return herr_http(code, HANGAR_ERRCAT_PROVIDER, (int)s, NULL, "e2b: %s: HTTP %ld%s%s%s", what, s,
-			 *text ? ": " : "", text, ra);
+	herr_http(code, HANGAR_ERRCAT_PROVIDER, (int)s, NULL, "e2b: %s: HTTP %ld%s%s%s", what, s,
+		  *text ? ": " : "", text, ra);
+	/* From the header only: a body's words never set a cooldown. */
+	if (r->retry_after > 0 && (s == 429 || s == 503))
+		herr_retry_after(r->retry_after);
+	return code;
 }
 
 int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSON *body, int want_json,
@@ -343,7 +338,6 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after = -1;
-	last_retry_after = -1;
 	if (body && !(json = cJSON_PrintUnformatted(body)))
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	if (asprintf(&url, "%s%s", a->base, path) < 0) {
@@ -449,6 +443,8 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 		else
 			rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "e2b: %s: the control API cannot be reached (%s)",
 				  what, msg);
+		if (rc == HANGAR_EUNAVAILABLE)
+			herr_flags(HANGAR_ERROR_UNREACHABLE);
 		r->status = 0;
 		r->unanswered = sent && rc != HANGAR_ENOMEM;
 		goto out;

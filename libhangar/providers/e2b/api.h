@@ -11,16 +11,16 @@
  *
  * Failures are described on the thread's last error (hangar_error_last()) and
  * returned as HANGAR_E* codes:
- *   connection refused, reset or dropped  HANGAR_EUNAVAILABLE (category NET)
- *   our deadline, before a connection     HANGAR_EUNAVAILABLE (category NET):
- *     was made and the request written      nothing reached the platform
+ *   connection refused, reset or dropped  HANGAR_EUNAVAILABLE, flag HANGAR_ERROR_UNREACHABLE
+ *   our deadline, before a connection     HANGAR_EUNAVAILABLE, flag
+ *     was made and the request written      HANGAR_ERROR_UNREACHABLE: nothing
+ *                                           reached the platform
  *   our deadline, after the request       HANGAR_ETIMEOUT: the platform may
  *     was written                           have acted on it (a create may exist)
  *   401, 403                              HANGAR_EUNAVAILABLE ("key rejected")
- *   429                                   HANGAR_ECAPACITY; the message says
- *                                         "retry after N s" when the answer
- *                                         had Retry-After, and
- *                                         e2b_last_retry_after() returns N
+ *   429                                   HANGAR_ECAPACITY; with a Retry-After
+ *                                         header of N s, the error's
+ *                                         retry_after_s is N (also on 503)
  *   500 (E2B's capacity error codes)      HANGAR_ECAPACITY
  *   502, 503, 504, 408                    HANGAR_EUNAVAILABLE
  *   404 with a JSON body                  per route: HANGAR_EGONE for a
@@ -89,9 +89,6 @@ void e2b_api_fini(struct e2b_api *a);
 int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSON *body, int want_json,
 	     enum e2b_route route, const char *what, struct e2b_resp *r);
 void e2b_resp_free(struct e2b_resp *r);
-
-/* The Retry-After seconds of the last 429 or 503 on this thread, or -1. */
-int e2b_last_retry_after(void);
 
 /* A sandbox, template or snapshot id safe to put in a URL path: [A-Za-z0-9_-], 1 to 64. */
 int e2b_valid_id(const char *id);
