@@ -185,7 +185,7 @@ static int f_list(void *state, hangar_sys_list *out)
 	return 0;
 }
 
-static const struct hangar_provider_ops fake_ops = {
+static const struct hangar_provider_ops fake_ops_table = {
 	.version = HANGAR_PROVIDER_OPS_VERSION,
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "fake",
@@ -199,9 +199,14 @@ static const struct hangar_provider_ops fake_ops = {
 	.list = f_list,
 };
 
+const struct hangar_provider_ops *fake_ops(void)
+{
+	return &fake_ops_table;
+}
+
 int fake_register(hangar_ctx *ctx, struct fake *f)
 {
-	return hangar_provider_register(ctx, &fake_ops, f);
+	return hangar_provider_register(ctx, &fake_ops_table, f);
 }
 
 void fake_cleanup(struct fake *f)

@@ -30,5 +30,7 @@ struct fake {
 /* Registers provider "fake" on ctx with state f (which must outlive ctx). */
 int fake_register(hangar_ctx *ctx, struct fake *f);
 struct fake_box *fake_find(struct fake *f, const char *id);
+/* The fake's table, for tests that build other tables from its slots (data: a struct fake). */
+const struct hangar_provider_ops *fake_ops(void);
 /* Tears every remaining daemon down. */
 void fake_cleanup(struct fake *f);
