@@ -86,6 +86,28 @@ static int64_t setting_int(hangar_ctx *ctx, const char *name)
 	return v;
 }
 
+/*
+ * Describes a failure again with a new message, keeping the fields of the
+ * saved one that control flow reads (category, HTTP status, flags,
+ * Retry-After). Returns code.
+ */
+static int redescribe(const struct herr_saved *saved, int code, const char *provider_code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int redescribe(const struct herr_saved *saved, int code, const char *provider_code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	herr_http(code, saved->e.category, saved->e.http_status, provider_code, "%s", msg);
+	herr_flags(saved->e.flags);
+	herr_retry_after(saved->e.retry_after_s);
+	return code;
+}
+
 static int oom(void)
 {
 	return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
@@ -479,7 +501,7 @@ static void kill_refused(struct e2b *e, const char *id)
 	snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
 	hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id, why);
 	herr_restore(&saved);
-	herr_http(saved.e.code, saved.e.category, saved.e.http_status, saved.provider_code,
+	redescribe(&saved, saved.e.code, saved.provider_code,
 		  "%s; sandbox %s may still be running: killing it failed: %s", saved.message, id, why);
 }
 
@@ -618,7 +640,7 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 		snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
 		e2b_resp_free(&r);
 		herr_restore(&saved);
-		return herr_http(rc, saved.e.category, saved.e.http_status, "create_outcome_unknown",
+		return redescribe(&saved, rc, "create_outcome_unknown",
 				 "%s; the platform may have made the sandbox (metadata %s) and looking for it failed: "
 				 "%s",
 				 saved.message, query, why);
@@ -642,21 +664,24 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 	herr_restore(&saved);
 	if (found && failed) {
 		hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: the unanswered create made %s; killing it failed: %s", ids, why);
-		return herr_http(rc, saved.e.category, saved.e.http_status, "create_orphan_leaked",
+		return redescribe(&saved, rc, "create_orphan_leaked",
 				 "%s; the platform made %s, which may still be running: killing it failed: %s",
 				 saved.message, ids, why);
 	}
 	if (found) {
 		hlog(e->ctx, HANGAR_LOG_INFO, "e2b: the unanswered create made %s; killed", ids);
-		return herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, "create_orphan_killed",
-				 "%s; the platform had made %s, found by its create id and killed", saved.message, ids);
+		/* Nothing of it runs: a tier may move on as if the platform was never reached. */
+		herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, "create_orphan_killed",
+			  "%s; the platform had made %s, found by its create id and killed", saved.message, ids);
+		herr_flags(HANGAR_ERROR_UNREACHABLE);
+		return HANGAR_EUNAVAILABLE;
 	}
 	if (rc == HANGAR_ETIMEOUT)
 		/* It may still be in the making: the outcome stays unknown. */
-		return herr_http(rc, saved.e.category, saved.e.http_status, "create_outcome_unknown",
+		return redescribe(&saved, rc, "create_outcome_unknown",
 				 "%s; no sandbox with metadata %s exists yet, but it may still be made", saved.message,
 				 query);
-	return herr_http(rc, saved.e.category, saved.e.http_status, saved.provider_code,
+	return redescribe(&saved, rc, saved.provider_code,
 			 "%s; no sandbox of it was made (none has metadata %s)", saved.message, query);
 }
 
