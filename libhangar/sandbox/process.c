@@ -132,8 +132,12 @@ static void *follow(void *arg)
 /* Re-raises the stream thread's error on the calling thread. */
 static int raise_stream_error(struct hangar_process *p)
 {
-	return herr_http(p->err.code ? p->err.code : p->rc, p->err.category, p->err.http_status,
-			 p->err.provider_code, "%s", p->err.message);
+	int rc = herr_http(p->err.code ? p->err.code : p->rc, p->err.category, p->err.http_status,
+			   p->err.provider_code, "%s", p->err.message);
+
+	herr_flags(p->err.flags);
+	herr_retry_after(p->err.retry_after_s);
+	return rc;
 }
 
 static void process_free(struct hangar_process *p)

@@ -637,5 +637,7 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 	}
 	/* Alive (or the provider cannot say): report the original failure. */
 	herr_http(rc, saved.category, saved.http_status, saved.provider_code, "%s", msg);
+	herr_flags(saved.flags);
+	herr_retry_after(saved.retry_after_s);
 	return rc;
 }
