@@ -1295,6 +1295,12 @@ START_TEST(t_faults)
 	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_ECAPACITY);
 	ck_assert_int_eq(hangar_error_last()->http_status, 429);
 	ck_assert_msg(strstr(hangar_error_last()->message, "retry after 7 s"), "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_error_last()->retry_after_s, 7);
+	/* A body's words are no Retry-After: only the header sets the field. */
+	fault("{\"route\":\"create\",\"status\":429,\"count\":1,\"message\":\"rate limited; retry after 30 s\"}");
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_ECAPACITY);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "retry after 30 s"));
+	ck_assert_int_eq(hangar_error_last()->retry_after_s, 0);
 
 	fault("{\"route\":\"create\",\"status\":503,\"count\":1}");
 	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EUNAVAILABLE);

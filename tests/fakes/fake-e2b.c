@@ -94,7 +94,8 @@
  *
  * Test hooks (API port, never authenticated, never faulted)
  *   POST /_fake/faults {"route","status","count","retry_after","delay_ms","drop",
- *     "repeat_token","public","fork_errors"} queues a fault; route is create|
+ *     "repeat_token","public","fork_errors","message"} queues a fault (message: the
+ *     error body's text with status); route is create|
  *     connect|list|get|kill|pause|resume|timeout|refresh|snapshot|snapshots|fork|
  *     template|health|other|any. DELETE clears. Without status or drop a fault
  *     changes the answer instead: repeat_token makes a page's X-Next-Token the
@@ -199,7 +200,7 @@ static const char usage_text[] =
 	"\n"
 	"TEST HOOKS (API port)\n"
 	"    POST   /_fake/faults     {\"route\",\"status\",\"count\",\"retry_after\",\"delay_ms\",\"drop\",\n"
-	"                              \"repeat_token\",\"public\",\"fork_errors\"}\n"
+	"                              \"repeat_token\",\"public\",\"fork_errors\",\"message\"}\n"
 	"                             repeat_token: a page's X-Next-Token is the request's own\n"
 	"                             nextToken (fake.0 on a first page); public: the create is\n"
 	"                             public, without a traffic token; fork_errors: N: the\n"

@@ -102,6 +102,7 @@ struct fault {
 	int after;                   /* delay_ms and drop apply after the route has acted */
 	int no_route;                /* answered as an unknown route */
 	char envd[32];               /* edge: a broken envd answer instead of envd's own */
+	char message[128];           /* status: the error body's message instead of the default */
 };
 
 struct spawn_req {

@@ -430,7 +430,10 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
 			char ra[16];
 
 			vlog("%s %s: fault: %d", method, url, f.status);
-			reply_error(&r, (unsigned)f.status, "injected fault (%s)", q->route);
+			if (f.message[0])
+				reply_error(&r, (unsigned)f.status, "%s", f.message);
+			else
+				reply_error(&r, (unsigned)f.status, "injected fault (%s)", q->route);
 			if (f.retry_after >= 0) {
 				snprintf(ra, sizeof(ra), "%d", f.retry_after);
 				reply_header(&r, "Retry-After", ra);

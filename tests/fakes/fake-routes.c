@@ -36,6 +36,9 @@ static void handle_fake(struct req *q, struct reply *r)
 		x = cJSON_GetObjectItemCaseSensitive(b, "envd");
 		if (cJSON_IsString(x))
 			snprintf(f->envd, sizeof(f->envd), "%s", x->valuestring);
+		x = cJSON_GetObjectItemCaseSensitive(b, "message");
+		if (cJSON_IsString(x))
+			snprintf(f->message, sizeof(f->message), "%s", x->valuestring);
 		cJSON_Delete(b);
 		pthread_mutex_lock(&g.lock);
 		{

@@ -259,6 +259,22 @@ START_TEST(fast_e2b_full_falls_back_to_local)
 }
 END_TEST
 
+/* A control plane's body asking for 30 s sets no cooldown: the configured one applies. */
+START_TEST(fast_e2b_body_text_sets_no_cooldown)
+{
+	struct timespec now;
+
+	SKIP_WITHOUT_FAKE();
+	set("HANGAR_TIER_COOLDOWN_SECONDS", "2");
+	fault("{\"route\":\"create\",\"status\":429,\"count\":1,\"message\":\"Retry after 30 s please\"}");
+	ck_assert_str_eq(fast_create(), "local");
+	ck_assert_int_eq(cJSON_GetArraySize(fallbacks), 1);
+	ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(fallbacks, 0), "cooldown_seconds")->valueint, 2);
+	clock_gettime(CLOCK_REALTIME, &now);
+	ck_assert_int_le(cooling_until("fast", "e2b"), (int64_t)now.tv_sec * 1000000 + 3 * 1000000LL);
+}
+END_TEST
+
 START_TEST(fast_e2b_unavailable_falls_back)
 {
 	SKIP_WITHOUT_FAKE();
@@ -442,6 +458,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, fast_e2b_full_falls_back_to_local);
+	tcase_add_test(t, fast_e2b_body_text_sets_no_cooldown);
 	tcase_add_test(t, fast_e2b_unavailable_falls_back);
 	tcase_add_test(t, fast_e2b_unreachable_falls_back);
 	tcase_add_test(t, fast_e2b_connect_timeout_is_unreachable);
