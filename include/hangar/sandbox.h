@@ -146,9 +146,18 @@ typedef int (*hangar_sandbox_list_fn)(const hangar_sandbox_info *info, void *pay
 /**
  * Lists the sandboxes of one provider (or of all, with provider NULL).
  *
- * @return 0, the non-zero value fn returned, or an error. On an error
- *         nothing is reported as missing: a provider that cannot be asked
- *         fails the call (HANGAR_EUNAVAILABLE) rather than listing nothing.
+ * With provider NULL, every provider that answers is listed and the ones
+ * that cannot be asked are reported after, by name, in the error: a
+ * provider is left out silently only when nobody configured it
+ * (HANGAR_ECONFIG), it is not HANGAR_DEFAULT_PROVIDER and the state store
+ * records no sandbox on it. A full list also makes the store forget the
+ * sandboxes the provider says are gone.
+ *
+ * @return 0, the non-zero value fn returned, or an error (the first
+ *         failing provider's code, e.g. HANGAR_EUNAVAILABLE or
+ *         HANGAR_ECONFIG). On an error nothing is reported as missing: a
+ *         provider that cannot be asked fails the call rather than listing
+ *         nothing.
  * **Ownership:** info is valid during the callback only.
  * **Thread safety:** safe; fn runs on the calling thread.
  */

@@ -135,9 +135,10 @@ struct exec_run {
 	struct envd_call input_call;  /* for stdin, once the pid is known */
 	struct capped out, err;
 	uint32_t pid;
+	struct proc_order order;
 	int ended;
 	int exit_code;
-	int failed;                   /* stdin delivery or memory */
+	int failed;                   /* stdin delivery, memory or a broken protocol */
 	int rc;
 };
 
@@ -174,42 +175,105 @@ void proc_event_parse(const cJSON *msg, struct proc_event *ev)
 	memset(ev, 0, sizeof(*ev));
 	if ((x = pjson_field(e, "start", NULL))) {
 		ev->kind = PROC_EVENT_START;
-		pjson_uint32(x, "pid", NULL, &ev->pid);
+		if (!cJSON_IsObject(x) || pjson_uint32(x, "pid", NULL, &ev->pid) < 0)
+			ev->kind = PROC_EVENT_BAD;
 	} else if ((x = pjson_field(e, "data", NULL))) {
 		ev->kind = PROC_EVENT_DATA;
-		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-			if (pjson_bytes(x, kinds[i].name, NULL, &ev->bytes, &ev->len) == 1) {
-				ev->stream = kinds[i].stream;
-				break;
+		if (!cJSON_IsObject(x)) {
+			ev->kind = PROC_EVENT_BAD;
+			return;
+		}
+		/* An empty message carries nothing; anything else must be one stream of base64. */
+		for (const cJSON *f = x->child; f; f = f->next) {
+			size_t i = 0;
+
+			while (i < sizeof(kinds) / sizeof(kinds[0]) && strcmp(f->string, kinds[i].name) != 0)
+				i++;
+			if (i == sizeof(kinds) / sizeof(kinds[0]) || ev->bytes ||
+			    pjson_bytes(x, kinds[i].name, NULL, &ev->bytes, &ev->len) != 1) {
+				free(ev->bytes);
+				ev->bytes = NULL;
+				ev->len = 0;
+				ev->kind = PROC_EVENT_BAD;
+				return;
 			}
+			ev->stream = kinds[i].stream;
+		}
+		if (ev->bytes && ev->len == 0) {
+			free(ev->bytes);
+			ev->bytes = NULL;
+		}
 	} else if ((x = pjson_field(e, "end", NULL))) {
 		int exited = 0;
 
 		ev->kind = PROC_EVENT_END;
-		pjson_int32(x, "exitCode", "exit_code", &ev->exit_code);
-		pjson_bool(x, "exited", NULL, &exited);
+		if (!cJSON_IsObject(x) || pjson_int32(x, "exitCode", "exit_code", &ev->exit_code) < 0 ||
+		    pjson_bool(x, "exited", NULL, &exited) < 0) {
+			ev->kind = PROC_EVENT_BAD;
+			return;
+		}
 		if (!exited)
 			ev->exit_code = -1;
 	}
 }
 
+int proc_order_check(struct proc_order *o, const struct proc_event *ev, const char *what)
+{
+	const char *broken = NULL;
+
+	switch (ev->kind) {
+	case PROC_EVENT_BAD:
+		broken = "an event that does not decode";
+		break;
+	case PROC_EVENT_START:
+		if (o->started || o->ended)
+			broken = "a second start event";
+		o->started = 1;
+		break;
+	case PROC_EVENT_DATA:
+		if (o->ended)
+			broken = "output after the end event";
+		break;
+	case PROC_EVENT_END:
+		if (o->ended)
+			broken = "a second end event";
+		o->ended = 1;
+		break;
+	default:
+		break;
+	}
+	if (!broken)
+		return 0;
+	return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "%s stream broke the protocol: %s", what, broken);
+}
+
 /*
- * The caller gave up: stop the command in the sandbox too. SIGTERM goes to
- * timeout(1), which passes it on to the command's whole process group.
+ * Stops the command in the sandbox: SIGTERM goes to timeout(1), which
+ * passes it on to the command's whole process group. Best effort, and the
+ * thread's error is left as it was.
  */
-static int cancel_command(struct exec_run *run)
+static void stop_command(struct exec_run *run)
 {
 	struct envd_client *c = hctx_envd(run->sb->ctx);
+	struct herr_saved saved;
 	cJSON *req, *resp = NULL;
 
-	if (c && run->pid) {
-		req = cJSON_CreateObject();
-		cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "process"), "pid", run->pid);
-		cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
-		envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
-		cJSON_Delete(resp);
-		cJSON_Delete(req);
-	}
+	if (!c || !run->pid)
+		return;
+	herr_save(&saved);
+	req = cJSON_CreateObject();
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "process"), "pid", run->pid);
+	cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
+	envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
+	cJSON_Delete(resp);
+	cJSON_Delete(req);
+	herr_restore(&saved);
+}
+
+/* The caller gave up: stop the command in the sandbox too. */
+static int cancel_command(struct exec_run *run)
+{
+	stop_command(run);
 	return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the command was cancelled");
 }
 
@@ -219,6 +283,12 @@ static int on_event(const cJSON *msg, void *arg)
 	struct proc_event ev;
 
 	proc_event_parse(msg, &ev);
+	if (proc_order_check(&run->order, &ev, "command") != 0) {
+		/* Nothing after this can be believed: not the output, not an exit status. */
+		free(ev.bytes);
+		run->failed = run->rc = HANGAR_EPROTOCOL;
+		return 1;
+	}
 	switch (ev.kind) {
 	case PROC_EVENT_START:
 		run->pid = ev.pid;
@@ -340,14 +410,17 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	started = hmono_ms();
 	rc = envd_stream(c, &call, "/process.Process/Start", req, on_event, &run, &st);
 	cJSON_Delete(req);
-	if (run.failed)
+	if (run.failed) {
 		rc = run.rc;
-	else if (rc == ENVD_CANCELLED && o.cancel && *o.cancel)
+		if (!run.ended)
+			stop_command(&run); /* nobody is listening to it any more */
+	} else if (rc == ENVD_CANCELLED && o.cancel && *o.cancel)
 		rc = cancel_command(&run);
 	else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED)
 		rc = 0; /* envd's backstop killed it: a timed-out command, reported as such */
 	else if (rc == 0 && !run.ended)
-		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "command stream ended without an end event");
+		rc = sandbox_classify_failure(sb, herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX,
+						      "command stream ended without an end event"), &st);
 	else if (rc == ENVD_CANCELLED)
 		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "command stream stopped");
 	else if (rc)

@@ -31,6 +31,8 @@ struct hangar_process {
 	pthread_cond_t cv;
 	uint32_t pid;
 	int started;                        /* the start event arrived */
+	struct proc_order order;            /* stream thread only */
+	int broken;                         /* the stream broke the protocol: its error is the thread's */
 	int ended;                          /* the stream is over */
 	int have_exit;
 	int32_t exit_code;
@@ -56,6 +58,11 @@ static int on_event(const cJSON *msg, void *arg)
 	struct proc_event ev;
 
 	proc_event_parse(msg, &ev);
+	if (proc_order_check(&p->order, &ev, "process") != 0) {
+		free(ev.bytes);
+		p->broken = 1;
+		return 1;
+	}
 	switch (ev.kind) {
 	case PROC_EVENT_START:
 		pthread_mutex_lock(&p->mu);
@@ -100,7 +107,13 @@ static void *follow(void *arg)
 		call.cancel = &p->cancel;
 		rc = envd_stream(c, &call, p->method, p->request, on_event, p, &st);
 		sbview_put(v);
-		if (rc == ENVD_CANCELLED)
+		if (p->broken) {
+			/* A second end, output after it, or garbage: no exit status to believe. */
+			rc = HANGAR_EPROTOCOL;
+			pthread_mutex_lock(&p->mu);
+			p->have_exit = 0;
+			pthread_mutex_unlock(&p->mu);
+		} else if (rc == ENVD_CANCELLED)
 			rc = herr(HANGAR_ECREATE, HANGAR_ERRCAT_SANDBOX, "stopped following the process");
 		else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED && !p->have_exit) {
 			/* Its lifetime ran out and envd killed it: an end like a kill. */
@@ -110,7 +123,8 @@ static void *follow(void *arg)
 		} else if (rc)
 			rc = sandbox_classify_failure(p->sb, rc, &st);
 		else if (!p->have_exit)
-			rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "process stream ended without an end event");
+			rc = sandbox_classify_failure(p->sb, herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX,
+								  "process stream ended without an end event"), &st);
 	}
 	pthread_mutex_lock(&p->mu);
 	p->rc = rc;

@@ -293,6 +293,16 @@ hangar_provider *hangar_sandbox_provider(const hangar_sandbox *sb)
 	return sb ? sb->provider : NULL;
 }
 
+/* The store keeps no row for a sandbox that is gone; the caller's error stays as it was. */
+static void forget_quietly(hangar_ctx *ctx, const char *id)
+{
+	struct herr_saved saved;
+
+	herr_save(&saved);
+	store_forget(ctx, id);
+	herr_restore(&saved);
+}
+
 /* Asks the provider again; on success the sandbox's view is replaced. */
 int sandbox_refresh(struct hangar_sandbox *sb)
 {
@@ -303,6 +313,8 @@ int sandbox_refresh(struct hangar_sandbox *sb)
 
 	if (rc) {
 		sysbox_clear(&desc);
+		if (rc == HANGAR_EGONE)
+			forget_quietly(sb->ctx, sb->id);
 		return rc;
 	}
 	rc = check_desc(p, &desc);
@@ -355,7 +367,42 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 	return 0;
 }
 
-static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *payload)
+/* At most this many stale rows are checked per list, so a list stays cheap. */
+#define PRUNE_MAX 64
+
+/*
+ * After a full list from p: rows the store keeps for p that the list did
+ * not show are asked about one by one (a sandbox created meanwhile, or one
+ * the list leaves out, is still there), and forgotten when p says gone.
+ */
+static void prune_store(hangar_ctx *ctx, struct hangar_provider *p, const struct hangar_sys_list *list)
+{
+	struct herr_saved saved;
+	char **ids = NULL;
+
+	herr_save(&saved);
+	if (store_ids(ctx, p->ops.name, PRUNE_MAX, &ids) == 0) {
+		for (char **id = ids; *id; id++) {
+			struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+			const struct hangar_sys_sandbox *d = list->head;
+
+			while (d && (!d->id || strcmp(d->id, *id) != 0))
+				d = d->next;
+			if (d || !valid_id(*id))
+				continue;
+			if (PROVIDER_CALL(p, "status", connect, *id, &desc) == HANGAR_EGONE) {
+				hlog(ctx, HANGAR_LOG_INFO, "forgetting sandbox %s: %s says it is gone", *id, p->ops.name);
+				store_forget(ctx, *id);
+			}
+			sysbox_clear(&desc);
+		}
+		store_ids_free(ids);
+	}
+	herr_restore(&saved);
+}
+
+/* Lists p's sandboxes; *stopped set when fn's non-zero value is what rc is. */
+static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *payload, int *stopped)
 {
 	struct hangar_sys_list list = { NULL, &list.head };
 	struct hangar_sys_sandbox *d, *next;
@@ -364,6 +411,8 @@ static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *
 	if (!p->ops.list)
 		return 0;
 	rc = PROVIDER_CALL(p, "list", list, &list);
+	if (rc == 0)
+		prune_store(p->ctx, p, &list);
 	for (d = list.head; d; d = next) {
 		next = d->next;
 		if (rc == 0 && d->id) {
@@ -371,6 +420,7 @@ static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *
 
 			fill_info(&info, d->id, p->ops.name, d);
 			rc = fn(&info, payload);
+			*stopped = rc != 0;
 		}
 		sysbox_clear(d);
 		free(d);
@@ -378,10 +428,33 @@ static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *
 	return rc;
 }
 
+/*
+ * Whether a provider that cannot be set up may be left out of a list of
+ * every provider: only one nobody configured (HANGAR_ECONFIG), that is not
+ * the default and holds no sandbox the store knows of. Any other failure
+ * could be hiding running sandboxes.
+ */
+static int may_skip(hangar_ctx *ctx, const char *name, int rc)
+{
+	struct herr_saved saved;
+	char **ids = NULL;
+	int skip;
+
+	if (rc != HANGAR_ECONFIG || strcmp(name, hctx_str(ctx, HS_DEFAULT_PROVIDER)) == 0)
+		return 0;
+	herr_save(&saved);
+	skip = store_ids(ctx, name, 1, &ids) == 0 && !ids[0];
+	store_ids_free(ids);
+	herr_restore(&saved);
+	return skip;
+}
+
 int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_list_fn fn, void *payload)
 {
 	struct hangar_provider *p;
-	int rc;
+	struct herr_saved first;
+	char failed[256] = "";
+	int rc, nfailed = 0, stopped = 0;
 
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(fn, "fn is NULL");
@@ -389,18 +462,28 @@ int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_li
 		p = provider_get(ctx, provider);
 		if (!p)
 			return hangar_error_last()->code;
-		return list_one(p, fn, payload);
+		rc = list_one(p, fn, payload, &stopped);
+		if (rc == 0)
+			herr_clear();
+		return rc;
 	}
+	/* Every provider that answers is listed; the ones that fail are reported after. */
 	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
 		p = provider_get(ctx, q->ops.name);
-		if (!p && hangar_error_last()->code == HANGAR_ECONFIG)
-			continue; /* not configured, so it holds none of ours */
-		if (!p)
-			return hangar_error_last()->code;
-		rc = list_one(p, fn, payload);
-		if (rc)
+		rc = p ? list_one(p, fn, payload, &stopped) : hangar_error_last()->code;
+		if (stopped)
 			return rc;
+		if (rc == 0 || (!p && may_skip(ctx, q->ops.name, rc)))
+			continue;
+		if (!nfailed++)
+			herr_save(&first);
+		snprintf(failed + strlen(failed), sizeof(failed) - strlen(failed), "%s%s", nfailed > 1 ? ", " : "",
+			 q->ops.name);
 	}
+	if (nfailed)
+		return herr(first.e.code, first.e.category, "cannot list the sandboxes of %s: %s", failed,
+			    first.message);
+	herr_clear();
 	return 0;
 }
 
@@ -618,10 +701,14 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 	char msg[1024];
 	int r;
 
-	/* Only a silent or vanished sandbox needs a second look; an answer is an answer. */
-	/* An edge in front of envd says a sandbox is gone with 502 (E2B), 404 or 410 (CubeProxy). */
-	if (!st || !(st->transport_failed || st->timed_out || st->http_status == 502 || st->http_status == 410 ||
-		     (st->http_status == 404 && st->code == CONNECT_UNIMPLEMENTED)))
+	/*
+	 * Only a silent, vanished or broken-off sandbox needs a second look; an
+	 * answer is an answer. An edge in front of envd says a sandbox is gone
+	 * with 502 (E2B), 404 or 410 (CubeProxy); a stream that broke off
+	 * (HANGAR_EPROTOCOL) may be envd dying with its sandbox.
+	 */
+	if (!st || !(rc == HANGAR_EPROTOCOL || st->transport_failed || st->timed_out || st->http_status == 502 ||
+		     st->http_status == 410 || (st->http_status == 404 && st->code == CONNECT_UNIMPLEMENTED)))
 		return rc;
 	snprintf(msg, sizeof(msg), "%s", saved.message);
 	r = sandbox_refresh(sb);

@@ -74,13 +74,27 @@ int sandbox_refresh(struct hangar_sandbox *sb);
 
 /* One event of a process stream (Start or Connect), decoded. */
 struct proc_event {
-	enum { PROC_EVENT_OTHER, PROC_EVENT_START, PROC_EVENT_DATA, PROC_EVENT_END } kind;
+	/* BAD: an event of a known kind that does not decode (a protocol error) */
+	enum { PROC_EVENT_OTHER, PROC_EVENT_START, PROC_EVENT_DATA, PROC_EVENT_END, PROC_EVENT_BAD } kind;
 	uint32_t pid;                   /* START */
 	int stream;                     /* DATA: HANGAR_STREAM_STDOUT, _STDERR or _PTY */
-	unsigned char *bytes;           /* DATA: decoded output, malloc'd; NULL when empty or malformed */
+	unsigned char *bytes;           /* DATA: decoded output, malloc'd; NULL when empty */
 	size_t len;
 	int32_t exit_code;              /* END: -1 when a signal ended it */
 };
 
 /* Decodes msg into ev (free ev->bytes after). Keepalives and unknown events are OTHER. */
 void proc_event_parse(const cJSON *msg, struct proc_event *ev);
+
+/*
+ * The order a process stream must keep: at most one start, output only
+ * before the end, exactly one end. Anything else is a sandbox breaking the
+ * protocol, and its answer cannot be trusted to mean what it says.
+ */
+struct proc_order {
+	int started;
+	int ended;
+};
+
+/* Checks ev against the order so far: 0, or HANGAR_EPROTOCOL (reported) naming what broke it. */
+int proc_order_check(struct proc_order *o, const struct proc_event *ev, const char *what);

@@ -168,6 +168,52 @@ int store_forget(hangar_ctx *ctx, const char *id)
 	return exec_text(db, "DELETE FROM sandboxes WHERE id = ?1", p, 1);
 }
 
+int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids)
+{
+	sqlite3 *db = db_of(ctx);
+	sqlite3_stmt *st = NULL;
+	char **v;
+	size_t n = 0;
+	int rc;
+
+	*ids = NULL;
+	if (!db)
+		return hangar_error_last()->code;
+	v = calloc(max + 1, sizeof(*v));
+	if (!v)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (sqlite3_prepare_v2(db, "SELECT id FROM sandboxes WHERE provider = ?1 ORDER BY recorded_us LIMIT ?2", -1,
+			       &st, NULL) != SQLITE_OK) {
+		free(v);
+		return db_error(db, "prepare");
+	}
+	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+
+		if (id && !(v[n++] = strdup(id))) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		store_ids_free(v);
+		return rc == SQLITE_NOMEM ? herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory")
+					  : db_error(db, "listing sandboxes");
+	}
+	*ids = v;
+	return 0;
+}
+
+void store_ids_free(char **ids)
+{
+	for (char **p = ids; p && *p; p++)
+		free(*p);
+	free(ids);
+}
+
 /* The sealing key: a keyed hash of HANGAR_SECRET_KEY, so the raw secret is never the key. */
 static int seal_key(hangar_ctx *ctx, unsigned char key[crypto_secretbox_KEYBYTES], const char *id, const char *name)
 {

@@ -14,6 +14,13 @@ int store_record(hangar_ctx *ctx, const char *id, const char *provider);
 int store_lookup(hangar_ctx *ctx, const char *id, char **provider);
 /* Forgets a sandbox and its secrets. A sandbox never recorded is not an error. */
 int store_forget(hangar_ctx *ctx, const char *id);
+/*
+ * The ids recorded for provider, as a NULL-terminated malloc'd array of
+ * malloc'd strings (free with store_ids_free), at most max of them, oldest
+ * first. An empty store gives an empty array.
+ */
+int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids);
+void store_ids_free(char **ids);
 
 /* Seals value and keeps it under (id, name). HANGAR_ECONFIG without a secret key. */
 int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const char *value);

@@ -257,7 +257,7 @@ int cmd_sandbox_list(struct cli *cli, int argc, char **argv)
 	struct rows rows = { 0 };
 	const char *provider = NULL;
 	hangar_ctx *ctx = NULL;
-	int json = 0, dd, c, status;
+	int json = 0, dd, c, status, listed;
 
 	cli_getopt_reset();
 	while ((c = cli_getopt(cli, argc, argv, "p:jh", longopts, &dd)) != -1) {
@@ -272,7 +272,8 @@ int cmd_sandbox_list(struct cli *cli, int argc, char **argv)
 		return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
 	if ((status = cli_open(cli, &ctx)) != 0)
 		return status;
-	if (hangar_sandbox_list(ctx, provider, collect_row, &rows) != 0 && !rows.failed) {
+	listed = hangar_sandbox_list(ctx, provider, collect_row, &rows);
+	if (listed != 0 && !rows.failed && (provider || rows.n == 0)) {
 		status = provider ? cli_fail("cannot list the sandboxes of %s", provider)
 				  : cli_fail("cannot list sandboxes");
 		goto out;
@@ -305,6 +306,9 @@ int cmd_sandbox_list(struct cli *cli, int argc, char **argv)
 			       created, expires);
 		}
 	}
+	/* What the others hold is shown; the list is still incomplete, and says so. */
+	if (listed != 0)
+		status = cli_fail("the list is incomplete");
 out:
 	free_rows(&rows);
 	hangar_ctx_unref(ctx);

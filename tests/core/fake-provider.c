@@ -26,6 +26,8 @@ static int alive(struct fake_box *b)
 
 	if (b->killed)
 		return 0;
+	if (!b->pid)
+		return 1;
 	if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
 		b->killed = 1;
 		return 0;
@@ -67,7 +69,7 @@ static int describe(struct fake_box *b, hangar_sys_sandbox *out)
 	int rc = hangar_sys_sandbox_set_id(out, b->id);
 
 	if (!rc)
-		rc = hangar_sys_sandbox_set_envd_socket(out, b->sock);
+		rc = b->url[0] ? hangar_sys_sandbox_set_envd_url(out, b->url) : hangar_sys_sandbox_set_envd_socket(out, b->sock);
 	if (!rc)
 		rc = hangar_sys_sandbox_set_user(out, me());
 	if (!rc)
@@ -95,6 +97,13 @@ static int f_create(void *state, const struct hangar_create_opts *opts, hangar_s
 	if (f->create_fails)
 		return hangar_sys_error(f->create_fails, 429, 0, "fake: create refused as asked");
 	b = calloc(1, sizeof(*b));
+	if (b && f->envd_url) {
+		snprintf(b->id, sizeof(b->id), "fake-%d", ++f->next_id);
+		snprintf(b->url, sizeof(b->url), "%s", f->envd_url);
+		b->next = f->boxes;
+		f->boxes = b;
+		return describe(b, out);
+	}
 	if (!b || pipe(pfd) < 0) {
 		free(b);
 		return hangar_sys_error(HANGAR_ECREATE, 0, errno, "fake: cannot set up");
@@ -139,8 +148,10 @@ static int f_kill(void *state, const char *id)
 
 	if (!b || !alive(b))
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "fake: no sandbox %s", id);
-	kill(b->pid, SIGKILL);
-	waitpid(b->pid, NULL, 0);
+	if (b->pid) {
+		kill(b->pid, SIGKILL);
+		waitpid(b->pid, NULL, 0);
+	}
 	b->killed = 1;
 	return 0;
 }
@@ -151,7 +162,8 @@ static int f_pause(void *state, const char *id)
 
 	if (!b || !alive(b))
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "fake: no sandbox %s", id);
-	kill(b->pid, SIGSTOP);
+	if (b->pid)
+		kill(b->pid, SIGSTOP);
 	b->paused = 1;
 	return 0;
 }
@@ -162,7 +174,8 @@ static int f_resume(void *state, const char *id, hangar_sys_sandbox *out)
 
 	if (!b || !alive(b))
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "fake: no sandbox %s", id);
-	kill(b->pid, SIGCONT);
+	if (b->pid)
+		kill(b->pid, SIGCONT);
 	b->paused = 0;
 	return describe(b, out);
 }
@@ -215,12 +228,13 @@ void fake_cleanup(struct fake *f)
 		struct fake_box *b = f->boxes;
 
 		f->boxes = b->next;
-		if (!b->killed) {
+		if (!b->killed && b->pid) {
 			kill(b->pid, SIGKILL);
 			kill(b->pid, SIGCONT);
 			waitpid(b->pid, NULL, 0);
 		}
-		unlink(b->sock);
+		if (b->sock[0])
+			unlink(b->sock);
 		free(b);
 	}
 }

@@ -2,6 +2,8 @@
  * A provider for tests: every sandbox is a real hangar-envd process on a unix
  * socket (no jail), and faults can be injected: the daemon killed or stopped
  * behind the library's back, create and list failing with a chosen code.
+ * With envd_url set, a sandbox is only that URL (a server the test runs):
+ * "killing" it behind the library's back is setting killed.
  */
 #pragma once
 
@@ -12,7 +14,8 @@
 struct fake_box {
 	char id[32];
 	char sock[200];
-	pid_t pid;
+	char url[64];
+	pid_t pid;                  /* 0: no daemon (envd_url) */
 	int paused;
 	int killed;
 	struct fake_box *next;
@@ -21,6 +24,7 @@ struct fake_box {
 struct fake {
 	char dir[128];
 	const char *envd;           /* the daemon binary */
+	const char *envd_url;       /* when set, sandboxes are this (test-run) envd URL, no daemon */
 	int create_fails;           /* a HANGAR_E* code to fail create with, or 0 */
 	int list_fails;
 	int next_id;

@@ -491,6 +491,49 @@ START_TEST(dead_sandbox_is_gone)
 }
 END_TEST
 
+/* As the command's first output arrives, its sandbox dies: envd killed, the provider knows. */
+static void die_on_output(int stream, const char *data, size_t len, void *payload)
+{
+	struct fake_box *box = payload;
+
+	(void)stream;
+	(void)data;
+	(void)len;
+	if (box->killed)
+		return;
+	box->killed = 1;
+	kill(box->pid, SIGKILL);
+	waitpid(box->pid, NULL, 0);
+}
+
+START_TEST(sandbox_dying_mid_command_is_gone)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	int rc;
+
+	o.on_output = die_on_output;
+	o.payload = fake_find(&fake, hangar_sandbox_id(sb));
+	rc = run(&r, "echo started; sleep 30", &o);
+	ck_assert_msg(rc == HANGAR_EGONE, "exec gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+}
+END_TEST
+
+START_TEST(process_of_a_dying_sandbox_is_gone)
+{
+	hangar_process_opts o = HANGAR_PROCESS_OPTS_INIT;
+	hangar_process *p = NULL;
+	int rc;
+
+	o.on_output = die_on_output;
+	o.payload = fake_find(&fake, hangar_sandbox_id(sb));
+	must(hangar_process_start(&p, sb, "echo started; sleep 30", &o), "start");
+	rc = hangar_process_wait(p, 20000, NULL);
+	ck_assert_msg(rc == HANGAR_EGONE, "wait gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	hangar_process_unref(p);
+}
+END_TEST
+
 START_TEST(silent_sandbox_is_a_timeout)
 {
 	hangar_buf b = HANGAR_BUF_INIT;
@@ -551,6 +594,110 @@ START_TEST(list_failure_is_not_empty)
 	n = 0;
 	ck_assert_int_eq(hangar_sandbox_list(ctx, "fake", count_cb, &n), HANGAR_EUNAVAILABLE);
 	ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+static int down_init(void **state, hangar_ctx *c, void *data)
+{
+	(void)state;
+	(void)c;
+	(void)data;
+	return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_DOWN_PATH: \"/nonexistent\" is not there");
+}
+
+static int down_create(void *state, const struct hangar_create_opts *o, hangar_sys_sandbox *out)
+{
+	(void)state;
+	(void)o;
+	(void)out;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0, "down");
+}
+
+static int down_connect(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	(void)state;
+	(void)id;
+	(void)out;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0, "down");
+}
+
+static int down_kill(void *state, const char *id)
+{
+	(void)state;
+	(void)id;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0, "down");
+}
+
+static const struct hangar_provider_ops down_ops = {
+	.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "broken",
+	.init = down_init, .create = down_create, .connect = down_connect, .kill = down_kill,
+};
+
+START_TEST(list_names_a_broken_provider)
+{
+	int n = 0, rc;
+
+	must(hangar_provider_register(ctx, &down_ops, NULL), "register");
+	/* Nobody configured it and it holds nothing: it is left out. */
+	must(hangar_sandbox_list(ctx, NULL, count_cb, &n), "list");
+	ck_assert_int_eq(n, 1);
+	/* The default provider cannot be left out: the others are listed, the failure named. */
+	must(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "broken"), "default");
+	n = 0;
+	rc = hangar_sandbox_list(ctx, NULL, count_cb, &n);
+	ck_assert_int_eq(rc, HANGAR_ECONFIG);
+	ck_assert_int_eq(n, 1);
+	ck_assert_msg(strstr(hangar_error_last()->message, "broken") &&
+			      strstr(hangar_error_last()->message, "HANGAR_DOWN_PATH"),
+		      "message: %s", hangar_error_last()->message);
+}
+END_TEST
+
+static int has_secret(const char *id)
+{
+	hangar_buf b = HANGAR_BUF_INIT;
+	int rc = hangar_sys_secret_get(&b, ctx, id, "token");
+
+	hangar_buf_dispose(&b);
+	ck_assert_msg(rc == 0 || rc == HANGAR_ENOTFOUND, "secret_get: %s", hangar_error_name(rc));
+	return rc == 0;
+}
+
+START_TEST(store_forgets_gone_sandboxes)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_sandbox *b2, *b3;
+	struct fake_box *box;
+	int n = 0;
+
+	must(hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "a key for the tests, long enough"), "key");
+	must(hangar_sandbox_create(&b2, ctx, NULL), "create 2");
+	must(hangar_sandbox_create(&b3, ctx, NULL), "create 3");
+	must(hangar_sys_secret_put(ctx, hangar_sandbox_id(sb), "token", "t1"), "put 1");
+	must(hangar_sys_secret_put(ctx, hangar_sandbox_id(b2), "token", "t2"), "put 2");
+	must(hangar_sys_secret_put(ctx, hangar_sandbox_id(b3), "token", "t3"), "put 3");
+
+	/* b2 expires behind the library's back: the next list forgets it, and only it. */
+	box = fake_find(&fake, hangar_sandbox_id(b2));
+	kill(box->pid, SIGKILL);
+	waitpid(box->pid, NULL, 0);
+	box->killed = 1;
+	must(hangar_sandbox_list(ctx, NULL, count_cb, &n), "list");
+	ck_assert_int_eq(n, 2);
+	ck_assert(!has_secret(hangar_sandbox_id(b2)));
+	ck_assert(has_secret(hangar_sandbox_id(sb)));
+	ck_assert(has_secret(hangar_sandbox_id(b3)));
+
+	/* b3 dies; the next call that finds it gone forgets it. */
+	box = fake_find(&fake, hangar_sandbox_id(b3));
+	kill(box->pid, SIGKILL);
+	waitpid(box->pid, NULL, 0);
+	box->killed = 1;
+	ck_assert_int_eq(hangar_sandbox_exec(&r, b3, "true", NULL), HANGAR_EGONE);
+	ck_assert(!has_secret(hangar_sandbox_id(b3)));
+	ck_assert(has_secret(hangar_sandbox_id(sb)));
+	hangar_sandbox_unref(b2);
+	hangar_sandbox_unref(b3);
 }
 END_TEST
 
@@ -788,6 +935,10 @@ static Suite *suite(void)
 	tcase_add_test(t, process_attach_and_signal);
 	tcase_add_test(t, dead_sandbox_is_gone);
 	tcase_add_test(t, silent_sandbox_is_a_timeout);
+	tcase_add_test(t, sandbox_dying_mid_command_is_gone);
+	tcase_add_test(t, process_of_a_dying_sandbox_is_gone);
+	tcase_add_test(t, list_names_a_broken_provider);
+	tcase_add_test(t, store_forgets_gone_sandboxes);
 	tcase_add_test(t, paused_sandbox_refuses);
 	tcase_add_test(t, list_failure_is_not_empty);
 	tcase_add_test(t, create_failure_keeps_its_kind);

@@ -1,0 +1,374 @@
+/*
+ * The sandbox layer against a hostile envd: the fake provider's sandbox is a
+ * URL served by a thread of this test, which answers process streams with
+ * the events each case chooses. A stream that breaks the process protocol
+ * (two end events, output after the end, events that do not decode) must be
+ * HANGAR_EPROTOCOL, never a result; a stream that breaks off is
+ * HANGAR_EGONE only when the provider says the sandbox is gone.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fake-provider.h"
+
+/* ---- the server ---------------------------------------------------------------- */
+
+static struct {
+	int lfd;
+	int stop[2];
+	pthread_t thread;
+	const char *const *events;  /* JSON messages of the Start stream, NULL-terminated */
+	int end_envelope;           /* send the {} end-of-stream envelope after them */
+	int starts;                 /* Start requests served */
+	int signals;                /* SendSignal requests served */
+	char url[64];
+} srv;
+
+static int send_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void send_envelope(int fd, uint8_t flags, const char *json)
+{
+	uint32_t len = (uint32_t)strlen(json);
+	unsigned char head[5] = { flags, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
+				  (unsigned char)(len >> 8), (unsigned char)len };
+
+	send_all(fd, head, sizeof(head));
+	send_all(fd, json, len);
+}
+
+/* Reads one request (headers and a Content-Length body); its path goes into path. */
+static int read_request(int fd, char *path, size_t cap)
+{
+	char buf[65536];
+	size_t have = 0;
+	char *end = NULL, *cl;
+	long body = 0;
+
+	while (have + 1 < sizeof(buf)) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if ((end = strstr(buf, "\r\n\r\n")))
+			break;
+	}
+	if (!end || sscanf(buf, "%*s %255s", path) != 1 || cap < 256)
+		return -1;
+	cl = strcasestr(buf, "\r\nContent-Length:");
+	if (cl && cl < end)
+		body = strtol(cl + 17, NULL, 10);
+	body -= (long)(have - (size_t)(end + 4 - buf));
+	while (body > 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) < (size_t)body ? sizeof(buf) : (size_t)body);
+
+		if (n <= 0)
+			return -1;
+		body -= n;
+	}
+	return 0;
+}
+
+static void serve(int fd)
+{
+	static const char stream_head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\n"
+					  "Connection: close\r\n\r\n";
+	static const char unary[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+				    "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+	char path[256];
+
+	if (read_request(fd, path, sizeof(path)) < 0)
+		return;
+	if (strcmp(path, "/process.Process/Start") != 0) {
+		if (strcmp(path, "/process.Process/SendSignal") == 0)
+			__atomic_add_fetch(&srv.signals, 1, __ATOMIC_RELEASE);
+		send_all(fd, unary, sizeof(unary) - 1);
+		return;
+	}
+	__atomic_add_fetch(&srv.starts, 1, __ATOMIC_RELEASE);
+	send_all(fd, stream_head, sizeof(stream_head) - 1);
+	for (const char *const *e = srv.events; e && *e; e++)
+		send_envelope(fd, 0, *e);
+	if (srv.end_envelope)
+		send_envelope(fd, 2, "{}");
+	/* Closing ends the body: a stream without the end envelope broke off here. */
+}
+
+static void *server_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = srv.lfd, .events = POLLIN }, { .fd = srv.stop[0], .events = POLLIN } };
+		int fd;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		fd = accept(srv.lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		serve(fd);
+		shutdown(fd, SHUT_WR);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* ---- fixtures ------------------------------------------------------------------- */
+
+static char tmpdir[] = "/tmp/hangar-hostile-XXXXXX";
+static struct fake fake;
+static hangar_ctx *ctx;
+static hangar_sandbox *sb;
+
+static void must(int rc, const char *what)
+{
+	ck_assert_msg(rc == 0, "%s: %s (%s)", what, hangar_error_name(rc), hangar_error_last()->message);
+}
+
+static void setup(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	char state[200];
+
+	srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(srv.lfd, 0);
+	ck_assert_int_eq(bind(srv.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(srv.lfd, 16), 0);
+	ck_assert_int_eq(getsockname(srv.lfd, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(srv.url, sizeof(srv.url), "http://127.0.0.1:%u", ntohs(sa.sin_port));
+	ck_assert_int_eq(pipe(srv.stop), 0);
+	srv.events = NULL;
+	srv.end_envelope = 1;
+	srv.starts = srv.signals = 0;
+	ck_assert_int_eq(pthread_create(&srv.thread, NULL, server_main, NULL), 0);
+
+	ck_assert(mkdtemp(strcpy(tmpdir, "/tmp/hangar-hostile-XXXXXX")));
+	memset(&fake, 0, sizeof(fake));
+	snprintf(fake.dir, sizeof(fake.dir), "%s", tmpdir);
+	fake.envd_url = srv.url;
+	snprintf(state, sizeof(state), "%s/state", tmpdir);
+	must(hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV), "ctx");
+	must(fake_register(ctx, &fake), "register");
+	must(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "fake"), "set provider");
+	must(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state), "set state dir");
+	must(hangar_ctx_set(ctx, "HANGAR_REQUEST_TIMEOUT_SECONDS", "10"), "set request timeout");
+	must(hangar_sandbox_create(&sb, ctx, NULL), "create");
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	sb = hangar_sandbox_unref(sb);
+	ctx = hangar_ctx_unref(ctx);
+	fake_cleanup(&fake);
+	ck_assert_int_eq(write(srv.stop[1], "x", 1), 1);
+	pthread_join(srv.thread, NULL);
+	close(srv.stop[0]);
+	close(srv.stop[1]);
+	close(srv.lfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+#define START "{\"event\":{\"start\":{\"pid\":42}}}"
+#define OUT(b64) "{\"event\":{\"data\":{\"stdout\":\"" b64 "\"}}}"
+#define END(code) "{\"event\":{\"end\":{\"exitCode\":" #code ",\"exited\":true,\"status\":\"exit status " #code "\"}}}"
+
+static int exec_with(const char *const *events, hangar_exec_result *r)
+{
+	srv.events = events;
+	hangar_exec_result_dispose(r);
+	return hangar_sandbox_exec(r, sb, "true", NULL);
+}
+
+static void expect_protocol_error(const char *const *events, const char *says)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc = exec_with(events, &r);
+
+	ck_assert_msg(rc == HANGAR_EPROTOCOL, "exec gave %s (%s), exit %d", hangar_error_name(rc),
+		      hangar_error_last()->message, r.exit_code);
+	ck_assert_msg(strstr(hangar_error_last()->message, says), "message: %s", hangar_error_last()->message);
+	hangar_exec_result_dispose(&r);
+}
+
+/* ---- cases ------------------------------------------------------------------------ */
+
+START_TEST(well_formed_stream_is_a_result)
+{
+	static const char *const ev[] = { START, OUT("aGk="), END(7), NULL };
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	must(exec_with(ev, &r), "exec");
+	ck_assert_int_eq(r.exit_code, 7);
+	ck_assert_str_eq(r.out.ptr, "hi");
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+START_TEST(two_end_events)
+{
+	static const char *const ev[] = { START, END(0), END(3), NULL };
+
+	expect_protocol_error(ev, "second end event");
+}
+END_TEST
+
+START_TEST(output_after_the_end)
+{
+	static const char *const ev[] = { START, OUT("aGk="), END(0), OUT("bGF0ZQ=="), NULL };
+
+	expect_protocol_error(ev, "output after the end");
+}
+END_TEST
+
+START_TEST(undecodable_output)
+{
+	static const char *const bad[][4] = {
+		{ START, OUT("!!not base64!!"), END(0), NULL },
+		{ START, "{\"event\":{\"data\":{\"stdout\":42}}}", END(0), NULL },
+		{ START, "{\"event\":{\"data\":{\"video\":\"aGk=\"}}}", END(0), NULL },
+		{ START, "{\"event\":{\"data\":\"aGk=\"}}", END(0), NULL },
+		{ START, "{\"event\":{\"end\":{\"exitCode\":\"zero\",\"exited\":true}}}", NULL },
+		{ "{\"event\":{\"start\":{\"pid\":-1}}}", END(0), NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_protocol_error(bad[i], "does not decode");
+}
+END_TEST
+
+START_TEST(protocol_error_stops_the_command)
+{
+	static const char *const ev[] = { START, OUT("!!"), NULL };
+
+	srv.end_envelope = 0;
+	expect_protocol_error(ev, "does not decode");
+	/* The command was still running in the sandbox: it was told to stop. */
+	ck_assert_int_eq(__atomic_load_n(&srv.signals, __ATOMIC_ACQUIRE), 1);
+}
+END_TEST
+
+START_TEST(broken_stream_of_a_live_sandbox_is_protocol)
+{
+	static const char *const ev[] = { START, OUT("aGk="), NULL };
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	srv.end_envelope = 0;
+	rc = exec_with(ev, &r);
+	ck_assert_msg(rc == HANGAR_EPROTOCOL, "exec gave %s", hangar_error_name(rc));
+}
+END_TEST
+
+START_TEST(broken_stream_of_a_dead_sandbox_is_gone)
+{
+	static const char *const ev[] = { START, OUT("aGk="), NULL };
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	/* The stream breaks off and the provider says the sandbox is no more. */
+	srv.end_envelope = 0;
+	fake_find(&fake, hangar_sandbox_id(sb))->killed = 1;
+	rc = exec_with(ev, &r);
+	ck_assert_msg(rc == HANGAR_EGONE, "exec gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+}
+END_TEST
+
+START_TEST(process_two_end_events)
+{
+	static const char *const ev[] = { START, END(0), END(3), NULL };
+	hangar_process *p = NULL;
+	int32_t code = 99;
+	int rc;
+
+	srv.events = ev;
+	must(hangar_process_start(&p, sb, "true", NULL), "start");
+	rc = hangar_process_wait(p, 10000, &code);
+	ck_assert_msg(rc == HANGAR_EPROTOCOL, "wait gave %s, exit %d", hangar_error_name(rc), code);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "second end event"));
+	hangar_process_unref(p);
+}
+END_TEST
+
+START_TEST(process_broken_stream_of_a_dead_sandbox_is_gone)
+{
+	static const char *const ev[] = { START, NULL };
+	hangar_process *p = NULL;
+	int rc;
+
+	srv.events = ev;
+	srv.end_envelope = 0;
+	fake_find(&fake, hangar_sandbox_id(sb))->killed = 1;
+	must(hangar_process_start(&p, sb, "true", NULL), "start");
+	rc = hangar_process_wait(p, 10000, NULL);
+	ck_assert_msg(rc == HANGAR_EGONE, "wait gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	hangar_process_unref(p);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("hostile");
+	TCase *t = tcase_create("process streams");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, well_formed_stream_is_a_result);
+	tcase_add_test(t, two_end_events);
+	tcase_add_test(t, output_after_the_end);
+	tcase_add_test(t, undecodable_output);
+	tcase_add_test(t, protocol_error_stops_the_command);
+	tcase_add_test(t, broken_stream_of_a_live_sandbox_is_protocol);
+	tcase_add_test(t, broken_stream_of_a_dead_sandbox_is_gone);
+	tcase_add_test(t, process_two_end_events);
+	tcase_add_test(t, process_broken_stream_of_a_dead_sandbox_is_gone);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(r, CK_NORMAL);
+	failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
