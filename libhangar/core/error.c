@@ -17,9 +17,37 @@ static __thread struct err_state last;
 
 static void set_message(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
+/*
+ * Messages quote what peers sent (ids, error bodies, paths): control bytes
+ * are written as \xNN, so one message is one line whatever it quotes.
+ */
+static void escape_controls(char *msg, size_t cap)
+{
+	char out[sizeof(last.message)];
+	size_t n = 0;
+	int any = 0;
+
+	for (const char *p = msg; *p && n + 1 < sizeof(out); p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c >= 0x20 && c != 0x7f) {
+			out[n++] = (char)c;
+			continue;
+		}
+		any = 1;
+		if (n + 5 >= sizeof(out))
+			break;
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "\\x%02x", c);
+	}
+	out[n] = '\0';
+	if (any)
+		snprintf(msg, cap, "%s", out);
+}
+
 static void set_message(const char *fmt, va_list ap)
 {
 	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	escape_controls(last.message, sizeof(last.message));
 	last.e.message = last.message;
 }
 
@@ -102,6 +130,7 @@ void herr_prefix(const char *fmt, ...)
 		memcpy(last.message + n + 2, old, sizeof(last.message) - n - 2);
 		last.message[sizeof(last.message) - 1] = '\0';
 	}
+	escape_controls(last.message, sizeof(last.message));
 }
 
 void herr_clear(void)
