@@ -27,7 +27,9 @@
  *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)
  *   HANGAR_OUTPUT_LIMIT_BYTES        output kept per stream of a command (1048576)
- *   HANGAR_READ_LIMIT_BYTES          the largest file read into memory (10485760)
+ *   HANGAR_READ_LIMIT_BYTES          the largest file read into memory (10485760; at least 1)
+ *   HANGAR_COPY_LIMIT_BYTES          the largest file hangar_sandbox_copy_out() takes (4294967296)
+ *   HANGAR_COPY_TIMEOUT_SECONDS      a whole copy out of a sandbox (3600)
  *   HANGAR_TIERS                     tier -> provider names in order, JSON
  *                                    ({"fast":["e2b"]}; see hangar/tier.h)
  *   HANGAR_TIER_COOLDOWN_SECONDS     how long a full or unreachable provider is skipped (60)
@@ -168,6 +170,42 @@ typedef void (*hangar_log_fn)(int level, const char *message, void *payload);
  * **Thread safety:** set it before sharing the context between threads.
  */
 HANGAR_EXTERN(void) hangar_ctx_set_log(hangar_ctx *ctx, int max_level, hangar_log_fn fn, void *payload);
+
+/* ---- audit events ---------------------------------------------------------- */
+
+/**
+ * Receives the library's audit events. name is a dotted event name, json a
+ * JSON object with its details; neither ever holds a secret. Events:
+ *
+ *   sandbox.created        {"id","provider","tier"}
+ *   sandbox.killed         {"id","provider"}
+ *   sandbox.tier_fallback  {"tier","from","to","reason","http_status",
+ *                           "cooldown_seconds"}; reason is "capacity",
+ *                           "unavailable" (HTTP 502-504) or "unreachable"
+ *   sandbox.tier_hedge     {"tier","winner","loser","delay_ms"}
+ *   sandbox.hedge_discarded {"tier","provider","id","killed"}: the losing
+ *                           sandbox of a hedged create, killed when it arrived
+ *
+ * Called on whichever thread the event happens on, possibly several at once,
+ * and possibly from hangar_ctx_unref() (the last sandboxes of hedged
+ * creates): keep it short and thread-safe. The strings are valid during the
+ * call only.
+ */
+typedef void (*hangar_event_fn)(const char *name, const char *json, void *payload);
+
+/**
+ * Sets (or with fn NULL, removes) the context's event callback.
+ *
+ * @param ctx     the context; NULL does nothing.
+ * @param fn      the callback, or NULL.
+ * @param payload passed to fn.
+ *
+ * **Ownership:** payload stays the caller's; it must outlive the context or
+ * the next call.
+ * **Thread safety:** set it before sharing the context between threads.
+ */
+HANGAR_EXTERN(void) hangar_ctx_set_event(hangar_ctx *ctx, hangar_event_fn fn, void *payload);
+
 
 HANGAR_END_DECL
 

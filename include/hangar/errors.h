@@ -50,7 +50,7 @@ typedef enum hangar_error_code {
 	HANGAR_EOS = -16,
 	/** It already exists. */
 	HANGAR_EEXISTS = -17,
-	/** The caller cancelled it (hangar_exec_opts.cancel). */
+	/** The caller cancelled it (hangar_exec_opts.cancel returned non-zero). */
 	HANGAR_ECANCELED = -18,
 } hangar_error_code;
 

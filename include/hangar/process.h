@@ -27,7 +27,7 @@ typedef struct hangar_process_opts {
 	uint32_t cols;              /**< terminal size; 0: 80 */
 	uint32_t rows;              /**< terminal size; 0: 24 */
 	int32_t stdin_enabled;      /**< pipes only: keep stdin open for hangar_process_write() */
-	int64_t timeout_sec;        /**< lifetime; 0: none (long-lived) */
+	int64_t timeout_sec;        /**< lifetime, at most 31622400 (366 days); 0: none (long-lived) */
 	hangar_output_fn on_output; /**< live output, or NULL */
 	void *payload;
 } hangar_process_opts;
@@ -117,13 +117,14 @@ HANGAR_EXTERN(int) hangar_process_signal(hangar_process *p, int32_t sig);
 /**
  * Waits for the process to end.
  *
+ * @param exit_code  receives the exit status (-1 if a signal killed it); may be NULL.
  * @param p          the process.
  * @param timeout_ms how long to wait; <0 waits as long as it takes.
- * @param exit_code  receives the exit status (-1 if a signal killed it); may be NULL.
  * @return 0, HANGAR_ETIMEOUT (still running), HANGAR_EGONE (the sandbox
- *         died), HANGAR_EPROTOCOL (the stream broke without an end).
+ *         died), HANGAR_EPROTOCOL (the stream broke without an end while
+ *         the sandbox lives, or broke the process protocol).
  */
-HANGAR_EXTERN(int) hangar_process_wait(hangar_process *p, int64_t timeout_ms, int32_t *exit_code);
+HANGAR_EXTERN(int) hangar_process_wait(int32_t *exit_code, hangar_process *p, int64_t timeout_ms);
 
 HANGAR_END_DECL
 

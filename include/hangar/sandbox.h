@@ -210,25 +210,33 @@ HANGAR_EXTERN(int) hangar_sandbox_kill(hangar_sandbox *sb);
  */
 typedef void (*hangar_output_fn)(int stream, const char *data, size_t len, void *payload);
 
+/**
+ * Asked, with the options' payload, whether to give up (at least once a
+ * second while a command runs, from the thread running it). Return non-zero
+ * to cancel; once it has, it is not asked again.
+ */
+typedef int (*hangar_cancel_fn)(void *payload);
+
 /** Options for hangar_sandbox_exec(). Zero means default for every field. */
 typedef struct hangar_exec_opts {
 	uint32_t version;
 	uint32_t size;
-	int64_t timeout_sec;        /**< in-sandbox timeout; 0: HANGAR_EXEC_TIMEOUT_SECONDS */
+	int64_t timeout_sec;        /**< in-sandbox timeout, at most 604800 (7 days);
+	                                 0: HANGAR_EXEC_TIMEOUT_SECONDS */
 	const char *cwd;            /**< NULL: the sandbox's working directory */
 	const char *user;           /**< NULL: the sandbox's default user */
-	const char *const *env;     /**< NULL-terminated "KEY=VALUE", or NULL */
-	uint64_t output_limit;      /**< bytes kept per stream; 0: HANGAR_OUTPUT_LIMIT_BYTES */
+	const char *const *env;     /**< NULL-terminated "KEY=VALUE" (each under 128 KiB), or NULL */
+	uint64_t output_limit;      /**< bytes kept per stream, at most 2^32; 0: HANGAR_OUTPUT_LIMIT_BYTES */
 	const void *stdin_data;     /**< fed to the command's stdin, then closed; NULL: none */
 	size_t stdin_len;
 	hangar_output_fn on_output; /**< live output (uncapped), or NULL */
-	void *payload;
+	void *payload;              /**< passed to on_output and cancel */
 	/**
-	 * Polled while the command runs (at least once a second); when the
-	 * int32_t it points to becomes non-zero the command's process group
-	 * gets SIGTERM and the call returns HANGAR_ECANCELED. NULL: never.
+	 * Polled while the command runs; when it returns non-zero the
+	 * command's process group in the sandbox gets SIGTERM and the call
+	 * returns HANGAR_ECANCELED. NULL: never.
 	 */
-	const volatile int32_t *cancel;
+	hangar_cancel_fn cancel;
 } hangar_exec_opts;
 
 #define HANGAR_EXEC_OPTS_VERSION 1
@@ -262,15 +270,20 @@ typedef struct hangar_exec_result {
  * Runs a shell command once: `timeout -k 5s <N>s bash -lc <command>`.
  *
  * @param out     caller-initialised with HANGAR_EXEC_RESULT_INIT; filled on
- *                success (also for non-zero exits and timeouts).
+ *                success (also for non-zero exits and timeouts), never
+ *                past out->size: a caller built against an older, smaller
+ *                struct gets the fields it has.
  * @param sb      the sandbox.
- * @param command the command line, interpreted by bash.
+ * @param command the command line, interpreted by bash; under 128 KiB (the
+ *                longest argument a program in the sandbox may get).
  * @param opts    options, or NULL for defaults.
- * @return 0 (see out->exit_code and out->timed_out), HANGAR_EINVAL,
+ * @return 0 (see out->exit_code and out->timed_out), HANGAR_EINVAL (also a
+ *         command line too long, or a struct version newer than the
+ *         library's),
  *         HANGAR_EGONE (the sandbox died), HANGAR_EPAUSED,
  *         HANGAR_ETIMEOUT (the sandbox stopped answering: our backstop
  *         deadline passed, the sandbox is alive), HANGAR_EUNAVAILABLE,
- *         HANGAR_EPROTOCOL, HANGAR_ECANCELED (opts->cancel was set).
+ *         HANGAR_EPROTOCOL, HANGAR_ECANCELED (opts->cancel said stop).
  * **Ownership:** release out with hangar_exec_result_dispose().
  * **Thread safety:** several threads may exec on one sandbox at once.
  */
@@ -319,12 +332,38 @@ HANGAR_EXTERN(int) hangar_sandbox_write_file(hangar_sandbox *sb, const char *pat
  */
 HANGAR_EXTERN(int) hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const char *remote_path);
 
+/** Options for hangar_sandbox_copy_out(). Zero means default for every field. */
+typedef struct hangar_copy_opts {
+	uint32_t version;
+	uint32_t size;
+	uint64_t limit_bytes;       /**< the largest file taken; 0: HANGAR_COPY_LIMIT_BYTES */
+	int64_t timeout_sec;        /**< the whole copy, at most 86400; 0: HANGAR_COPY_TIMEOUT_SECONDS */
+	hangar_cancel_fn cancel;    /**< polled with payload; non-zero gives up (HANGAR_ECANCELED); NULL: never */
+	void *payload;
+} hangar_copy_opts;
+
+#define HANGAR_COPY_OPTS_VERSION 1
+#define HANGAR_COPY_OPTS_INIT HANGAR_STRUCT_INIT(hangar_copy_opts, HANGAR_COPY_OPTS_VERSION)
+
+/** @param version HANGAR_COPY_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
+HANGAR_EXTERN(int) hangar_copy_opts_init(hangar_copy_opts *opts, uint32_t version);
+
 /**
- * Copies a file out of the sandbox to a local path, streaming it (any size).
- * The local file is written under a temporary name and renamed when complete.
- * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, or a common code.
+ * Copies a file out of the sandbox to a local path, streaming it. The local
+ * file is written under a temporary name and renamed when complete; on any
+ * failure the temporary file is removed. A file over the size limit (by the
+ * length the sandbox announces, before a byte is written, or by the bytes
+ * that arrive) is refused, and the whole copy has a deadline besides the
+ * request timeout that bounds a stall.
+ *
+ * @param opts options, or NULL for defaults.
+ * @return 0, HANGAR_EOS (the local file), HANGAR_EFILE, HANGAR_ETOOLARGE
+ *         (over the limit), HANGAR_ETIMEOUT (the deadline passed or the
+ *         transfer stalled), HANGAR_ECANCELED (opts->cancel said stop), or
+ *         a common code.
  */
-HANGAR_EXTERN(int) hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path);
+HANGAR_EXTERN(int) hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path,
+					   const hangar_copy_opts *opts);
 
 #define HANGAR_FILE_OTHER 0
 #define HANGAR_FILE_REGULAR 1

@@ -1,5 +1,5 @@
 /*
- * libhangar: tiers and audit events.
+ * libhangar: tiers.
  *
  * A create asks for a tier rather than a provider (hangar_create_opts.tier):
  *
@@ -22,7 +22,8 @@
  * and the create moves on to the next provider. The decision reads the
  * error's fields (code, http_status, os_errno, flags, retry_after_s), never
  * its message. Any other failure fails the create. Each such move is
- * reported as a "sandbox.tier_fallback" event. When every provider a create
+ * reported as a "sandbox.tier_fallback" event (hangar_ctx_set_event(),
+ * context.h). When every provider a create
  * could use is cooling down, it fails with HANGAR_ECAPACITY without asking
  * any of them.
  *
@@ -37,41 +38,6 @@
 #include "types.h"
 
 HANGAR_BEGIN_DECL
-
-/* ---- audit events ---------------------------------------------------------- */
-
-/**
- * Receives the library's audit events. name is a dotted event name, json a
- * JSON object with its details; neither ever holds a secret. Events:
- *
- *   sandbox.created        {"id","provider","tier"}
- *   sandbox.killed         {"id","provider"}
- *   sandbox.tier_fallback  {"tier","from","to","reason","http_status",
- *                           "cooldown_seconds"}; reason is "capacity",
- *                           "unavailable" (HTTP 502-504) or "unreachable"
- *   sandbox.tier_hedge     {"tier","winner","loser","delay_ms"}
- *   sandbox.hedge_discarded {"tier","provider","id","killed"}: the losing
- *                           sandbox of a hedged create, killed when it arrived
- *
- * Called on whichever thread the event happens on, possibly several at once,
- * and possibly from hangar_ctx_unref() (the last sandboxes of hedged
- * creates): keep it short and thread-safe. The strings are valid during the
- * call only.
- */
-typedef void (*hangar_event_fn)(const char *name, const char *json, void *payload);
-
-/**
- * Sets (or with fn NULL, removes) the context's event callback.
- *
- * @param ctx     the context; NULL does nothing.
- * @param fn      the callback, or NULL.
- * @param payload passed to fn.
- *
- * **Ownership:** payload stays the caller's; it must outlive the context or
- * the next call.
- * **Thread safety:** set it before sharing the context between threads.
- */
-HANGAR_EXTERN(void) hangar_ctx_set_event(hangar_ctx *ctx, hangar_event_fn fn, void *payload);
 
 /* ---- introspection ------------------------------------------------------------ */
 

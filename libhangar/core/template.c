@@ -4,6 +4,7 @@
 
 #include "context.h"
 #include "hangar/template.h"
+#include "versioned.h"
 
 int hangar_template_build_opts_init(hangar_template_build_opts *opts, uint32_t version)
 {
@@ -40,10 +41,10 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 
 	HCHECK_ARG(out_template_id, "out_template_id is NULL");
 	HCHECK_ARG(ctx, "ctx is NULL");
-	HCHECK_ARG(opts && opts->version >= 1 && opts->size >= 8, "opts must be initialised");
-	memset(&o, 0, sizeof(o));
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	o.size = sizeof(o);
+	HCHECK_ARG(opts, "opts must be initialised");
+	rc = HOPTS_COPY(o, opts, HANGAR_TEMPLATE_BUILD_OPTS_VERSION, "opts");
+	if (rc)
+		return rc;
 	HCHECK_ARG(o.name && *o.name, "opts->name is required");
 	HCHECK_ARG(o.image && *o.image, "opts->image is required");
 	p = templating(ctx, provider, 1);

@@ -242,6 +242,7 @@ struct xfer {
 	int z_live, z_done;
 	int (*out)(struct xfer *x, const char *data, size_t len);
 	int fd;
+	uint64_t written;               /* XK_FILE_FD: bytes written to fd, checked against limit */
 
 	/* POST /files from an fd */
 	off_t up_start;
@@ -268,7 +269,7 @@ static int xfail(struct xfer *x, int code)
 
 static int cancel_requested(const struct xfer *x)
 {
-	return x->call->cancel && *x->call->cancel;
+	return x->call->cancel && x->call->cancel(x->call->cancel_arg);
 }
 
 /*
@@ -415,7 +416,7 @@ static int check_answer_headers(struct xfer *x)
 			if (inflateInit2(&x->z, 15 + 32) != Z_OK)
 				return oom(x);
 			x->z_live = 1;
-		} else if (x->kind == XK_FILE_MEM && length_over(x->content_length, x->limit)) {
+		} else if (length_over(x->content_length, x->limit)) {
 			return xfail(x, herr_http(HANGAR_ETOOLARGE, HANGAR_ERRCAT_SANDBOX, (int)x->status, NULL,
 						  "%s: the file is %lld bytes, over the %zu-byte limit", x->what,
 						  (long long)x->content_length, x->limit));
@@ -567,6 +568,11 @@ static int out_mem(struct xfer *x, const char *data, size_t len)
 
 static int out_fd(struct xfer *x, const char *data, size_t len)
 {
+	/* Counted as it comes (after inflating): an announced length may be absent or a lie. */
+	if (len > x->limit || x->written > x->limit - len)
+		return xfail(x, herr_http(HANGAR_ETOOLARGE, HANGAR_ERRCAT_SANDBOX, (int)x->status, NULL,
+					  "%s: the file is over the %zu-byte limit", x->what, x->limit));
+	x->written += len;
 	while (len > 0) {
 		ssize_t n = write(x->fd, data, len);
 
@@ -1328,7 +1334,7 @@ int envd_file_read(struct envd_client *c, const struct envd_call *call, const ch
 }
 
 int envd_file_download(struct envd_client *c, const struct envd_call *call, const char *path, int fd,
-		       struct envd_status *st)
+		       uint64_t limit, struct envd_status *st)
 {
 	struct xfer x;
 	int rc;
@@ -1336,6 +1342,7 @@ int envd_file_download(struct envd_client *c, const struct envd_call *call, cons
 	rc = xfer_begin(&x, c, call, XK_FILE_FD, "GET /files", st);
 	if (!rc && fd < 0)
 		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: fd");
+	x.limit = limit && limit < SIZE_MAX ? (size_t)limit : SIZE_MAX;
 	x.fd = fd;
 	x.out = out_fd;
 	if (!rc)

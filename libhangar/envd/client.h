@@ -35,7 +35,8 @@ struct envd_call {
 					   (for transfers of any size, which have no whole deadline) */
 	int64_t connect_timeout_ms;     /* Connect-Timeout-Ms to send; <= 0: none */
 	int keepalive_sec;              /* Keepalive-Ping-Interval to send; 0: none */
-	const volatile int *cancel;     /* polled while waiting; non-zero aborts (HANGAR_ETIMEOUT not set: returns ENVD_CANCELLED) */
+	int (*cancel)(void *arg);       /* polled with cancel_arg while waiting; non-zero aborts (returns ENVD_CANCELLED) */
+	void *cancel_arg;
 };
 
 /* Extra outcome details of the last call. */
@@ -94,9 +95,14 @@ int envd_stream(struct envd_client *c, const struct envd_call *call, const char 
  */
 int envd_file_read(struct envd_client *c, const struct envd_call *call, const char *path, size_t limit,
 		   struct hbuf *out, struct envd_status *st);
-/* GET /files streamed into fd (any size). */
+/*
+ * GET /files streamed into fd. More than limit bytes (by Content-Length
+ * before a byte is written, or as counted after inflating) →
+ * HANGAR_ETOOLARGE, with what was written left for the caller to remove;
+ * limit 0: any size.
+ */
 int envd_file_download(struct envd_client *c, const struct envd_call *call, const char *path, int fd,
-		       struct envd_status *st);
+		       uint64_t limit, struct envd_status *st);
 /* POST /files (application/octet-stream) from memory. 507 → HANGAR_ECAPACITY; 400/500 → HANGAR_EFILE. */
 int envd_file_write(struct envd_client *c, const struct envd_call *call, const char *path, const void *data,
 		    size_t len, struct envd_status *st);

@@ -16,11 +16,16 @@
 
 #include "pjson.h"
 #include "sandbox.h"
+#include "../core/versioned.h"
 
 #define KILL_GRACE_SEC 5      /* timeout -k: SIGKILL this long after SIGTERM */
 #define ENVD_BACKSTOP_SEC 10  /* envd kills the command this long after the timeout */
 #define REQUEST_SLACK_SEC 20  /* and we give up on the request this long after it */
 #define EXEC_KEEPALIVE_SEC 30
+#define EXEC_TIMEOUT_MAX (7LL * 86400)     /* as HANGAR_EXEC_TIMEOUT_SECONDS */
+#define OUTPUT_LIMIT_MAX (1ULL << 32)      /* as HANGAR_OUTPUT_LIMIT_BYTES */
+/* Linux's MAX_ARG_STRLEN: no single argument or environment entry of a new program may be longer. */
+#define ARG_STRLEN_MAX (128 * 1024)
 
 /* Keeps the first and the last half of a stream's output. */
 struct capped {
@@ -125,8 +130,11 @@ void hangar_exec_result_dispose(hangar_exec_result *r)
 {
 	if (!r)
 		return;
-	hangar_buf_dispose(&r->out);
-	hangar_buf_dispose(&r->err);
+	/* A caller's older, smaller struct may end before the buffers. */
+	if (HRESULT_HAS(r, hangar_exec_result, out))
+		hangar_buf_dispose(&r->out);
+	if (HRESULT_HAS(r, hangar_exec_result, err))
+		hangar_buf_dispose(&r->err);
 }
 
 struct exec_run {
@@ -140,7 +148,18 @@ struct exec_run {
 	int exit_code;
 	int failed;                   /* stdin delivery, memory or a broken protocol */
 	int rc;
+	int cancelled;                /* the caller's cancel callback said stop */
 };
+
+/* Polled by the envd client while the command runs. */
+static int exec_cancelled(void *arg)
+{
+	struct exec_run *run = arg;
+
+	if (!run->cancelled && run->opts->cancel && run->opts->cancel(run->opts->payload))
+		run->cancelled = 1;
+	return run->cancelled;
+}
 
 static int send_stdin(struct exec_run *run)
 {
@@ -366,17 +385,27 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	cJSON *req;
 	int rc;
 
-	HCHECK_ARG(out && out->version >= 1 && out->size >= 8, "out must be initialised with HANGAR_EXEC_RESULT_INIT");
+	HCHECK_ARG(out, "out is NULL");
+	rc = hversioned_check(out, HANGAR_EXEC_RESULT_VERSION, "out");
+	if (rc)
+		return rc;
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(command, "command is NULL");
-	memset(&o, 0, sizeof(o));
-	if (opts) {
-		HCHECK_ARG(opts->version >= 1 && opts->size >= 8, "opts not initialised");
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	}
-	HCHECK_ARG(o.timeout_sec >= 0, "opts->timeout_sec must not be negative");
-	for (const char *const *e = o.env; e && *e; e++)
+	rc = HOPTS_COPY(o, opts, HANGAR_EXEC_OPTS_VERSION, "opts");
+	if (rc)
+		return rc;
+	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= EXEC_TIMEOUT_MAX,
+		   "opts->timeout_sec must be from 0 to 604800 (7 days)");
+	HCHECK_ARG(o.output_limit <= OUTPUT_LIMIT_MAX, "opts->output_limit must be at most 4294967296");
+	for (const char *const *e = o.env; e && *e; e++) {
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+		HCHECK_ARG(strlen(*e) < ARG_STRLEN_MAX, "an opts->env entry is over 128 KiB, more than a program may get");
+	}
+	if (strlen(command) >= ARG_STRLEN_MAX)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+			    "invalid argument: the command line is %zu bytes; a sandbox runs at most %d "
+			    "(write a longer script to a file and run that)",
+			    strlen(command), ARG_STRLEN_MAX - 1);
 	timeout = o.timeout_sec ? o.timeout_sec : hctx_int(sb->ctx, HS_EXEC_TIMEOUT);
 	limit = o.output_limit ? o.output_limit : (uint64_t)hctx_int(sb->ctx, HS_OUTPUT_LIMIT);
 	if (timeout <= 0)
@@ -391,7 +420,8 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	call.connect_timeout_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC) * 1000;
 	call.deadline_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC + REQUEST_SLACK_SEC) * 1000;
 	call.keepalive_sec = EXEC_KEEPALIVE_SEC;
-	call.cancel = (const volatile int *)o.cancel;
+	call.cancel = o.cancel ? exec_cancelled : NULL;
+	call.cancel_arg = &run;
 	run.input_call = call;
 	run.input_call.cancel = NULL;
 	run.input_call.connect_timeout_ms = 0;
@@ -414,7 +444,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 		rc = run.rc;
 		if (!run.ended)
 			stop_command(&run); /* nobody is listening to it any more */
-	} else if (rc == ENVD_CANCELLED && o.cancel && *o.cancel)
+	} else if (rc == ENVD_CANCELLED && run.cancelled)
 		rc = cancel_command(&run);
 	else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED)
 		rc = 0; /* envd's backstop killed it: a timed-out command, reported as such */
@@ -428,19 +458,27 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	sbview_put(v);
 
 	if (rc == 0) {
+		hangar_exec_result full = { 0 };
 		int backstop = !run.ended;
 
-		hangar_exec_result_dispose(out);
-		out->exit_code = backstop ? -1 : run.exit_code;
-		out->timed_out = backstop || run.exit_code == 124 ||
+		full.exit_code = backstop ? -1 : run.exit_code;
+		full.timed_out = backstop || run.exit_code == 124 ||
 				 (run.exit_code == 128 + 9 && hmono_ms() - started >= timeout * 1000);
-		out->out_bytes = run.out.total;
-		out->err_bytes = run.err.total;
-		out->duration_us = (hmono_ms() - started) * 1000;
-		if (capped_finish(&run.out, &out->out) < 0 || capped_finish(&run.err, &out->err) < 0) {
-			hangar_exec_result_dispose(out);
+		full.out_bytes = run.out.total;
+		full.err_bytes = run.err.total;
+		full.duration_us = (hmono_ms() - started) * 1000;
+		if (capped_finish(&run.out, &full.out) < 0 || capped_finish(&run.err, &full.err) < 0) {
+			hangar_buf_dispose(&full.out);
+			hangar_buf_dispose(&full.err);
 			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 		} else {
+			/* Output the caller's struct has no room for is not handed over. */
+			if (!HRESULT_HAS(out, hangar_exec_result, out))
+				hangar_buf_dispose(&full.out);
+			if (!HRESULT_HAS(out, hangar_exec_result, err))
+				hangar_buf_dispose(&full.err);
+			hangar_exec_result_dispose(out);
+			hresult_store(out, &full, sizeof(full));
 			herr_clear();
 		}
 	}

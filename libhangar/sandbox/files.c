@@ -14,6 +14,9 @@
 
 #include "pjson.h"
 #include "sandbox.h"
+#include "../core/versioned.h"
+
+#define COPY_TIMEOUT_MAX 86400   /* as HANGAR_COPY_TIMEOUT_SECONDS */
 
 /* Runs fn with a prepared call, classifying a failure against the sandbox's health. */
 #define WITH_CALL(sb, call, st, v, body)                                  \
@@ -109,19 +112,39 @@ int hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const cha
 	return finish(sb, rc, &st, "copying to", remote_path);
 }
 
-int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path)
+int hangar_copy_opts_init(hangar_copy_opts *opts, uint32_t version)
+{
+	HCHECK_ARG(opts, "opts is NULL");
+	HCHECK_ARG(version >= 1 && version <= HANGAR_COPY_OPTS_VERSION, "unsupported options version");
+	memset(opts, 0, sizeof(*opts));
+	opts->version = version;
+	opts->size = sizeof(*opts);
+	return 0;
+}
+
+int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path,
+			    const hangar_copy_opts *opts)
 {
 	struct envd_status st = { 0 };
 	struct envd_call call;
 	struct envd_client *c;
 	struct sbview *v;
+	hangar_copy_opts o;
 	char tmp[PATH_MAX];
+	uint64_t limit;
+	int64_t timeout;
 	int fd, rc;
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(remote_path && *remote_path, "remote_path is empty");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(strlen(local_path) < sizeof(tmp) - 16, "local_path is too long");
+	rc = HOPTS_COPY(o, opts, HANGAR_COPY_OPTS_VERSION, "opts");
+	if (rc)
+		return rc;
+	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= COPY_TIMEOUT_MAX, "opts->timeout_sec must be from 0 to 86400");
+	limit = o.limit_bytes ? o.limit_bytes : (uint64_t)hctx_int(sb->ctx, HS_COPY_LIMIT);
+	timeout = o.timeout_sec ? o.timeout_sec : hctx_int(sb->ctx, HS_COPY_TIMEOUT);
 	c = hctx_envd(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
@@ -130,8 +153,25 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return herr_os(HANGAR_EOS, errno, "cannot create %s", tmp);
-	WITH_CALL(sb, call, st, v, call.stall_ms = call.deadline_ms; call.deadline_ms = 0;
-		  rc = envd_file_download(c, &call, remote_path, fd, &st));
+	/* Silence is bounded by the request timeout, the whole copy by its own deadline. */
+	v = sandbox_begin(sb, &call, NULL);
+	if (!v) {
+		rc = hangar_error_last()->code;
+		close(fd);
+		unlink(tmp);
+		return rc;
+	}
+	call.stall_ms = call.deadline_ms;
+	call.deadline_ms = timeout * 1000;
+	call.cancel = o.cancel;
+	call.cancel_arg = o.payload;
+	rc = envd_file_download(c, &call, remote_path, fd, limit, &st);
+	sbview_put(v);
+	if (rc == ENVD_CANCELLED)
+		rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the copy was cancelled");
+	if (rc == HANGAR_ETIMEOUT && st.timed_out)
+		herr_http(HANGAR_ETIMEOUT, HANGAR_ERRCAT_SANDBOX, 0, NULL,
+			  "the copy did not finish within %lld s (HANGAR_COPY_TIMEOUT_SECONDS)", (long long)timeout);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = herr_os(HANGAR_EOS, errno, "cannot write %s", tmp);
 	if (close(fd) < 0 && rc == 0)
@@ -140,6 +180,10 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 		rc = herr_os(HANGAR_EOS, errno, "cannot rename %s to %s", tmp, local_path);
 	if (rc)
 		unlink(tmp);
+	if (rc == HANGAR_ETOOLARGE || rc == HANGAR_ECANCELED) {
+		herr_prefix("copying from %s", remote_path);
+		return rc; /* an answer, not a sign of a dead sandbox */
+	}
 	return finish(sb, rc, &st, "copying from", remote_path);
 }
 

@@ -13,8 +13,10 @@
 
 #include "pjson.h"
 #include "sandbox.h"
+#include "../core/versioned.h"
 
 #define PROCESS_KEEPALIVE_SEC 30
+#define PROCESS_TIMEOUT_MAX (366LL * 86400)  /* as HANGAR_SANDBOX_TIMEOUT_SECONDS */
 
 struct hangar_process {
 	atomic_int refs;
@@ -25,7 +27,7 @@ struct hangar_process {
 	const char *method;
 
 	pthread_t thread;
-	volatile int cancel;
+	atomic_int stop;                    /* the last reference went: stop following */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -85,7 +87,14 @@ static int on_event(const cJSON *msg, void *arg)
 		break;
 	}
 	free(ev.bytes);
-	return p->cancel;
+	return atomic_load(&p->stop);
+}
+
+static int stop_requested(void *arg)
+{
+	struct hangar_process *p = arg;
+
+	return atomic_load(&p->stop);
 }
 
 static void *follow(void *arg)
@@ -104,7 +113,8 @@ static void *follow(void *arg)
 		call.deadline_ms = 0;
 		call.connect_timeout_ms = p->opts.timeout_sec * 1000;
 		call.keepalive_sec = PROCESS_KEEPALIVE_SEC;
-		call.cancel = &p->cancel;
+		call.cancel = stop_requested;
+		call.cancel_arg = p;
 		rc = envd_stream(c, &call, p->method, p->request, on_event, p, &st);
 		sbview_put(v);
 		if (p->broken) {
@@ -204,16 +214,17 @@ static int launch(hangar_process **out, struct hangar_sandbox *sb, const hangar_
 
 static int copy_opts(hangar_process_opts *o, const hangar_process_opts *opts)
 {
-	memset(o, 0, sizeof(*o));
-	if (opts) {
-		HCHECK_ARG(opts->version >= 1 && opts->size >= 8, "opts not initialised");
-		memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
-	}
-	o->size = sizeof(*o);
-	HCHECK_ARG(o->timeout_sec >= 0, "opts->timeout_sec must not be negative");
+	int rc = HOPTS_COPY(*o, opts, HANGAR_PROCESS_OPTS_VERSION, "opts");
+
+	if (rc)
+		return rc;
+	HCHECK_ARG(o->timeout_sec >= 0 && o->timeout_sec <= PROCESS_TIMEOUT_MAX,
+		   "opts->timeout_sec must be from 0 to 31622400 (366 days)");
 	HCHECK_ARG(o->cols <= 0xffff && o->rows <= 0xffff, "terminal size out of range");
-	for (const char *const *e = o->env; e && *e; e++)
+	for (const char *const *e = o->env; e && *e; e++) {
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+		HCHECK_ARG(strlen(*e) < 128 * 1024, "an opts->env entry is over 128 KiB, more than a program may get");
+	}
 	return 0;
 }
 
@@ -243,6 +254,8 @@ int hangar_process_start(hangar_process **out, hangar_sandbox *sb, const char *c
 	if (rc)
 		return rc;
 	HCHECK_ARG(command || o.pty, "command is NULL (only a terminal may start a login shell)");
+	HCHECK_ARG(!command || strlen(command) < 128 * 1024,
+		   "the command line is over 128 KiB, more than a sandbox runs (write it to a file and run that)");
 	if (o.pty && !(provider_caps(sb->provider) & HANGAR_CAP_PTY))
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s has no terminals",
 			    sb->provider->ops.name);
@@ -309,7 +322,7 @@ hangar_process *hangar_process_unref(hangar_process *p)
 {
 	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
 		return NULL;
-	p->cancel = 1;
+	atomic_store(&p->stop, 1);
 	pthread_join(p->thread, NULL);
 	process_free(p);
 	return NULL;
@@ -397,7 +410,7 @@ int hangar_process_signal(hangar_process *p, int32_t sig)
 	return process_rpc(p, "/process.Process/SendSignal", req);
 }
 
-int hangar_process_wait(hangar_process *p, int64_t timeout_ms, int32_t *exit_code)
+int hangar_process_wait(int32_t *exit_code, hangar_process *p, int64_t timeout_ms)
 {
 	struct timespec until;
 	int rc = 0;

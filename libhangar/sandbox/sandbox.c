@@ -7,7 +7,10 @@
 #include <cjson/cJSON.h>
 
 #include "sandbox.h"
+#include "../core/versioned.h"
 #include "../store/store.h"
+
+#define SANDBOX_TIMEOUT_MAX (366LL * 86400)   /* as HANGAR_SANDBOX_TIMEOUT_SECONDS */
 #include "../tier/tier.h"
 
 /* ---- views ---------------------------------------------------------------- */
@@ -124,17 +127,6 @@ int hangar_create_opts_init(hangar_create_opts *opts, uint32_t version)
 	return 0;
 }
 
-/* Copies a caller's option struct of any known size into a zeroed full one. */
-#define COPY_OPTS(dst, src)                                                                    \
-	do {                                                                                   \
-		memset(&(dst), 0, sizeof(dst));                                                \
-		if (src) {                                                                     \
-			HCHECK_ARG((src)->version >= 1 && (src)->size >= 8, "options not initialised"); \
-			memcpy(&(dst), (src), (src)->size < sizeof(dst) ? (src)->size : sizeof(dst)); \
-		}                                                                              \
-		(dst).size = sizeof(dst);                                                      \
-	} while (0)
-
 int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts)
 {
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
@@ -146,7 +138,10 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	HCHECK_ARG(out, "out is NULL");
 	*out = NULL;
 	HCHECK_ARG(ctx, "ctx is NULL");
-	COPY_OPTS(o, opts);
+	rc = HOPTS_COPY(o, opts, HANGAR_CREATE_OPTS_VERSION, "opts");
+	if (rc)
+		return rc;
+	HCHECK_ARG(o.timeout_sec <= SANDBOX_TIMEOUT_MAX, "opts->timeout_sec must be at most 31622400 (366 days)");
 	HCHECK_ARG(o.network >= HANGAR_NETWORK_DEFAULT && o.network <= HANGAR_NETWORK_OFF, "opts->network");
 	for (const char *const *e = o.env; e && *e; e++)
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
@@ -333,17 +328,14 @@ static void fill_info(hangar_sandbox_info *out, const char *id, const char *prov
 		      const struct hangar_sys_sandbox *d)
 {
 	hangar_sandbox_info full = { 0 };
-	uint32_t size = out->size < sizeof(full) ? out->size : (uint32_t)sizeof(full);
 
-	full.version = out->version;
-	full.size = out->size;
 	full.id = id;
 	full.provider = provider;
 	full.template_id = d->template_id ? d->template_id : "";
 	full.state = d->state == HANGAR_SYS_STATE_PAUSED ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING;
 	full.created_at_us = d->created_at_us;
 	full.expires_at_us = d->expires_at_us;
-	memcpy(out, &full, size);
+	hresult_store(out, &full, sizeof(full));
 }
 
 int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
@@ -351,7 +343,10 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 	struct sbview *v, *old;
 	int rc;
 
-	HCHECK_ARG(out && out->version >= 1 && out->size >= 8, "out must be initialised");
+	HCHECK_ARG(out, "out is NULL");
+	rc = hversioned_check(out, HANGAR_SANDBOX_INFO_VERSION, "out");
+	if (rc)
+		return rc;
 	HCHECK_ARG(sb, "sb is NULL");
 	rc = sandbox_refresh(sb);
 	if (rc)
@@ -535,7 +530,7 @@ int hangar_sandbox_set_timeout(hangar_sandbox *sb, int64_t seconds)
 	int rc;
 
 	HCHECK_ARG(sb, "sb is NULL");
-	HCHECK_ARG(seconds >= 0, "seconds must not be negative");
+	HCHECK_ARG(seconds >= 0 && seconds <= SANDBOX_TIMEOUT_MAX, "seconds must be from 0 to 31622400 (366 days)");
 	p = sb->provider;
 	if (!p->ops.set_timeout)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot change timeouts",

@@ -47,6 +47,11 @@ int cli_help_cmd(const char *fullname); /* prints a command's help on stdout; re
 int cli_fail(const char *fmt, ...) CLI_ATTR_PRINTF(1, 2);
 int cli_usage(const struct cli *cli, const char *fmt, ...) CLI_ATTR_PRINTF(2, 3);
 void cli_say(const char *fmt, ...) CLI_ATTR_PRINTF(1, 2);
+/* Text from a user or a peer (ids, paths) made safe for one message line:
+ * control bytes escaped, cut after CLI_TEXT_MAX bytes. The result is valid
+ * until four more calls on the same thread. */
+#define CLI_TEXT_MAX 80
+const char *cli_text(const char *s);
 
 /* util.c: option parsing on glibc's getopt_long, stopping at the first
  * operand. Returns the option, -1 at an operand or the end (*dashdash set
@@ -55,7 +60,10 @@ void cli_say(const char *fmt, ...) CLI_ATTR_PRINTF(1, 2);
 int cli_getopt(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
 	       int *dashdash);
 void cli_getopt_reset(void);
-int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t *out);
+/* Bounds of what the library takes: a sandbox's lifetime and a command's timeout. */
+#define CLI_LIFETIME_MAX (366LL * 86400)
+#define CLI_EXEC_TIMEOUT_MAX (7LL * 86400)
+int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t max, int64_t *out);
 
 /* util.c: a growing NULL-terminated list of strings (borrowed from argv). */
 struct strv {
@@ -119,5 +127,5 @@ int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_help(struct cli *cli, int argc, char **argv);
 int cmd_tier_list(struct cli *cli, int argc, char **argv);
 
-/* tier.c: with --events, every event of ctx as one JSON line; 0 or an exit status. */
+/* events.c: with --events, every event of ctx as one JSON line; 0 or an exit status. */
 int cli_events_install(const struct cli *cli, hangar_ctx *ctx);

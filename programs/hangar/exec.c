@@ -87,7 +87,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	while ((c = cli_getopt(cli, argc, argv, "t:C:e:p:kh", run_longopts, &dd)) != -1) {
 		switch (c) {
 		case 't':
-			if (cli_parse_seconds(cli, "--timeout", optarg, &a.timeout))
+			if (cli_parse_seconds(cli, "--timeout", optarg, CLI_EXEC_TIMEOUT_MAX, &a.timeout))
 				goto usage;
 			break;
 		case 'C': a.cwd = optarg; break;
@@ -196,7 +196,7 @@ int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
 		}
 		switch (c) {
 		case 't':
-			if (cli_parse_seconds(cli, "--timeout", optarg, &a.timeout))
+			if (cli_parse_seconds(cli, "--timeout", optarg, CLI_EXEC_TIMEOUT_MAX, &a.timeout))
 				goto usage;
 			break;
 		case 'C': a.cwd = optarg; break;

@@ -99,7 +99,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 		case 'R': opts.tier = optarg; break;
 		case 'T': opts.template_id = optarg; break;
 		case 't':
-			if (cli_parse_seconds(cli, "--timeout", optarg, &timeout))
+			if (cli_parse_seconds(cli, "--timeout", optarg, CLI_LIFETIME_MAX, &timeout))
 				goto out_usage;
 			opts.timeout_sec = timeout ? timeout : -1;   /* 0: no limit */
 			break;
@@ -403,6 +403,15 @@ static int split_remote(const char *arg, char **id, const char **path)
 	return 1;
 }
 
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+/* A copy's cancel callback: a stop signal arrived. */
+static int signalled(void *payload)
+{
+	(void)payload;
+	return sig_caught() != 0;
+}
+
 /* dir + "/" + the last component of name. */
 static char *join_basename(const char *dir, const char *name)
 {
@@ -420,8 +429,9 @@ int cmd_sandbox_cp(struct cli *cli, int argc, char **argv)
 	const char *rpath = NULL, *opath, *lpath;
 	hangar_sandbox *sb = NULL;
 	hangar_ctx *ctx = NULL;
+	hangar_copy_opts copy = HANGAR_COPY_OPTS_INIT;
 	struct stat st;
-	int status, src_remote, dst_remote;
+	int status, src_remote, dst_remote, rc;
 
 	status = operands(cli, argc, argv, help_only, ops, 2, "SRC and DST", NULL);
 	if (status == OPT_HELP)
@@ -454,8 +464,17 @@ int cmd_sandbox_cp(struct cli *cli, int argc, char **argv)
 				goto oom;
 			lpath = target;
 		}
-		if (hangar_sandbox_copy_out(sb, rpath, lpath) != 0)
-			status = cli_fail("cannot copy %s:%s to %s", id, rpath, lpath);
+		copy.cancel = signalled;
+		/* A signal stops the copy, which removes its temporary file; then we exit as killed. */
+		if (sig_setup(stop_signals, sizeof(stop_signals) / sizeof(stop_signals[0])) < 0) {
+			status = EXIT_FAIL;
+			goto out;
+		}
+		rc = hangar_sandbox_copy_out(sb, rpath, lpath, &copy);
+		if (rc == HANGAR_ECANCELED && sig_caught())
+			status = EXIT_SIGNAL_BASE + sig_caught();
+		else if (rc != 0)
+			status = cli_fail("cannot copy %s:%s to %s", cli_text(id), rpath, lpath);
 	} else {
 		if (rpath[strlen(rpath) - 1] == '/') {
 			if (!(target = join_basename(rpath, lpath)))
@@ -540,7 +559,7 @@ int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv)
 		return cli_help_cmd(cli->cmd);
 	if (status)
 		return status;
-	if (cli_parse_seconds(cli, "SECONDS", ops[1], &seconds))
+	if (cli_parse_seconds(cli, "SECONDS", ops[1], CLI_LIFETIME_MAX, &seconds))
 		return EXIT_USAGE;
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, ops[0], &sb)) != 0)
 		goto out;

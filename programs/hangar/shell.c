@@ -45,7 +45,7 @@ static void *waiter(void *arg)
 {
 	struct shell *sh = arg;
 
-	sh->wait_rc = hangar_process_wait(sh->proc, -1, &sh->exit_code);
+	sh->wait_rc = hangar_process_wait(&sh->exit_code, sh->proc, -1);
 	if (sh->wait_rc)
 		snprintf(sh->message, sizeof(sh->message), "%s", hangar_error_last()->message);
 	if (write(sh->done[1], "x", 1) < 0) {

@@ -1,10 +1,12 @@
 /* hangar(1): messages, option parsing, signals and small helpers the commands share. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,30 +18,61 @@
 
 /* ---- messages --------------------------------------------------------------- */
 
-/* "hangar: <what>: <the library's last error>", one line. */
+/* Copies s into dst (cap bytes), control bytes written as \xNN, cut at max input bytes with "...". */
+static void escape_into(char *dst, size_t cap, const char *s, size_t max)
+{
+	size_t n = 0, i;
+
+	for (i = 0; s[i] && i < max && n + 5 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c == 0x7f)
+			n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", c);
+		else
+			dst[n++] = (char)c;
+	}
+	if (s[i] && n + 4 <= cap)
+		n += (size_t)snprintf(dst + n, cap - n, "...");
+	dst[n] = '\0';
+}
+
+const char *cli_text(const char *s)
+{
+	static __thread char bufs[4][CLI_TEXT_MAX * 4 + 8];
+	static __thread unsigned next;
+	char *b = bufs[next++ % 4];
+
+	escape_into(b, sizeof(bufs[0]), s ? s : "(null)", CLI_TEXT_MAX);
+	return b;
+}
+
+/* "hangar: <what>: <the library's last error>", one line whatever either holds. */
 int cli_fail(const char *fmt, ...)
 {
 	const hangar_error *e = hangar_error_last();
 	const char *msg = e->message && *e->message ? e->message : hangar_strerror(e->code);
-	char what[512];
+	char what[512], line[4096], raw[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
+	snprintf(raw, sizeof(raw), "%s: %s", what, msg);
+	escape_into(line, sizeof(line), raw, sizeof(raw));
 	fflush(stdout);
-	fprintf(stderr, "hangar: %s: %s\n", what, msg);
+	fprintf(stderr, "hangar: %s\n", line);
 	return EXIT_FAIL;
 }
 
 int cli_usage(const struct cli *cli, const char *fmt, ...)
 {
-	char msg[512];
+	char raw[512], msg[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	escape_into(msg, sizeof(msg), raw, sizeof(raw));
 	fflush(stdout);
 	if (cli && cli->cmd)
 		fprintf(stderr, "hangar: %s: %s (see 'hangar help %s')\n", cli->cmd, msg, cli->cmd);
@@ -110,16 +143,17 @@ int cli_getopt(const struct cli *cli, int argc, char **argv, const char *shortop
 	}
 }
 
-/* A whole number of seconds, 0 or more. */
-int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t *out)
+/* A whole number of seconds from 0 to max, digits only. */
+int cli_parse_seconds(const struct cli *cli, const char *opt, const char *s, int64_t max, int64_t *out)
 {
 	char *end;
 	long long v;
 
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (!*s || *end || errno || v < 0 || *s == '+' || *s == ' ')
-		return cli_usage(cli, "%s wants a whole number of seconds, not '%s'", opt, s);
+	if (!*s || *end || errno || !isdigit((unsigned char)*s) || v < 0 || v > max)
+		return cli_usage(cli, "%s wants a whole number of seconds from 0 to %lld, not '%s'", opt,
+				 (long long)max, s);
 	*out = v;
 	return 0;
 }
@@ -195,9 +229,9 @@ int cli_attach(hangar_ctx *ctx, const char *id, hangar_sandbox **out)
 	int rc = hangar_sandbox_attach(out, ctx, NULL, id);
 
 	if (rc == HANGAR_EGONE)
-		return cli_fail("sandbox %s is gone", id);
+		return cli_fail("sandbox %s is gone", cli_text(id));
 	if (rc)
-		return cli_fail("cannot find sandbox %s", id);
+		return cli_fail("cannot find sandbox %s", cli_text(id));
 	return 0;
 }
 
@@ -390,11 +424,27 @@ int sig_block(const int *signals, size_t n, sigset_t *old)
 struct exec_job {
 	hangar_sandbox *sb;
 	char *command;
-	hangar_exec_opts opts;
-	volatile int32_t cancel;     /* set on a stop signal: the library stops the command */
+	hangar_exec_opts opts;       /* the caller's, with the job as payload */
+	hangar_output_fn on_output;  /* and the caller's callback and payload */
+	void *payload;
+	atomic_int cancel;           /* set on a stop signal: the library stops the command */
 	struct exec_outcome out;
 	int done_fd;
 };
+
+static void job_output(int stream, const char *data, size_t len, void *payload)
+{
+	struct exec_job *job = payload;
+
+	job->on_output(stream, data, len, job->payload);
+}
+
+static int job_cancelled(void *payload)
+{
+	struct exec_job *job = payload;
+
+	return atomic_load(&job->cancel);
+}
 
 static void *exec_worker(void *arg)
 {
@@ -439,7 +489,11 @@ void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command,
 	}
 	job->sb = sb;
 	job->opts = *opts;
-	job->opts.cancel = &job->cancel;
+	job->on_output = opts->on_output;
+	job->payload = opts->payload;
+	job->opts.on_output = opts->on_output ? job_output : NULL;
+	job->opts.payload = job;
+	job->opts.cancel = job_cancelled;
 	job->done_fd = done[1];
 
 	/* The worker never takes our signals: they land on this thread's poll. */
@@ -472,7 +526,7 @@ void cli_exec(struct exec_outcome *out, hangar_sandbox *sb, const char *command,
 			 * few seconds to do it; if it cannot, the process is about to
 			 * end anyway and the worker with it.
 			 */
-			job->cancel = 1;
+			atomic_store(&job->cancel, 1);
 			if (poll(&wait_done, 1, CANCEL_WAIT_MS) <= 0)
 				return;
 			pthread_join(tid, NULL);

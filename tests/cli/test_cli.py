@@ -32,6 +32,12 @@ USAGE_ERRORS = [
     ["run", "--timeout"],
     ["run", "--timeout", "soon", "--", "true"],
     ["run", "--timeout", "-5", "--", "true"],
+    ["run", "--timeout", " 5", "--", "true"],
+    ["run", "--timeout", "99999999999", "--", "true"],
+    ["run", "--timeout", "604801", "--", "true"],
+    ["sandbox", "create", "--timeout", "99999999999"],
+    ["sandbox", "create", "--timeout", "31622401"],
+    ["sandbox", "timeout", "sb-1", "99999999999"],
     ["run", "--env", "NOEQUALS", "--", "true"],
     ["sandbox"],
     ["sandbox", "frobnicate"],
@@ -328,3 +334,75 @@ def test_verbose_logs_on_stderr(hangar):
     r = hangar("--verbose", "run", "--", "true")
     assert r.returncode == 0
     assert re.search(r"^hangar: (info|debug): .*created", r.stderr.decode(), re.M)
+
+
+# ---- hostile input and bounds -------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", " 5", "+5", "5 ", "-1", "1e3", "99999999999999999999"])
+def test_numeric_settings_are_digits_within_bounds(hangar, value):
+    r = hangar("config", "check", env={"HANGAR_READ_LIMIT_BYTES": value})
+    assert r.returncode != 0
+    assert "HANGAR_READ_LIMIT_BYTES" in r.stderr.decode()
+
+
+def test_odd_ids_cannot_forge_lines(hangar):
+    forged = "sb-1\nhangar: sandbox sb-2 killed\r\x1b[2J"
+    for sid in (forged, "a" * 5000):
+        r = hangar("sandbox", "info", sid)
+        assert r.returncode == 1
+        line = one_error_line(r)
+        assert "\x1b" not in line and "\r" not in line
+        assert len(line) < 400, len(line)
+
+
+def test_list_names_a_broken_provider(hangar, sandbox):
+    # The default provider cannot be set up: never an empty table with exit 0.
+    r = hangar("sandbox", "list", env={"HANGAR_BWRAP_PATH": "/nonexistent"})
+    assert r.returncode == 1, r.stdout
+    err = r.stderr.decode()
+    assert "local" in err and "HANGAR_BWRAP_PATH" in err, err
+
+
+def test_command_line_too_long_is_a_clear_error(hangar, sandbox):
+    # Each word is short enough to pass to hangar; joined, the line is over 128 KiB.
+    words = ["x" * 1000] * 140
+    r = hangar("sandbox", "exec", sandbox, "--", "echo", *words)
+    assert r.returncode == 1, r.returncode
+    assert "command line" in one_error_line(r)
+    # Just under still runs.
+    r = hangar.ok("sandbox", "exec", sandbox, "--", "echo", *words[:120])
+    assert len(r.stdout) == 120 * 1001
+
+
+def temp_copies(d):
+    return [p for p in os.listdir(d) if ".hangar-" in p]
+
+
+def test_sandbox_cp_out_has_a_size_limit(hangar, sandbox, tmp_path):
+    hangar.ok("sandbox", "exec", sandbox, "--", "ln -sf /dev/zero /tmp/zero")
+    r = hangar("sandbox", "cp", f"{sandbox}:/tmp/zero", str(tmp_path / "z"),
+               env={"HANGAR_COPY_LIMIT_BYTES": str(8 << 20)})
+    assert r.returncode == 1
+    assert "limit" in one_error_line(r)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
+def test_sandbox_cp_interrupted_removes_its_temporary_file(hangar, sandbox, tmp_path, signo):
+    hangar.ok("sandbox", "exec", sandbox, "--", "ln -sf /dev/zero /tmp/zero")
+    p = subprocess.Popen(hangar.argv("sandbox", "cp", f"{sandbox}:/tmp/zero", str(tmp_path / "z")),
+                         env=hangar.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The copy is under way once its temporary file holds data.
+        def growing():
+            names = temp_copies(tmp_path)
+            return names and os.path.getsize(tmp_path / names[0]) > 0
+        wait_for("the copy to start", growing)
+        p.send_signal(signo)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signo, err
+    assert os.listdir(tmp_path) == []

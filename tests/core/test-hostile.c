@@ -19,6 +19,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "fake-provider.h"
@@ -33,6 +35,7 @@ static struct {
 	int end_envelope;           /* send the {} end-of-stream envelope after them */
 	int starts;                 /* Start requests served */
 	int signals;                /* SendSignal requests served */
+	int files;                  /* GET /files: 1 announce 64 GiB, 2 no length, 3 a byte every 100 ms */
 	char url[64];
 } srv;
 
@@ -97,6 +100,30 @@ static int read_request(int fd, char *path, size_t cap)
 	return 0;
 }
 
+/* An endless file, sent until the client hangs up. */
+static void serve_file(int fd)
+{
+	static char zeros[65536];
+	const char *head = srv.files == 1 ? "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+					    "Content-Length: 68719476736\r\n\r\n"
+					  : "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+					    "Connection: close\r\n\r\n";
+
+	if (send_all(fd, head, strlen(head)) < 0)
+		return;
+	for (;;) {
+		if (srv.files == 3) {
+			struct timespec t = { 0, 100 * 1000 * 1000 };
+
+			nanosleep(&t, NULL); /* the hostile pace itself, not a wait for a condition */
+			if (send_all(fd, "x", 1) < 0)
+				return;
+		} else if (send_all(fd, zeros, sizeof(zeros)) < 0) {
+			return;
+		}
+	}
+}
+
 static void serve(int fd)
 {
 	static const char stream_head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\n"
@@ -107,6 +134,10 @@ static void serve(int fd)
 
 	if (read_request(fd, path, sizeof(path)) < 0)
 		return;
+	if (strncmp(path, "/files", 6) == 0) {
+		serve_file(fd);
+		return;
+	}
 	if (strcmp(path, "/process.Process/Start") != 0) {
 		if (strcmp(path, "/process.Process/SendSignal") == 0)
 			__atomic_add_fetch(&srv.signals, 1, __ATOMIC_RELEASE);
@@ -173,7 +204,7 @@ static void setup(void)
 	ck_assert_int_eq(pipe(srv.stop), 0);
 	srv.events = NULL;
 	srv.end_envelope = 1;
-	srv.starts = srv.signals = 0;
+	srv.starts = srv.signals = srv.files = 0;
 	ck_assert_int_eq(pthread_create(&srv.thread, NULL, server_main, NULL), 0);
 
 	ck_assert(mkdtemp(strcpy(tmpdir, "/tmp/hangar-hostile-XXXXXX")));
@@ -319,7 +350,7 @@ START_TEST(process_two_end_events)
 
 	srv.events = ev;
 	must(hangar_process_start(&p, sb, "true", NULL), "start");
-	rc = hangar_process_wait(p, 10000, &code);
+	rc = hangar_process_wait(&code, p, 10000);
 	ck_assert_msg(rc == HANGAR_EPROTOCOL, "wait gave %s, exit %d", hangar_error_name(rc), code);
 	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "second end event"));
 	hangar_process_unref(p);
@@ -336,9 +367,101 @@ START_TEST(process_broken_stream_of_a_dead_sandbox_is_gone)
 	srv.end_envelope = 0;
 	fake_find(&fake, hangar_sandbox_id(sb))->killed = 1;
 	must(hangar_process_start(&p, sb, "true", NULL), "start");
-	rc = hangar_process_wait(p, 10000, NULL);
+	rc = hangar_process_wait(NULL, p, 10000);
 	ck_assert_msg(rc == HANGAR_EGONE, "wait gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
 	hangar_process_unref(p);
+}
+END_TEST
+
+/* Files in the test's directory whose name starts with prefix. */
+static int files_named(const char *prefix)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+static int copy_endless(int mode, const hangar_copy_opts *o)
+{
+	char local[300];
+
+	srv.files = mode;
+	snprintf(local, sizeof(local), "%s/copied", tmpdir);
+	return hangar_sandbox_copy_out(sb, "/data/huge", local, o);
+}
+
+START_TEST(copy_out_refuses_an_announced_huge_file)
+{
+	hangar_copy_opts o = HANGAR_COPY_OPTS_INIT;
+	int rc;
+
+	o.limit_bytes = 1 << 20;
+	rc = copy_endless(1, &o);
+	ck_assert_msg(rc == HANGAR_ETOOLARGE, "copy gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "68719476736"));
+	ck_assert_int_eq(files_named("copied"), 0);
+}
+END_TEST
+
+START_TEST(copy_out_stops_an_endless_file_at_the_limit)
+{
+	hangar_copy_opts o = HANGAR_COPY_OPTS_INIT;
+	int rc;
+
+	/* No length announced: counted as it comes. The setting applies when the call sets none. */
+	must(hangar_ctx_set(ctx, "HANGAR_COPY_LIMIT_BYTES", "3000000"), "limit");
+	rc = copy_endless(2, NULL);
+	ck_assert_msg(rc == HANGAR_ETOOLARGE, "copy gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	ck_assert_int_eq(files_named("copied"), 0);
+	/* The call's own limit wins. */
+	o.limit_bytes = 100000;
+	ck_assert_int_eq(copy_endless(2, &o), HANGAR_ETOOLARGE);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "100000"));
+	ck_assert_int_eq(files_named("copied"), 0);
+}
+END_TEST
+
+START_TEST(copy_out_has_a_deadline)
+{
+	hangar_copy_opts o = HANGAR_COPY_OPTS_INIT;
+	int rc;
+
+	/* A byte every 100 ms never stalls, and never ends. */
+	o.timeout_sec = 1;
+	rc = copy_endless(3, &o);
+	ck_assert_msg(rc == HANGAR_ETIMEOUT, "copy gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_COPY_TIMEOUT_SECONDS"));
+	ck_assert_int_eq(files_named("copied"), 0);
+	/* Bounds. */
+	o.timeout_sec = 86401;
+	ck_assert_int_eq(copy_endless(3, &o), HANGAR_EINVAL);
+	o.timeout_sec = 0;
+	o.version = HANGAR_COPY_OPTS_VERSION + 1;
+	ck_assert_int_eq(copy_endless(3, &o), HANGAR_EINVAL);
+}
+END_TEST
+
+static int cancel_now(void *payload)
+{
+	return ++*(int *)payload > 3;
+}
+
+START_TEST(copy_out_can_be_cancelled)
+{
+	hangar_copy_opts o = HANGAR_COPY_OPTS_INIT;
+	int asked = 0, rc;
+
+	o.cancel = cancel_now;
+	o.payload = &asked;
+	rc = copy_endless(2, &o);
+	ck_assert_msg(rc == HANGAR_ECANCELED, "copy gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	ck_assert_int_eq(files_named("copied"), 0);
 }
 END_TEST
 
@@ -358,6 +481,10 @@ static Suite *suite(void)
 	tcase_add_test(t, broken_stream_of_a_dead_sandbox_is_gone);
 	tcase_add_test(t, process_two_end_events);
 	tcase_add_test(t, process_broken_stream_of_a_dead_sandbox_is_gone);
+	tcase_add_test(t, copy_out_refuses_an_announced_huge_file);
+	tcase_add_test(t, copy_out_stops_an_endless_file_at_the_limit);
+	tcase_add_test(t, copy_out_has_a_deadline);
+	tcase_add_test(t, copy_out_can_be_cancelled);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,30 +177,50 @@ START_TEST(exec_streams_in_order)
 }
 END_TEST
 
-/* Sets the cancel flag as soon as the command has said it started. */
-static volatile int32_t cancel_flag;
+/* The caller's side of a cancel: raised once the command has said it started. */
+struct canceller {
+	int raised;
+	int said_stop;
+	int asked;              /* calls of the cancel callback */
+	int asked_after;        /* calls after it had returned non-zero */
+};
 
 static void cancel_on_output(int stream, const char *data, size_t len, void *payload)
 {
+	struct canceller *c = payload;
+
 	(void)stream;
-	(void)payload;
 	if (memmem(data, len, "started", 7))
-		cancel_flag = 1;
+		c->raised = 1;
+}
+
+static int cancel_asked(void *payload)
+{
+	struct canceller *c = payload;
+
+	if (c->said_stop)
+		c->asked_after++;
+	c->asked++;
+	c->said_stop = c->raised;
+	return c->raised;
 }
 
 START_TEST(exec_cancel_stops_the_command)
 {
 	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
 	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	struct canceller c = { 0 };
 	struct timespec t0, t1;
 
-	cancel_flag = 0;
-	o.cancel = &cancel_flag;
+	o.cancel = cancel_asked;
 	o.on_output = cancel_on_output;
+	o.payload = &c;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ck_assert_int_eq(run(&r, "echo started; sleep 41.75", &o), HANGAR_ECANCELED);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ck_assert_msg(t1.tv_sec - t0.tv_sec < 10, "cancel took %ld s", (long)(t1.tv_sec - t0.tv_sec));
+	ck_assert_int_gt(c.asked, 0);
+	ck_assert_int_eq(c.asked_after, 0); /* once it said stop, it was not asked again */
 	/* The command is gone from the sandbox too (a moment after: wait with a deadline). */
 	for (int i = 0; i < 100; i++) {
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
@@ -209,6 +231,101 @@ START_TEST(exec_cancel_stops_the_command)
 		nanosleep(&pause, NULL); /* polling a condition, bounded by the loop */
 	}
 	ck_assert_msg(r.out.size == 0, "still running: %s", r.out.ptr);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
+/* A caller built against an older, smaller hangar_exec_result: it ends before duration_us. */
+struct old_result {
+	uint32_t version;
+	uint32_t size;
+	int32_t exit_code;
+	int32_t timed_out;
+	hangar_buf out;
+	hangar_buf err;
+	uint64_t out_bytes;
+	uint64_t err_bytes;
+	unsigned char after[64]; /* what the caller keeps right after its struct */
+};
+
+START_TEST(exec_result_never_written_past_its_size)
+{
+	struct old_result r;
+	unsigned char canary[sizeof(r.after)];
+
+	memset(&r, 0, sizeof(r));
+	memset(r.after, 0xa5, sizeof(r.after));
+	memcpy(canary, r.after, sizeof(canary));
+	r.version = HANGAR_EXEC_RESULT_VERSION;
+	r.size = (uint32_t)offsetof(struct old_result, after);
+	ck_assert_uint_lt(r.size, sizeof(hangar_exec_result));
+	must(hangar_sandbox_exec((hangar_exec_result *)&r, sb, "echo hi; exit 5", NULL), "exec");
+	ck_assert_int_eq(r.exit_code, 5);
+	ck_assert_str_eq(r.out.ptr, "hi\n");
+	ck_assert_uint_eq(r.out_bytes, 3);
+	ck_assert_msg(memcmp(r.after, canary, sizeof(canary)) == 0, "the library wrote past the caller's struct");
+	hangar_exec_result_dispose((hangar_exec_result *)&r);
+
+	/* Smaller still: no room for the buffers, so none are handed over (or leaked: see valgrind). */
+	memset(&r, 0, sizeof(r));
+	memset(r.after, 0xa5, sizeof(r.after));
+	r.version = HANGAR_EXEC_RESULT_VERSION;
+	r.size = (uint32_t)offsetof(struct old_result, out);
+	memset(&r.out, 0x5a, sizeof(r.out) + sizeof(r.err));
+	must(hangar_sandbox_exec((hangar_exec_result *)&r, sb, "echo hi; exit 6", NULL), "exec small");
+	ck_assert_int_eq(r.exit_code, 6);
+	for (size_t i = 0; i < sizeof(r.out) + sizeof(r.err); i++)
+		ck_assert_uint_eq(((unsigned char *)&r.out)[i], 0x5a);
+	hangar_exec_result_dispose((hangar_exec_result *)&r);
+}
+END_TEST
+
+START_TEST(exec_refuses_what_it_cannot_honour)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	hangar_process_opts po = HANGAR_PROCESS_OPTS_INIT;
+	hangar_process *p = NULL;
+	size_t big = 128 * 1024;
+	char *cmd = malloc(big + 16);
+
+	/* A struct from a newer library than this one. */
+	o.version = HANGAR_EXEC_OPTS_VERSION + 1;
+	ck_assert_int_eq(run(&r, "true", &o), HANGAR_EINVAL);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "newer"));
+	o.version = HANGAR_EXEC_OPTS_VERSION;
+	r.version = HANGAR_EXEC_RESULT_VERSION + 1;
+	ck_assert_int_eq(run(&r, "true", NULL), HANGAR_EINVAL);
+	r.version = HANGAR_EXEC_RESULT_VERSION;
+	po.version = HANGAR_PROCESS_OPTS_VERSION + 1;
+	ck_assert_int_eq(hangar_process_start(&p, sb, "true", &po), HANGAR_EINVAL);
+	po.version = HANGAR_PROCESS_OPTS_VERSION;
+
+	/* Numbers that would overflow a deadline. */
+	o.timeout_sec = 99999999999LL;
+	ck_assert_int_eq(run(&r, "true", &o), HANGAR_EINVAL);
+	o.timeout_sec = INT64_MAX;
+	ck_assert_int_eq(run(&r, "true", &o), HANGAR_EINVAL);
+	o.timeout_sec = 0;
+	o.output_limit = UINT64_MAX;
+	ck_assert_int_eq(run(&r, "true", &o), HANGAR_EINVAL);
+	o.output_limit = 0;
+	po.timeout_sec = INT64_MAX / 100;
+	ck_assert_int_eq(hangar_process_start(&p, sb, "true", &po), HANGAR_EINVAL);
+
+	/* A command line longer than a program in the sandbox may get: a clear error, not exit 126. */
+	memcpy(cmd, "echo ", 5);
+	memset(cmd + 5, 'x', big);
+	cmd[5 + big] = '\0';
+	ck_assert_int_eq(run(&r, cmd, NULL), HANGAR_EINVAL);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "command line"));
+	ck_assert_int_eq(hangar_process_start(&p, sb, cmd, NULL), HANGAR_EINVAL);
+	/* Just under it still runs. */
+	cmd[big - 64] = '\0';
+	must(run(&r, cmd, NULL), "long command");
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_uint_eq(r.out_bytes, big - 64 - 5 + 1);
+	free(cmd);
 	hangar_exec_result_dispose(&r);
 }
 END_TEST
@@ -330,13 +447,13 @@ START_TEST(files_copy_in_out)
 	f = fopen(local, "wb");
 	ck_assert(f && fwrite(data, 1, size, f) == size && fclose(f) == 0);
 	must(hangar_sandbox_copy_in(sb, local, path_in("copied.bin")), "copy in");
-	must(hangar_sandbox_copy_out(sb, path_in("copied.bin"), back), "copy out");
+	must(hangar_sandbox_copy_out(sb, path_in("copied.bin"), back, NULL), "copy out");
 	f = fopen(back, "rb");
 	ck_assert(f && fread(got, 1, size, f) == size && fgetc(f) == EOF);
 	fclose(f);
 	ck_assert(memcmp(data, got, size) == 0);
 	/* A failed copy leaves no partial local file behind. */
-	ck_assert_int_eq(hangar_sandbox_copy_out(sb, path_in("missing"), back), HANGAR_EFILE);
+	ck_assert_int_eq(hangar_sandbox_copy_out(sb, path_in("missing"), back, NULL), HANGAR_EFILE);
 	ck_assert_int_eq(access(back, F_OK), 0); /* the earlier complete copy is untouched */
 	free(data);
 	free(got);
@@ -393,6 +510,28 @@ static struct watch *watch_new(void)
 	return w;
 }
 
+START_TEST(copy_out_of_dev_zero_is_bounded)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_copy_opts o = HANGAR_COPY_OPTS_INIT;
+	char local[300], cmd[600];
+	int rc;
+
+	/* A sandbox offers an endless file: a symlink to /dev/zero. */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/files && ln -sf /dev/zero %s/files/zero", tmpdir, tmpdir);
+	must(run(&r, cmd, NULL), "symlink");
+	ck_assert_int_eq(r.exit_code, 0);
+	snprintf(local, sizeof(local), "%s/zero-copy", tmpdir);
+	o.limit_bytes = 4 << 20;
+	rc = hangar_sandbox_copy_out(sb, path_in("zero"), local, &o);
+	ck_assert_msg(rc == HANGAR_ETOOLARGE, "copy gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
+	/* Neither the file nor its temporary copy is left behind. */
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -q zero-copy", tmpdir);
+	ck_assert_int_ne(system(cmd), 0);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
 START_TEST(process_pty)
 {
 	struct watch *w = watch_new();
@@ -414,7 +553,7 @@ START_TEST(process_pty)
 	ck_assert_msg(wait_for(w, "30 100"), "size not seen: %s", w->buf);
 	ck_assert_int_eq(hangar_process_close_stdin(p), HANGAR_EUNSUPPORTED);
 	must(hangar_process_write(p, "exit 5\n", 7), "exit");
-	must(hangar_process_wait(p, 10000, &code), "wait");
+	must(hangar_process_wait(&code, p, 10000), "wait");
 	ck_assert_int_eq(code, 5);
 	hangar_process_unref(p);
 	free(w);
@@ -432,11 +571,11 @@ START_TEST(process_stdin_and_wait)
 	o.on_output = watch_output;
 	o.payload = w;
 	must(hangar_process_start(&p, sb, "read x; echo got $x; cat; echo done", &o), "start");
-	ck_assert_int_eq(hangar_process_wait(p, 100, &code), HANGAR_ETIMEOUT);
+	ck_assert_int_eq(hangar_process_wait(&code, p, 100), HANGAR_ETIMEOUT);
 	must(hangar_process_write(p, "hi\nmore\n", 8), "write");
 	ck_assert(wait_for(w, "got hi\nmore\n"));
 	must(hangar_process_close_stdin(p), "close stdin");
-	must(hangar_process_wait(p, 10000, &code), "wait");
+	must(hangar_process_wait(&code, p, 10000), "wait");
 	ck_assert_int_eq(code, 0);
 	ck_assert(wait_for(w, "done\n"));
 	hangar_process_unref(p);
@@ -460,9 +599,9 @@ START_TEST(process_attach_and_signal)
 	ck_assert(wait_for(w2, "tick"));
 	ck_assert(strstr(w2->buf, "tick1\n") == NULL); /* live output only */
 	must(hangar_process_signal(q, HANGAR_SIGKILL), "kill");
-	must(hangar_process_wait(p, 10000, &code), "wait p");
+	must(hangar_process_wait(&code, p, 10000), "wait p");
 	ck_assert_int_eq(code, -1);
-	must(hangar_process_wait(q, 10000, &code), "wait q");
+	must(hangar_process_wait(&code, q, 10000), "wait q");
 	ck_assert_int_eq(code, -1);
 	ck_assert_int_eq(hangar_process_signal(p, HANGAR_SIGTERM), HANGAR_ENOTFOUND);
 	hangar_process_unref(q);
@@ -528,7 +667,7 @@ START_TEST(process_of_a_dying_sandbox_is_gone)
 	o.on_output = die_on_output;
 	o.payload = fake_find(&fake, hangar_sandbox_id(sb));
 	must(hangar_process_start(&p, sb, "echo started; sleep 30", &o), "start");
-	rc = hangar_process_wait(p, 20000, NULL);
+	rc = hangar_process_wait(NULL, p, 20000);
 	ck_assert_msg(rc == HANGAR_EGONE, "wait gave %s (%s)", hangar_error_name(rc), hangar_error_last()->message);
 	hangar_process_unref(p);
 }
@@ -547,7 +686,7 @@ START_TEST(silent_sandbox_is_a_timeout)
 		char local[300];
 
 		snprintf(local, sizeof(local), "%s/never", tmpdir);
-		ck_assert_int_eq(hangar_sandbox_copy_out(sb, "/etc/hostname", local), HANGAR_ETIMEOUT);
+		ck_assert_int_eq(hangar_sandbox_copy_out(sb, "/etc/hostname", local, NULL), HANGAR_ETIMEOUT);
 		ck_assert_int_eq(access(local, F_OK), -1);
 	}
 	kill(box->pid, SIGCONT);
@@ -912,6 +1051,53 @@ START_TEST(store_finds_the_provider_after_a_restart)
 }
 END_TEST
 
+static int forging_list(void *state, hangar_sys_list *out)
+{
+	(void)state;
+	(void)out;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 503, 0, "down\nhangar: sandbox sb-1 killed\r\x1b[2J");
+}
+
+START_TEST(messages_are_one_line_and_numbers_bounded)
+{
+	static const struct hangar_provider_ops forging = {
+		.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "forging",
+		.init = other_init, .create = other_create, .connect = other_connect, .kill = other_kill,
+		.list = forging_list,
+	};
+	static const char *const bad[] = { "0", " 5", "+5", "5 ", "-1", "0x10", "99999999999999999999", "" };
+	int n = 0;
+
+	/* Text a provider or sandbox sent cannot forge lines. */
+	must(hangar_provider_register(ctx, &forging, NULL), "register");
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "forging", count_cb, &n), HANGAR_EUNAVAILABLE);
+	ck_assert_ptr_null(strchr(hangar_error_last()->message, '\n'));
+	ck_assert_ptr_null(strchr(hangar_error_last()->message, '\r'));
+	ck_assert_ptr_null(strchr(hangar_error_last()->message, '\x1b'));
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "down\\x0ahangar"));
+
+	/* Numeric settings: digits only, within bounds. */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(hangar_ctx_set(ctx, "HANGAR_READ_LIMIT_BYTES", bad[i]) == HANGAR_ECONFIG,
+			      "HANGAR_READ_LIMIT_BYTES=\"%s\" was taken", bad[i]);
+		ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_COPY_LIMIT_BYTES", bad[i]), HANGAR_ECONFIG);
+	}
+	must(hangar_ctx_set(ctx, "HANGAR_READ_LIMIT_BYTES", "5"), "read limit 5");
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_COPY_TIMEOUT_SECONDS", "86401"), HANGAR_ECONFIG);
+	must(hangar_ctx_set(ctx, "HANGAR_COPY_TIMEOUT_SECONDS", "86400"), "copy timeout");
+
+	/* Lifetimes that would overflow an expiry. */
+	{
+		hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+		hangar_sandbox *other = NULL;
+
+		co.timeout_sec = 99999999999LL;
+		ck_assert_int_eq(hangar_sandbox_create(&other, ctx, &co), HANGAR_EINVAL);
+		ck_assert_int_eq(hangar_sandbox_set_timeout(sb, INT64_MAX), HANGAR_EINVAL);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("core");
@@ -925,11 +1111,14 @@ static Suite *suite(void)
 	tcase_add_test(t, exec_output_cap);
 	tcase_add_test(t, exec_streams_in_order);
 	tcase_add_test(t, exec_cancel_stops_the_command);
+	tcase_add_test(t, exec_result_never_written_past_its_size);
+	tcase_add_test(t, exec_refuses_what_it_cannot_honour);
 	tcase_add_test(t, files_round_trip_binary_unicode);
 	tcase_add_test(t, files_errors);
 	tcase_add_test(t, files_list_stat_rename_remove);
 	tcase_add_test(t, files_stat);
 	tcase_add_test(t, files_copy_in_out);
+	tcase_add_test(t, copy_out_of_dev_zero_is_bounded);
 	tcase_add_test(t, process_pty);
 	tcase_add_test(t, process_stdin_and_wait);
 	tcase_add_test(t, process_attach_and_signal);
@@ -939,6 +1128,7 @@ static Suite *suite(void)
 	tcase_add_test(t, process_of_a_dying_sandbox_is_gone);
 	tcase_add_test(t, list_names_a_broken_provider);
 	tcase_add_test(t, store_forgets_gone_sandboxes);
+	tcase_add_test(t, messages_are_one_line_and_numbers_bounded);
 	tcase_add_test(t, paused_sandbox_refuses);
 	tcase_add_test(t, list_failure_is_not_empty);
 	tcase_add_test(t, create_failure_keeps_its_kind);

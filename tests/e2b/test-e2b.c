@@ -423,7 +423,7 @@ START_TEST(t_pty)
 	po.on_output = collect;
 	po.payload = &c;
 	ck_assert_int_eq(hangar_process_start(&p, sb, "tty; stty size", &po), 0);
-	ck_assert_int_eq(hangar_process_wait(p, 20000, &code), 0);
+	ck_assert_int_eq(hangar_process_wait(&code, p, 20000), 0);
 	ck_assert_int_eq(code, 0);
 	ck_assert_msg(strstr(c.data, "/dev/pts/") && strstr(c.data, "30 100"), "pty output: %s", c.data);
 	hangar_process_unref(p);

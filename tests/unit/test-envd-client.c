@@ -221,7 +221,7 @@ struct events {
 	char out[256];
 	size_t out_len;
 	int exited;
-	volatile int *cancel_on_start;
+	int *cancel_on_start;
 	int stop_on_start;
 };
 
@@ -419,7 +419,7 @@ START_TEST(bad_arguments)
 	ck_assert_int_eq(envd_unary(client, &nocall, "x/Y", NULL, &resp, NULL), HANGAR_EINVAL);
 	ck_assert_int_eq(envd_stream(client, &call, "x/Y", NULL, NULL, NULL, NULL), HANGAR_EINVAL);
 	ck_assert_int_eq(envd_file_read(client, &call, "", 10, NULL, NULL), HANGAR_EINVAL);
-	ck_assert_int_eq(envd_file_download(client, &call, "/x", -1, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(envd_file_download(client, &call, "/x", -1, 0, NULL), HANGAR_EINVAL);
 	ck_assert_int_eq(envd_client_new(NULL), HANGAR_EINVAL);
 	envd_client_free(NULL);
 }
@@ -642,7 +642,7 @@ START_TEST(upload_download_20mib)
 	ck_assert_msg(envd_file_upload(client, &call, path, src, &st) == 0, "upload: %s",
 		      hangar_error_last()->message);
 	ck_assert_int_eq(st.http_status, 200);
-	ck_assert_msg(envd_file_download(client, &call, path, dst, &st) == 0, "download: %s",
+	ck_assert_msg(envd_file_download(client, &call, path, dst, 0, &st) == 0, "download: %s",
 		      hangar_error_last()->message);
 	assert_same_files(src, dst);
 	close(src);
@@ -692,7 +692,7 @@ START_TEST(upload_from_pipe_is_chunked)
 		      hangar_error_last()->message);
 	pthread_join(t, NULL);
 	close(p[0]);
-	ck_assert_int_eq(envd_file_download(client, &call, path, got, NULL), 0);
+	ck_assert_int_eq(envd_file_download(client, &call, path, got, 0, NULL), 0);
 	assert_same_files(want, got);
 	close(want);
 	close(got);
@@ -710,7 +710,7 @@ START_TEST(download_to_bad_fd_is_local_error)
 	ck_assert_int_eq(pipe(p), 0);
 	close(p[0]); /* writing to p[1] now fails with EPIPE */
 	signal(SIGPIPE, SIG_IGN);
-	ck_assert_int_eq(envd_file_download(client, &call, path, p[1], NULL), HANGAR_EOS);
+	ck_assert_int_eq(envd_file_download(client, &call, path, p[1], 0, NULL), HANGAR_EOS);
 	ck_assert_int_eq(hangar_error_last()->os_errno, EPIPE);
 	close(p[1]);
 }
@@ -754,17 +754,23 @@ START_TEST(connect_timeout_header)
 }
 END_TEST
 
+static int flag_raised(void *arg)
+{
+	return __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE);
+}
+
 START_TEST(cancel_flag_stops_stream)
 {
 	struct envd_call call = call_for(&tcp_envd.ep);
 	struct envd_status st;
-	volatile int cancel = 0;
+	int cancel = 0;
 	struct events ev = { 0 };
 	cJSON *req = start_request("sleep", "5");
 
 	/* The flag is raised from the callback; the transfer notices it on its own. */
 	ev.cancel_on_start = &cancel;
-	call.cancel = &cancel;
+	call.cancel = flag_raised;
+	call.cancel_arg = &cancel;
 	herr_clear();
 	ck_assert_int_eq(envd_stream(client, &call, "process.Process/Start", req, record_event, &ev, &st),
 			 ENVD_CANCELLED);
