@@ -23,6 +23,8 @@
  *   HANGAR_LOCAL_DISK_MB             a local sandbox's writable file system in MiB (1024)
  *   HANGAR_LOCAL_UID_RANGE           START:COUNT host ids for local sandboxes' user
  *                                    namespaces (/etc/subuid, else 1000000000:67108864)
+ *   HANGAR_LOCAL_NET_ALLOW           IPv4 ranges local sandboxes may reach although
+ *                                    private ("A.B.C.D/N,..."; none)
  *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
  *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -238,6 +239,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	envd_cfg.is_root = geteuid() == 0;
+	/*
+	 * Before the token is read: not dumpable, so no process in the sandbox
+	 * (root there included, which keeps no CAP_SYS_PTRACE) can read this
+	 * one's memory or /proc files, nor get a core of it. Commands it starts
+	 * are dumpable again from their execve.
+	 */
+	prctl(PR_SET_DUMPABLE, 0);
 
 	/* The environment variable is always consumed, even when a file or descriptor wins. */
 	{

@@ -6,7 +6,8 @@
  * password hashes through. Here:
  *   - passwd and group are the sandbox's own (root, user, nobody);
  *   - shadow, gshadow, their backups, subuid and subgid do not exist;
- *   - hostname and hosts name the sandbox;
+ *   - hostname and hosts name the sandbox; resolv.conf names slirp4netns's resolver
+ *     (network on) or does not exist (off);
  *   - the host's other world-readable regular files (up to COPY_MAX) and
  *     symbolic links are copied when the sandbox starts;
  *   - the host's subdirectories are bound read-only over empty mount points
@@ -32,7 +33,7 @@
 /* Names that are generated here, or never shown to a sandbox. */
 static const char *const skipped[] = {
 	"passwd", "passwd-", "group", "group-", "shadow", "shadow-", "gshadow", "gshadow-", "subuid", "subuid-",
-	"subgid", "subgid-", "hostname", "hosts", ".pwd.lock", "sudoers", "sudoers.d",
+	"subgid", "subgid-", "hostname", "hosts", "resolv.conf", ".pwd.lock", "sudoers", "sudoers.d",
 };
 
 static int is_skipped(const char *name)
@@ -87,7 +88,7 @@ static int write_at(int dirfd, const char *name, const char *text)
 	return 0;
 }
 
-int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, struct argv *a)
+int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int network, struct argv *a)
 {
 	char path[PATH_MAX], text[1024];
 	int out, in, rc = 0;
@@ -116,6 +117,9 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, struc
 		 id);
 	if (rc == 0)
 		rc = write_at(out, "hosts", text);
+	/* With network, the resolver slirp4netns forwards to the host's (net.c). */
+	if (rc == 0 && network)
+		rc = write_at(out, "resolv.conf", "nameserver " NET_DNS_ADDR "\n");
 	in = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	d = in >= 0 ? fdopendir(in) : NULL;
 	if (!d) {

@@ -56,12 +56,14 @@
 #include "lstate.h"
 
 #define TEARDOWN_DEADLINE_MS 10000
+#define NET_DEADLINE_MS 5000
 #define TOKEN_MAX 1024
 
 static const char *dir, *id;
 static char root[PATH_MAX];                     /* the directory holding every sandbox's */
 static struct uid_range ids = { 0, 0, -1 };
-static struct limit_cgroups lcg;                /* memory, pids, cpu */   /* the host ids behind the sandbox's; slot -1: none */
+static struct limit_cgroups lcg;                /* memory, pids, cpu */
+static pid_t slirp = -1;                        /* network "on": slirp4netns, the sandbox's way out */   /* the host ids behind the sandbox's; slot -1: none */
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
 /* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
@@ -605,7 +607,7 @@ static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/t
 
 static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
 			    int ready_fd, int envd_token_fd, const struct sbfds *f, int userns, unsigned uid,
-			    unsigned gid, unsigned shm_mb)
+			    unsigned gid, unsigned shm_mb, int info_fd, int block_fd)
 {
 	static const char *const caps[] = {
 		/*
@@ -634,8 +636,13 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "--unshare-ipc");
 	add(a, "--unshare-uts");
 	add(a, "--unshare-cgroup-try");
-	if (!m->network)
-		add(a, "--unshare-net");
+	add(a, "--unshare-net"); /* "on": slirp4netns gives it a way out (net.c) */
+	if (info_fd >= 0) {
+		add(a, "--info-fd");
+		addf(a, "%d", info_fd);
+		add(a, "--block-fd");
+		addf(a, "%d", block_fd);
+	}
 	if (!userns) {
 		/* Unprivileged: a user namespace mapping the caller to itself, and none below it. */
 		add(a, "--unshare-user");
@@ -664,7 +671,7 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "--ro-bind");
 	addf(a, userns ? "%s/etc" : "%s/rootfs/etc", src);
 	add(a, "/etc");
-	r = etc_build(dir, m->id, uid, gid, a);
+	r = etc_build(dir, m->id, uid, gid, m->network, a);
 	if (r < 0)
 		return r;
 	add(a, "--proc");
@@ -924,6 +931,10 @@ static void teardown(pid_t bwrap, int bwrap_done)
 		}
 	}
 	kill_cgroup_members(deadline);
+	if (slirp > 0) {
+		kill(slirp, SIGKILL);
+		wait_gone(slirp, deadline);
+	}
 	reap(0, NULL);
 	limits_remove(&lcg);
 	if (strcmp(cg_kind, "none") != 0 && rmdir(cg_path) < 0 && errno != ENOENT)
@@ -1012,6 +1023,8 @@ int main(int argc, char **argv)
 	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, status = 0, done = 0;
 	struct argv av = { 0 };
 	struct sbfds fds = { -1, -1, -1, -1 };
+	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 };
+	const char *slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
 	unsigned uid, gid;
 	struct limits lim;
 	char pidtext[32], path[PATH_MAX];
@@ -1120,13 +1133,35 @@ int main(int argc, char **argv)
 		lstate_write_atomic(path, text, strlen(text), 0600);
 	}
 	read_limits(&lim);
+	if (m.network && geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
+		/* Never the host's network instead: loopback only, and say why. */
+		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s has loopback only",
+		    (unsigned)geteuid(), id);
+		m.network = 0;
+	}
+	if (m.network) {
+		if (!slirp_path || !*slirp_path)
+			slirp_path = "/usr/bin/slirp4netns";
+		if (access(slirp_path, X_OK) < 0) {
+			say("network on needs slirp4netns: %s: %s", slirp_path, strerror(errno));
+			lstate_meta_clear(&m);
+			teardown(-1, 1);
+			return 1;
+		}
+		if (pipe2(net_info, O_CLOEXEC) < 0 || pipe2(net_block, O_CLOEXEC) < 0) {
+			say("pipe: %s", strerror(errno));
+			lstate_meta_clear(&m);
+			teardown(-1, 1);
+			return 1;
+		}
+	}
 	limits_setup(&lcg, &lim, id, !strcmp(cg_kind, "v2") ? cg_path : NULL);
 	snprintf(path, sizeof(path), "%s/limits", dir);
 	if (limits_record(dir, &lcg, &lim) < 0)
 		say("cannot write %s: %s", path, strerror(errno));
 	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, &fds, ids.slot >= 0, uid, gid,
-			     lim.shm_mb) < 0) {
+			     lim.shm_mb, net_info[1], net_block[0]) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
@@ -1134,15 +1169,32 @@ int main(int argc, char **argv)
 		teardown(-1, 1);
 		return 1;
 	}
-	lstate_meta_clear(&m);
 	{
-		int keep[] = { envd_token, fds.seccomp };
+		int keep[] = { envd_token, fds.seccomp, net_info[1], net_block[0] };
 
-		child = spawn_bwrap(av.v, keep, sizeof(keep) / sizeof(keep[0]), ids.slot >= 0 ? &ids : NULL, envd,
-				    lim.disk_mb);
+		child = spawn_bwrap(av.v, keep, m.network ? 4 : 2, ids.slot >= 0 ? &ids : NULL, envd, lim.disk_mb);
 	}
+	lstate_meta_clear(&m);
 	argv_free(&av);
 	close_fds(&fds);
+	if (net_info[1] >= 0) {
+		close(net_info[1]);
+		close(net_block[0]);
+		if (child > 0)
+			slirp = net_setup(net_info[0], slirp_path, mono_ms() + NET_DEADLINE_MS);
+		close(net_info[0]);
+		if (child > 0 && slirp < 0) {
+			close(net_block[1]);
+			close(ready_fd);
+			close(envd_token);
+			teardown(child, 0);
+			return 1;
+		}
+		/* The network is ready: bwrap may start envd. */
+		if (child > 0 && write(net_block[1], "n", 1) != 1)
+			say("cannot release bwrap: %s", strerror(errno));
+		close(net_block[1]);
+	}
 	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(ready_fd);
 	close(envd_token);

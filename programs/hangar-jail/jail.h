@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -46,7 +47,7 @@ int uid_range_map(pid_t pid, const struct uid_range *r);
  * files copied; the host's subdirectories are added to a as read-only binds
  * over empty mount points. 0 or -errno.
  */
-int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, struct argv *a);
+int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, struct argv *a);
 
 /* limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1). */
 struct limits {
@@ -65,3 +66,15 @@ int limits_join(const struct limit_cgroups *c, pid_t pid);
 void limits_remove(const struct limit_cgroups *c);
 /* Writes dir/limits for the library. 0 or -errno. */
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);
+
+/*
+ * net.c: network "on". NET_DNS_ADDR is the sandbox's resolver (slirp4netns
+ * forwards it to the host's). net_setup reads the sandbox's pid from bwrap's
+ * info fd, starts slirp4netns on its network namespace and restricts its
+ * routes; slirp4netns's pid (the caller's child, to kill at teardown), or -1
+ * with a message said.
+ */
+#define NET_IF "tap0"
+#define NET_GW "10.0.2.2"
+#define NET_DNS_ADDR "10.0.2.3"
+pid_t net_setup(int info_fd, const char *slirp, int64_t deadline_ms);

@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -393,6 +396,114 @@ START_TEST(dev_shm_for_every_user)
 }
 END_TEST
 
+/*
+ * Network on: a host service on 0.0.0.0 (so on loopback and every address of
+ * the host) is out of reach, by every address; so is another sandbox's
+ * server; the sandbox's own loopback works and its routes cannot be changed.
+ */
+START_TEST(network_private)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct ifaddrs *ifs = NULL;
+	char cmd[4096], targets[2048] = "127.0.0.1 10.0.2.2 169.254.169.254";
+	struct out o;
+	int srv, one = 1;
+
+	if (!become_caller(_i))
+		return;
+	srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(srv, 0);
+	setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(srv, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(srv, 16), 0);
+	ck_assert_int_eq(getsockname(srv, (struct sockaddr *)&sa, &len), 0);
+	ck_assert_int_eq(getifaddrs(&ifs), 0);
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+			char addr[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, addr, sizeof(addr));
+			snprintf(targets + strlen(targets), sizeof(targets) - strlen(targets), " %s", addr);
+		}
+	freeifaddrs(ifs);
+	ctx = new_ctx();
+	a = create(ctx, HANGAR_NETWORK_ON);
+	b = create(ctx, HANGAR_NETWORK_ON);
+	/* b serves on every address of its own; a looks for it and for the host's service. */
+	expect(b, "user", "(python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &) ; echo started", "started");
+	snprintf(cmd, sizeof(cmd),
+		 "for h in %s; do python3 -c \"import socket, sys\n"
+		 "try:\n"
+		 "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2); print('reached', sys.argv[1])\n"
+		 "except OSError:\n"
+		 "    pass\n\" $h %d; done; "
+		 "grep -c %s /proc/net/unix; true",
+		 targets, ntohs(sa.sin_port), hangar_sandbox_id(b));
+	sh(a, "root", cmd, &o);
+	ck_assert_msg(!strstr(o.text, "reached") && o.text[0] == '0', "sandbox a reached out: %s", o.text);
+	snprintf(cmd, sizeof(cmd),
+		 "for h in %s 10.0.2.100 10.0.2.15; do python3 -c \"import socket, sys\n"
+		 "try:\n"
+		 "    socket.create_connection((sys.argv[1], 8000), timeout=2); print('reached', sys.argv[1])\n"
+		 "except OSError:\n"
+		 "    pass\n\" $h; done; true",
+		 targets);
+	sh(a, "root", cmd, &o);
+	ck_assert_msg(!strstr(o.text, "reached"), "sandbox a reached b's server: %s", o.text);
+	/* Its own loopback works; its routes are not its root's to change. */
+	expect(a, "user",
+	       "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+	       "socket.create_connection(s.getsockname()); print('loopback')\"",
+	       "loopback");
+	if (geteuid() == 0 || access("/dev/net/tun", R_OK | W_OK) == 0) {
+		const char *count;
+
+		sh(a, "root", "ip route del blackhole 10.0.0.0/8 2>&1; ip route | grep -c blackhole", &o);
+		count = strstr(o.text, "Operation not permitted\n");
+
+		ck_assert_msg(count && atoi(count + 24) >= 14, "routes: %s", o.text);
+	}
+	close(srv);
+	hangar_sandbox_kill(a);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* envd's memory, environment and descriptors are closed to the sandbox's root and user. */
+START_TEST(envd_out_of_reach)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	static const char *const users[] = { "root", "user" };
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	for (int u = 0; u < 2; u++) {
+		sh(sb, users[u],
+		   "P=$(pgrep -x hangar-envd); test -n \"$P\" || echo no-envd; "
+		   "cat /proc/$P/environ /proc/$P/mem 2>/dev/null | head -c 100 | wc -c; "
+		   "ls -l /proc/$P/fd/ 2>/dev/null | grep -c -- '->' ; true",
+		   &o);
+		ck_assert_msg(!strcmp(o.text, "0\n0\n"), "as %s: %s", users[u], o.text);
+	}
+	/* With a root caller, envd is not the uid commands run as by default. */
+	if (geteuid() == 0)
+		expect(sb, "user", "echo $(stat -c %u /proc/$(pgrep -x hangar-envd)) $(id -u)", "0 1000");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- limits (root callers: cgroups and the sandbox's tmpfs) ------------------------------ */
 
 static hangar_sandbox *create_limited(hangar_ctx **ctx, const char *name, const char *value)
@@ -548,6 +659,8 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, other_sandbox_unreachable, 0, 2);
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
+	tcase_add_loop_test(tc, network_private, 0, 2);
+	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, disk_limit);

@@ -575,10 +575,11 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 		{ "HANGAR_LOCAL_CPUS", "HANGAR_JAIL_CPUS" },
 		{ "HANGAR_LOCAL_DISK_MB", "HANGAR_JAIL_DISK_MB" },
 		{ "HANGAR_LOCAL_UID_RANGE", "HANGAR_JAIL_UID_RANGE" },
+		{ "HANGAR_LOCAL_NET_ALLOW", "HANGAR_JAIL_NET_ALLOW" },
 	};
 	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
 			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
-	char envbuf[sizeof(passed) / sizeof(passed[0])][96];
+	char envbuf[sizeof(passed) / sizeof(passed[0])][1100];
 	char *envp[sizeof(passed) / sizeof(passed[0]) + 2] = {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" };
 	size_t ne = 1;
@@ -590,7 +591,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
 		const char *v = hangar_sys_ctx_setting(l->ctx, passed[i][0]);
 
-		if (v && *v && strlen(v) < 64) {
+		if (v && *v && strlen(v) < 1024) {
 			snprintf(envbuf[i], sizeof(envbuf[i]), "%s=%s", passed[i][1], v);
 			envp[ne++] = envbuf[i];
 		}
@@ -1287,6 +1288,27 @@ static int check_uid_range(const char *name, const char *value)
 	return 0;
 }
 
+/* HANGAR_LOCAL_NET_ALLOW: "A.B.C.D/N,..." IPv4 ranges. */
+static int check_net_allow(const char *name, const char *value)
+{
+	for (const char *p = value; *p;) {
+		size_t n = strcspn(p, ",");
+		unsigned a, b, c, d, bits;
+		char tail = 0, cidr[64];
+
+		snprintf(cidr, sizeof(cidr), "%.*s", (int)(n < 63 ? n : 63), p);
+		if (n >= 63 || sscanf(cidr, "%u.%u.%u.%u/%u%c", &a, &b, &c, &d, &bits, &tail) != 5 || a > 255 ||
+		    b > 255 || c > 255 || d > 255 || bits > 32 || strlen(value) >= 1024)
+			return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+						"%s: \"%s\" is not a list of IPv4 CIDR ranges (A.B.C.D/N,...)", name,
+						value);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 /* The local provider's settings, each with its one default. */
 static const struct hangar_setting_def local_settings[] = {
 	{ "HANGAR_ENVD_PATH", HANGAR_SETTING_TYPE_PATH, 0, HANGAR_ENVD_INSTALL_PATH, 0, 0, NULL,
@@ -1308,6 +1330,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "disk limit of each local sandbox, MiB", NULL },
 	{ "HANGAR_LOCAL_UID_RANGE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 	  "host ids for sandboxes' user namespaces, START:COUNT", check_uid_range },
+	{ "HANGAR_LOCAL_NET_ALLOW", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+	  "private IPv4 ranges local sandboxes may reach, A.B.C.D/N,...", check_net_allow },
 	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -1,0 +1,299 @@
+/*
+ * Network "on": the sandbox has a network namespace of its own (bwrap
+ * --unshare-net, as for "off") and slirp4netns gives it outbound TCP and UDP
+ * through the host's sockets: a user-mode stack, so the sandbox shares no
+ * interface, no loopback and no unix socket table with the host or another
+ * sandbox.
+ *
+ * slirp4netns runs with --disable-host-loopback (its gateway does not lead
+ * to the host's 127.0.0.1), in a sandbox and seccomp filter of its own.
+ * What it would still reach from the host, the host's own
+ * addresses and the private, link-local and shared ranges (other machines
+ * and services of the host's networks, cloud metadata at 169.254.169.254),
+ * is made unreachable by blackhole routes in the sandbox's namespace, which
+ * its root cannot change (it keeps no CAP_NET_ADMIN); the on-link subnet's
+ * route is replaced by a route to the gateway alone. HANGAR_JAIL_NET_ALLOW
+ * (comma-separated CIDR ranges, from HANGAR_LOCAL_NET_ALLOW) are routed
+ * through the gateway again. DNS goes to NET_DNS_ADDR, which slirp4netns
+ * forwards to the host's resolver. IPv4 only.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <linux/nsfs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jail.h"
+
+static const char *const blocked[] = {
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+	"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+	"224.0.0.0/4", "240.0.0.0/4",
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs argv with input on stdin and up to size-1 bytes of stdout in out; its exit status or -1. */
+static int run(char *const argv[], const char *input, char *out, size_t size)
+{
+	int in[2], res[2], status;
+	size_t have = 0;
+	pid_t pid;
+
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(res, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(in[0], 0);
+		dup2(res[1], 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(res[1]);
+	if (pid < 0) {
+		close(in[1]);
+		close(res[0]);
+		return -1;
+	}
+	if (input && write(in[1], input, strlen(input)) < 0)
+		say("%s: %s", argv[0], strerror(errno));
+	close(in[1]);
+	for (;;) {
+		ssize_t n = out && have + 1 < size ? read(res[0], out + have, size - 1 - have) : 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	if (out)
+		out[have] = '\0';
+	close(res[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The sandbox's pid 1 from bwrap's --info-fd JSON ({"child-pid": N, ...}), within deadline. */
+static int read_child_pid(int fd, int64_t deadline)
+{
+	char buf[1024];
+	size_t have = 0;
+
+	while (have < sizeof(buf) - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+		ssize_t n;
+		char *k;
+
+		buf[have] = '\0';
+		if ((k = strstr(buf, "\"child-pid\"")) && strchr(k, ','))
+			return atoi(strchr(k, ':') + 1);
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	buf[have] = '\0';
+	{
+		char *k = strstr(buf, "\"child-pid\"");
+
+		return k && strchr(k, ':') ? atoi(strchr(k, ':') + 1) : -1;
+	}
+}
+
+static int valid_cidr(const char *s)
+{
+	char addr[32];
+	unsigned bits;
+	struct in_addr a;
+
+	return sscanf(s, "%31[0-9.]/%u", addr, &bits) == 2 && bits <= 32 && inet_pton(AF_INET, addr, &a) == 1;
+}
+
+/* Waits for one byte on fd (slirp4netns's --ready-fd) before deadline. 0 or -1. */
+static int wait_ready(int fd, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+		char c;
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return -1;
+		n = read(fd, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 1 ? 0 : -1;
+	}
+}
+
+pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+{
+	char pid[32], ready[48], userns[64], nsuser[64], nsnet[64], script[8192];
+	char *slirp_argv[12], *ip_batch[8];
+	size_t sa = 0, ia = 0;
+	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
+	struct ifaddrs *ifs = NULL;
+	size_t n = 0;
+	int child = read_child_pid(info_fd, deadline), rp[2], netfd = -1, ownerfd = -1;
+	pid_t p;
+
+	if (child <= 0) {
+		say("bwrap did not report the sandbox's pid");
+		return -1;
+	}
+	if (pipe2(rp, O_CLOEXEC) < 0)
+		return -1;
+	snprintf(pid, sizeof(pid), "%d", child);
+	snprintf(ready, sizeof(ready), "--ready-fd=%d", rp[1]);
+	/*
+	 * Unprivileged, the network namespace belongs to bwrap's user namespace,
+	 * which must be entered too: its owner (the sandbox itself may already be
+	 * one namespace further down, for --disable-userns), by our descriptor.
+	 */
+	if (geteuid() != 0) {
+		snprintf(nsnet, sizeof(nsnet), "/proc/%d/ns/net", child);
+		netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
+		ownerfd = netfd >= 0 ? ioctl(netfd, NS_GET_USERNS) : -1;
+		if (ownerfd < 0) {
+			say("cannot find the owner of the sandbox's network namespace: %s", strerror(errno));
+			if (netfd >= 0)
+				close(netfd);
+			close(rp[0]);
+			close(rp[1]);
+			return -1;
+		}
+	}
+	/* Inherited by slirp4netns and nsenter, which open it as their own (this process is not dumpable). */
+	if (ownerfd >= 0)
+		fcntl(ownerfd, F_SETFD, 0);
+	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", ownerfd);
+	snprintf(nsuser, sizeof(nsuser), "--user=/proc/self/fd/%d", ownerfd);
+	snprintf(nsnet, sizeof(nsnet), "--net=/proc/%d/ns/net", child);
+	slirp_argv[sa++] = (char *)slirp;
+	/* Unprivileged, the namespace belongs to bwrap's user namespace, which must be entered too. */
+	if (geteuid() != 0)
+		slirp_argv[sa++] = userns;
+	slirp_argv[sa++] = "--configure";
+	slirp_argv[sa++] = "--mtu=65520";
+	slirp_argv[sa++] = "--disable-host-loopback";
+	slirp_argv[sa++] = "--enable-sandbox";
+	slirp_argv[sa++] = "--enable-seccomp";
+	slirp_argv[sa++] = ready;
+	slirp_argv[sa++] = pid;
+	slirp_argv[sa++] = NET_IF;
+	slirp_argv[sa] = NULL;
+	ip_batch[ia++] = "/usr/bin/nsenter";
+	if (geteuid() != 0)
+		ip_batch[ia++] = nsuser;
+	ip_batch[ia++] = nsnet;
+	ip_batch[ia++] = "--";
+	ip_batch[ia++] = "ip";
+	ip_batch[ia++] = "-batch";
+	ip_batch[ia++] = "-";
+	ip_batch[ia] = NULL;
+	p = fork();
+	if (p == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (fcntl(rp[1], F_SETFD, 0) < 0)
+			_exit(126);
+		execv(slirp, slirp_argv);
+		say("cannot run %s: %s", slirp, strerror(errno));
+		_exit(127);
+	}
+	close(rp[1]);
+	if (p < 0 || wait_ready(rp[0], deadline) < 0) {
+		close(rp[0]);
+		if (ownerfd >= 0)
+			close(ownerfd);
+		if (netfd >= 0)
+			close(netfd);
+		say("slirp4netns did not configure the sandbox's network in time");
+		if (p > 0) {
+			kill(p, SIGKILL);
+			waitpid(p, NULL, 0);
+		}
+		return -1;
+	}
+	close(rp[0]);
+	n += (size_t)snprintf(script + n, sizeof(script) - n,
+			      "route flush proto kernel\nroute add %s/32 dev %s\nroute add %s/32 dev %s\n", NET_GW, NET_IF,
+			      NET_DNS_ADDR, NET_IF);
+	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
+		n += (size_t)snprintf(script + n, sizeof(script) - n, "route add blackhole %s\n", blocked[i]);
+	if (getifaddrs(&ifs) == 0) {
+		for (struct ifaddrs *i = ifs; i && n < sizeof(script) - 128; i = i->ifa_next) {
+			char a[INET_ADDRSTRLEN];
+
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+				continue;
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof(a));
+			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace blackhole %s/32\n", a);
+		}
+		freeifaddrs(ifs);
+	}
+	while (allow && *allow && n < sizeof(script) - 128) {
+		char cidr[64];
+		size_t len = strcspn(allow, ",");
+
+		snprintf(cidr, sizeof(cidr), "%.*s", (int)(len < 63 ? len : 63), allow);
+		if (valid_cidr(cidr))
+			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace %s via %s dev %s\n", cidr,
+					      NET_GW, NET_IF);
+		else
+			say("HANGAR_JAIL_NET_ALLOW: \"%s\" is not an IPv4 CIDR range; ignored", cidr);
+		allow += len;
+		if (*allow == ',')
+			allow++;
+	}
+	if (n >= sizeof(script) || run(ip_batch, script, NULL, 0) != 0) {
+		say("cannot restrict the sandbox's routes");
+		kill(p, SIGKILL);
+		waitpid(p, NULL, 0);
+		p = -1;
+	}
+	if (ownerfd >= 0)
+		close(ownerfd);
+	if (netfd >= 0)
+		close(netfd);
+	return p;
+}
