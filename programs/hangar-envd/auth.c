@@ -1,5 +1,6 @@
 /* Access token and /files signatures (BEHAVIOUR.md §3). */
 #include "envd.h"
+#include "request.h"
 
 #include <errno.h>
 #include <inttypes.h>

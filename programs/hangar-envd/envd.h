@@ -16,6 +16,7 @@
 #include "connect.h"
 
 struct MHD_Connection;
+struct envd_req; /* request.h */
 
 #define ENVD_VERSION "0.6.4"
 #define ENVD_DEFAULT_PORT 49983
@@ -87,24 +88,6 @@ int envd_ensure_dirs(const struct envd_user *u, const char *path);
  */
 char **envd_build_env(const struct envd_user *u, char *const *extra);
 
-/* ---- the request a handler sees (server.c) --------------------------- */
-
-struct envd_req {
-	struct MHD_Connection *conn;
-	const char *method;
-	const char *url;             /* path only */
-	const char *body;            /* whole body for RPCs (NUL-terminated) */
-	size_t body_len;
-	struct envd_user user;       /* run-as user (Basic auth or default) */
-	int64_t timeout_ms;          /* Connect-Timeout-Ms, -1 when absent */
-	int keepalive_sec;           /* Keepalive-Ping-Interval, clamped */
-};
-
-/* A request header (case-insensitive), or NULL. */
-const char *envd_req_header(const struct envd_req *r, const char *name);
-/* A query argument, or NULL. */
-const char *envd_req_query(const struct envd_req *r, const char *name);
-
 /* ---- server streams (stream.c) -------------------------------------- */
 
 /*
@@ -168,31 +151,7 @@ void process_service_shutdown(void);
 int filesystem_service_init(void);
 void filesystem_service_shutdown(void);
 
-/* ---- plain HTTP routes (files.c, misc.c) ---------------------------- */
-
 struct MHD_Response;
-
-/* An envd REST error: {"code":<status>,"message":…}. */
-struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/*
- * GET and POST /files (files.c). The server has already checked the access
- * token or signature (auth.c) when these run. Each returns the HTTP status
- * and sets *resp (never NULL on return).
- */
-unsigned files_download(struct envd_req *r, struct MHD_Response **resp);
-
-/* Uploads stream: begin once the headers are in, data per body chunk, finish
- * after the last. begin returns NULL (with status and resp set) only when it
- * cannot even record a refusal; other refusals are answered by finish, after
- * the body has been read. */
-struct files_upload;
-struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp);
-/* Consumes a body chunk; errors are sticky and reported by finish. */
-void files_upload_data(struct files_upload *u, const char *data, size_t len);
-unsigned files_upload_finish(struct files_upload *u, struct MHD_Response **resp);
-void files_upload_free(struct files_upload *u);
 
 /* ---- auth (auth.c) ---------------------------------------------------- */
 
@@ -227,9 +186,3 @@ cJSON *envd_metadata_read(const char *path);
  * filesystem without xattr support is not an error.
  */
 int envd_metadata_write(const char *path, const char *const *keys, const char *const *values, size_t n);
-
-/* ---- EntryInfo (filesystem.c) ---------------------------------------- */
-
-/* EntryInfo of path (lstat-based, as upstream); NULL with err set when it
- * cannot be stat'ed (not_found when missing). */
-cJSON *envd_entry_info(const char *path, struct rpc_error *err);

@@ -1,11 +1,33 @@
 /*
- * Pieces of the /files routes (files.c) that are pure functions of request
- * headers, exposed so the unit tests can pin them down.
+ * The /files routes (files.c), and the pieces of them that are pure
+ * functions of request headers, exposed so the unit tests can pin them down.
  */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "request.h"
+
+struct MHD_Response;
+
+/*
+ * GET and POST /files (files.c). The server has already checked the access
+ * token or signature (auth.c) when these run. Each returns the HTTP status
+ * and sets *resp (never NULL on return).
+ */
+unsigned files_download(struct envd_req *r, struct MHD_Response **resp);
+
+/* Uploads stream: begin once the headers are in, data per body chunk, finish
+ * after the last. begin returns NULL (with status and resp set) only when it
+ * cannot even record a refusal; other refusals are answered by finish, after
+ * the body has been read. */
+struct files_upload;
+struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp);
+/* Consumes a body chunk; errors are sticky and reported by finish. */
+void files_upload_data(struct files_upload *u, const char *data, size_t len);
+unsigned files_upload_finish(struct files_upload *u, struct MHD_Response **resp);
+void files_upload_free(struct files_upload *u);
 
 enum files_encoding {
 	FILES_ENC_REFUSED = -1,  /* nothing acceptable: 406 */

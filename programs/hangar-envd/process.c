@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "pjson.h"
+#include "request.h"
 
 #define PIPE_CHUNK (32 * 1024)
 #define PTY_CHUNK (16 * 1024)

@@ -23,7 +23,9 @@
 
 #include "buf.h"
 #include "envd.h"
+#include "files.h"
 #include "pjson.h"
+#include "request.h"
 #include "stream.h"
 
 #define AUTH_FAILED_MESSAGE \
@@ -49,16 +51,6 @@ struct request_state {
 	unsigned pending_status;
 };
 
-const char *envd_req_header(const struct envd_req *r, const char *name)
-{
-	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
-}
-
-const char *envd_req_query(const struct envd_req *r, const char *name)
-{
-	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
 static struct MHD_Response *json_response(const char *json)
 {
 	struct MHD_Response *resp =
@@ -66,32 +58,6 @@ static struct MHD_Response *json_response(const char *json)
 
 	if (resp)
 		MHD_add_response_header(resp, "Content-Type", "application/json");
-	return resp;
-}
-
-struct MHD_Response *envd_rest_error(int status, const char *fmt, ...)
-{
-	char msg[1024];
-	cJSON *o = cJSON_CreateObject();
-	char *json;
-	const char *json_text;
-	struct MHD_Response *resp;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cJSON_AddNumberToObject(o, "code", status);
-	cJSON_AddStringToObject(o, "message", msg);
-	json = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	json_text = json ? json : "{}";
-	resp = MHD_create_response_from_buffer(strlen(json_text), (void *)json_text, MHD_RESPMEM_MUST_COPY);
-	free(json);
-	if (resp) {
-		MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-		MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-	}
 	return resp;
 }
 

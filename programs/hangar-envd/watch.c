@@ -29,7 +29,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "entry.h"
 #include "pjson.h"
+#include "request.h"
 
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MODIFY | \
 		    IN_MOVED_FROM | IN_MOVE_SELF | IN_ATTRIB)

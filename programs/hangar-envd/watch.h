@@ -1,6 +1,5 @@
 /*
- * Directory watches (watch.c) for the filesystem service, and the one path
- * helper they share with filesystem.c.
+ * Directory watches (watch.c) for the filesystem service.
  */
 #pragma once
 

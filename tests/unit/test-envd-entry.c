@@ -20,7 +20,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "envd.h"
+#include "entry.h"
 
 /* Normally defined in main.c, which tests do not link. */
 struct envd_config envd_cfg;
