@@ -189,7 +189,7 @@ cJSON *envd_entry_info(const char *path, struct rpc_error *err)
 		if (errno == ENOENT)
 			rpc_fail(err, CONNECT_NOT_FOUND, "file not found: lstat %s: %s", path, strerror(errno));
 		else
-			rpc_fail(err, CONNECT_INTERNAL, "error getting file info: lstat %s: %s", path,
+			rpc_fail(err, envd_fs_code(errno), "error getting file info: lstat %s: %s", path,
 				 strerror(errno));
 		return NULL;
 	}

@@ -51,6 +51,10 @@ struct rpc_error {
 int rpc_fail(struct rpc_error *err, enum connect_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The code for a failed file operation: permission_denied for EACCES and
+ * EPERM (the request user may not do it), else internal. */
+enum connect_code envd_fs_code(int e);
+
 /* ---- users and paths (user.c) ---------------------------------------- */
 
 struct envd_user {
@@ -77,8 +81,14 @@ int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size
  * "//", "/./" and "/x/.." go; ".." never climbs above "/". */
 void envd_clean_path(char *p);
 
-/* Creates every missing directory of path (mode 0755, owned by u). 0 or -errno. */
-int envd_ensure_dirs(const struct envd_user *u, const char *path);
+/*
+ * Creates every missing directory of path, mode 0755 (less the umask). They
+ * belong to whoever the calling thread's file credentials say: run it in an
+ * envd_creds_enter() scope (creds.h) for a request user, never chown after,
+ * which would follow a link swapped in. 0 or -errno (-ENOTDIR when a
+ * component is not a directory).
+ */
+int envd_ensure_dirs(const char *path);
 
 /*
  * The child environment, later entries winning: PATH of the daemon, HOME,

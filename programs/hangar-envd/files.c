@@ -2,6 +2,13 @@
  * GET and POST /files (BEHAVIOUR.md §4.2-§4.4): downloads served from the
  * file descriptor or gzip-compressed on the fly, uploads written to disk as
  * the body arrives. Neither direction holds a whole file in memory.
+ *
+ * Every open, mkdir, truncate, write and metadata change is made with the
+ * request user's credentials (creds.h), never through a /proc magic link,
+ * and only regular files are streamed: a device, FIFO or socket, or a file
+ * of a kernel pseudo-filesystem (/proc, /sys, ...), is refused before it is
+ * read from or written to. An upload never follows a symbolic link in the
+ * final component and never changes an existing file's owner.
  */
 #define _GNU_SOURCE
 #include "files.h"
@@ -17,11 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "creds.h"
 #include "envd.h"
 #include "multipart.h"
 
@@ -346,6 +358,7 @@ static void base_name(const char *path, char *out, size_t outsz)
 
 struct file_reader {
 	int fd;
+	uint64_t left;            /* bytes still to read: the size when opened */
 	int gzip;
 	int in_eof;
 	int finished;
@@ -373,10 +386,12 @@ static ssize_t gzip_read(struct file_reader *fr, char *buf, size_t max)
 		int rc;
 
 		if (fr->zs.avail_in == 0 && !fr->in_eof) {
-			ssize_t n = read_retry(fr->fd, fr->in, sizeof(fr->in));
+			size_t want = fr->left < sizeof(fr->in) ? (size_t)fr->left : sizeof(fr->in);
+			ssize_t n = want ? read_retry(fr->fd, fr->in, want) : 0;
 
 			if (n < 0)
 				return MHD_CONTENT_READER_END_WITH_ERROR;
+			fr->left -= (uint64_t)n;
 			fr->in_eof = n == 0;
 			fr->zs.next_in = fr->in;
 			fr->zs.avail_in = (uInt)n;
@@ -395,16 +410,8 @@ static ssize_t gzip_read(struct file_reader *fr, char *buf, size_t max)
 
 static ssize_t reader_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct file_reader *fr = cls;
-	ssize_t n;
-
 	(void)pos;
-	if (fr->gzip)
-		return gzip_read(fr, buf, max);
-	n = read_retry(fr->fd, buf, max);
-	if (n < 0)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+	return gzip_read(cls, buf, max);
 }
 
 static void reader_free(void *cls)
@@ -417,8 +424,11 @@ static void reader_free(void *cls)
 	free(fr);
 }
 
-/* A chunked body read from fd (which it takes), compressed or not. */
-static struct MHD_Response *stream_response(int fd, int gzip)
+/*
+ * A gzip-compressed chunked body read from fd (which it takes): the size
+ * bytes it had when opened, so a file that keeps growing still ends.
+ */
+static struct MHD_Response *gzip_response(int fd, uint64_t size)
 {
 	struct file_reader *fr = calloc(1, sizeof(*fr));
 	struct MHD_Response *resp;
@@ -428,19 +438,18 @@ static struct MHD_Response *stream_response(int fd, int gzip)
 		return NULL;
 	}
 	fr->fd = fd;
-	if (gzip) {
-		/* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
-		if (deflateInit2(&fr->zs, GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-			close(fd);
-			free(fr);
-			return NULL;
-		}
-		fr->gzip = 1;
+	fr->left = size;
+	/* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
+	if (deflateInit2(&fr->zs, GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		close(fd);
+		free(fr);
+		return NULL;
 	}
+	fr->gzip = 1;
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader_cb, fr, reader_free);
 	if (!resp)
 		reader_free(fr);
-	else if (gzip)
+	else
 		MHD_add_response_header(resp, "Content-Encoding", "gzip");
 	return resp;
 }
@@ -538,19 +547,6 @@ static unsigned identity_response(struct envd_req *r, int fd, const struct stat 
 	return status;
 }
 
-/*
- * procfs and sysfs report regular files of size 0 that do have content;
- * those are streamed to EOF like pipes and devices.
- */
-static int has_known_size(int fd, const struct stat *st)
-{
-	char c;
-
-	if (!S_ISREG(st->st_mode))
-		return 0;
-	return st->st_size > 0 || pread(fd, &c, 1, 0) == 0;
-}
-
 static const char *download_user(struct envd_req *r)
 {
 	const char *u = envd_req_query(r, "username");
@@ -564,17 +560,152 @@ static unsigned fail_response(struct MHD_Response **resp, unsigned status, const
 	return status;
 }
 
-/* Opens the target without hanging on a FIFO that has no writer yet. */
-static int open_for_read(const char *path)
+/* ---- what may be streamed ------------------------------------------------ */
+
+/*
+ * Opens path as the calling thread's credentials allow, refusing to pass
+ * through a /proc magic link (/proc/<pid>/fd/N, .../cwd, .../root): those
+ * lead to whatever another process holds open, past the permissions of the
+ * directories on the way. Kernels without openat2 (before 5.6), or a seccomp
+ * filter that hides it, fall back to open(), where only the user's
+ * credentials protect.
+ */
+static int open_no_magic(const char *path, int flags, mode_t mode)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct open_how how = {
+		.flags = (uint64_t)flags,
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 
-	if (fd >= 0) {
-		int fl = fcntl(fd, F_GETFL);
+	if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+		return (int)fd;
+	return open(path, flags, mode);
+}
 
-		if (fl >= 0)
-			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+/* What a non-regular file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFSOCK:
+		return "a socket";
 	}
+	return "not a regular file";
+}
+
+/*
+ * Files of the kernel's pseudo-filesystems look regular but are views of
+ * the kernel or of processes, envd's own among them (/proc/self/environ,
+ * /proc/<envd>/mem): reading or writing one is never a file transfer.
+ */
+static int on_pseudo_fs(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return 1;
+	switch ((unsigned long)sf.f_type & 0xffffffffUL) {
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+	case SECURITYFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case BPF_FS_MAGIC:
+	case EFIVARFS_MAGIC:
+		return 1;
+	}
+	return 0;
+}
+
+/* The status and message for a path that cannot be streamed; 0 when it can. */
+static unsigned refuse_kind(const char *path, const struct stat *st, int fd, char *msg, size_t msgsz)
+{
+	if (S_ISDIR(st->st_mode)) {
+		snprintf(msg, msgsz, "path '%s' is a directory", path);
+		return 400;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(msg, msgsz, "path '%s' is %s: only regular files can be read or written", path,
+			 file_kind(st->st_mode));
+		return 400;
+	}
+	if (fd >= 0 && on_pseudo_fs(fd)) {
+		snprintf(msg, msgsz, "path '%s' is on a kernel pseudo-filesystem (/proc, /sys, ...): only regular "
+			 "files can be read or written", path);
+		return 400;
+	}
+	return 0;
+}
+
+/*
+ * Opens a download as the user: checked before the open (so a device or a
+ * FIFO is never opened) and after it (a path swapped in between). Returns
+ * the descriptor, or -1 with *status and msg set.
+ */
+static int open_download(const char *path, struct stat *st, unsigned *status, char *msg, size_t msgsz)
+{
+	int fd, fl, e;
+
+	if (stat(path, st) < 0) {
+		e = errno;
+		if (e == ENOENT) {
+			snprintf(msg, msgsz, "path '%s' does not exist", path);
+			*status = 404;
+		} else if (e == EACCES || e == EPERM) {
+			snprintf(msg, msgsz, "permission denied: cannot read '%s'", path);
+			*status = 403;
+		} else {
+			snprintf(msg, msgsz, "error checking if path exists '%s': %s", path, strerror(e));
+			*status = 500;
+		}
+		return -1;
+	}
+	if ((*status = refuse_kind(path, st, -1, msg, msgsz)) != 0)
+		return -1;
+	fd = open_no_magic(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0) {
+		e = errno;
+		if (e == EACCES || e == EPERM) {
+			snprintf(msg, msgsz, "permission denied: cannot read '%s'", path);
+			*status = 403;
+		} else if (e == ELOOP) {
+			snprintf(msg, msgsz, "path '%s' goes through a /proc link or too many symbolic links", path);
+			*status = 400;
+		} else if (e == ENOENT) {
+			snprintf(msg, msgsz, "path '%s' does not exist", path);
+			*status = 404;
+		} else {
+			snprintf(msg, msgsz, "error opening file '%s': %s", path, strerror(e));
+			*status = 500;
+		}
+		return -1;
+	}
+	if (fstat(fd, st) < 0) {
+		snprintf(msg, msgsz, "error opening file '%s': %s", path, strerror(errno));
+		*status = 500;
+		close(fd);
+		return -1;
+	}
+	if ((*status = refuse_kind(path, st, fd, msg, msgsz)) != 0) {
+		close(fd);
+		return -1;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	return fd;
 }
 
@@ -583,12 +714,13 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 	const char *username = download_user(r);
 	const char *raw_path = envd_req_query(r, "path");
 	struct envd_user user;
+	struct envd_creds creds;
 	struct rpc_error err = { 0 };
 	char path[PATH_MAX], msg[PATH_MAX + 128], base[NAME_MAX + 2], cd[3 * NAME_MAX + 64];
 	struct stat st;
 	enum files_encoding enc;
 	unsigned status;
-	int fd, forced;
+	int fd, forced, rc;
 
 	if (!username)
 		return fail_response(resp, 400, "username not provided");
@@ -601,34 +733,26 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 			 err.message);
 		return fail_response(resp, 400, msg);
 	}
-	if (stat(path, &st) < 0) {
-		if (errno == ENOENT) {
-			snprintf(msg, sizeof(msg), "path '%s' does not exist", path);
-			return fail_response(resp, 404, msg);
-		}
-		snprintf(msg, sizeof(msg), "error checking if path exists '%s': %s", path, strerror(errno));
+	rc = envd_creds_enter(&user, &creds);
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "cannot act as user '%s': %s", user.name, strerror(-rc));
 		return fail_response(resp, 500, msg);
 	}
-	if (S_ISDIR(st.st_mode)) {
-		snprintf(msg, sizeof(msg), "path '%s' is a directory", path);
-		return fail_response(resp, 400, msg);
-	}
+	fd = open_download(path, &st, &status, msg, sizeof(msg));
+	envd_creds_leave(&creds);
+	if (fd < 0)
+		return fail_response(resp, status, msg);
 	forced = envd_req_header(r, "Range") || envd_req_header(r, "If-Modified-Since") ||
 		 envd_req_header(r, "If-None-Match") || envd_req_header(r, "If-Range");
 	enc = files_choose_encoding(envd_req_header(r, "Accept-Encoding"), forced);
-	if (enc == FILES_ENC_REFUSED)
+	if (enc == FILES_ENC_REFUSED) {
+		close(fd);
 		return fail_response(resp, 406, "error parsing Accept-Encoding: no acceptable encoding found, "
 						"supported: [gzip]");
-	fd = open_for_read(path);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		snprintf(msg, sizeof(msg), "error opening file '%s': %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return fail_response(resp, 500, msg);
 	}
-	if (enc == FILES_ENC_GZIP || !has_known_size(fd, &st)) {
+	if (enc == FILES_ENC_GZIP) {
 		status = 200;
-		*resp = stream_response(fd, enc == FILES_ENC_GZIP);
+		*resp = gzip_response(fd, (uint64_t)st.st_size);
 	} else {
 		status = identity_response(r, fd, &st, resp);
 	}
@@ -788,7 +912,7 @@ static cJSON *meta_object(const struct files_upload *u)
 
 /* ---- one target file ---- */
 
-static int write_all(struct files_upload *u, const char *data, size_t len)
+static int write_all_as_user(struct files_upload *u, const char *data, size_t len)
 {
 	while (len > 0) {
 		ssize_t n = write(u->fd, data, len);
@@ -803,6 +927,20 @@ static int write_all(struct files_upload *u, const char *data, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* Writes as the user too: root writing a set-user-ID file the user may
+ * write would keep the bit that the user's own write clears. */
+static int write_all(struct files_upload *u, const char *data, size_t len)
+{
+	struct envd_creds creds;
+	int rc = envd_creds_enter(&u->user, &creds);
+
+	if (rc < 0)
+		return upload_fail(u, 500, "cannot act as user '%s': %s", u->user.name, strerror(-rc));
+	rc = write_all_as_user(u, data, len);
+	envd_creds_leave(&creds);
+	return rc;
 }
 
 static int flush_file(struct files_upload *u)
@@ -839,43 +977,104 @@ static int ensure_parent(struct files_upload *u, const char *path)
 		return 0; /* the root, or no directory part */
 	memcpy(parent, path, n);
 	parent[n] = '\0';
-	rc = envd_ensure_dirs(&u->user, parent);
+	rc = envd_ensure_dirs(parent);
 	if (rc == -ENOTDIR)
 		return upload_fail(u, 500, "error ensuring directories: path is a file");
+	if (rc == -EACCES || rc == -EPERM)
+		return upload_fail(u, 403, "permission denied: user '%s' cannot create '%s'", u->user.name, parent);
 	if (rc < 0)
 		return upload_fail(u, 500, "error ensuring directories: %s", strerror(-rc));
 	return 0;
 }
 
-/* Creates missing parents, checks and truncates the target, owned by the user. */
-static int open_target(struct files_upload *u, const char *path)
+/* Refuses what is already at path unless it is a regular file. */
+static int check_existing(struct files_upload *u, const char *path)
 {
 	struct stat st;
-	int chowned = 0;
 
-	if (ensure_parent(u, path) < 0)
-		return -1;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return upload_fail(u, 400, "path is a directory: %s", path);
-		/* Chown before opening, so a file the user could not open is theirs. */
-		if (envd_cfg.is_root) {
-			if (chown(path, u->user.uid, u->user.gid) == 0)
-				chowned = 1;
-			else if (errno != ENOENT)
-				return upload_fail(u, 500, "error changing file ownership: %s", strerror(errno));
-		}
-	} else if (errno != ENOENT) {
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno == EACCES || errno == EPERM)
+			return upload_fail(u, 403, "permission denied: user '%s' cannot write '%s'", u->user.name, path);
 		return upload_fail(u, 500, "error getting file info: %s", strerror(errno));
 	}
-	u->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (u->fd < 0) {
-		if (disk_full(errno))
-			return upload_fail(u, 507, "not enough inodes available: %s", strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return upload_fail(u, 400, "path is a directory: %s", path);
+	if (S_ISLNK(st.st_mode))
+		return upload_fail(u, 400, "path '%s' is a symbolic link: uploads never write through one", path);
+	if (!S_ISREG(st.st_mode))
+		return upload_fail(u, 400, "path '%s' is %s: only regular files can be read or written", path,
+				   file_kind(st.st_mode));
+	return 0;
+}
+
+/*
+ * Creates missing parents and opens the target, as the user. The final
+ * component is opened with O_NOFOLLOW and checked on the descriptor before
+ * it is truncated; nothing is chowned: what the user creates is theirs, and
+ * an existing file keeps its owner.
+ */
+static int open_target_as_user(struct files_upload *u, const char *path)
+{
+	struct stat st;
+	char msg[PATH_MAX + 128];
+	unsigned status;
+	int fd;
+
+	if (ensure_parent(u, path) < 0 || check_existing(u, path) < 0)
+		return -1;
+	fd = open_no_magic(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+
+		if (disk_full(e))
+			return upload_fail(u, 507, "not enough inodes available: %s", strerror(e));
+		if (e == EACCES || e == EPERM)
+			return upload_fail(u, 403, "permission denied: user '%s' cannot write '%s'", u->user.name,
+					   path);
+		if (e == ELOOP)
+			return upload_fail(u, 400, "path '%s' is a symbolic link: uploads never write through one",
+					   path);
+		if (e == EISDIR)
+			return upload_fail(u, 400, "path is a directory: %s", path);
+		if (e == ENXIO || e == EWOULDBLOCK)
+			return upload_fail(u, 400, "path '%s' is not a regular file: only regular files can be read "
+					   "or written", path);
+		return upload_fail(u, 500, "error opening file: %s", strerror(e));
+	}
+	if (fstat(fd, &st) < 0) {
+		close(fd);
 		return upload_fail(u, 500, "error opening file: %s", strerror(errno));
 	}
-	if (envd_cfg.is_root && !chowned && fchown(u->fd, u->user.uid, u->user.gid) < 0)
-		return upload_fail(u, 500, "error changing file ownership: %s", strerror(errno));
+	if ((status = refuse_kind(path, &st, fd, msg, sizeof(msg))) != 0) {
+		close(fd);
+		return upload_fail(u, status, "%s", msg);
+	}
+	if (ftruncate(fd, 0) < 0) {
+		int e = errno;
+
+		close(fd);
+		if (e == EACCES || e == EPERM)
+			return upload_fail(u, 403, "permission denied: user '%s' cannot write '%s'", u->user.name,
+					   path);
+		return upload_fail(u, 500, "error truncating file: %s", strerror(e));
+	}
+	u->fd = fd;
+	return 0;
+}
+
+static int open_target(struct files_upload *u, const char *path)
+{
+	struct envd_creds creds;
+	int rc = envd_creds_enter(&u->user, &creds);
+
+	if (rc < 0)
+		return upload_fail(u, 500, "cannot act as user '%s': %s", u->user.name, strerror(-rc));
+	rc = open_target_as_user(u, path);
+	envd_creds_leave(&creds);
+	if (rc < 0)
+		return -1;
 	if (!u->wbuf && !(u->wbuf = malloc(WRITE_BUF)))
 		return upload_fail(u, 500, "out of memory");
 	snprintf(u->target, sizeof(u->target), "%s", path);
@@ -886,6 +1085,7 @@ static int open_target(struct files_upload *u, const char *path)
 /* Flushes and closes the current file, applies metadata, records the entry. */
 static int close_target(struct files_upload *u)
 {
+	struct envd_creds creds;
 	char base[NAME_MAX + 2];
 	cJSON *entry, *meta;
 	int rc;
@@ -899,8 +1099,15 @@ static int close_target(struct files_upload *u)
 	u->fd = -1;
 	if (rc < 0)
 		return -1;
+	rc = envd_creds_enter(&u->user, &creds);
+	if (rc < 0)
+		return upload_fail(u, 500, "cannot act as user '%s': %s", u->user.name, strerror(-rc));
 	rc = envd_metadata_write(u->target, (const char *const *)u->meta_keys,
 				 (const char *const *)u->meta_values, u->meta_n);
+	envd_creds_leave(&creds);
+	if (rc == -EACCES || rc == -EPERM)
+		return upload_fail(u, 403, "permission denied: user '%s' cannot set metadata on '%s'",
+				   u->user.name, u->target);
 	if (rc == -EINVAL)
 		return upload_fail(u, 400, "invalid metadata for '%s'", u->target);
 	if (rc < 0 && disk_full(-rc))

@@ -31,12 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "pjson.h"
 #include "request.h"
 
 #define PIPE_CHUNK (32 * 1024)
 #define PTY_CHUNK (16 * 1024)
-#define MAX_GROUPS 256
 
 struct sub {
 	struct proc *proc;
@@ -773,36 +773,6 @@ static pid_t spawn_child(struct child_args *a, int *pidfd)
 	return pid;
 }
 
-/* Supplementary groups of a user, cached: reading /etc/group on every start is slow. */
-static int user_groups(const struct envd_user *u, gid_t *groups, int max)
-{
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static char name[64];
-	static gid_t gid, cached[MAX_GROUPS];
-	static int ncached;
-	static struct timespec mtime;
-	struct stat st;
-	int n = max;
-
-	if (stat("/etc/group", &st) < 0)
-		memset(&st, 0, sizeof(st));
-	pthread_mutex_lock(&mu);
-	if (strcmp(name, u->name) != 0 || gid != u->gid || st.st_mtim.tv_sec != mtime.tv_sec ||
-	    st.st_mtim.tv_nsec != mtime.tv_nsec) {
-		n = MAX_GROUPS;
-		if (getgrouplist(u->name, u->gid, cached, &n) < 0)
-			n = 0;
-		ncached = n;
-		snprintf(name, sizeof(name), "%s", u->name);
-		gid = u->gid;
-		mtime = st.st_mtim;
-	}
-	n = ncached < max ? ncached : max;
-	memcpy(groups, cached, (size_t)n * sizeof(gid_t));
-	pthread_mutex_unlock(&mu);
-	return n;
-}
-
 static int proc_new(struct proc **out)
 {
 	struct proc *p = calloc(1, sizeof(*p));
@@ -836,11 +806,11 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 {
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
 	int master = -1, slave = -1, devnull = -1, ngroups;
-	gid_t groups[MAX_GROUPS];
+	gid_t groups[ENVD_MAX_GROUPS];
 	char **envp;
 	pid_t pid;
 
-	ngroups = envd_cfg.is_root ? user_groups(u, groups, MAX_GROUPS) : 0;
+	ngroups = envd_cfg.is_root ? envd_user_groups(u, groups, ENVD_MAX_GROUPS) : 0;
 	envp = envd_build_env(u, sr->envs);
 	if (!envp)
 		return rpc_fail(err, CONNECT_RESOURCE_EXHAUSTED, "out of memory");

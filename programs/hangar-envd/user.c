@@ -23,6 +23,11 @@ int rpc_fail(struct rpc_error *err, enum connect_code code, const char *fmt, ...
 	return (int)code;
 }
 
+enum connect_code envd_fs_code(int e)
+{
+	return e == EACCES || e == EPERM ? CONNECT_PERMISSION_DENIED : CONNECT_INTERNAL;
+}
+
 int envd_user_lookup(const char *name, struct envd_user *out)
 {
 	struct passwd pw, *res = NULL;
@@ -110,7 +115,7 @@ int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size
 	return 0;
 }
 
-int envd_ensure_dirs(const struct envd_user *u, const char *path)
+int envd_ensure_dirs(const char *path)
 {
 	char tmp[PATH_MAX];
 	size_t len = strlen(path);
@@ -130,8 +135,6 @@ int envd_ensure_dirs(const struct envd_user *u, const char *path)
 				return -ENOTDIR;
 		} else if (errno == ENOENT) {
 			if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-				return -errno;
-			if (envd_cfg.is_root && chown(tmp, u->uid, u->gid) < 0)
 				return -errno;
 		} else {
 			return -errno;

@@ -29,6 +29,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "entry.h"
 #include "pjson.h"
 #include "request.h"
@@ -56,6 +57,7 @@ struct wd_dir {
 struct watcher {
 	struct watcher *next;        /* registry list, under reg_mu */
 	char root[PATH_MAX];         /* cleaned absolute path */
+	struct envd_user user;       /* whose credentials the thread runs with */
 	int recursive;
 	int include_entry;
 	int ifd;
@@ -415,6 +417,16 @@ static void *watch_thread(void *arg)
 {
 	struct watcher *w = arg;
 	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct envd_creds creds;
+
+	/*
+	 * New subdirectories are watched and EntryInfo is read here: as the
+	 * user, for the whole life of the thread (it never serves anyone else).
+	 */
+	if (envd_creds_enter(&w->user, &creds) < 0) {
+		watch_fail(w, "watcher error: cannot take the user's credentials");
+		return NULL;
+	}
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -503,6 +515,7 @@ static int is_network_fs(const char *path)
 
 struct watch_args {
 	char path[PATH_MAX];
+	struct envd_user user;
 	int recursive;
 	int include_entry;
 	int allow_network;
@@ -520,6 +533,7 @@ static int parse_args(struct envd_req *r, const cJSON *in, struct watch_args *a,
 		return rpc_fail(err, CONNECT_INVALID_ARGUMENT, "invalid watch request");
 	if (envd_resolve_path(&r->user, p, a->path, sizeof(a->path), err) < 0)
 		return (int)err->code;
+	a->user = r->user;
 	return 0;
 }
 
@@ -530,7 +544,7 @@ static int validate(const struct watch_args *a, struct rpc_error *err)
 	if (stat(a->path, &st) < 0) {
 		if (errno == ENOENT)
 			return rpc_fail(err, CONNECT_NOT_FOUND, "path %s not found: %s", a->path, strerror(errno));
-		return rpc_fail(err, CONNECT_INTERNAL, "error statting path %s: %s", a->path, strerror(errno));
+		return rpc_fail(err, envd_fs_code(errno), "error statting path %s: %s", a->path, strerror(errno));
 	}
 	if (!S_ISDIR(st.st_mode))
 		return rpc_fail(err, CONNECT_INVALID_ARGUMENT, "path %s not a directory", a->path);
@@ -557,6 +571,7 @@ static struct watcher *watcher_new(const struct watch_args *a, struct rpc_error 
 	pthread_mutex_init(&w->mu, NULL);
 	snprintf(w->root, sizeof(w->root), "%s", a->path);
 	envd_clean_path(w->root);
+	w->user = a->user;
 	w->recursive = a->recursive;
 	w->include_entry = a->include_entry;
 	w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -568,7 +583,7 @@ static struct watcher *watcher_new(const struct watch_args *a, struct rpc_error 
 	}
 	rc = watch_tree(w, "", 0);
 	if (rc < 0) {
-		rpc_fail(err, CONNECT_INTERNAL, "error adding path to watcher: %s: %s", w->root, strerror(-rc));
+		rpc_fail(err, envd_fs_code(-rc), "error adding path to watcher: %s: %s", w->root, strerror(-rc));
 		watcher_free(w);
 		return NULL;
 	}

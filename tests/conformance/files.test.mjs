@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import zlib from 'node:zlib';
 
-import { AuthenticationError, FileNotFoundError, InvalidArgumentError, NotFoundError } from 'e2b';
+import { AuthenticationError, FileNotFoundError, InvalidArgumentError, NotFoundError, SandboxError } from 'e2b';
 
 import {
   goModeString, groupNameOf, isRoot, OTHER_USER, otherUserSkip, passwdEntry, runCleanups, startEnvd, tempDir, userNameOf,
@@ -494,10 +494,18 @@ describe('metadata', () => {
   });
 });
 
+/** A scratch directory that belongs to the user (envd acts with the user's own rights). */
+function userScratch(pw) {
+  const dir = scratch();
+  fs.chmodSync(dir, 0o755);
+  fs.chownSync(dir, pw.uid, pw.gid);
+  return dir;
+}
+
 describe('users and ownership', () => {
   test(`files written as ${OTHER_USER} belong to ${OTHER_USER}, parents too`, { skip: otherUserSkip() }, async () => {
     const pw = passwdEntry(OTHER_USER);
-    const dir = scratch();
+    const dir = userScratch(pw);
     const p = path.join(dir, 'made', 'by-user.txt');
     const info = await sbx.files.write(p, 'mine', { user: OTHER_USER });
     assert.equal(info.path, p);
@@ -508,9 +516,24 @@ describe('users and ownership', () => {
 
   test(`makeDir as ${OTHER_USER} is owned by ${OTHER_USER}`, { skip: otherUserSkip() }, async () => {
     const pw = passwdEntry(OTHER_USER);
-    const p = path.join(scratch(), 'udir');
+    const p = path.join(userScratch(pw), 'udir');
     assert.equal(await sbx.files.makeDir(p, { user: OTHER_USER }), true);
     assert.equal(fs.statSync(p).uid, pw.uid);
+  });
+
+  test(`${OTHER_USER} cannot write, make or read where only root can`, { skip: otherUserSkip() }, async () => {
+    const dir = scratch(); // root's, mode 0700
+    fs.chmodSync(dir, 0o755);
+    const secret = path.join(dir, 'secret.txt');
+    fs.writeFileSync(secret, 'root only', { mode: 0o600 });
+    await assert.rejects(sbx.files.write(path.join(dir, 'planted.txt'), 'x', { user: OTHER_USER }),
+      (e) => e instanceof SandboxError && /permission denied/.test(e.message));
+    await assert.rejects(sbx.files.makeDir(path.join(dir, 'sub'), { user: OTHER_USER }),
+      (e) => e instanceof SandboxError && /permission/.test(e.message));
+    await assert.rejects(sbx.files.read(secret, { user: OTHER_USER }),
+      (e) => e instanceof SandboxError && /permission denied/.test(e.message));
+    assert.deepEqual(fs.readdirSync(dir), ['secret.txt']);
+    assert.equal(await sbx.files.read(secret, { user: 'root' }), 'root only');
   });
 
   test(`relative paths for ${OTHER_USER} resolve in its home`, { skip: otherUserSkip() }, async () => {

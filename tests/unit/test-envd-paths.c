@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "envd.h"
 
 /* Normally defined in main.c, which tests do not link. */
@@ -352,7 +353,7 @@ START_TEST(ensure_nested)
 	struct stat st;
 
 	path_in_tmp(p, sizeof(p), "a/b/c/d");
-	ck_assert_int_eq(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_int_eq(st.st_mode & 07777, 0755);
@@ -361,7 +362,7 @@ START_TEST(ensure_nested)
 	ck_assert(S_ISDIR(st.st_mode));
 	/* Again: everything exists, nothing to do. */
 	path_in_tmp(p, sizeof(p), "a/b/c/d");
-	ck_assert_int_eq(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
 }
 END_TEST
 
@@ -371,7 +372,7 @@ START_TEST(ensure_trailing_slash)
 	struct stat st;
 
 	path_in_tmp(p, sizeof(p), "t/u/");
-	ck_assert_int_eq(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
 	path_in_tmp(p, sizeof(p), "t/u");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
@@ -386,7 +387,7 @@ START_TEST(ensure_existing_untouched)
 	path_in_tmp(p, sizeof(p), "keep");
 	ck_assert_int_eq(mkdir(p, 0700), 0);
 	path_in_tmp(p, sizeof(p), "keep/new");
-	ck_assert_int_eq(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
 	path_in_tmp(p, sizeof(p), "keep");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0700);
@@ -405,37 +406,60 @@ START_TEST(ensure_file_component_fails)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	path_in_tmp(p, sizeof(p), "file/sub/dir");
-	ck_assert_int_lt(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_lt(envd_ensure_dirs(p), 0);
 	path_in_tmp(p, sizeof(p), "file");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISREG(st.st_mode));
 	/* The final component being a file is refused as well. */
-	ck_assert_int_lt(envd_ensure_dirs(&alice, p), 0);
+	ck_assert_int_lt(envd_ensure_dirs(p), 0);
 }
 END_TEST
 
+/*
+ * Directories are made with the calling thread's file credentials: in a
+ * user's envd_creds_enter() scope they are the user's, and where the user
+ * may not write nothing is made at all.
+ */
 START_TEST(ensure_owned_by_user)
 {
 	char p[PATH_MAX];
 	struct stat st;
-	struct envd_user nobody = alice;
+	struct envd_creds creds;
 
 	if (geteuid() != 0)
-		return; /* only root can give directories away */
+		return; /* only root can act as another user */
 	envd_cfg.is_root = 1;
-	nobody.uid = 65534;
-	nobody.gid = 65534;
-	path_in_tmp(p, sizeof(p), "owned/by/nobody");
-	ck_assert_int_eq(envd_ensure_dirs(&nobody, p), 0);
+	ck_assert_int_eq(chmod(tmpdir, 0755), 0);
+	path_in_tmp(p, sizeof(p), "open");
+	ck_assert_int_eq(mkdir(p, 0777), 0);
+	ck_assert_int_eq(chmod(p, 0777), 0);
+	path_in_tmp(p, sizeof(p), "closed");
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+
+	ck_assert_int_eq(envd_creds_enter(&alice, &creds), 0);
+	path_in_tmp(p, sizeof(p), "open/by/alice");
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
+	path_in_tmp(p, sizeof(p), "closed/by/alice");
+	ck_assert_int_eq(envd_ensure_dirs(p), -EACCES);
+	envd_creds_leave(&creds);
+
+	path_in_tmp(p, sizeof(p), "open/by/alice");
 	ck_assert_int_eq(stat(p, &st), 0);
-	ck_assert_uint_eq(st.st_uid, 65534);
-	ck_assert_uint_eq(st.st_gid, 65534);
-	path_in_tmp(p, sizeof(p), "owned");
+	ck_assert_uint_eq(st.st_uid, 1234);
+	ck_assert_uint_eq(st.st_gid, 1234);
+	path_in_tmp(p, sizeof(p), "open/by");
 	ck_assert_int_eq(stat(p, &st), 0);
-	ck_assert_uint_eq(st.st_uid, 65534);
-	/* The pre-existing temporary directory keeps its owner. */
-	ck_assert_int_eq(stat(tmpdir, &st), 0);
+	ck_assert_uint_eq(st.st_uid, 1234);
+	/* The directories that were there keep their owner. */
+	path_in_tmp(p, sizeof(p), "open");
+	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert_uint_eq(st.st_uid, 0);
+	path_in_tmp(p, sizeof(p), "closed/by");
+	ck_assert_int_eq(stat(p, &st), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	/* And the thread is root again. */
+	path_in_tmp(p, sizeof(p), "closed/by/root");
+	ck_assert_int_eq(envd_ensure_dirs(p), 0);
 }
 END_TEST
 
