@@ -53,6 +53,8 @@ struct hangar_ctx {
 int settings_load(hangar_ctx *ctx, int from_env);
 /* Declares owner's settings, read and validated now (HANGAR_ECONFIG names the variable). */
 int settings_add(hangar_ctx *ctx, struct hangar_provider *owner, const struct hangar_setting_def *defs);
+/* Checks a provider's declarations alone (process-wide registration). */
+int settings_check_defs(const char *provider, const struct hangar_setting_def *defs);
 void settings_free(hangar_ctx *ctx);
 /* Whether p has been set up (its HANGAR_SETTING_FIXED settings can no longer change). */
 int provider_in_use(struct hangar_provider *p);

@@ -108,7 +108,7 @@ int hangar_provider_register(hangar_ctx *ctx, const struct hangar_provider_ops *
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	if ((r = take_table(&g->ops, ops)) != 0) {
+	if ((r = take_table(&g->ops, ops)) != 0 || (r = settings_check_defs(g->ops.name, g->ops.settings)) != 0) {
 		free(g);
 		return r;
 	}

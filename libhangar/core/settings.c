@@ -361,6 +361,49 @@ int settings_load(hangar_ctx *ctx, int from_env)
 	return 0;
 }
 
+/* Whether a provider's declaration of a setting is well formed, its default valid. */
+static int check_def(const char *provider, const struct hangar_setting_def *d)
+{
+	int64_t num;
+
+	if (!valid_setting_name(d->name))
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+			    "provider %s: setting names must match HANGAR_[A-Z0-9_]{1,57}", provider);
+	if (d->type < HANGAR_SETTING_TYPE_STRING || d->type > HANGAR_SETTING_TYPE_CHOICE ||
+	    (d->type == HANGAR_SETTING_TYPE_INT && d->min > d->max) ||
+	    (d->type == HANGAR_SETTING_TYPE_CHOICE && (!d->choices || !*d->choices)) ||
+	    (d->flags & ~(HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL | HANGAR_SETTING_FIXED)))
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+			    "provider %s: the declaration of %s is malformed (type, bounds, choices or flags)", provider,
+			    d->name);
+	/* The one default must itself be valid: a provider bug, not a configuration. */
+	if (((d->default_value && *d->default_value) || !(d->flags & HANGAR_SETTING_OPTIONAL)) &&
+	    validate(d, d->default_value ? d->default_value : "", &num)) {
+		herr_prefix("provider %s: the default of %s is invalid", provider, d->name);
+		return herr_recode(HANGAR_EINVAL);
+	}
+	return 0;
+}
+
+int settings_check_defs(const char *provider, const struct hangar_setting_def *defs)
+{
+	size_t n = 0;
+	int r;
+
+	for (; defs && defs[n].name; n++) {
+		if (n >= 256)
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "provider %s declares more than 256 settings",
+				    provider);
+		if ((r = check_def(provider, &defs[n])) != 0)
+			return r;
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(defs[k].name, defs[n].name))
+				return herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT, "provider %s declares %s twice",
+					    provider, defs[n].name);
+	}
+	return 0;
+}
+
 int settings_add(hangar_ctx *ctx, struct hangar_provider *owner, const struct hangar_setting_def *defs)
 {
 	size_t keep = ctx->nsettings, n = 0;
@@ -385,36 +428,17 @@ int settings_add(hangar_ctx *ctx, struct hangar_provider *owner, const struct ha
 	for (size_t i = 0; i < n; i++) {
 		const struct hangar_setting_def *d = &defs[i];
 		struct setting *s;
-		int64_t num;
 		int r;
 
-		if (!valid_setting_name(d->name)) {
-			drop_from(ctx, keep);
-			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
-				    "provider %s: setting names must match HANGAR_[A-Z0-9_]{1,57}", owner->ops.name);
-		}
 		if (find(ctx, d->name)) {
 			drop_from(ctx, keep);
 			return herr(HANGAR_EEXISTS, HANGAR_ERRCAT_ARGUMENT,
 				    "provider %s: the setting %s is already declared on this context", owner->ops.name,
 				    d->name);
 		}
-		if (d->type < HANGAR_SETTING_TYPE_STRING || d->type > HANGAR_SETTING_TYPE_CHOICE ||
-		    (d->type == HANGAR_SETTING_TYPE_INT && d->min > d->max) ||
-		    (d->type == HANGAR_SETTING_TYPE_CHOICE && (!d->choices || !*d->choices)) ||
-		    (d->flags & ~(HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL | HANGAR_SETTING_FIXED))) {
+		if ((r = check_def(owner->ops.name, d)) != 0) {
 			drop_from(ctx, keep);
-			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
-				    "provider %s: the declaration of %s is malformed (type, bounds, choices or flags)",
-				    owner->ops.name, d->name);
-		}
-		/* The one default must itself be valid: a provider bug, not a configuration. */
-		if ((d->default_value && *d->default_value) || !(d->flags & HANGAR_SETTING_OPTIONAL)) {
-			if (validate(d, d->default_value ? d->default_value : "", &num)) {
-				herr_prefix("provider %s: the default of %s is invalid", owner->ops.name, d->name);
-				drop_from(ctx, keep);
-				return herr_recode(HANGAR_EINVAL);
-			}
+			return r;
 		}
 		s = &ctx->settings[ctx->nsettings++];
 		s->def = d;

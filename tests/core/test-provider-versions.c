@@ -405,6 +405,18 @@ START_TEST(third_party_setting_validated_at_open)
 	hangar_buf v = HANGAR_BUF_INIT;
 	hangar_ctx *ctx = NULL;
 
+	/* A malformed declaration is refused at once, not at every open. */
+	{
+		static const struct hangar_setting_def bad[] = { { "HANGAR_VERSIONS_X", HANGAR_SETTING_TYPE_INT, 0, "0",
+								    5, 1, NULL, NULL, NULL },
+								  { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL } };
+		struct hangar_provider_ops b = v3_table("badglobal");
+
+		b.settings = bad;
+		ck_assert_int_eq(hangar_provider_register(NULL, &b, &fake), HANGAR_EINVAL);
+		must(hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV), "ctx after a refused registration");
+		ctx = hangar_ctx_unref(ctx);
+	}
 	must(hangar_provider_register(NULL, &t, &fake), "register process-wide");
 	ck_assert_int_eq(hangar_provider_register(NULL, &t, &fake), HANGAR_EEXISTS);
 	ck_assert_int_eq(setenv("HANGAR_VERSIONS_LIMIT", "12", 1), 0);
