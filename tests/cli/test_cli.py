@@ -113,6 +113,33 @@ def test_config_check_prints_every_setting(hangar, state_dir):
     assert re.search(r"^capabilities: .*\bpty\b", out, re.M)
 
 
+def test_config_check_lists_settings_under_their_provider(hangar):
+    lines = hangar.ok("config", "check").stdout.decode().splitlines()
+    owner = {}
+    current = None
+    for line in lines:
+        m = re.match(r"^provider ([a-z0-9_-]+): ", line)
+        if m:
+            current = m.group(1)
+        m = re.match(r"^(HANGAR_[A-Z0-9_]+)=", line)
+        if m:
+            owner[m.group(1)] = current
+    # The library's own come first, before any provider line.
+    assert owner["HANGAR_TIERS"] is None
+    assert owner["HANGAR_EXEC_TIMEOUT_SECONDS"] is None
+    # Each provider's under that provider's line.
+    assert owner["HANGAR_BWRAP_PATH"] == "local"
+    assert owner["HANGAR_LOCAL_NETWORK"] == "local"
+    assert owner["HANGAR_E2B_FLAVOR"] == "e2b"
+    assert owner["HANGAR_E2B_API_KEY"] == "e2b"
+
+
+def test_a_provider_setting_is_validated_at_open(hangar):
+    r = hangar("config", "check", env={"HANGAR_E2B_REQUEST_TIMEOUT_SECONDS": " 5"})
+    assert r.returncode == 1
+    assert "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS" in one_error_line(r)
+
+
 def test_config_check_names_a_malformed_variable(hangar):
     r = hangar("config", "check", env={"HANGAR_EXEC_TIMEOUT_SECONDS": "abc"})
     assert r.returncode == 1
