@@ -5,8 +5,8 @@
  * file operation made for a user must be one that user could make: what
  * they may read, write, create or remove, which links the kernel lets them
  * follow, which processes' /proc entries they may open. So every filesystem
- * handler and every /files open, write and mkdir runs between
- * envd_creds_enter() and envd_creds_leave(), which give the calling thread
+ * handler and every /files open, mkdir, truncate and metadata change runs
+ * between envd_creds_enter() and envd_creds_leave(), which give the thread
  * (and only it) the user's file system uid and gid, their supplementary
  * groups, and no effective capabilities.
  *
