@@ -178,6 +178,29 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		say("bwrap did not report the sandbox's pid");
 		return -1;
 	}
+	/*
+	 * bwrap's child brings its loopback up in the new namespace; a second
+	 * process configuring the namespace meanwhile can make that fail, so
+	 * slirp4netns starts once 127.0.0.1 is there.
+	 */
+	snprintf(nsnet, sizeof(nsnet), "/proc/%d/net/fib_trie", child);
+	for (;;) {
+		FILE *f = fopen(nsnet, "re");
+		char line[256];
+		int up = 0;
+
+		while (f && !up && fgets(line, sizeof(line), f))
+			up = strstr(line, "127.0.0.1") != NULL;
+		if (f)
+			fclose(f);
+		if (up)
+			break;
+		if (mono_ms() >= deadline || !f) {
+			say("the sandbox's loopback did not come up");
+			return -1;
+		}
+		poll(NULL, 0, 2);
+	}
 	if (pipe2(rp, O_CLOEXEC) < 0)
 		return -1;
 	snprintf(pid, sizeof(pid), "%d", child);
