@@ -35,7 +35,12 @@
 #include "lstate.h"
 #include "usage.h"
 
-#define READY_DEADLINE_MS 10000   /* create: hangar-envd listening */
+/*
+ * create: hangar-envd listening. A start is well under a second alone, but a
+ * burst of creates on a small machine queues behind one another (user
+ * namespace, cgroups, /etc, slirp4netns each): room for a hundred at once.
+ */
+#define READY_DEADLINE_MS 30000
 #define KILL_DEADLINE_MS 15000    /* kill: the jail gone, its directory removed */
 #define FREEZE_DEADLINE_MS 10000  /* pause and resume */
 #define TOKEN_DEADLINE_MS 5000    /* the jail's answer on jail.sock */
@@ -845,7 +850,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		log_tail(log, tail, sizeof(tail));
 		lstate_rmtree_at(AT_FDCWD, dir);
 		rc = hangar_sys_error(HANGAR_ECREATE, 0, 0, "local sandbox %s %s: %s", m.id,
-				      r == -ETIMEDOUT ? "did not become ready within 10 s" : "failed to start",
+				      r == -ETIMEDOUT ? "did not become ready within 30 s" : "failed to start",
 				      *tail ? tail : "(envd.log is empty)");
 		goto out;
 	}
