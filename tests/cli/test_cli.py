@@ -401,12 +401,17 @@ def test_command_line_too_long_is_a_clear_error(hangar, sandbox):
     assert len(r.stdout) == 120 * 1001
 
 
+# A file far larger than any limit, made sparse so it costs the sandbox no
+# space (envd refuses devices such as /dev/zero outright).
+ENDLESS_FILE = "truncate -s 64G /tmp/zero"
+
+
 def temp_copies(d):
     return [p for p in os.listdir(d) if ".hangar-" in p]
 
 
 def test_sandbox_cp_out_has_a_size_limit(hangar, sandbox, tmp_path):
-    hangar.ok("sandbox", "exec", sandbox, "--", "ln -sf /dev/zero /tmp/zero")
+    hangar.ok("sandbox", "exec", sandbox, "--", ENDLESS_FILE)
     r = hangar("sandbox", "cp", f"{sandbox}:/tmp/zero", str(tmp_path / "z"),
                env={"HANGAR_COPY_LIMIT_BYTES": str(8 << 20)})
     assert r.returncode == 1
@@ -416,7 +421,7 @@ def test_sandbox_cp_out_has_a_size_limit(hangar, sandbox, tmp_path):
 
 @pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
 def test_sandbox_cp_interrupted_removes_its_temporary_file(hangar, sandbox, tmp_path, signo):
-    hangar.ok("sandbox", "exec", sandbox, "--", "ln -sf /dev/zero /tmp/zero")
+    hangar.ok("sandbox", "exec", sandbox, "--", ENDLESS_FILE)
     p = subprocess.Popen(hangar.argv("sandbox", "cp", f"{sandbox}:/tmp/zero", str(tmp_path / "z")),
                          env=hangar.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
