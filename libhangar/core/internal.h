@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hangar/hangar.h"
@@ -77,6 +78,12 @@ int64_t hctx_int(hangar_ctx *ctx, enum hsetting s);
 
 /* The tables of the providers every context has, NULL-terminated, in order. */
 extern const struct hangar_provider_ops *const hangar_builtin_providers[];
+
+/* ---- keys (core/kdf.c) ---------------------------------------------------- */
+
+/* Derives outlen (16..64) bytes for the purpose named by context from a secret
+ * string. The same (secret, context) always gives the same key. */
+int hkdf_secret(unsigned char *out, size_t outlen, const char *secret, size_t secret_len, const char *context);
 
 /* ---- logging (core/context.c) ------------------------------------------- */
 

@@ -23,8 +23,7 @@ static int db_error(sqlite3 *db, const char *what)
 	return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "state store: %s: %s", what, db ? sqlite3_errmsg(db) : "no database");
 }
 
-/* Creates dir and its missing parents, private to the user. */
-static int make_dirs(const char *dir)
+int store_make_dirs(const char *dir)
 {
 	char tmp[PATH_MAX];
 	size_t len = strlen(dir);
@@ -61,7 +60,7 @@ static sqlite3 *db_of(hangar_ctx *ctx)
 		db = ctx->db;
 		goto out;
 	}
-	if (make_dirs(dir) < 0)
+	if (store_make_dirs(dir) < 0)
 		goto out;
 	if (snprintf(path, sizeof(path), "%s/hangar.db", dir) >= (int)sizeof(path)) {
 		herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
@@ -214,23 +213,15 @@ void store_ids_free(char **ids)
 	free(ids);
 }
 
-/* The sealing key: a keyed hash of HANGAR_SECRET_KEY, so the raw secret is never the key. */
+/* The sealing key, derived from HANGAR_SECRET_KEY so the raw secret is never the key. */
 static int seal_key(hangar_ctx *ctx, unsigned char key[crypto_secretbox_KEYBYTES], const char *id, const char *name)
 {
 	const char *secret = hctx_str(ctx, HS_SECRET_KEY);
-	static const char context[] = "hangar store sealing key v1";
-	unsigned char k[crypto_generichash_KEYBYTES_MAX];
 
 	if (!*secret)
 		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
 			    "HANGAR_SECRET_KEY is not set: it is needed to keep the %s of sandbox %s", name, id);
-	if (sodium_init() < 0)
-		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "libsodium cannot start");
-	crypto_generichash(k, sizeof(k), (const unsigned char *)secret, strlen(secret), NULL, 0);
-	crypto_generichash(key, crypto_secretbox_KEYBYTES, (const unsigned char *)context, sizeof(context) - 1, k,
-			   sizeof(k));
-	sodium_memzero(k, sizeof(k));
-	return 0;
+	return hkdf_secret(key, crypto_secretbox_KEYBYTES, secret, strlen(secret), "hangar store sealing key v1");
 }
 
 /* The sealed bytes are bound to (id, name): a value moved to another row does not open. */

@@ -8,6 +8,9 @@
 
 #include "../core/internal.h"
 
+/* Creates dir (the state directory or one in it) and its missing parents, 0700. */
+int store_make_dirs(const char *dir);
+
 /* Records (or updates) the provider holding sandbox id. */
 int store_record(hangar_ctx *ctx, const char *id, const char *provider);
 /* The provider recorded for id (*provider malloc'd), or HANGAR_ENOTFOUND. */
