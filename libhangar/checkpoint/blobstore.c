@@ -41,8 +41,7 @@ static int open_s3(struct blobstore **out, hangar_ctx *ctx, const char *rest)
 			    "separated by single slashes");
 	memcpy(bucket, rest, n);
 	bucket[n] = '\0';
-	(void)ctx;
-	return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_CONFIG, "HANGAR_CHECKPOINT_STORE: s3:// stores are not built yet");
+	return blobstore_s3_open(out, ctx, bucket, prefix);
 }
 
 int blobstore_open(struct blobstore **out, hangar_ctx *ctx, const char *url)

@@ -68,3 +68,9 @@ struct blob_writer {
 
 /* file://DIR: DIR is absolute. */
 int blobstore_file_open(struct blobstore **out, hangar_ctx *ctx, const char *dir);
+/* s3://BUCKET/PREFIX with the HANGAR_S3_* settings. */
+int blobstore_s3_open(struct blobstore **out, hangar_ctx *ctx, const char *bucket, const char *prefix);
+/* The size of an S3 store's parts (5 MiB to 1 GiB; 8 MiB by default): blobs up
+ * to one part go up in one PUT, larger ones as a multipart upload. Must be
+ * set before a write begins (write_begin allocates a part's buffer). */
+int blobstore_s3_set_part_size(struct blobstore *bs, size_t part_size);

@@ -1,0 +1,495 @@
+/*
+ * s3://BUCKET/PREFIX: one object per blob in any S3-compatible service,
+ * addressed path-style against HANGAR_S3_ENDPOINT, signed with SigV4.
+ *
+ * A blob no larger than one part goes up in a single PUT when it is
+ * committed, so nothing exists until then. A larger one is a multipart
+ * upload: parts go up as they fill, and the object appears only when
+ * CompleteMultipartUpload succeeds; any failure or an abort sends
+ * AbortMultipartUpload, so no partial object is left and an object of the
+ * same name stays as it was. The credentials go to libcurl's signing only:
+ * never into a URL, a log line or an error message.
+ */
+#define _GNU_SOURCE
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3http.h"
+
+#define MIN_PART (5u << 20)     /* S3's smallest part but the last */
+#define DEFAULT_PART (8u << 20)
+#define MAX_PARTS 10000
+
+struct s3_store {
+	struct blobstore base;
+	struct s3_credentials cred;
+	char *endpoint, *bucket, *prefix;
+	char *akid, *secret, *region;
+	size_t part_size;
+	long timeout_ms;
+};
+
+struct s3_writer {
+	struct blob_writer base;
+	char *key;
+	unsigned char *buf;
+	size_t fill;
+	char *upload_id;        /* percent-encoded, once a multipart upload began */
+	int parts;
+	char **etags;
+};
+
+static struct s3_store *s3_of(struct blobstore *bs)
+{
+	return (struct s3_store *)bs;
+}
+
+static char *url_of(struct s3_store *s, const char *key, const char *query)
+{
+	char *u;
+
+	if (asprintf(&u, "%s/%s/%s%s%s", s->endpoint, s->bucket, key, query ? "?" : "", query ? query : "") < 0)
+		return NULL;
+	return u;
+}
+
+/* Copies the text of <tag>...</tag> in xml, printable ASCII only, capped. */
+static int xml_text(const char *xml, const char *tag, char *out, size_t size)
+{
+	char open[64], close[64];
+	const char *a, *b;
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (!xml)
+		return 0;
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	if (!(a = strstr(xml, open)) || !(b = strstr(a, close)))
+		return 0;
+	for (a += strlen(open); a < b && n + 1 < size; a++)
+		out[n++] = (*a >= 0x20 && *a < 0x7f) ? *a : '?';
+	out[n] = '\0';
+	return 1;
+}
+
+/* The error for an answer that is not what was asked for. What the service
+ * says goes in, unless it quotes a credential back. */
+static int s3_fail(struct s3_store *s, const char *what, const char *key, const struct s3_response *rs)
+{
+	char code[64], msg[256];
+	int hcode;
+
+	xml_text(rs->body, "Code", code, sizeof(code));
+	xml_text(rs->body, "Message", msg, sizeof(msg));
+	if (strstr(msg, s->secret) || strstr(msg, s->akid) || strstr(code, s->secret) || strstr(code, s->akid)) {
+		snprintf(msg, sizeof(msg), "(a message quoting credentials, withheld)");
+		code[0] = '\0';
+	}
+	if (rs->status == 404)
+		hcode = HANGAR_ENOTFOUND;
+	else if (rs->status == 401 || rs->status == 403)
+		hcode = HANGAR_EREFUSED;
+	else
+		hcode = HANGAR_EUNAVAILABLE;
+	return herr_http(hcode, HANGAR_ERRCAT_PROVIDER, (int)rs->status, code,
+			 "s3 store %s: %s %s/%s: HTTP %ld%s%s%s%s%s", s->base.url, what, s->bucket, key, rs->status,
+			 *code ? " " : "", code, *msg ? " (" : "", msg, *msg ? ")" : "");
+}
+
+/* One request; *rs is the answer when 0 is returned. Transport errors get context. */
+static int request(struct s3_store *s, const char *method, const char *key, const char *query, const void *body,
+		   size_t len, blob_sink sink, void *payload, struct s3_response *rs)
+{
+	struct s3_request rq = { .method = method, .body = body, .body_len = len, .cred = &s->cred,
+				 .timeout_ms = s->timeout_ms, .sink = sink, .payload = payload };
+	char *url = url_of(s, key, query);
+	int rc;
+
+	if (!url) {
+		memset(rs, 0, sizeof(*rs));
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	rq.url = url;
+	rc = s3_http(&rq, rs);
+	free(url);
+	if (rc < 0 && rc != HANGAR_ENOMEM && (!sink || rs->status < 200 || rs->status >= 300))
+		herr_prefix("s3 store %s: %s %s/%s: ", s->base.url, method, s->bucket, key);
+	hlog(s->base.ctx, HANGAR_LOG_DEBUG, "s3 store %s: %s %s/%s%s%s: %ld", s->base.url, method, s->bucket, key,
+	     query ? "?" : "", query ? query : "", rs->status);
+	return rc;
+}
+
+static char *key_of(struct s3_store *s, const char *name)
+{
+	char *k;
+
+	return asprintf(&k, "%s%s", s->prefix, name) < 0 ? NULL : k;
+}
+
+/* RFC 3986 percent-encoding of a query value (SigV4's canonical form). */
+static char *encode(const char *v)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(strlen(v) * 3 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("-._~", *p)) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static int write_begin(struct blob_writer **out, struct blobstore *bs, const char *name)
+{
+	struct s3_store *s = s3_of(bs);
+	struct s3_writer *w = calloc(1, sizeof(*w));
+
+	if (!w || !(w->key = key_of(s, name)) || !(w->buf = malloc(s->part_size))) {
+		if (w)
+			free(w->key);
+		free(w);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	w->base.bs = bs;
+	*out = &w->base;
+	return 0;
+}
+
+static int initiate(struct s3_store *s, struct s3_writer *w)
+{
+	struct s3_response rs;
+	char id[1024];
+	int rc = request(s, "POST", w->key, "uploads=", NULL, 0, NULL, NULL, &rs);
+
+	if (rc == 0 && (rs.status != 200 || !xml_text(rs.body, "UploadId", id, sizeof(id)) || !*id))
+		rc = rs.status == 200 ? herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
+					     "s3 store %s: starting an upload of %s/%s: no upload id in the answer",
+					     s->base.url, s->bucket, w->key)
+				      : s3_fail(s, "starting an upload of", w->key, &rs);
+	if (rc == 0 && !(w->upload_id = encode(id)))
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	s3_response_free(&rs);
+	return rc;
+}
+
+static int upload_part(struct s3_store *s, struct s3_writer *w)
+{
+	struct s3_response rs;
+	char query[1200], **etags;
+	int rc;
+
+	if (w->parts >= MAX_PARTS)
+		return herr(HANGAR_ETOOLARGE, HANGAR_ERRCAT_ARGUMENT,
+			    "s3 store %s: %s/%s would need more than %d parts", s->base.url, s->bucket, w->key, MAX_PARTS);
+	if (!(etags = realloc(w->etags, sizeof(*etags) * (size_t)(w->parts + 1))))
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	w->etags = etags;
+	snprintf(query, sizeof(query), "partNumber=%d&uploadId=%s", w->parts + 1, w->upload_id);
+	rc = request(s, "PUT", w->key, query, w->buf, w->fill, NULL, NULL, &rs);
+	if (rc == 0 && (rs.status != 200 || !*rs.etag))
+		rc = rs.status == 200 ? herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
+					     "s3 store %s: uploading a part of %s/%s: no ETag in the answer", s->base.url,
+					     s->bucket, w->key)
+				      : s3_fail(s, "uploading a part of", w->key, &rs);
+	if (rc == 0 && !(w->etags[w->parts] = strdup(rs.etag)))
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (rc == 0)
+		w->parts++;
+	s3_response_free(&rs);
+	w->fill = 0;
+	return rc;
+}
+
+static int write_data(struct blob_writer *bw, const void *data, size_t len)
+{
+	struct s3_writer *w = (struct s3_writer *)bw;
+	struct s3_store *s = s3_of(bw->bs);
+	const unsigned char *p = data;
+	int rc;
+
+	while (len) {
+		size_t n;
+
+		/* A full part goes up only once more data follows: a blob of exactly
+		 * one part is a single PUT at commit. */
+		if (w->fill == s->part_size) {
+			if (!w->upload_id && (rc = initiate(s, w)) < 0)
+				return rc;
+			if ((rc = upload_part(s, w)) < 0)
+				return rc;
+		}
+		n = s->part_size - w->fill < len ? s->part_size - w->fill : len;
+		memcpy(w->buf + w->fill, p, n);
+		w->fill += n;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void free_writer(struct s3_writer *w)
+{
+	for (int i = 0; i < w->parts; i++)
+		free(w->etags[i]);
+	free(w->etags);
+	free(w->upload_id);
+	free(w->key);
+	free(w->buf);
+	free(w);
+}
+
+static void abort_upload(struct s3_store *s, struct s3_writer *w)
+{
+	struct herr_saved saved;
+	struct s3_response rs;
+	char query[1100];
+	int rc;
+
+	if (!w->upload_id)
+		return;
+	herr_save(&saved);
+	snprintf(query, sizeof(query), "uploadId=%s", w->upload_id);
+	rc = request(s, "DELETE", w->key, query, NULL, 0, NULL, NULL, &rs);
+	if (rc == 0 && rs.status != 204 && rs.status != 200 && rs.status != 404)
+		rc = s3_fail(s, "aborting the upload of", w->key, &rs);
+	if (rc < 0)
+		hlog(s->base.ctx, HANGAR_LOG_WARNING,
+		     "%s; the parts of the unfinished upload %s stay until the bucket's lifecycle removes them",
+		     hangar_error_last()->message, w->upload_id);
+	s3_response_free(&rs);
+	herr_restore(&saved);
+}
+
+static void abort_write(struct blob_writer *bw)
+{
+	struct s3_writer *w = (struct s3_writer *)bw;
+
+	abort_upload(s3_of(bw->bs), w);
+	free_writer(w);
+}
+
+static int xml_escape_into(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '&')
+			fputs("&amp;", f);
+		else if (*v == '<')
+			fputs("&lt;", f);
+		else if (*v == '>')
+			fputs("&gt;", f);
+		else
+			fputc(*v, f);
+	}
+	return 0;
+}
+
+static int complete(struct s3_store *s, struct s3_writer *w)
+{
+	struct s3_response rs;
+	char query[1100], *xml = NULL;
+	size_t xml_len = 0;
+	FILE *f = open_memstream(&xml, &xml_len);
+	int rc;
+
+	if (!f)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	fputs("<CompleteMultipartUpload>", f);
+	for (int i = 0; i < w->parts; i++) {
+		fprintf(f, "<Part><PartNumber>%d</PartNumber><ETag>", i + 1);
+		xml_escape_into(f, w->etags[i]);
+		fputs("</ETag></Part>", f);
+	}
+	fputs("</CompleteMultipartUpload>", f);
+	if (fclose(f) != 0 || !xml) {
+		free(xml);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	snprintf(query, sizeof(query), "uploadId=%s", w->upload_id);
+	rc = request(s, "POST", w->key, query, xml, xml_len, NULL, NULL, &rs);
+	/* S3 may answer 200 and still fail: the error is then in the body. */
+	if (rc == 0 && (rs.status != 200 || (rs.body && strstr(rs.body, "<Error>"))))
+		rc = s3_fail(s, "completing the upload of", w->key, &rs);
+	s3_response_free(&rs);
+	free(xml);
+	return rc;
+}
+
+static int commit(struct blob_writer *bw)
+{
+	struct s3_writer *w = (struct s3_writer *)bw;
+	struct s3_store *s = s3_of(bw->bs);
+	struct s3_response rs;
+	int rc;
+
+	if (!w->upload_id) {
+		rc = request(s, "PUT", w->key, NULL, w->buf, w->fill, NULL, NULL, &rs);
+		if (rc == 0 && rs.status != 200)
+			rc = s3_fail(s, "storing", w->key, &rs);
+		s3_response_free(&rs);
+	} else {
+		rc = upload_part(s, w);
+		if (rc == 0)
+			rc = complete(s, w);
+		if (rc < 0)
+			abort_upload(s, w);
+	}
+	free_writer(w);
+	return rc;
+}
+
+/* ---- the rest ---------------------------------------------------------------- */
+
+static int read_blob(struct blobstore *bs, const char *name, blob_sink sink, void *payload)
+{
+	struct s3_store *s = s3_of(bs);
+	struct s3_response rs;
+	char *key = key_of(s, name);
+	int rc;
+
+	if (!key)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	rc = request(s, "GET", key, NULL, NULL, 0, sink, payload, &rs);
+	if (rc == 0 && rs.status != 200)
+		rc = s3_fail(s, "reading", key, &rs);
+	s3_response_free(&rs);
+	free(key);
+	return rc;
+}
+
+static int exists(struct blobstore *bs, const char *name)
+{
+	struct s3_store *s = s3_of(bs);
+	struct s3_response rs;
+	char *key = key_of(s, name);
+	int rc;
+
+	if (!key)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	rc = request(s, "HEAD", key, NULL, NULL, 0, NULL, NULL, &rs);
+	if (rc == 0)
+		rc = rs.status == 200 ? 1 : rs.status == 404 ? 0 : s3_fail(s, "looking up", key, &rs);
+	s3_response_free(&rs);
+	free(key);
+	return rc;
+}
+
+static int del(struct blobstore *bs, const char *name)
+{
+	struct s3_store *s = s3_of(bs);
+	struct s3_response rs;
+	char *key;
+	int rc = exists(bs, name);
+
+	/* S3 answers a DELETE of nothing with success: ask first. */
+	if (rc == 0)
+		return herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no checkpoint %s in %s", name, bs->url);
+	if (rc < 0)
+		return rc;
+	if (!(key = key_of(s, name)))
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	rc = request(s, "DELETE", key, NULL, NULL, 0, NULL, NULL, &rs);
+	if (rc == 0 && rs.status != 204 && rs.status != 200)
+		rc = s3_fail(s, "deleting", key, &rs);
+	s3_response_free(&rs);
+	free(key);
+	return rc;
+}
+
+static void free_store(struct blobstore *bs)
+{
+	struct s3_store *s = s3_of(bs);
+
+	if (s->secret)
+		sodium_memzero(s->secret, strlen(s->secret));
+	free(s->secret);
+	free(s->akid);
+	free(s->region);
+	free(s->endpoint);
+	free(s->bucket);
+	free(s->prefix);
+	free(bs->url);
+	hangar_ctx_unref(bs->ctx);
+	free(s);
+}
+
+static const struct blob_ops s3_ops = {
+	.write_begin = write_begin,
+	.write = write_data,
+	.commit = commit,
+	.abort = abort_write,
+	.read = read_blob,
+	.del = del,
+	.exists = exists,
+	.free = free_store,
+};
+
+int blobstore_s3_open(struct blobstore **out, hangar_ctx *ctx, const char *bucket, const char *prefix)
+{
+	const char *endpoint = hctx_str(ctx, HS_S3_ENDPOINT), *akid = hctx_str(ctx, HS_S3_ACCESS_KEY_ID),
+		   *secret = hctx_str(ctx, HS_S3_SECRET_ACCESS_KEY), *region = hctx_str(ctx, HS_S3_REGION);
+	size_t elen = strlen(endpoint), plen = strlen(prefix);
+	struct s3_store *s;
+
+	*out = NULL;
+	if (!*endpoint)
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+			    "HANGAR_S3_ENDPOINT is not set: an s3:// checkpoint store needs the service's URL");
+	if (!*akid || !*secret)
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s is not set: an s3:// checkpoint store needs it",
+			    !*akid ? "HANGAR_S3_ACCESS_KEY_ID" : "HANGAR_S3_SECRET_ACCESS_KEY");
+	if (strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region) || !*region || strlen(region) > 32)
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_S3_REGION must be a region name such as us-east-1");
+	if (strchr(endpoint, '?') || strchr(endpoint, '#') || strchr(endpoint, '@'))
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+			    "HANGAR_S3_ENDPOINT must be a plain http(s) URL, without credentials, query or fragment");
+	if (!(s = calloc(1, sizeof(*s))))
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	while (elen && endpoint[elen - 1] == '/')
+		elen--;
+	s->endpoint = strndup(endpoint, elen);
+	s->bucket = strdup(bucket);
+	/* The prefix is a folder: "a/b" keeps blobs as a/b/NAME. */
+	if (asprintf(&s->prefix, "%s%s", prefix, plen && prefix[plen - 1] != '/' ? "/" : "") < 0)
+		s->prefix = NULL;
+	s->akid = strdup(akid);
+	s->secret = strdup(secret);
+	s->region = strdup(region);
+	if (asprintf(&s->base.url, "s3://%s/%s", bucket, prefix) < 0)
+		s->base.url = NULL;
+	s->base.ops = &s3_ops;
+	s->base.ctx = hangar_ctx_ref(ctx);
+	if (!s->endpoint || !s->bucket || !s->prefix || !s->akid || !s->secret || !s->region || !s->base.url) {
+		free_store(&s->base);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	s->cred.access_key_id = s->akid;
+	s->cred.secret_access_key = s->secret;
+	s->cred.region = s->region;
+	s->part_size = DEFAULT_PART;
+	s->timeout_ms = (long)hctx_int(ctx, HS_REQUEST_TIMEOUT) * 1000;
+	*out = &s->base;
+	return 0;
+}
+
+int blobstore_s3_set_part_size(struct blobstore *bs, size_t part_size)
+{
+	struct s3_store *s = s3_of(bs);
+
+	if (bs->ops != &s3_ops || part_size < MIN_PART || part_size > (1u << 30))
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: a part size from 5 MiB to 1 GiB");
+	s->part_size = part_size;
+	return 0;
+}

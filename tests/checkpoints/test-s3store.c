@@ -1,0 +1,503 @@
+/*
+ * The s3:// blob store against a real S3-compatible server (s3rver, started
+ * here by s3-server.mjs, which also verifies every request's SigV4 signature).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "checkpoint/blobstore.h"
+#include "checkpoint/seal.h"
+#include "helpers.h"
+
+#define BUCKET "hangar-test"
+#define AKID "S3RVER" /* the only access key id s3rver knows */
+#define PART (5u << 20)
+
+static const char secret[] = "t3st-s3cret-Zq81vLmN0pW2xY4kR7sT9uV";
+
+struct server {
+	pid_t pid;
+	int port;
+	char data[4200];
+};
+
+static char *dir;
+static hangar_ctx *ctx;
+static struct blobstore *bs;
+static struct server srv;
+static char logged[1 << 16];
+
+static void log_fn(int level, const char *msg, void *payload)
+{
+	(void)level;
+	(void)payload;
+	strncat(logged, msg, sizeof(logged) - strlen(logged) - 2);
+	strcat(logged, "\n");
+}
+
+/* Starts s3-server.mjs on data and waits (10 s at most) for its READY line. */
+static void server_start(struct server *s)
+{
+	const char *node = getenv("NODE"), *script = getenv("S3_SERVER");
+	int out[2];
+	char line[64] = "";
+	size_t n = 0;
+	struct timespec t0;
+
+	ck_assert_msg(node && script, "NODE and S3_SERVER must be set (meson test sets them)");
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	s->pid = fork();
+	ck_assert_int_ge(s->pid, 0);
+	if (s->pid == 0) {
+		dup2(out[1], 1);
+		setenv("S3_TEST_SECRET", secret, 1);
+		execl(node, node, script, s->data, BUCKET, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!strchr(line, '\n')) {
+		struct pollfd p = { .fd = out[0], .events = POLLIN };
+		struct timespec t;
+		long left;
+		ssize_t r;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = 30000 - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		ck_assert_msg(left > 0, "s3-server.mjs did not report READY within 30 s (is `npm ci --prefix "
+					"tests/checkpoints` done?)");
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		r = read(out[0], line + n, sizeof(line) - 1 - n);
+		ck_assert_msg(r > 0, "s3-server.mjs exited before it was ready");
+		n += (size_t)r;
+		line[n] = '\0';
+	}
+	close(out[0]);
+	ck_assert_int_eq(sscanf(line, "READY %d", &s->port), 1);
+}
+
+static void server_kill(struct server *s)
+{
+	if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+		waitpid(s->pid, NULL, 0);
+		s->pid = 0;
+	}
+}
+
+static void set_endpoint(hangar_ctx *c, int port)
+{
+	char url[64];
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	must(hangar_ctx_set(c, "HANGAR_S3_ENDPOINT", url), "endpoint");
+}
+
+static struct blobstore *open_store(hangar_ctx *c, const char *url)
+{
+	struct blobstore *b;
+
+	must(blobstore_open(&b, c, url), "open");
+	must(blobstore_s3_set_part_size(b, PART), "part size");
+	return b;
+}
+
+static void setup(void)
+{
+	dir = temp_dir();
+	snprintf(srv.data, sizeof(srv.data), "%s/s3", dir);
+	server_start(&srv);
+	ctx = test_ctx(dir);
+	logged[0] = '\0';
+	hangar_ctx_set_log(ctx, HANGAR_LOG_DEBUG, log_fn, NULL);
+	set_endpoint(ctx, srv.port);
+	must(hangar_ctx_set(ctx, "HANGAR_S3_ACCESS_KEY_ID", AKID), "akid");
+	must(hangar_ctx_set(ctx, "HANGAR_S3_SECRET_ACCESS_KEY", secret), "secret");
+	must(hangar_ctx_set(ctx, "HANGAR_REQUEST_TIMEOUT_SECONDS", "30"), "timeout");
+	bs = open_store(ctx, "s3://" BUCKET "/checkpoints/v1");
+}
+
+static void teardown(void)
+{
+	blobstore_free(bs);
+	hangar_ctx_unref(ctx);
+	server_kill(&srv);
+	rm_tree(dir);
+	free(dir);
+	/* Whatever a test did, the secret reached no log line. */
+	ck_assert_ptr_null(strstr(logged, secret));
+}
+
+/* The server's request log, or a control request (POST when body). */
+static char *control(const char *path, int post)
+{
+	struct bytes b = { 0 };
+	char url[256];
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", srv.port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	if (post)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	{
+		FILE *f = open_memstream((char **)&b.p, &b.n);
+
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+		ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+		fclose(f);
+	}
+	curl_easy_cleanup(c);
+	return (char *)b.p;
+}
+
+static int count_lines(const char *log, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = log; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Aborted uploads leave no parts on the server. */
+static void assert_no_pending_uploads(void)
+{
+	char *n = control("/-/uploads", 0);
+
+	ck_assert_str_eq(n, "0\n");
+	free(n);
+}
+
+static void put(struct blobstore *b, const char *name, const unsigned char *data, size_t n)
+{
+	struct blob_writer *w;
+
+	must(blob_write_begin(&w, b, name), "begin");
+	for (size_t off = 0; off < n; off += 1000000)
+		must(blob_write(w, data + off, n - off < 1000000 ? n - off : 1000000), "write");
+	must(blob_write_commit(w), "commit");
+}
+
+static void expect_blob(struct blobstore *b, const char *name, const unsigned char *data, size_t n)
+{
+	struct bytes got = { 0 };
+
+	must(blob_read(b, name, bytes_sink, &got), "read");
+	ck_assert_uint_eq(got.n, n);
+	ck_assert(n == 0 || memcmp(got.p, data, n) == 0);
+	bytes_free(&got);
+}
+
+static void assert_no_secret(void)
+{
+	ck_assert_ptr_null(strstr(hangar_error_last()->message, secret));
+	ck_assert_ptr_null(strstr(hangar_error_last()->message, "Zq81vLmN0"));
+}
+
+START_TEST(single_put_round_trip)
+{
+	unsigned char *data = pattern(PART, 1);
+	char *log;
+
+	ck_assert_int_eq(blob_exists(bs, "small"), 0);
+	put(bs, "small", data, 1000);
+	put(bs, "exactly-one-part", data, PART);
+	put(bs, "empty", data, 0);
+	ck_assert_int_eq(blob_exists(bs, "small"), 1);
+	expect_blob(bs, "small", data, 1000);
+	expect_blob(bs, "exactly-one-part", data, PART);
+	expect_blob(bs, "empty", data, 0);
+	log = control("/-/log", 0);
+	/* Path-style, under the prefix, one signed PUT each; no multipart upload. */
+	ck_assert_ptr_nonnull(strstr(log, "PUT /" BUCKET "/checkpoints/v1/small 200"));
+	ck_assert_ptr_nonnull(strstr(log, "PUT /" BUCKET "/checkpoints/v1/exactly-one-part 200"));
+	ck_assert_int_eq(count_lines(log, "uploads"), 0);
+	ck_assert_int_eq(count_lines(log, " 403"), 0);
+	free(log);
+	free(data);
+}
+END_TEST
+
+START_TEST(multipart_round_trip)
+{
+	size_t n = 2 * PART + 12345;
+	unsigned char *data = pattern(n, 2);
+	char *log;
+
+	put(bs, "big", data, n);
+	expect_blob(bs, "big", data, n);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "POST /" BUCKET "/checkpoints/v1/big?uploads= 200"), 1);
+	ck_assert_int_eq(count_lines(log, "PUT /" BUCKET "/checkpoints/v1/big?partNumber="), 3);
+	ck_assert_int_eq(count_lines(log, "&uploadId="), 3);
+	ck_assert_int_eq(count_lines(log, " 403"), 0);
+	ck_assert_ptr_nonnull(strstr(log, "POST /" BUCKET "/checkpoints/v1/big?uploadId="));
+	free(log);
+	assert_no_pending_uploads();
+	free(data);
+}
+END_TEST
+
+/* A part the server fails: the upload is aborted, no object appears, and the
+ * object that was there keeps its bytes. */
+START_TEST(failed_part_aborts)
+{
+	size_t n = 3 * PART + 10;
+	unsigned char *old = pattern(777, 3), *data = pattern(n, 4);
+	struct blob_writer *w;
+	char *log;
+	int rc = 0;
+
+	put(bs, "cp", old, 777);
+	free(control("/-/fail-part?n=2", 1));
+	must(blob_write_begin(&w, bs, "cp"), "begin");
+	for (size_t off = 0; off < n && rc == 0; off += 1000000)
+		rc = blob_write(w, data + off, n - off < 1000000 ? n - off : 1000000);
+	ck_assert_int_eq(rc, HANGAR_EUNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HTTP 500"));
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "InternalError"));
+	ck_assert_int_eq(hangar_error_last()->http_status, 500);
+	assert_no_secret();
+	blob_write_abort(w);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/cp?uploadId="), 1);
+	ck_assert_ptr_nonnull(strstr(log, " 204"));
+	ck_assert_int_eq(count_lines(log, "cp?uploadId="), 1); /* never completed */
+	free(log);
+	assert_no_pending_uploads();
+	expect_blob(bs, "cp", old, 777);
+	/* The last part, sent by commit itself: commit aborts. */
+	free(control("/-/fail-part?n=2", 1));
+	must(blob_write_begin(&w, bs, "cp2"), "begin");
+	must(blob_write(w, data, PART + 10), "write");
+	ck_assert_int_eq(blob_write_commit(w), HANGAR_EUNAVAILABLE);
+	assert_no_secret();
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/cp2?uploadId="), 1);
+	free(log);
+	ck_assert_int_eq(blob_exists(bs, "cp2"), 0);
+	assert_no_pending_uploads();
+	free(old);
+	free(data);
+}
+END_TEST
+
+START_TEST(caller_abort_mid_upload)
+{
+	unsigned char *data = pattern(2 * PART + 5, 5);
+	struct blob_writer *w;
+	char *log;
+
+	must(blob_write_begin(&w, bs, "half"), "begin");
+	must(blob_write(w, data, 2 * PART + 5), "write"); /* two parts went up */
+	blob_write_abort(w);
+	ck_assert_int_eq(blob_exists(bs, "half"), 0);
+	assert_no_pending_uploads();
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "PUT /" BUCKET "/checkpoints/v1/half?partNumber="), 2);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/half?uploadId="), 1);
+	free(log);
+	/* Aborting before anything went up sends nothing. */
+	must(blob_write_begin(&w, bs, "nothing"), "begin");
+	must(blob_write(w, data, 100), "write");
+	blob_write_abort(w);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "nothing"), 0);
+	free(log);
+	free(data);
+}
+END_TEST
+
+/* The server dies mid-upload: the write fails, and once a server is back on
+ * the same data, there is no object, and the previous one is whole. */
+START_TEST(server_killed_mid_upload)
+{
+	size_t n = 3 * PART;
+	unsigned char *old = pattern(4000, 6), *data = pattern(n, 7);
+	struct blob_writer *w;
+	struct blobstore *again;
+	int rc = 0;
+
+	put(bs, "cp", old, 4000);
+	must(blob_write_begin(&w, bs, "cp"), "begin");
+	must(blob_write(w, data, PART + 1), "write"); /* part 1 went up */
+	server_kill(&srv);
+	for (size_t off = PART + 1; off < n && rc == 0; off += 1000000)
+		rc = blob_write(w, data + off, n - off < 1000000 ? n - off : 1000000);
+	if (rc == 0)
+		rc = blob_write_commit(w);
+	else
+		blob_write_abort(w);
+	ck_assert_int_eq(rc, HANGAR_EUNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "s3 store s3://" BUCKET "/checkpoints/v1"));
+	assert_no_secret();
+	/* The abort could not reach the server either: said in the log. */
+	ck_assert_ptr_nonnull(strstr(logged, "unfinished upload"));
+	server_start(&srv);
+	set_endpoint(ctx, srv.port);
+	again = open_store(ctx, "s3://" BUCKET "/checkpoints/v1");
+	expect_blob(again, "cp", old, 4000);
+	blobstore_free(again);
+	free(old);
+	free(data);
+}
+END_TEST
+
+START_TEST(wrong_secret_refused)
+{
+	hangar_ctx *c = test_ctx(dir);
+	struct blobstore *b;
+	struct blob_writer *w;
+	struct bytes got = { 0 };
+	char other[] = "an-entirely-different-secret-0987654";
+	char *log;
+
+	hangar_ctx_set_log(c, HANGAR_LOG_DEBUG, log_fn, NULL);
+	set_endpoint(c, srv.port);
+	must(hangar_ctx_set(c, "HANGAR_S3_ACCESS_KEY_ID", AKID), "akid");
+	must(hangar_ctx_set(c, "HANGAR_S3_SECRET_ACCESS_KEY", other), "secret");
+	b = open_store(c, "s3://" BUCKET "/checkpoints/v1");
+	must(blob_write_begin(&w, b, "x"), "begin");
+	must(blob_write(w, "abc", 3), "write");
+	ck_assert_int_eq(blob_write_commit(w), HANGAR_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "SignatureDoesNotMatch"));
+	ck_assert_str_eq(hangar_error_last()->provider_code, "SignatureDoesNotMatch");
+	ck_assert_ptr_null(strstr(hangar_error_last()->message, other));
+	ck_assert_int_eq(blob_read(b, "x", bytes_sink, &got), HANGAR_EREFUSED);
+	ck_assert_uint_eq(got.n, 0);
+	ck_assert_ptr_null(strstr(hangar_error_last()->message, other));
+	ck_assert_ptr_null(strstr(logged, other));
+	log = control("/-/log", 0);
+	ck_assert_ptr_nonnull(strstr(log, "PUT /" BUCKET "/checkpoints/v1/x 403"));
+	free(log);
+	ck_assert_int_eq(blob_exists(bs, "x"), 0);
+	blobstore_free(b);
+	hangar_ctx_unref(c);
+}
+END_TEST
+
+START_TEST(missing_and_delete)
+{
+	struct bytes got = { 0 };
+	unsigned char *data = pattern(10, 8);
+
+	ck_assert_int_eq(blob_read(bs, "absent", bytes_sink, &got), HANGAR_ENOTFOUND);
+	ck_assert_uint_eq(got.n, 0); /* the error document is not handed on as data */
+	ck_assert_int_eq(blob_delete(bs, "absent"), HANGAR_ENOTFOUND);
+	put(bs, "cp", data, 10);
+	must(blob_delete(bs, "cp"), "delete");
+	ck_assert_int_eq(blob_exists(bs, "cp"), 0);
+	free(data);
+}
+END_TEST
+
+START_TEST(settings_checked)
+{
+	hangar_ctx *c = test_ctx(dir);
+	struct blobstore *b;
+
+	ck_assert_int_eq(blobstore_open(&b, c, "s3://" BUCKET "/p"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_S3_ENDPOINT"));
+	set_endpoint(c, srv.port);
+	ck_assert_int_eq(blobstore_open(&b, c, "s3://" BUCKET "/p"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_S3_ACCESS_KEY_ID"));
+	must(hangar_ctx_set(c, "HANGAR_S3_ACCESS_KEY_ID", AKID), "akid");
+	ck_assert_int_eq(blobstore_open(&b, c, "s3://" BUCKET "/p"), HANGAR_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "HANGAR_S3_SECRET_ACCESS_KEY"));
+	must(hangar_ctx_set(c, "HANGAR_S3_SECRET_ACCESS_KEY", secret), "secret");
+	must(blobstore_open(&b, c, "s3://" BUCKET "/p"), "open");
+	ck_assert_ptr_null(strstr(blobstore_url(b), secret));
+	ck_assert_int_eq(blobstore_s3_set_part_size(b, PART - 1), HANGAR_EINVAL);
+	blobstore_free(b);
+	/* Through HANGAR_CHECKPOINT_STORE too. */
+	must(hangar_ctx_set(c, "HANGAR_CHECKPOINT_STORE", "s3://" BUCKET "/from-setting"), "store");
+	must(blobstore_open(&b, c, NULL), "open from setting");
+	ck_assert_str_eq(blobstore_url(b), "s3://" BUCKET "/from-setting");
+	blobstore_free(b);
+	hangar_ctx_unref(c);
+}
+END_TEST
+
+static int to_blob(void *payload, const void *data, size_t len)
+{
+	return blob_write(payload, data, len);
+}
+
+static int to_reader(void *payload, const void *data, size_t len)
+{
+	return seal_reader_feed(payload, data, len);
+}
+
+/* A sealed stream larger than a part, through the store and back. */
+START_TEST(sealed_through_s3)
+{
+	size_t n = PART + 3 * SEAL_CHUNK + 11;
+	unsigned char *data = pattern(n, 9);
+	struct seal_keyring kr = { 0 };
+	struct blob_writer *w;
+	struct seal_writer *sw;
+	struct seal_reader *sr;
+	struct bytes got = { 0 };
+
+	must(seal_keyring_add(&kr, "s3 key", 6), "key");
+	must(blob_write_begin(&w, bs, "sealed"), "begin");
+	must(seal_writer_new(&sw, &kr, "sealed", "s", to_blob, w), "seal");
+	must(seal_writer_write(sw, data, n), "write");
+	must(seal_writer_finish(sw), "finish");
+	seal_writer_free(sw);
+	must(blob_write_commit(w), "commit");
+	must(seal_reader_new(&sr, &kr, "sealed", "s", bytes_sink, &got), "reader");
+	must(blob_read(bs, "sealed", to_reader, sr), "read");
+	must(seal_reader_finish(sr), "finish");
+	seal_reader_free(sr);
+	ck_assert_uint_eq(got.n, n);
+	ck_assert(memcmp(got.p, data, n) == 0);
+	bytes_free(&got);
+	seal_keyring_wipe(&kr);
+	free(data);
+}
+END_TEST
+
+static Suite *s3_suite(void)
+{
+	Suite *s = suite_create("s3store");
+	TCase *tc = tcase_create("s3");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, single_put_round_trip);
+	tcase_add_test(tc, multipart_round_trip);
+	tcase_add_test(tc, failed_part_aborts);
+	tcase_add_test(tc, caller_abort_mid_upload);
+	tcase_add_test(tc, server_killed_mid_upload);
+	tcase_add_test(tc, wrong_secret_refused);
+	tcase_add_test(tc, missing_and_delete);
+	tcase_add_test(tc, settings_checked);
+	tcase_add_test(tc, sealed_through_s3);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(s3_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
