@@ -20,14 +20,6 @@ static void curl_init_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int e2b_valid_id(const char *id)
-{
-	size_t n = id ? strlen(id) : 0;
-
-	return n > 0 && n <= E2B_ID_MAX &&
-	       strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
-}
-
 int e2b_escape(char *out, size_t size, const char *v)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -158,17 +150,10 @@ static size_t header_cb(char *line, size_t size, size_t n, void *ud)
 			x->r->next_token[vlen] = '\0';
 		}
 	} else if (header_is(line, len, "Retry-After", &v, &vlen)) {
-		char buf[16];
-		long s;
-		char *end;
+		int s = e2b_retry_after_value(v, vlen);
 
-		if (vlen > 0 && vlen < sizeof(buf)) {
-			memcpy(buf, v, vlen);
-			buf[vlen] = '\0';
-			s = strtol(buf, &end, 10);
-			if (!*end && s >= 0 && s <= 86400)
-				x->r->retry_after = (int)s;
-		}
+		if (s >= 0)
+			x->r->retry_after = s;
 	} else if (header_is(line, len, "Content-Encoding", &v, &vlen)) {
 		if (vlen && !(vlen == 8 && !strncasecmp(v, "identity", 8)))
 			x->encoded = 1;
@@ -226,57 +211,11 @@ static void scrub(const struct e2b_api *a, char *s, size_t size)
 	(void)size;
 }
 
-/* One printable line out of an error body: {"message"}, plain text, or nothing. */
+/* One printable line out of an error body, without the key. */
 static void error_text(const struct e2b_api *a, const struct e2b_resp *r, char *out, size_t size)
 {
-	const char *src = NULL;
-	size_t n = 0, o = 0;
-	cJSON *j = NULL;
-
-	out[0] = '\0';
-	if (r->body.len == 0)
-		return;
-	j = cJSON_ParseWithLength(r->body.data, r->body.len);
-	if (cJSON_IsObject(j)) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-
-		if (!cJSON_IsString(m))
-			m = cJSON_GetObjectItemCaseSensitive(j, "error");
-		if (cJSON_IsString(m)) {
-			src = m->valuestring;
-			n = strlen(src);
-		}
-	} else if (!j) {
-		src = r->body.data;
-		n = r->body.len;
-	}
-	for (size_t i = 0; src && i < n && o + 1 < size && o < 200; i++) {
-		unsigned char c = (unsigned char)src[i];
-
-		if (c == '\n' || c == '\r')
-			break;
-		out[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
-	}
-	out[o] = '\0';
-	cJSON_Delete(j);
+	e2b_error_text(r->body.data, r->body.len, out, size);
 	scrub(a, out, size);
-}
-
-/* E2B's error_code values that say "no room", answered as 500 or 503. */
-static int capacity_error(const struct e2b_resp *r)
-{
-	return r->body.len && (strstr(r->body.data, "sandbox_capacity_unavailable") ||
-			       strstr(r->body.data, "sandbox_no_compatible_node") ||
-			       strstr(r->body.data, "sandbox_placement_timeout"));
-}
-
-static int json_object_body(const struct e2b_resp *r)
-{
-	cJSON *j = r->body.len ? cJSON_ParseWithLength(r->body.data, r->body.len) : NULL;
-	int is = cJSON_IsObject(j);
-
-	cJSON_Delete(j);
-	return is;
 }
 
 static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_route route, const char *what)
@@ -295,11 +234,11 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 	}
 	if (s == 429)
 		code = HANGAR_ECAPACITY;
-	else if ((s == 500 || s == 503) && capacity_error(r))
+	else if ((s == 500 || s == 503) && e2b_capacity_error(r->body.data, r->body.len))
 		code = HANGAR_ECAPACITY;
 	else if (s == 502 || s == 503 || s == 504 || s == 408)
 		code = HANGAR_EUNAVAILABLE;
-	else if (s == 404 && route != E2B_ROUTE_CREATE && !json_object_body(r))
+	else if (s == 404 && route != E2B_ROUTE_CREATE && !e2b_body_is_json_object(r->body.data, r->body.len))
 		/* An unknown route (CubeAPI: empty body; E2B: text), not an unknown sandbox (JSON). */
 		return herr_http(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
 				 "e2b: %s: the control API has no such route (HTTP 404 without a JSON body)%s%s", what,

@@ -43,9 +43,9 @@
 
 #include "../../core/internal.h"
 #include "buf.h"
+#include "decode.h"
 
 #define E2B_API_MAX_BODY (4u << 20)    /* one answer */
-#define E2B_ID_MAX 64
 
 struct e2b_api {
 	hangar_ctx *ctx;          /* for logging; not referenced */
@@ -89,9 +89,6 @@ void e2b_api_fini(struct e2b_api *a);
 int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSON *body, int want_json,
 	     enum e2b_route route, const char *what, struct e2b_resp *r);
 void e2b_resp_free(struct e2b_resp *r);
-
-/* A sandbox, template or snapshot id safe to put in a URL path: [A-Za-z0-9_-], 1 to 64. */
-int e2b_valid_id(const char *id);
 
 /* Percent-escapes a query value into out (always NUL-terminated); -1 when it does not fit. */
 int e2b_escape(char *out, size_t size, const char *v);

@@ -16,7 +16,7 @@
  *   - a kill that protects security (a refused sandbox, or one an unanswered
  *     create may have made) is retried until its deadline, and its failure is
  *     reported with the sandbox's id: it may still be running;
- *   - every create carries a client-made id in its metadata (CREATE_ID_KEY):
+ *   - every create carries a client-made id in its metadata (E2B_CREATE_ID_KEY):
  *     when its answer never comes, the sandbox it may have made is looked for
  *     by that id and killed before the caller (or a tier) goes elsewhere.
  * A paused sandbox is never connected implicitly: connecting resumes it, so
@@ -32,8 +32,8 @@
 #include <sys/random.h>
 
 #include "api.h"
+#include "decode.h"
 #include "e2b.h"
-#include "pjson.h"
 #include "hangar/sandbox.h"
 #include "hangar/template.h"
 
@@ -42,7 +42,6 @@
 #define TRAFFIC_HEADER "e2b-traffic-access-token"
 #define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
 #define LIST_PAGE 100
-#define CREATE_ID_KEY "hangar_create_id"
 #define KILL_PAUSE_MIN_MS 200
 #define KILL_PAUSE_MAX_MS 2000
 #define LIST_MAX_PAGES 10000
@@ -164,32 +163,6 @@ static void forget(struct e2b *e, const char *id)
 	pthread_mutex_unlock(&e->mu);
 }
 
-static const char *jstr(const cJSON *obj, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-	return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
-}
-
-static int64_t jtime_us(const cJSON *obj, const char *name)
-{
-	const char *s = jstr(obj, name);
-	int64_t sec;
-	long nsec;
-
-	if (!s || pjson_parse_timestamp(s, &sec, &nsec) != 0)
-		return 0;
-	return sec * 1000000 + nsec / 1000;
-}
-
-static int valid_domain(const char *d)
-{
-	size_t n = strlen(d);
-
-	return n > 0 && n < 254 && d[0] != '.' && d[0] != '-' &&
-	       strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
-}
-
 static int e2b_own_domain(const char *d)
 {
 	static const char *const own[] = { "e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev" };
@@ -238,7 +211,7 @@ static int describe_envd(struct e2b *e, const char *id, const char *answer_domai
 	char port[16], *url = NULL;
 	int rc;
 
-	if (answer_domain && !valid_domain(answer_domain))
+	if (answer_domain && !e2b_valid_domain(answer_domain))
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the control API answered a malformed domain");
 	if (e->sandbox_url)
 		url = fill_url(e->sandbox_url, id);
@@ -265,7 +238,7 @@ static const char *map_template(struct e2b *e, const char *tpl)
 
 	if (!tpl || !*tpl)
 		return "base";
-	mapped = jstr(e->templates, tpl);
+	mapped = e2b_jstr(e->templates, tpl);
 	return mapped ? mapped : tpl;
 }
 
@@ -368,16 +341,16 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
  */
 static int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused)
 {
-	const char *envd_token = jstr(j, "envdAccessToken");
-	const char *traffic = jstr(j, "trafficAccessToken");
-	const char *tpl = jstr(j, "templateID");
+	const char *envd_token = e2b_jstr(j, "envdAccessToken");
+	const char *traffic = e2b_jstr(j, "trafficAccessToken");
+	const char *tpl = e2b_jstr(j, "templateID");
 	hangar_buf sealed = HANGAR_BUF_INIT;
 	int rc;
 
 	*refused = 0;
 	rc = hangar_sys_sandbox_set_id(out, id);
 	if (rc == 0)
-		rc = describe_envd(e, id, jstr(j, "domain"), out);
+		rc = describe_envd(e, id, e2b_jstr(j, "domain"), out);
 	if (rc == 0 && tpl)
 		rc = hangar_sys_sandbox_set_template(out, tpl);
 	if (rc)
@@ -416,7 +389,7 @@ static int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sa
 
 static int answer_id(const cJSON *j, const char **id)
 {
-	*id = jstr(j, "sandboxID");
+	*id = e2b_jstr(j, "sandboxID");
 	if (!*id || !e2b_valid_id(*id))
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0,
 					"e2b: the control API answered without a valid sandbox id");
@@ -519,7 +492,7 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 	if (rc)
 		return rc; /* nothing we can name: the platform's own expiry reclaims it */
 	/* Keep the traffic token first: CubeAPI never hands it out again. */
-	traffic = jstr(j, "trafficAccessToken");
+	traffic = e2b_jstr(j, "trafficAccessToken");
 	if (traffic && (rc = hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic)) != 0) {
 		if (e->fl->cube) {
 			if (rc == HANGAR_ECONFIG)
@@ -578,7 +551,7 @@ static int resolve_template(struct e2b *e, const char *tpl, char *out, size_t si
 	if (rc == HANGAR_ENOTFOUND)
 		rc = hangar_sys_error(HANGAR_ECREATE, 404, 0, "e2b: create: no template has the alias %s", tpl);
 	if (rc == 0) {
-		tid = jstr(r.json, "templateID");
+		tid = e2b_jstr(r.json, "templateID");
 		if (!tid || !e2b_valid_id(tid) || strlen(tid) >= size)
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0,
 					      "e2b: the alias lookup of %s answered no valid template id", tpl);
@@ -629,7 +602,7 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 	int lr, found = 0, failed = 0;
 
 	herr_save(&saved);
-	snprintf(query, sizeof(query), "%s=%s", CREATE_ID_KEY, cid);
+	snprintf(query, sizeof(query), "%s=%s", E2B_CREATE_ID_KEY, cid);
 	e2b_escape(esc, sizeof(esc), query);
 	snprintf(path, sizeof(path), "/v2/sandboxes?metadata=%s&limit=%d", esc, LIST_PAGE);
 	lr = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "look for the sandbox of an unanswered create",
@@ -646,12 +619,13 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 				 saved.message, query, why);
 	}
 	for (const cJSON *s = r.json->child; s; s = s->next) {
-		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(s, "metadata");
-		const char *tag = jstr(meta, CREATE_ID_KEY), *id = jstr(s, "sandboxID");
+		struct e2b_sandbox_fields f;
 		size_t n = strlen(ids);
+		const char *id;
 
-		if (!tag || strcmp(tag, cid) != 0 || !id || !e2b_valid_id(id))
+		if (e2b_decode_sandbox(s, &f) < 0 || !f.create_id || strcmp(f.create_id, cid) != 0)
 			continue;
+		id = f.id;
 		found++;
 		if (kill_hard(e, id) != 0) {
 			failed++;
@@ -715,7 +689,7 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	meta = cJSON_AddObjectToObject(body, "metadata");
 	if (meta) {
 		cJSON_AddStringToObject(meta, "hangar", "1");
-		cJSON_AddStringToObject(meta, CREATE_ID_KEY, cid);
+		cJSON_AddStringToObject(meta, E2B_CREATE_ID_KEY, cid);
 	}
 	if (opts->env && opts->env[0])
 		envs = cJSON_AddObjectToObject(body, "envVars");
@@ -732,7 +706,7 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	if (rc && r.unanswered)
 		rc = reclaim(e, cid, rc);
 	if (rc == 0) {
-		const char *id = jstr(r.json, "sandboxID");
+		const char *id = e2b_jstr(r.json, "sandboxID");
 
 		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id ? id : "?", resolved);
 		rc = adopt(e, r.json, timeout, out);
@@ -754,7 +728,7 @@ static int get_detail(struct e2b *e, const char *id, struct e2b_resp *r)
 
 static int state_of(const cJSON *j)
 {
-	const char *s = jstr(j, "state");
+	const char *s = e2b_jstr(j, "state");
 
 	return s && (!strcmp(s, "paused") || !strcmp(s, "pausing")) ? HANGAR_SYS_STATE_PAUSED
 								      : HANGAR_SYS_STATE_RUNNING;
@@ -783,7 +757,7 @@ static int connect_route(struct e2b *e, const char *id, int64_t timeout, struct 
 	rc = e2b_call(&e->api, "POST", path, body, 1, E2B_ROUTE_SANDBOX, what, r);
 	cJSON_Delete(body);
 	if (rc == 0) {
-		const char *got = jstr(r->json, "sandboxID");
+		const char *got = e2b_jstr(r->json, "sandboxID");
 
 		if (got && strcmp(got, id) != 0)
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: %s answered for another sandbox", what);
@@ -794,7 +768,7 @@ static int connect_route(struct e2b *e, const char *id, int64_t timeout, struct 
 /* A newer traffic token than the sealed one (E2B rotates them on resume). */
 static void reseal(struct e2b *e, const char *id, const cJSON *j)
 {
-	const char *traffic = jstr(j, "trafficAccessToken");
+	const char *traffic = e2b_jstr(j, "trafficAccessToken");
 	struct herr_saved saved;
 
 	if (!traffic)
@@ -819,17 +793,17 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 		e2b_resp_free(&d);
 		return rc;
 	}
-	created = jtime_us(d.json, "startedAt");
-	expires = jtime_us(d.json, "endAt");
+	created = e2b_jtime_us(d.json, "startedAt");
+	expires = e2b_jtime_us(d.json, "endAt");
 	if (state_of(d.json) == HANGAR_SYS_STATE_PAUSED) {
 		/* Connecting would resume it: describe it without tokens. */
 		rc = hangar_sys_sandbox_set_id(out, id);
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_state(out, HANGAR_SYS_STATE_PAUSED);
 		if (rc == 0)
-			rc = describe_envd(e, id, jstr(d.json, "domain"), out);
-		if (rc == 0 && jstr(d.json, "templateID"))
-			rc = hangar_sys_sandbox_set_template(out, jstr(d.json, "templateID"));
+			rc = describe_envd(e, id, e2b_jstr(d.json, "domain"), out);
+		if (rc == 0 && e2b_jstr(d.json, "templateID"))
+			rc = hangar_sys_sandbox_set_template(out, e2b_jstr(d.json, "templateID"));
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_times(out, created, 0);
 		e2b_resp_free(&d);
@@ -841,7 +815,7 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	 * sandbox it only extends the lifetime, so ask for no more than it has
 	 * left (Cube ignores the value there, and gets none).
 	 */
-	if (jstr(d.json, "envdAccessToken")) {
+	if (e2b_jstr(d.json, "envdAccessToken")) {
 		rc = describe(e, id, d.json, out, &refused);
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_times(out, created, expires);
@@ -861,8 +835,8 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	}
 	if (rc == 0) {
 		rc = describe(e, id, c.json, out, &refused);
-		if (rc == 0 && !jstr(c.json, "templateID") && jstr(d.json, "templateID"))
-			rc = hangar_sys_sandbox_set_template(out, jstr(d.json, "templateID"));
+		if (rc == 0 && !e2b_jstr(c.json, "templateID") && e2b_jstr(d.json, "templateID"))
+			rc = hangar_sys_sandbox_set_template(out, e2b_jstr(d.json, "templateID"));
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_times(out, created, expires);
 		if (rc == 0)
@@ -995,23 +969,22 @@ int e2b_set_timeout(void *state, const char *id, int64_t seconds)
 
 static int list_entry(struct e2b *e, const cJSON *s, hangar_sys_list *out)
 {
-	const char *id = jstr(s, "sandboxID");
+	struct e2b_sandbox_fields f;
 	hangar_sys_sandbox *d;
 	int rc;
 
-	if (!id || !e2b_valid_id(id))
+	if (e2b_decode_sandbox(s, &f) < 0)
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list holds a sandbox without a valid id");
 	d = hangar_sys_list_add(out);
 	if (!d)
 		return oom();
-	rc = hangar_sys_sandbox_set_id(d, id);
+	rc = hangar_sys_sandbox_set_id(d, f.id);
 	if (rc == 0)
-		rc = hangar_sys_sandbox_set_state(d, state_of(s));
-	if (rc == 0 && jstr(s, "templateID"))
-		rc = hangar_sys_sandbox_set_template(d, jstr(s, "templateID"));
+		rc = hangar_sys_sandbox_set_state(d, f.paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
+	if (rc == 0 && f.template_id)
+		rc = hangar_sys_sandbox_set_template(d, f.template_id);
 	if (rc == 0)
-		rc = hangar_sys_sandbox_set_times(d, jtime_us(s, "startedAt"),
-						  state_of(s) == HANGAR_SYS_STATE_PAUSED ? 0 : jtime_us(s, "endAt"));
+		rc = hangar_sys_sandbox_set_times(d, f.started_us, f.paused ? 0 : f.end_us);
 	(void)e;
 	return rc;
 }
@@ -1092,7 +1065,7 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 	if (rc == 0 && r.status == 409)
 		rc = hangar_sys_error(HANGAR_EINVAL, 409, 0, "e2b: a snapshot of %s is already being taken", id);
 	if (rc == 0) {
-		snap = jstr(r.json, "snapshotID");
+		snap = e2b_jstr(r.json, "snapshotID");
 		/* A template reference ("snap-…", or E2B's "name:tag"): it goes into JSON, never a path. */
 		if (!snap || strlen(snap) > 200 ||
 		    strspn(snap, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/") != strlen(snap))
@@ -1148,7 +1121,7 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 			e2b_resp_free(&r);
 			return rc;
 		}
-		status = jstr(r.json, "status");
+		status = e2b_jstr(r.json, "status");
 		if (!status) {
 			e2b_resp_free(&r);
 			return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a build status without a status");
@@ -1159,10 +1132,10 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 			int n = 0;
 
 			for (const cJSON *le = cJSON_IsArray(entries) ? entries->child : NULL; le; le = le->next, n++)
-				progress(o, status, jstr(le, "message"));
+				progress(o, status, e2b_jstr(le, "message"));
 			offset += n;
-			if (!n && (strcmp(last, status) || jstr(r.json, "message")))
-				progress(o, status, jstr(r.json, "message"));
+			if (!n && (strcmp(last, status) || e2b_jstr(r.json, "message")))
+				progress(o, status, e2b_jstr(r.json, "message"));
 		}
 		snprintf(last, sizeof(last), "%s", status);
 		if (!strcmp(status, "ready")) {
@@ -1171,10 +1144,10 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 		}
 		if (!strcmp(status, "error") || !strcmp(status, "failed")) {
 			const cJSON *reason = cJSON_GetObjectItemCaseSensitive(r.json, "reason");
-			const char *why = jstr(reason, "message");
+			const char *why = e2b_jstr(reason, "message");
 
 			if (!why)
-				why = jstr(r.json, "message");
+				why = e2b_jstr(r.json, "message");
 			rc = hangar_sys_error(HANGAR_ECREATE, 0, 0, "e2b: the build of template %s failed: %.300s", tid,
 					      why ? why : "no reason given");
 			e2b_resp_free(&r);
@@ -1225,8 +1198,8 @@ static int build_cube(struct e2b *e, const struct hangar_template_build_opts *o,
 		e2b_resp_free(&r);
 		return rc;
 	}
-	tid = jstr(r.json, "templateID");
-	job = jstr(r.json, "jobID");
+	tid = e2b_jstr(r.json, "templateID");
+	job = e2b_jstr(r.json, "jobID");
 	if (!tid || !job || !e2b_valid_id(tid) || !e2b_valid_id(job)) {
 		e2b_resp_free(&r);
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or job id");
@@ -1260,8 +1233,8 @@ static int build_e2b(struct e2b *e, const struct hangar_template_build_opts *o, 
 		e2b_resp_free(&r);
 		return rc;
 	}
-	tid = jstr(r.json, "templateID");
-	bid = jstr(r.json, "buildID");
+	tid = e2b_jstr(r.json, "templateID");
+	bid = e2b_jstr(r.json, "buildID");
 	if (!tid || !bid || !e2b_valid_id(tid) || !e2b_valid_id(bid)) {
 		e2b_resp_free(&r);
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or build id");
@@ -1332,22 +1305,9 @@ int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *
 	}
 	for (const cJSON *t = all->child; rc == 0 && t; t = t->next) {
 		struct hangar_template_info info = { HANGAR_TEMPLATE_INFO_VERSION, sizeof(info), NULL, "", "", "e2b" };
-		const cJSON *names = cJSON_GetObjectItemCaseSensitive(t, "names");
-		const cJSON *aliases = cJSON_GetObjectItemCaseSensitive(t, "aliases");
-		const char *st;
 
-		info.template_id = jstr(t, "templateID");
-		if (!info.template_id)
-			continue;
-		if (cJSON_IsArray(names) && cJSON_IsString(names->child))
-			info.name = names->child->valuestring;
-		else if (cJSON_IsArray(aliases) && cJSON_IsString(aliases->child))
-			info.name = aliases->child->valuestring;
-		st = jstr(t, "buildStatus");
-		if (!st)
-			st = jstr(t, "status");
-		info.status = st ? st : "";
-		rc = fn(&info, payload);
+		if (e2b_decode_template(t, &info) == 0)
+			rc = fn(&info, payload);
 	}
 	cJSON_Delete(all);
 	return rc;
@@ -1358,30 +1318,6 @@ int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *
 #define METRICS_MAX 1000
 #define LOGS_MAX 1000
 #define LOG_MESSAGE_MAX 4096
-
-/* One printable line of at most max bytes out of untrusted text, into a new string. */
-static char *clean_line(const char *src, size_t max)
-{
-	size_t n = src ? strnlen(src, max) : 0;
-	char *out = malloc(n + 1);
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)src[i];
-
-		out[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
-	}
-	if (n == max && src[n]) {
-		/* Cut: drop the last character, which may have been cut in half. */
-		while (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0x80)
-			n--;
-		if (n > 0 && ((unsigned char)out[n - 1] & 0xc0) == 0xc0)
-			n--;
-	}
-	out[n] = '\0';
-	return out;
-}
 
 int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, hangar_sys_list *out)
 {
@@ -1422,7 +1358,7 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 
 		if (!d) {
 			/* More forks than asked for, or no memory to describe one: nobody may keep it. */
-			const char *extra = cJSON_IsObject(sbj) ? jstr(sbj, "sandboxID") : NULL;
+			const char *extra = cJSON_IsObject(sbj) ? e2b_jstr(sbj, "sandboxID") : NULL;
 
 			if (extra && e2b_valid_id(extra))
 				kill_refused(e, extra);
@@ -1434,34 +1370,15 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 			if (a && hangar_sys_sandbox_set_error(d, a, hangar_error_last()->message) != 0)
 				hangar_sys_sandbox_set_error(d, a, "");
 		} else {
-			const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
-			const char *why = jstr(err, "message");
-			int c = HANGAR_ECREATE;
-			char *line = clean_line(why ? why : "no reason given", 200);
-			char msg[320];
+			char why[256], msg[320];
+			int c = e2b_decode_fork_error(err, why, sizeof(why));
 
-			if ((cJSON_IsNumber(code) && code->valueint == 429) ||
-			    (jstr(err, "error_code") && strstr(jstr(err, "error_code"), "capacity")))
-				c = HANGAR_ECAPACITY;
-			snprintf(msg, sizeof(msg), "e2b: fork %u of %s failed: %s", i, id, line ? line : "");
-			free(line);
+			snprintf(msg, sizeof(msg), "e2b: fork %u of %s failed: %s", i, id, why);
 			hangar_sys_sandbox_set_error(d, c, msg);
 		}
 	}
 	e2b_resp_free(&r);
 	return 0;
-}
-
-static double jnum(const cJSON *o, const char *name, int *ok)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble || v->valuedouble < 0 ||
-	    v->valuedouble > 9.2e18) {
-		*ok = 0;
-		return 0;
-	}
-	return v->valuedouble;
 }
 
 static int cmp_metric(const void *a, const void *b)
@@ -1497,25 +1414,9 @@ int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandb
 		if (!v)
 			rc = oom();
 		for (const cJSON *x = r.json->child; rc == 0 && x; x = x->next) {
-			struct hangar_sandbox_metric *m;
-			int ok = 1;
-
 			if (skip-- > 0)
 				continue;
-			m = &v[n];
-			m->version = HANGAR_SANDBOX_METRIC_VERSION;
-			m->size = sizeof(*m);
-			if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "timestampUnix")))
-				m->timestamp_us = (int64_t)jnum(x, "timestampUnix", &ok) * 1000000;
-			else
-				m->timestamp_us = jtime_us(x, "timestamp");
-			m->cpu_count = (uint32_t)(jnum(x, "cpuCount", &ok) > 65536 ? 0 : jnum(x, "cpuCount", &ok));
-			m->cpu_used_pct = jnum(x, "cpuUsedPct", &ok);
-			m->mem_used_bytes = (uint64_t)jnum(x, "memUsed", &ok);
-			m->mem_total_bytes = (uint64_t)jnum(x, "memTotal", &ok);
-			m->disk_used_bytes = (uint64_t)jnum(x, "diskUsed", &ok);
-			m->disk_total_bytes = (uint64_t)jnum(x, "diskTotal", &ok);
-			if (!ok || !cJSON_IsObject(x))
+			if (e2b_decode_metric(x, &v[n]) < 0)
 				rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a malformed metrics sample");
 			n++;
 		}
@@ -1564,22 +1465,15 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 	if (rc == 0 && !(v = calloc(LOGS_MAX, sizeof(*v))))
 		rc = oom();
 	for (const cJSON *x = rc == 0 ? logs->child : NULL; x && n < LOGS_MAX; x = x->next) {
-		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
-		const char *level = jstr(x, "level");
 		struct log_line *l = &v[n];
+		int d = e2b_decode_log(x, &l->entry, LOG_MESSAGE_MAX);
 
-		if (!cJSON_IsObject(x) || !cJSON_IsString(msg)) {
+		l->index = n++;
+		if (d == -1) {
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: a malformed log entry");
 			break;
 		}
-		l->index = n;
-		l->entry.version = HANGAR_SANDBOX_LOG_ENTRY_VERSION;
-		l->entry.size = sizeof(l->entry);
-		l->entry.timestamp_us = jtime_us(x, "timestamp");
-		l->entry.level = clean_line(level ? level : "info", 16);
-		l->entry.message = clean_line(msg->valuestring, LOG_MESSAGE_MAX);
-		n++;
-		if (!l->entry.level || !l->entry.message) {
+		if (d < 0) {
 			rc = oom();
 			break;
 		}
