@@ -116,8 +116,6 @@ int envd_stream_send(struct envd_stream *s, cJSON *msg);
 /* Sends the end-of-stream envelope: {} for CONNECT_OK, else the error. The
  * first call wins; later ones are ignored. */
 void envd_stream_end(struct envd_stream *s, enum connect_code code, const char *message);
-/* True once the client went away or the stream ended. */
-int envd_stream_closed(struct envd_stream *s);
 void envd_stream_ref(struct envd_stream *s);
 void envd_stream_unref(struct envd_stream *s);
 

@@ -181,16 +181,6 @@ void envd_stream_end(struct envd_stream *s, enum connect_code code, const char *
 	wake(s);
 }
 
-int envd_stream_closed(struct envd_stream *s)
-{
-	int r;
-
-	pthread_mutex_lock(&s->mu);
-	r = s->gone || s->ended;
-	pthread_mutex_unlock(&s->mu);
-	return r;
-}
-
 /* Runs the producer's detach hook once, outside the lock. */
 static void detach_once(struct envd_stream *s)
 {
