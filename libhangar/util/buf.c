@@ -1,5 +1,6 @@
 #include "buf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,4 +92,31 @@ char *hbuf_steal(struct hbuf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 	return p;
+}
+
+int hbuf_put_bounded(struct hbuf *b, const void *data, size_t len, size_t limit)
+{
+	size_t need;
+
+	if (len > limit || b->len > limit - len)
+		return 1;
+	need = b->len + len + 1;
+	if (need > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < need)
+			cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+		if (limit < SIZE_MAX && cap > limit + 1)
+			cap = limit + 1;
+		p = realloc(b->data, cap);
+		if (!p)
+			return -1;
+		b->data = p;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+	return 0;
 }
