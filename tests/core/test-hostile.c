@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fake-provider.h"
+#include "rawhttp.h"
 
 /* ---- the server ---------------------------------------------------------------- */
 
@@ -39,64 +40,23 @@ static struct {
 	char url[64];
 } srv;
 
-static int send_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void send_envelope(int fd, uint8_t flags, const char *json)
 {
 	uint32_t len = (uint32_t)strlen(json);
 	unsigned char head[5] = { flags, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
 				  (unsigned char)(len >> 8), (unsigned char)len };
 
-	send_all(fd, head, sizeof(head));
-	send_all(fd, json, len);
+	rawhttp_send_all(fd, head, sizeof(head));
+	rawhttp_send_all(fd, json, len);
 }
 
 /* Reads one request (headers and a Content-Length body); its path goes into path. */
 static int read_request(int fd, char *path, size_t cap)
 {
-	char buf[65536];
-	size_t have = 0;
-	char *end = NULL, *cl;
-	long body = 0;
+	char head[8192];
 
-	while (have + 1 < sizeof(buf)) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-
-		if (n <= 0)
-			return -1;
-		have += (size_t)n;
-		buf[have] = '\0';
-		if ((end = strstr(buf, "\r\n\r\n")))
-			break;
-	}
-	if (!end || sscanf(buf, "%*s %255s", path) != 1 || cap < 256)
+	if (rawhttp_read_request(fd, head, sizeof(head)) < 0 || cap < 256 || sscanf(head, "%*s %255s", path) != 1)
 		return -1;
-	cl = strcasestr(buf, "\r\nContent-Length:");
-	if (cl && cl < end)
-		body = strtol(cl + 17, NULL, 10);
-	body -= (long)(have - (size_t)(end + 4 - buf));
-	while (body > 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) < (size_t)body ? sizeof(buf) : (size_t)body);
-
-		if (n <= 0)
-			return -1;
-		body -= n;
-	}
 	return 0;
 }
 
@@ -109,16 +69,16 @@ static void serve_file(int fd)
 					  : "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
 					    "Connection: close\r\n\r\n";
 
-	if (send_all(fd, head, strlen(head)) < 0)
+	if (rawhttp_send_all(fd, head, strlen(head)) < 0)
 		return;
 	for (;;) {
 		if (srv.files == 3) {
 			struct timespec t = { 0, 100 * 1000 * 1000 };
 
 			nanosleep(&t, NULL); /* the hostile pace itself, not a wait for a condition */
-			if (send_all(fd, "x", 1) < 0)
+			if (rawhttp_send_all(fd, "x", 1) < 0)
 				return;
-		} else if (send_all(fd, zeros, sizeof(zeros)) < 0) {
+		} else if (rawhttp_send_all(fd, zeros, sizeof(zeros)) < 0) {
 			return;
 		}
 	}
@@ -141,11 +101,11 @@ static void serve(int fd)
 	if (strcmp(path, "/process.Process/Start") != 0) {
 		if (strcmp(path, "/process.Process/SendSignal") == 0)
 			__atomic_add_fetch(&srv.signals, 1, __ATOMIC_RELEASE);
-		send_all(fd, unary, sizeof(unary) - 1);
+		rawhttp_send_all(fd, unary, sizeof(unary) - 1);
 		return;
 	}
 	__atomic_add_fetch(&srv.starts, 1, __ATOMIC_RELEASE);
-	send_all(fd, stream_head, sizeof(stream_head) - 1);
+	rawhttp_send_all(fd, stream_head, sizeof(stream_head) - 1);
 	for (const char *const *e = srv.events; e && *e; e++)
 		send_envelope(fd, 0, *e);
 	if (srv.end_envelope)

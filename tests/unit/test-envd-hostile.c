@@ -24,6 +24,7 @@
 
 #include "core/internal.h"
 #include "envd/client.h"
+#include "rawhttp.h"
 
 /* ---- the server ------------------------------------------------------------------ */
 
@@ -38,79 +39,6 @@ static struct {
 	int accepted;           /* connections accepted */
 	char url[64];
 } srv;
-
-static int send_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int send_str(int fd, const char *s)
-{
-	return send_all(fd, s, strlen(s));
-}
-
-/* Waits until the client hangs up (or the test ends), discarding what it sends. */
-static void wait_for_close(int fd)
-{
-	char buf[4096];
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = srv.stop[0], .events = POLLIN } };
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return;
-		if (p[1].revents)
-			return;
-		if (p[0].revents && read(fd, buf, sizeof(buf)) <= 0)
-			return;
-	}
-}
-
-/* Reads one request: headers, then a Content-Length body. -1 when the client hung up. */
-static int read_request(int fd)
-{
-	char buf[65536];
-	size_t have = 0;
-	char *end = NULL, *cl;
-	long body = 0;
-
-	while (have + 1 < sizeof(buf)) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-
-		if (n <= 0)
-			return -1;
-		have += (size_t)n;
-		buf[have] = '\0';
-		if ((end = strstr(buf, "\r\n\r\n")))
-			break;
-	}
-	if (!end)
-		return -1;
-	cl = strcasestr(buf, "\r\nContent-Length:");
-	if (cl && cl < end)
-		body = strtol(cl + 17, NULL, 10);
-	body -= (long)(have - (size_t)(end + 4 - buf));
-	while (body > 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) < (size_t)body ? sizeof(buf) : (size_t)body);
-
-		if (n <= 0)
-			return -1;
-		body -= n;
-	}
-	return 0;
-}
 
 static void *server_main(void *arg)
 {
@@ -132,7 +60,7 @@ static void *server_main(void *arg)
 			continue;
 		__atomic_add_fetch(&srv.accepted, 1, __ATOMIC_RELEASE);
 		do {
-			if (read_request(fd) < 0)
+			if (rawhttp_read_request(fd, NULL, 0) < 0)
 				break;
 			serve = __atomic_load_n(&srv.serve, __ATOMIC_ACQUIRE);
 			if (serve)
@@ -140,7 +68,7 @@ static void *server_main(void *arg)
 		} while (__atomic_load_n(&srv.keep_alive, __ATOMIC_ACQUIRE));
 		/* Half-close, then let the client finish reading before the socket goes. */
 		shutdown(fd, SHUT_WR);
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 		close(fd);
 	}
 	return NULL;
@@ -209,9 +137,9 @@ static int send_envelope(int fd, uint8_t flags, const char *json)
 	uint8_t h[CONNECT_ENVELOPE_HEADER];
 
 	connect_envelope_header(h, flags, (uint32_t)strlen(json));
-	if (send_all(fd, h, sizeof(h)) < 0)
+	if (rawhttp_send_all(fd, h, sizeof(h)) < 0)
 		return -1;
-	return send_str(fd, json);
+	return rawhttp_send_str(fd, json);
 }
 
 static int send_chunk(int fd, const void *data, size_t len)
@@ -219,9 +147,9 @@ static int send_chunk(int fd, const void *data, size_t len)
 	char head[32];
 
 	snprintf(head, sizeof(head), "%zx\r\n", len);
-	if (send_str(fd, head) < 0 || send_all(fd, data, len) < 0)
+	if (rawhttp_send_str(fd, head) < 0 || rawhttp_send_all(fd, data, len) < 0)
 		return -1;
-	return send_str(fd, "\r\n");
+	return rawhttp_send_str(fd, "\r\n");
 }
 
 /* gzip of data, whole, for small canned answers. */
@@ -282,8 +210,8 @@ static void serve_huge_frame(int fd)
 	uint8_t h[CONNECT_ENVELOPE_HEADER];
 
 	connect_envelope_header(h, 0, 100u << 20);
-	if (send_str(fd, stream_head) == 0 && send_all(fd, h, sizeof(h)) == 0)
-		wait_for_close(fd); /* the 100 MiB never come */
+	if (rawhttp_send_str(fd, stream_head) == 0 && rawhttp_send_all(fd, h, sizeof(h)) == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]); /* the 100 MiB never come */
 }
 
 START_TEST(stream_frame_over_limit)
@@ -302,8 +230,8 @@ END_TEST
 
 static void serve_compressed_flag(int fd)
 {
-	if (send_str(fd, stream_head) == 0 && send_envelope(fd, CONNECT_FLAG_COMPRESSED, "{}") == 0)
-		wait_for_close(fd);
+	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, CONNECT_FLAG_COMPRESSED, "{}") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(stream_compressed_flag)
@@ -319,9 +247,9 @@ END_TEST
 
 static void serve_connect_gzip_stream(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\n"
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\n"
 			 "Connect-Content-Encoding: gzip\r\nConnection: close\r\n\r\n") == 0)
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(stream_connect_content_encoding)
@@ -346,7 +274,7 @@ static void serve_endless_keepalives(int fd)
 		memcpy(buf + len + CONNECT_ENVELOPE_HEADER, ka, sizeof(ka) - 1);
 		len += CONNECT_ENVELOPE_HEADER + sizeof(ka) - 1;
 	}
-	if (send_str(fd, chunked_stream_head) < 0)
+	if (rawhttp_send_str(fd, chunked_stream_head) < 0)
 		return;
 	while (send_chunk(fd, buf, len) == 0)
 		;
@@ -372,8 +300,8 @@ static void serve_truncated_envelope(int fd)
 	uint8_t h[CONNECT_ENVELOPE_HEADER];
 
 	connect_envelope_header(h, 0, 100);
-	if (send_str(fd, stream_head) == 0 && send_all(fd, h, sizeof(h)) == 0)
-		send_str(fd, "{\"event\":");
+	if (rawhttp_send_str(fd, stream_head) == 0 && rawhttp_send_all(fd, h, sizeof(h)) == 0)
+		rawhttp_send_str(fd, "{\"event\":");
 	/* and the connection closes: a clean end of a close-delimited body */
 }
 
@@ -397,7 +325,7 @@ static void serve_truncated_chunked(int fd)
 	connect_envelope_header(h, 0, (uint32_t)(sizeof(msg) - 1));
 	memcpy(body, h, sizeof(h));
 	memcpy(body + sizeof(h), msg, sizeof(msg) - 1);
-	if (send_str(fd, chunked_stream_head) == 0)
+	if (rawhttp_send_str(fd, chunked_stream_head) == 0)
 		send_chunk(fd, body, sizeof(body) - 1);
 	/* no terminating chunk, no end envelope: the connection just closes */
 }
@@ -418,7 +346,7 @@ END_TEST
 
 static void serve_no_end_envelope(int fd)
 {
-	if (send_str(fd, stream_head) == 0)
+	if (rawhttp_send_str(fd, stream_head) == 0)
 		send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":1}}}");
 }
 
@@ -436,8 +364,8 @@ END_TEST
 
 static void serve_invalid_json_message(int fd)
 {
-	if (send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":") == 0)
-		wait_for_close(fd);
+	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(stream_invalid_json)
@@ -453,7 +381,7 @@ END_TEST
 
 static void serve_end_with_error(int fd)
 {
-	if (send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}}") == 0)
+	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}}") == 0)
 		send_envelope(fd, CONNECT_FLAG_END_STREAM,
 			      "{\"error\":{\"code\":\"resource_exhausted\",\"message\":\"too\\nmany\"}}");
 }
@@ -476,9 +404,9 @@ END_TEST
 
 static void serve_data_after_end(int fd)
 {
-	if (send_str(fd, stream_head) == 0 && send_envelope(fd, CONNECT_FLAG_END_STREAM, "{}") == 0 &&
+	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, CONNECT_FLAG_END_STREAM, "{}") == 0 &&
 	    send_envelope(fd, 0, "{}") == 0)
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(stream_data_after_end)
@@ -501,8 +429,8 @@ static void serve_401_rest(int fd)
 		 "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json; charset=utf-8\r\n"
 		 "Content-Length: %zu\r\n\r\n",
 		 sizeof(body) - 1);
-	if (send_str(fd, head) == 0)
-		send_str(fd, body);
+	if (rawhttp_send_str(fd, head) == 0)
+		rawhttp_send_str(fd, body);
 }
 
 START_TEST(stream_http_401)
@@ -531,8 +459,8 @@ static void serve_gzip_unary(int fd)
 		 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
 		 "Content-Length: %zu\r\n\r\n",
 		 n);
-	if (send_str(fd, head) == 0)
-		send_all(fd, gz, n);
+	if (rawhttp_send_str(fd, head) == 0)
+		rawhttp_send_all(fd, gz, n);
 }
 
 START_TEST(unary_gzip_answer)
@@ -549,9 +477,9 @@ END_TEST
 
 static void serve_unary_declared_huge(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 			 "Content-Length: 41943040\r\n\r\n{\"a\":\"") == 0)
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(unary_declared_over_limit)
@@ -570,10 +498,10 @@ static void serve_unary_endless(int fd)
 	size_t sent = 0;
 
 	memset(junk, ' ', sizeof(junk));
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n") < 0)
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n") < 0)
 		return;
 	/* Bounded, so a client that kept everything would still finish (and be caught below). */
-	while (sent < ENVD_MAX_UNARY + (4u << 20) && send_all(fd, junk, sizeof(junk)) == 0)
+	while (sent < ENVD_MAX_UNARY + (4u << 20) && rawhttp_send_all(fd, junk, sizeof(junk)) == 0)
 		sent += sizeof(junk);
 }
 
@@ -589,7 +517,7 @@ END_TEST
 
 static void serve_unary_invalid_json(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"a\":tru");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"a\":tru");
 }
 
 START_TEST(unary_invalid_json)
@@ -606,9 +534,9 @@ static void serve_unary_endless_error(int fd)
 	static char junk[64 * 1024];
 
 	memset(junk, 'e', sizeof(junk));
-	if (send_str(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n") < 0)
+	if (rawhttp_send_str(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n") < 0)
 		return;
-	while (send_all(fd, junk, sizeof(junk)) == 0)
+	while (rawhttp_send_all(fd, junk, sizeof(junk)) == 0)
 		;
 }
 
@@ -632,7 +560,7 @@ static void serve_garbage(int fd)
 	static const unsigned char junk[] = { 0x16, 0x03, 0x01, 0x00, 0xff, 'g', 'a', 'r', 'b', 'a', 'g', 'e',
 					      '\r', '\n', 0x00, 0x7f, '\r', '\n', '\r', '\n' };
 
-	send_all(fd, junk, sizeof(junk));
+	rawhttp_send_all(fd, junk, sizeof(junk));
 }
 
 START_TEST(garbage_instead_of_http)
@@ -677,7 +605,7 @@ static void serve_gzip_bomb(int fd)
 	size_t fed = 0;
 	int ok = 1;
 
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
 			 "Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n") < 0)
 		return;
 	if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -696,7 +624,7 @@ static void serve_gzip_bomb(int fd)
 	}
 	deflateEnd(&z);
 	if (ok)
-		send_str(fd, "0\r\n\r\n");
+		rawhttp_send_str(fd, "0\r\n\r\n");
 }
 
 START_TEST(files_gzip_bomb)
@@ -714,9 +642,9 @@ END_TEST
 
 static void serve_declared_big_file(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
 			 "Content-Length: 1073741824\r\n\r\nfirst bytes") == 0)
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(files_content_length_over_limit)
@@ -734,7 +662,7 @@ static void serve_counted_big_file(int fd)
 {
 	static char junk[16 * 1024];
 
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
 			 "Transfer-Encoding: chunked\r\n\r\n") < 0)
 		return;
 	while (send_chunk(fd, junk, sizeof(junk)) == 0)
@@ -754,8 +682,8 @@ END_TEST
 
 static void serve_brotli(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nConnection: close\r\n\r\n") == 0)
-		wait_for_close(fd);
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nConnection: close\r\n\r\n") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 START_TEST(files_unknown_encoding)
@@ -773,8 +701,8 @@ static void serve_corrupt_gzip(int fd)
 	/* A gzip header, then a deflate block of the reserved type 3. */
 	static const unsigned char bad[] = { 0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03, 0x07, 0xff, 0xff };
 
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 13\r\n\r\n") == 0)
-		send_all(fd, bad, sizeof(bad));
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 13\r\n\r\n") == 0)
+		rawhttp_send_all(fd, bad, sizeof(bad));
 }
 
 START_TEST(files_corrupt_gzip)
@@ -797,8 +725,8 @@ static void serve_truncated_gzip(int fd)
 
 	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
 		 n - 6);
-	if (send_str(fd, head) == 0)
-		send_all(fd, gz, n - 6); /* without most of the trailer */
+	if (rawhttp_send_str(fd, head) == 0)
+		rawhttp_send_all(fd, gz, n - 6); /* without most of the trailer */
 }
 
 START_TEST(files_truncated_gzip)
@@ -820,8 +748,8 @@ static void serve_gzip_file(int fd)
 	char head[128];
 
 	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n", n);
-	if (send_str(fd, head) == 0)
-		send_all(fd, gz, n);
+	if (rawhttp_send_str(fd, head) == 0)
+		rawhttp_send_all(fd, gz, n);
 }
 
 START_TEST(files_gzip_is_inflated)
@@ -838,7 +766,7 @@ END_TEST
 
 static void serve_plain_file(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain");
 }
 
 START_TEST(files_identity_limits)
@@ -865,8 +793,8 @@ static void serve_rest_error(int fd, int status, const char *reason)
 	snprintf(head, sizeof(head),
 		 "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n\r\n",
 		 status, reason, strlen(body));
-	if (send_str(fd, head) == 0)
-		send_str(fd, body);
+	if (rawhttp_send_str(fd, head) == 0)
+		rawhttp_send_str(fd, body);
 }
 
 static void serve_406(int fd) { serve_rest_error(fd, 406, "Not Acceptable"); }
@@ -896,7 +824,7 @@ END_TEST
 
 static void serve_write_not_array(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
 }
 
 START_TEST(files_write_answer_not_array)
@@ -912,7 +840,7 @@ END_TEST
 
 static void serve_unary_ok(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
 }
 
 static void serve_stream_ok(int fd)
@@ -923,8 +851,8 @@ static void serve_stream_ok(int fd)
 	connect_envelope_header(h, CONNECT_FLAG_END_STREAM, 2);
 	memcpy(body, h, sizeof(h));
 	memcpy(body + sizeof(h), "{}", 2);
-	if (send_str(fd, chunked_stream_head) == 0 && send_chunk(fd, body, sizeof(h) + 2) == 0)
-		send_str(fd, "0\r\n\r\n");
+	if (rawhttp_send_str(fd, chunked_stream_head) == 0 && send_chunk(fd, body, sizeof(h) + 2) == 0)
+		rawhttp_send_str(fd, "0\r\n\r\n");
 }
 
 START_TEST(connection_is_reused)

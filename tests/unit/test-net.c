@@ -23,6 +23,7 @@
 
 #include "core/internal.h"
 #include "net/net.h"
+#include "rawhttp.h"
 
 /* ---- the server ------------------------------------------------------------------ */
 
@@ -41,81 +42,17 @@ static struct {
 	char dir[64];
 } srv;
 
-static int send_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int send_str(int fd, const char *s)
-{
-	return send_all(fd, s, strlen(s));
-}
-
-/* Waits until the client hangs up (or the test ends), discarding what it sends. */
-static void wait_for_close(int fd)
-{
-	char buf[4096];
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = srv.stop[0], .events = POLLIN } };
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return;
-		if (p[1].revents)
-			return;
-		if (p[0].revents && read(fd, buf, sizeof(buf)) <= 0)
-			return;
-	}
-}
-
-/* Reads one request head and its Content-Length body; -1 when the client hung up. */
+/* Reads one request and keeps its head for the test; -1 when the client hung up. */
 static int read_request(int fd)
 {
-	char buf[8192];
-	size_t have = 0;
-	char *end = NULL, *cl;
-	long body = 0;
+	char head[sizeof(srv.request)];
 
-	while (have + 1 < sizeof(buf)) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-
-		if (n <= 0)
-			return -1;
-		have += (size_t)n;
-		buf[have] = '\0';
-		if ((end = strstr(buf, "\r\n\r\n")))
-			break;
-	}
-	if (!end)
+	if (rawhttp_read_request(fd, head, sizeof(head)) < 0)
 		return -1;
 	pthread_mutex_lock(&srv.mu);
-	memcpy(srv.request, buf, (size_t)(end - buf));
-	srv.request[end - buf] = '\0';
+	memcpy(srv.request, head, sizeof(head));
 	srv.requests++;
 	pthread_mutex_unlock(&srv.mu);
-	cl = strcasestr(buf, "\r\nContent-Length:");
-	if (cl && cl < end)
-		body = strtol(cl + 17, NULL, 10);
-	body -= (long)(have - (size_t)(end + 4 - buf));
-	while (body > 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) < (size_t)body ? sizeof(buf) : (size_t)body);
-
-		if (n <= 0)
-			return -1;
-		body -= n;
-	}
 	return 0;
 }
 
@@ -141,7 +78,7 @@ static void *server_main(void *arg)
 		if (read_request(fd) == 0 && serve)
 			serve(fd);
 		shutdown(fd, SHUT_WR);
-		wait_for_close(fd);
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 		close(fd);
 	}
 	return NULL;
@@ -243,7 +180,7 @@ static void request_to(struct net_request *rq, const char *path)
 
 static void serve_ok(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
 }
 
 static void serve_redirect(int fd)
@@ -253,30 +190,30 @@ static void serve_redirect(int fd)
 	snprintf(a, sizeof(a),
 		 "HTTP/1.1 302 Found\r\nLocation: %s/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
 		 srv.url);
-	send_str(fd, a);
+	rawhttp_send_str(fd, a);
 }
 
 static void serve_gzip(int fd)
 {
 	/* The bytes need not be real gzip: they must never reach an inflater of ours. */
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd");
 }
 
 static void serve_transfer_gzip(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n"
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n"
 		     "4\r\nabcd\r\n");
 }
 
 static void serve_br(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd");
 }
 
 /* Announces a large body and sends the start of it, then waits. */
 static void serve_declared_large(int fd)
 {
-	send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789");
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789");
 }
 
 /* Sends a body that never ends, without announcing a length. */
@@ -287,9 +224,9 @@ static void serve_endless(int fd)
 	memset(chunk, 'x', sizeof(chunk));
 	memcpy(chunk, "1000\r\n", 6);
 	memcpy(chunk + 6 + 4096, "\r\n", 2);
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") < 0)
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") < 0)
 		return;
-	while (send_all(fd, chunk, 6 + 4096 + 2) == 0)
+	while (rawhttp_send_all(fd, chunk, 6 + 4096 + 2) == 0)
 		;
 }
 
@@ -300,22 +237,22 @@ static void serve_endless_error(int fd)
 	memset(chunk, 'e', sizeof(chunk));
 	memcpy(chunk, "1000\r\n", 6);
 	memcpy(chunk + 6 + 4096, "\r\n", 2);
-	if (send_str(fd, "HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n") < 0)
+	if (rawhttp_send_str(fd, "HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n") < 0)
 		return;
-	while (send_all(fd, chunk, 6 + 4096 + 2) == 0)
+	while (rawhttp_send_all(fd, chunk, 6 + 4096 + 2) == 0)
 		;
 }
 
 /* Accepts, reads the request, and keeps the connection open without a word until the client hangs up. */
 static void serve_nothing(int fd)
 {
-	wait_for_close(fd);
+	rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 static void serve_head_then_nothing(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789") == 0)
-		wait_for_close(fd);
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
 }
 
 static void serve_hang_up(int fd)
@@ -325,24 +262,24 @@ static void serve_hang_up(int fd)
 
 static void serve_truncated(int fd)
 {
-	if (send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789") == 0)
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789") == 0)
 		shutdown(fd, SHUT_RDWR);
 }
 
 static void serve_garbage(int fd)
 {
-	send_str(fd, "SSH-2.0-OpenSSH_9.2\r\nnot http at all\r\n\r\n");
+	rawhttp_send_str(fd, "SSH-2.0-OpenSSH_9.2\r\nnot http at all\r\n\r\n");
 }
 
 static void serve_404(int fd)
 {
-	send_str(fd, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 23\r\n"
+	rawhttp_send_str(fd, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 23\r\n"
 		     "Connection: close\r\n\r\n{\"message\":\"no route\"}\n");
 }
 
 static void serve_503_retry(int fd)
 {
-	send_str(fd, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nX-Next-Token: abc\r\n"
+	rawhttp_send_str(fd, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nX-Next-Token: abc\r\n"
 		     "Content-Length: 4\r\nConnection: close\r\n\r\nbusy");
 }
 
@@ -357,18 +294,18 @@ static void serve_429_date(int fd)
 	snprintf(a, sizeof(a),
 		 "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
 		 date);
-	send_str(fd, a);
+	rawhttp_send_str(fd, a);
 }
 
 static void serve_429_huge_retry(int fd)
 {
-	send_str(fd, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 99999999\r\nContent-Length: 0\r\n"
+	rawhttp_send_str(fd, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 99999999\r\nContent-Length: 0\r\n"
 		     "Connection: close\r\n\r\n");
 }
 
 static void serve_204(int fd)
 {
-	send_str(fd, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+	rawhttp_send_str(fd, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
 }
 
 /* ---- cases ---------------------------------------------------------------------------- */
