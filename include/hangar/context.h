@@ -36,6 +36,8 @@
  *                                    ({"fast":["e2b"]}; see hangar/tier.h)
  *   HANGAR_TIER_COOLDOWN_SECONDS     how long a full or unreachable provider is skipped (60)
  *   HANGAR_TIER_HEDGE                tier -> hedge delay in milliseconds, JSON ({})
+ *   HANGAR_ENVIRONMENTS_FILE         named sandbox descriptions, JSON (see hangar/environment.h;
+ *                                    $XDG_CONFIG_HOME/hangar/environments.json when it exists)
  */
 #ifndef HANGAR_CONTEXT_H
 #define HANGAR_CONTEXT_H

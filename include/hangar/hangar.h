@@ -16,5 +16,6 @@
 #include "process.h"
 #include "template.h"
 #include "tier.h"
+#include "environment.h"
 
 #endif

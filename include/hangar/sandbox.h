@@ -32,11 +32,14 @@ typedef struct hangar_create_opts {
 	const char *const *env;     /**< NULL-terminated "KEY=VALUE" for every command, or NULL */
 	int32_t network;            /**< HANGAR_NETWORK_* */
 	int32_t reserved0;
-	const char *tier;           /**< "fast", "isolated", "default" or "heavy"; NULL: "default"
-	                                 (see hangar/tier.h) */
+	const char *tier;           /**< "fast", "isolated", "default" or "heavy"; NULL: the
+	                                 environment's, else "default" (see hangar/tier.h) */
+	/* Version 2. */
+	const char *environment;    /**< a name in HANGAR_ENVIRONMENTS_FILE, or NULL: fills
+	                                 what is left unset here (see hangar/environment.h) */
 } hangar_create_opts;
 
-#define HANGAR_CREATE_OPTS_VERSION 1
+#define HANGAR_CREATE_OPTS_VERSION 2
 #define HANGAR_CREATE_OPTS_INIT HANGAR_STRUCT_INIT(hangar_create_opts, HANGAR_CREATE_OPTS_VERSION)
 
 /**

@@ -10,6 +10,7 @@
 #include "../store/store.h"
 #include "../tier/tier.h"
 #include "context.h"
+#include "environment.h"
 
 int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 {
@@ -25,6 +26,9 @@ int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 	atomic_init(&ctx->refs, 1);
 	pthread_mutex_init(&ctx->mu, NULL);
 	r = settings_load(ctx, !(flags & HANGAR_CTX_NO_ENV));
+	/* The default environments file is checked here (one named explicitly was, as a setting). */
+	if (r == 0)
+		r = env_check_ctx(ctx);
 	if (r == 0)
 		r = tier_state_new(&ctx->tiers);
 	if (r == 0)

@@ -18,12 +18,14 @@
 #include <cjson/cJSON.h>
 
 #include "context.h"
+#include "environment.h"
 
 #define MASK "********"
 
 static int check_provider_name(const char *name, const char *value);
 static int check_tiers(const char *name, const char *value);
 static int check_hedge(const char *name, const char *value);
+static int check_environments(const char *name, const char *value);
 
 /* The library's own settings, indexed by enum hsetting. */
 static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
@@ -69,8 +71,24 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 	[HS_S3_SECRET_ACCESS_KEY] = { "HANGAR_S3_SECRET_ACCESS_KEY", HANGAR_SETTING_TYPE_STRING,
 				      HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 				      "the secret access key of the S3 service", NULL },
+	[HS_ENVIRONMENTS_FILE] = { "HANGAR_ENVIRONMENTS_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "",
+				   0, 0, NULL,
+				   "named sandbox descriptions, JSON ($XDG_CONFIG_HOME/hangar/environments.json)",
+				   check_environments },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
+
+/* A file named explicitly must exist and be well formed (the default place may be empty). */
+static int check_environments(const char *name, const char *value)
+{
+	struct cJSON *root;
+	int rc;
+
+	(void)name;
+	rc = env_file_load(value, 0, &root);
+	cJSON_Delete(root);
+	return rc;
+}
 
 /* The tiers a create may ask for. */
 static const char *const tier_names[] = { "fast", "isolated", "default", "heavy" };

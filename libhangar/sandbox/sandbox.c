@@ -11,6 +11,7 @@
 #include "../store/store.h"
 
 #define SANDBOX_TIMEOUT_MAX (366LL * 86400)   /* as HANGAR_SANDBOX_TIMEOUT_SECONDS */
+#include "../core/environment.h"
 #include "../tier/tier.h"
 
 /* ---- views ---------------------------------------------------------------- */
@@ -127,9 +128,66 @@ int hangar_create_opts_init(hangar_create_opts *opts, uint32_t version)
 	return 0;
 }
 
+/* The environment's variables, then the create's, a create's value replacing the environment's. */
+static int merge_env(const char *const *base, const char *const *over, const char ***out)
+{
+	size_t n = 0, k = 0;
+	const char **v;
+
+	for (const char *const *e = base; e && *e; e++)
+		n++;
+	for (const char *const *e = over; e && *e; e++)
+		n++;
+	v = calloc(n + 1, sizeof(*v));
+	if (!v)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	for (const char *const *e = base; e && *e; e++) {
+		size_t len = strcspn(*e, "=") + 1;
+		int replaced = 0;
+
+		for (const char *const *o = over; o && *o && !replaced; o++)
+			replaced = !strncmp(*o, *e, len);
+		if (!replaced)
+			v[k++] = *e;
+	}
+	for (const char *const *e = over; e && *e; e++)
+		v[k++] = *e;
+	*out = v;
+	return 0;
+}
+
+/* Fills what o leaves unset from the environment it names. */
+static int apply_environment(hangar_ctx *ctx, hangar_create_opts *o, struct env_resolved **envr,
+			     const char ***envv)
+{
+	struct env_resolved *r;
+	int rc;
+
+	if ((rc = env_resolve(ctx, o->environment, &r)) != 0)
+		return rc;
+	if (!o->tier)
+		o->tier = r->tier;
+	if (o->timeout_sec == 0)
+		o->timeout_sec = r->timeout_sec;
+	if (o->network == HANGAR_NETWORK_DEFAULT)
+		o->network = r->network;
+	if (r->envv[0]) {
+		if ((rc = merge_env((const char *const *)r->envv, o->env, envv)) != 0) {
+			env_resolved_free(r);
+			return rc;
+		}
+		o->env = *envv;
+	}
+	o->environment = r->name;
+	*envr = r;
+	return 0;
+}
+
 int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts)
 {
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct env_resolved *envr = NULL;
+	const char **envv = NULL;
 	hangar_create_opts o;
 	struct hangar_provider *p;
 	const char *tier;
@@ -145,17 +203,23 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	HCHECK_ARG(o.network >= HANGAR_NETWORK_DEFAULT && o.network <= HANGAR_NETWORK_OFF, "opts->network");
 	for (const char *const *e = o.env; e && *e; e++)
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+	if (o.environment && (rc = apply_environment(ctx, &o, &envr, &envv)) != 0)
+		return rc;
 	if (o.timeout_sec == 0)
 		o.timeout_sec = hctx_int(ctx, HS_SANDBOX_TIMEOUT);
 	tier = tier_name_of(o.tier);
-	if (!tier)
-		return hangar_error_last()->code;
+	if (!tier) {
+		rc = hangar_error_last()->code;
+		goto out;
+	}
 	o.tier = tier;
-	/* The named provider, or the one the tier picks. */
-	rc = tier_create(ctx, &o, &p, &desc);
+	/* The named provider, or the one the tier picks (with the environment's template for it). */
+	rc = tier_create(ctx, &o, envr ? envr->templates : NULL, &p, &desc);
+	free(envv);
+	envv = NULL;
 	if (rc) {
 		sysbox_clear(&desc);
-		return rc;
+		goto out;
 	}
 	rc = check_desc(p, &desc);
 	if (rc) {
@@ -163,7 +227,7 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 		if (desc.id)
 			provider_kill_quietly(p, desc.id);
 		sysbox_clear(&desc);
-		return rc;
+		goto out;
 	}
 	hlog(ctx, HANGAR_LOG_INFO, "created sandbox %s on %s", desc.id, p->ops.name);
 	/* Which provider holds it, so attach finds it after a restart. The
@@ -177,12 +241,17 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 			cJSON_AddStringToObject(ev, "id", desc.id);
 			cJSON_AddStringToObject(ev, "provider", p->ops.name);
 			cJSON_AddStringToObject(ev, "tier", tier);
+			if (envr)
+				cJSON_AddStringToObject(ev, "environment", envr->name);
 		}
 		hevent(ctx, "sandbox.created", ev);
 	}
 	rc = sandbox_new(out, ctx, p, &desc);
 	if (rc == 0)
 		herr_clear();
+out:
+	free(envv);
+	env_resolved_free(envr);
 	return rc;
 }
 

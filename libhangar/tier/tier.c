@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../core/environment.h"
 #include "tier.h"
 #include "../sandbox/sandbox.h"
 
@@ -307,11 +308,20 @@ static int64_t note_failure(hangar_ctx *ctx, const char *provider, int rc)
 	return secs;
 }
 
-/* One create on p, on the calling thread. */
+/* One create on p, on the calling thread, with the environment's template for p
+ * (templates) when the create names none. */
 static int attempt(hangar_ctx *ctx, struct hangar_provider *p, const hangar_create_opts *o,
-		   struct hangar_sys_sandbox *desc, int64_t *cool_secs)
+		   const cJSON *templates, struct hangar_sys_sandbox *desc, int64_t *cool_secs)
 {
-	int rc = PROVIDER_CALL(p, "create", create, o, desc);
+	hangar_create_opts mine;
+	int rc;
+
+	if (!o->template_id && templates && env_template_for(templates, p->ops.name)) {
+		mine = *o;
+		mine.template_id = env_template_for(templates, p->ops.name);
+		o = &mine;
+	}
+	rc = PROVIDER_CALL(p, "create", create, o, desc);
 
 	*cool_secs = 0;
 	if (rc == 0)
@@ -367,6 +377,7 @@ struct hedge {
 	hangar_create_opts o;            /* a deep copy: the caller's may be gone */
 	char *template_id;
 	char **env;
+	cJSON *templates;                /* a copy of the environment's, or NULL */
 	struct hedge_run run[2];
 };
 
@@ -386,12 +397,14 @@ static void hedge_put(struct hedge *h)
 		free(*e);
 	free(h->env);
 	free(h->template_id);
+	cJSON_Delete(h->templates);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
 }
 
-static struct hedge *hedge_new(hangar_ctx *ctx, const char *tier, const hangar_create_opts *o)
+static struct hedge *hedge_new(hangar_ctx *ctx, const char *tier, const hangar_create_opts *o,
+			       const cJSON *templates)
 {
 	struct hedge *h = calloc(1, sizeof(*h));
 	pthread_condattr_t ca;
@@ -411,6 +424,9 @@ static struct hedge *hedge_new(hangar_ctx *ctx, const char *tier, const hangar_c
 	/* Only what providers read; the names were used already. */
 	h->o.provider = NULL;
 	h->o.tier = tier;
+	h->o.environment = NULL;
+	if (templates && !(h->templates = cJSON_Duplicate(templates, 1)))
+		goto fail;
 	if (o->template_id && !(h->template_id = strdup(o->template_id)))
 		goto fail;
 	h->o.template_id = h->template_id;
@@ -463,7 +479,7 @@ static void *hedge_main(void *arg)
 	int rc, abandoned;
 
 	free(s);
-	rc = attempt(h->ctx, r->p, &h->o, &desc, &cool_secs);
+	rc = attempt(h->ctx, r->p, &h->o, h->templates, &desc, &cool_secs);
 	if (rc == 0 && !desc.id) {
 		/* Nothing to keep or kill; the caller's checks would refuse it too. */
 		sysbox_clear(&desc);
@@ -561,10 +577,11 @@ struct cand {
  * consumed, and a fallback event was sent for every failed one but the last.
  */
 static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand *c, size_t i, size_t n,
-		       const hangar_create_opts *o, struct hangar_sys_sandbox *desc, size_t *won, size_t *used)
+		       const hangar_create_opts *o, const cJSON *templates, struct hangar_sys_sandbox *desc,
+		       size_t *won, size_t *used)
 {
 	const char *tier = tier_names[pl->tier];
-	struct hedge *h = hedge_new(ctx, tier, o);
+	struct hedge *h = hedge_new(ctx, tier, o, templates);
 	struct hedge_run *a, *b, *w = NULL, *l = NULL;
 	int kill_loser = 0, a_done, rc;
 
@@ -667,8 +684,8 @@ static int refuse_isolated(struct hangar_provider *p)
 }
 
 /* A create that names its provider: that provider, without fallback. */
-static int create_named(hangar_ctx *ctx, int tier, const hangar_create_opts *o, struct hangar_provider **out_p,
-			struct hangar_sys_sandbox *desc)
+static int create_named(hangar_ctx *ctx, int tier, const hangar_create_opts *o, const cJSON *templates,
+			struct hangar_provider **out_p, struct hangar_sys_sandbox *desc)
 {
 	struct hangar_provider *p;
 	int64_t cool_secs;
@@ -693,7 +710,7 @@ static int create_named(hangar_ctx *ctx, int tier, const hangar_create_opts *o, 
 		return hangar_error_last()->code;
 	if (tier == T_ISOLATED && !isolated_allows(p))
 		return refuse_isolated(p);
-	rc = attempt(ctx, p, o, desc, &cool_secs);
+	rc = attempt(ctx, p, o, templates, desc, &cool_secs);
 	if (rc == 0)
 		*out_p = p;
 	return rc;
@@ -725,8 +742,8 @@ static int none_usable(const struct plan *pl, const char *cooling, int64_t cooli
 		    tier, unloaded_name, unloaded->message);
 }
 
-int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_provider **out_p,
-		struct hangar_sys_sandbox *desc)
+int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, const cJSON *templates,
+		struct hangar_provider **out_p, struct hangar_sys_sandbox *desc)
 {
 	int tier = tier_index(o->tier);
 	struct herr_saved unloaded = { 0 };
@@ -743,7 +760,7 @@ int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_prov
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
 			    "invalid argument: opts->tier must be fast, isolated, default or heavy");
 	if (o->provider)
-		return create_named(ctx, tier, o, out_p, desc);
+		return create_named(ctx, tier, o, templates, out_p, desc);
 	if ((rc = plan_build(ctx, tier, &pl)) != 0)
 		return rc;
 	c = calloc(pl.n ? pl.n : 1, sizeof(*c));
@@ -790,9 +807,9 @@ int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_prov
 		int64_t cool_secs = 0;
 
 		if (hedged)
-			rc = hedged_step(ctx, &pl, c, i, n, o, desc, &won, &used);
+			rc = hedged_step(ctx, &pl, c, i, n, o, templates, desc, &won, &used);
 		else
-			rc = attempt(ctx, c[i].p, o, desc, &cool_secs);
+			rc = attempt(ctx, c[i].p, o, templates, desc, &cool_secs);
 		if (rc == 0) {
 			*out_p = c[won].p;
 			break;

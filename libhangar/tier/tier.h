@@ -27,12 +27,15 @@ const char *tier_name_of(const char *tier);
 
 /*
  * Creates a sandbox for o (already validated, timeout filled in) on the
- * provider o->provider names, or else on the one its tier picks. On success
+ * provider o->provider names, or else on the one its tier picks. templates
+ * (an environment's provider -> template object, or NULL) gives the
+ * template for the provider asked when o names none. On success
  * *out_p is that provider and desc describes the sandbox (the caller checks
  * it and owns its contents); on failure the thread's last error says why.
  */
-int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, struct hangar_provider **out_p,
-		struct hangar_sys_sandbox *desc);
+struct cJSON;
+int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, const struct cJSON *templates,
+		struct hangar_provider **out_p, struct hangar_sys_sandbox *desc);
 
 /* The longest cooldown a Retry-After can ask for (a proxy's or platform's
  * word must not keep a provider out for a day). */

@@ -118,6 +118,8 @@ int cmd_sandbox_resume(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_kill(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_fork(struct cli *cli, int argc, char **argv);
+int cmd_environment_list(struct cli *cli, int argc, char **argv);
+int cmd_environment_show(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_logs(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_metrics(struct cli *cli, int argc, char **argv);
 int cmd_config_check(struct cli *cli, int argc, char **argv);

@@ -34,6 +34,7 @@ static const struct option run_longopts[] = {
 	{ "env", required_argument, NULL, 'e' },
 	{ "provider", required_argument, NULL, 'p' },
 	{ "tier", required_argument, NULL, 'R' },
+	{ "environment", required_argument, NULL, 'M' },
 	{ "keep", no_argument, NULL, 'k' },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -79,7 +80,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	struct exec_outcome o = { 0 };
 	hangar_sandbox *sb = NULL;
 	hangar_ctx *ctx = NULL;
-	const char *provider = NULL, *tier = NULL;
+	const char *provider = NULL, *tier = NULL, *environment = NULL;
 	int keep = 0, dd, c, status;
 	char id[256];
 
@@ -97,6 +98,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 			break;
 		case 'p': provider = optarg; break;
 		case 'R': tier = optarg; break;
+		case 'M': environment = optarg; break;
 		case 'k': keep = 1; break;
 		case OPT_HELP:
 			strv_free(&a.env);
@@ -126,6 +128,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	/* The sandbox only has to outlive the command; it is killed right after. */
 	copts.provider = provider;
 	copts.tier = tier;
+	copts.environment = environment;
 	{
 		int64_t life = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS", 300);
 		int64_t cmd = a.timeout ? a.timeout : setting_int(ctx, "HANGAR_EXEC_TIMEOUT_SECONDS", 120);

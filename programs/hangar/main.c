@@ -10,10 +10,14 @@
 
 static const struct command sandbox_commands[] = {
 	{ "create", cmd_sandbox_create, NULL,
-	  "sandbox create [--tier T | --provider P] [--template T] [--timeout S] [--env K=V]... [--network on|off]",
+	  "sandbox create [--environment E] [--tier T | --provider P] [--template T] [--timeout S] [--env K=V]... "
+	  "[--network on|off]",
 	  "create a sandbox and print its id",
+	  "      --environment E  start from environment E (HANGAR_ENVIRONMENTS_FILE):\n"
+	  "                      the options below override what it sets\n"
 	  "      --tier T        fast, isolated, default or heavy: the tier picks the\n"
-	  "                      provider (HANGAR_TIERS; default: default)\n"
+	  "                      provider (HANGAR_TIERS; default: the environment's,\n"
+	  "                      else default)\n"
 	  "  -p, --provider P    the provider, whatever the tier (isolated: one listed\n"
 	  "                      for it)\n"
 	  "  -T, --template T    the template or image (default: the provider's)\n"
@@ -79,6 +83,18 @@ static const struct command sandbox_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command environment_commands[] = {
+	{ "list", cmd_environment_list, NULL, "environment list [--json]",
+	  "list the environments: NAME, TIER, TEMPLATES, DESCRIPTION",
+	  "  -j, --json          a JSON array of objects instead of a table\n"
+	  "Environments come from HANGAR_ENVIRONMENTS_FILE (default:\n"
+	  "$XDG_CONFIG_HOME/hangar/environments.json, when it exists).\n" },
+	{ "show", cmd_environment_show, NULL, "environment show NAME [--json]",
+	  "show everything an environment sets",
+	  "  -j, --json          one JSON object instead of text\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command config_commands[] = {
 	{ "check", cmd_config_check, NULL, "config check",
 	  "print every setting and check that the default provider can be set up",
@@ -118,9 +134,11 @@ static const struct command tier_commands[] = {
 
 static const struct command commands[] = {
 	{ "run", cmd_run, NULL,
-	  "run [--timeout S] [--tier T | --provider P] [--env K=V]... [--cwd DIR] [--keep] -- COMMAND...",
+	  "run [--timeout S] [--environment E] [--tier T | --provider P] [--env K=V]... [--cwd DIR] [--keep] -- "
+	  "COMMAND...",
 	  "run one command in a new sandbox, then kill the sandbox",
 	  "  -t, --timeout S     the command's timeout (default: HANGAR_EXEC_TIMEOUT_SECONDS)\n"
+	  "      --environment E  create the sandbox from environment E\n"
 	  "      --tier T        fast, isolated, default or heavy: the tier picks the\n"
 	  "                      provider (HANGAR_TIERS; default: default)\n"
 	  "  -p, --provider P    the provider, whatever the tier (isolated: one listed\n"
@@ -136,6 +154,7 @@ static const struct command commands[] = {
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
 	{ "tier", NULL, tier_commands, "tier SUBCOMMAND", "inspect the tiers", NULL },
+	{ "environment", NULL, environment_commands, "environment SUBCOMMAND", "inspect the environments", NULL },
 	{ "version", cmd_version, NULL, "version", "print the version", NULL },
 	{ "help", cmd_help, NULL, "help [COMMAND [SUBCOMMAND]]", "show help for a command", NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },

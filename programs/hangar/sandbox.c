@@ -78,6 +78,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "provider", required_argument, NULL, 'p' },
 		{ "tier", required_argument, NULL, 'R' },
+		{ "environment", required_argument, NULL, 'M' },
 		{ "template", required_argument, NULL, 'T' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
@@ -97,6 +98,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 		switch (c) {
 		case 'p': opts.provider = optarg; break;
 		case 'R': opts.tier = optarg; break;
+		case 'M': opts.environment = optarg; break;
 		case 'T': opts.template_id = optarg; break;
 		case 't':
 			if (cli_parse_seconds(cli, "--timeout", optarg, CLI_LIFETIME_MAX, &timeout))
