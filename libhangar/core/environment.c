@@ -141,8 +141,12 @@ static int check_one(const char *path, const cJSON *def)
 	return 0;
 }
 
-/* Reads path into a NUL-terminated buffer; *missing set when there is no such file. */
-static int read_small(const char *path, char **out, int *missing)
+/*
+ * Reads path into a NUL-terminated buffer; *missing set when there is no such
+ * file, or (lenient, for the default place) when it cannot be reached: a
+ * caller whose HOME is another user's (sudo -u keeps it) has no file there.
+ */
+static int read_small(const char *path, char **out, int *missing, int lenient)
 {
 	struct hbuf b = HBUF_INIT;
 	struct stat st;
@@ -154,7 +158,7 @@ static int read_small(const char *path, char **out, int *missing)
 	*missing = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		if (errno == ENOENT) {
+		if (errno == ENOENT || (lenient && (errno == EACCES || errno == ENOTDIR))) {
 			*missing = 1;
 			return 0;
 		}
@@ -200,7 +204,7 @@ int env_file_load(const char *path, int may_be_missing, struct cJSON **out)
 	int missing, rc, n = 0;
 
 	*out = NULL;
-	if ((rc = read_small(path, &text, &missing)) != 0)
+	if ((rc = read_small(path, &text, &missing, may_be_missing)) != 0)
 		return rc;
 	if (missing)
 		return may_be_missing ? 0 : bad(path, "no such file");
