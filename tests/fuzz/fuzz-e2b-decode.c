@@ -1,10 +1,10 @@
 /*
  * The control API's answers as the e2b provider decodes them, for every
  * flavour (E2B cloud and self-hosted, CubeAPI): the first byte says what
- * the rest is, an error body, a Retry-After value, or a JSON answer (a
- * sandbox detail, a list, a create or connect answer, a template list,
- * metrics, logs, fork results), which is run through every decoder, at its
- * top level and for each element. What a decoder hands on must keep its
+ * the rest is, an error body (0) or a JSON answer (a sandbox detail, a list, a
+ * create or connect answer, a template list, metrics, logs, fork results),
+ * which is run through every decoder, at its top level and for each
+ * element. What a decoder hands on must keep its
  * promises: ids fit in a URL path, messages are one short printable line.
  */
 #include <cjson/cJSON.h>
@@ -70,33 +70,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *body = (const char *)data + 1;
 	char text[256];
 	cJSON *j;
-	int s;
 
 	if (size < 1)
 		return 0;
 	size--;
-	switch (data[0] % 3) {
-	case 0:
+	if (data[0] == 0) {
 		e2b_error_text(body, size, text, sizeof(text));
 		check_line(text, 200);
 		e2b_body_is_json_object(body, size);
 		e2b_capacity_error(body, size);
-		break;
-	case 1:
-		s = e2b_retry_after_value(body, size);
-		if (s < -1 || s > 86400)
-			abort();
-		break;
-	default:
-		j = cJSON_ParseWithLength(body, size);
-		decode_all(j);
-		for (const cJSON *c = j ? j->child : NULL; c; c = c->next) {
-			decode_all(c);
-			for (const cJSON *g = c->child; g; g = g->next)
-				decode_all(g);
-		}
-		cJSON_Delete(j);
-		break;
+		return 0;
 	}
+	j = cJSON_ParseWithLength(body, size);
+	decode_all(j);
+	for (const cJSON *c = j ? j->child : NULL; c; c = c->next) {
+		decode_all(c);
+		for (const cJSON *g = c->child; g; g = g->next)
+			decode_all(g);
+	}
+	cJSON_Delete(j);
 	return 0;
 }

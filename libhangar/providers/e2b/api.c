@@ -1,24 +1,15 @@
-/* The control-API client (api.h) on libcurl. */
+/* The control-API client (api.h) on the HTTP layer (net/net.h). */
 #define _GNU_SOURCE
 #include <ctype.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
-
 #include "api.h"
-#include "version.h"
+#include "net/net.h"
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init_once(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+#define API_POOL_MAX 4 /* idle handles kept, so their connections are reused */
 
 int e2b_escape(char *out, size_t size, const char *v)
 {
@@ -49,37 +40,36 @@ int e2b_escape(char *out, size_t size, const char *v)
 int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const char *key, int64_t timeout_ms)
 {
 	size_t n;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK)
-		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "libcurl could not be initialised");
+	if ((rc = net_pool_new(&a->pool, API_POOL_MAX)) != 0)
+		return rc;
 	a->ctx = ctx;
 	a->base = strdup(base);
 	a->key = key && *key ? strdup(key) : NULL;
 	if (!a->base || (key && *key && !a->key)) {
 		free(a->base);
 		free(a->key);
+		net_pool_free(a->pool);
+		a->pool = NULL;
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	}
 	n = strlen(a->base);
 	while (n > 0 && a->base[n - 1] == '/')
 		a->base[--n] = '\0';
 	a->timeout_ms = timeout_ms;
-	pthread_mutex_init(&a->mu, NULL);
 	return 0;
 }
 
 void e2b_api_fini(struct e2b_api *a)
 {
-	for (int i = 0; i < a->nidle; i++)
-		curl_easy_cleanup(a->idle[i]);
+	net_pool_free(a->pool);
 	if (a->key) {
 		explicit_bzero(a->key, strlen(a->key));
 		free(a->key);
 	}
 	free(a->base);
-	pthread_mutex_destroy(&a->mu);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -90,102 +80,19 @@ void e2b_resp_free(struct e2b_resp *r)
 	r->json = NULL;
 }
 
-/* ---- one transfer -------------------------------------------------------------------- */
-
-struct xfer {
-	struct e2b_resp *r;
-	int too_big;
-	int encoded;              /* a Content-Encoding other than identity */
-};
-
-static size_t write_cb(char *data, size_t size, size_t n, void *ud)
+/* X-Next-Token, the one header of an answer only this client reads. */
+static void on_header(void *ud, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-	struct xfer *x = ud;
-	size_t len = size * n;
+	struct e2b_resp *r = ud;
 
-	if (x->r->body.len + len > E2B_API_MAX_BODY) {
-		x->too_big = 1;
-		return 0;
+	if (!name) {
+		r->next_token[0] = '\0'; /* a new header block (after a 1xx) */
+		return;
 	}
-	if (hbuf_put(&x->r->body, data, len) < 0)
-		return 0;
-	return len;
-}
-
-static int header_is(const char *line, size_t len, const char *name, const char **value, size_t *vlen)
-{
-	size_t n = strlen(name);
-
-	if (len <= n || strncasecmp(line, name, n) != 0 || line[n] != ':')
-		return 0;
-	line += n + 1;
-	len -= n + 1;
-	while (len > 0 && (*line == ' ' || *line == '\t')) {
-		line++;
-		len--;
+	if (nlen == 12 && strncasecmp(name, "X-Next-Token", 12) == 0 && vlen < sizeof(r->next_token)) {
+		memcpy(r->next_token, value, vlen);
+		r->next_token[vlen] = '\0';
 	}
-	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n' || line[len - 1] == ' '))
-		len--;
-	*value = line;
-	*vlen = len;
-	return 1;
-}
-
-static size_t header_cb(char *line, size_t size, size_t n, void *ud)
-{
-	struct xfer *x = ud;
-	size_t len = size * n, vlen;
-	const char *v;
-
-	/* A new status line (after a 100 Continue) starts a new set of headers. */
-	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
-		x->r->next_token[0] = '\0';
-		x->r->retry_after = -1;
-		x->encoded = 0;
-		return len;
-	}
-	if (header_is(line, len, "X-Next-Token", &v, &vlen)) {
-		if (vlen < sizeof(x->r->next_token)) {
-			memcpy(x->r->next_token, v, vlen);
-			x->r->next_token[vlen] = '\0';
-		}
-	} else if (header_is(line, len, "Retry-After", &v, &vlen)) {
-		int s = e2b_retry_after_value(v, vlen);
-
-		if (s >= 0)
-			x->r->retry_after = s;
-	} else if (header_is(line, len, "Content-Encoding", &v, &vlen)) {
-		if (vlen && !(vlen == 8 && !strncasecmp(v, "identity", 8)))
-			x->encoded = 1;
-	}
-	return len;
-}
-
-static CURL *get_handle(struct e2b_api *a)
-{
-	CURL *h = NULL;
-
-	pthread_mutex_lock(&a->mu);
-	if (a->nidle > 0)
-		h = a->idle[--a->nidle];
-	pthread_mutex_unlock(&a->mu);
-	if (h)
-		curl_easy_reset(h); /* keeps the connection cache */
-	else
-		h = curl_easy_init();
-	return h;
-}
-
-static void put_handle(struct e2b_api *a, CURL *h)
-{
-	pthread_mutex_lock(&a->mu);
-	if (a->nidle < (int)(sizeof(a->idle) / sizeof(a->idle[0]))) {
-		a->idle[a->nidle++] = h;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&a->mu);
-	if (h)
-		curl_easy_cleanup(h);
 }
 
 /* Replaces every occurrence of the key in s with "[redacted]", in place (s has size bytes). */
@@ -264,19 +171,61 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 	return code;
 }
 
+/*
+ * No answer, or one we refuse: what became of the request, on the thread's
+ * error. Sets r->unanswered when the request may have reached the platform.
+ */
+static int transfer_error(struct e2b_api *a, const struct net_result *res, const char *what, struct e2b_resp *r)
+{
+	char msg[sizeof(res->detail)];
+	int rc;
+
+	snprintf(msg, sizeof(msg), "%s", res->detail[0] ? res->detail : net_class_name(res->cls));
+	scrub(a, msg, sizeof(msg));
+	if (res->cls == NET_PROTOCOL && res->protocol == NET_PROTO_OVERSIZED)
+		return herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
+				 "e2b: %s: the answer is larger than %u bytes", what, E2B_API_MAX_BODY);
+	if (res->cls == NET_PROTOCOL && res->protocol == NET_PROTO_ENCODED)
+		return herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
+				 "e2b: %s: the answer is compressed, which was not asked for", what);
+	r->status = 0; /* no answer to speak of */
+	if (res->cls == NET_LOCAL && res->out_of_memory)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (res->cls == NET_TIMEOUT && res->timeout == NET_TIMEOUT_CONNECT) {
+		/* Nothing was sent, so nothing was done: as unreachable as a refused connection. */
+		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET,
+			  "e2b: %s: the control API cannot be reached: no connection within %lld ms (%s)", what,
+			  (long long)res->connect_timeout_ms, msg);
+	} else if (res->cls == NET_TIMEOUT) {
+		/* The request went out: the platform may have acted on it (a create may exist). */
+		r->unanswered = 1;
+		return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "e2b: %s: no answer within %lld ms (%s)", what,
+			    (long long)a->timeout_ms, msg);
+	} else {
+		/*
+		 * Refused, unreachable, or broken off: a request that went out
+		 * (dropped, a garbled or truncated answer) may have been acted on.
+		 */
+		r->unanswered = res->connected && res->cls != NET_UNREACHABLE && res->cls != NET_LOCAL;
+		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "e2b: %s: the control API cannot be reached (%s)",
+			  what, msg);
+	}
+	herr_flags(HANGAR_ERROR_UNREACHABLE);
+	return rc;
+}
+
 int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSON *body, int want_json,
 	     enum e2b_route route, const char *what, struct e2b_resp *r)
 {
-	struct xfer x = { r, 0, 0 };
-	struct curl_slist *hdrs = NULL, *l;
-	char errbuf[CURL_ERROR_SIZE] = "", *json = NULL, *url = NULL, keyhdr[600];
-	int64_t t0 = hmono_ms();
-	CURLcode cc;
-	CURL *h;
-	int rc = 0, connected = 0, sent = 0;
+	struct net_request rq;
+	struct net_result res;
+	char *json = NULL, *url = NULL;
+	int rc = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after = -1;
+	net_request_init(&rq);
+	memset(&res, 0, sizeof(res));
 	if (body && !(json = cJSON_PrintUnformatted(body)))
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	if (asprintf(&url, "%s%s", a->base, path) < 0) {
@@ -284,113 +233,44 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 		goto out;
 	}
-	h = get_handle(a);
-	if (!h) {
-		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-		goto out;
-	}
-	/* Never ask for compression: no Accept-Encoding header at all. */
-	l = curl_slist_append(hdrs, "Accept: application/json");
-	if (l)
-		hdrs = l;
-	if (json && (l = curl_slist_append(hdrs, "Content-Type: application/json")))
-		hdrs = l;
-	if (a->key) {
-		snprintf(keyhdr, sizeof(keyhdr), "X-API-Key: %s", a->key);
-		if ((l = curl_slist_append(hdrs, keyhdr)))
-			hdrs = l;
-		explicit_bzero(keyhdr, sizeof(keyhdr));
-	}
-	if ((l = curl_slist_append(hdrs, "Expect:")))
-		hdrs = l;
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	rq.method = method;
+	rq.url = url;
 	if (json) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(json));
-	} else if (strcmp(method, "GET") && strcmp(method, "DELETE")) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+		rq.body = json;
+		rq.body_len = strlen(json);
+		rq.has_body = 1;
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
+		rq.has_body = 1; /* an empty body, announced as such */
 	}
-	if (!strcmp(method, "GET"))
-		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	rq.timeout_ms = a->timeout_ms;
+	rq.max_body = E2B_API_MAX_BODY;
+	/* Error bodies are read as far as answers are: a 404's JSON decides what it means. */
+	rq.max_error_body = E2B_API_MAX_BODY;
 	/*
 	 * A create on a fresh connection: curl silently sends a request again
 	 * when a reused connection dies before answering, and a create sent
 	 * twice could make two sandboxes.
 	 */
-	if (route == E2B_ROUTE_CREATE)
-		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(h, CURLOPT_HTTP_CONTENT_DECODING, 0L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "libhangar/" HANGAR_VERSION_STRING);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, a->timeout_ms > LONG_MAX ? LONG_MAX : (long)a->timeout_ms);
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-	cc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	/*
-	 * Whether the request reached the platform: a connection was made (a
-	 * reused one counts) and request bytes were written to it.
-	 */
-	{
-		curl_off_t connect_us = 0;
-		long req_bytes = 0;
-
-		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
-		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &req_bytes);
-		connected = connect_us > 0 || req_bytes > 0;
-		sent = req_bytes > 0;
-	}
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
-	if (cc == CURLE_OK || x.too_big)
-		put_handle(a, h);
-	else
-		curl_easy_cleanup(h); /* a broken connection is not kept */
+	rq.fresh_connect = route == E2B_ROUTE_CREATE;
+	rq.on_header = on_header;
+	rq.ud = r;
+	/* No Accept-Encoding: the HTTP layer never asks for compression. */
+	rc = net_header_add(&rq, "Accept: application/json");
+	if (rc == 0 && json)
+		rc = net_header_add(&rq, "Content-Type: application/json");
+	if (rc == 0 && a->key)
+		rc = net_header_add(&rq, "X-API-Key: %s", a->key);
+	if (rc)
+		goto out;
+	net_perform(a->pool, &rq, &res);
+	r->status = res.http_status;
+	r->retry_after = res.retry_after_s;
+	r->body = res.body;
+	memset(&res.body, 0, sizeof(res.body));
 	hlog(a->ctx, HANGAR_LOG_DEBUG, "e2b: %s %s -> %ld (%lld ms)", method, path, r->status,
-	     (long long)(hmono_ms() - t0));
-	if (x.too_big) {
-		rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, (int)r->status, NULL,
-			       "e2b: %s: the answer is larger than %u bytes", what, E2B_API_MAX_BODY);
-		goto out;
-	}
-	if (cc != CURLE_OK) {
-		char msg[CURL_ERROR_SIZE + 64];
-
-		snprintf(msg, sizeof(msg), "%s", *errbuf ? errbuf : curl_easy_strerror(cc));
-		scrub(a, msg, sizeof(msg));
-		if (cc == CURLE_OPERATION_TIMEDOUT && !connected)
-			/* Nothing was sent, so nothing was done: as unreachable as a refused connection. */
-			rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET,
-				  "e2b: %s: the control API cannot be reached: no connection within %lld ms (%s)", what,
-				  (long long)a->timeout_ms, msg);
-		else if (cc == CURLE_OPERATION_TIMEDOUT)
-			/* The request went out: the platform may have acted on it (a create may exist). */
-			rc = herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "e2b: %s: no answer within %lld ms (%s)", what,
-				  (long long)a->timeout_ms, msg);
-		else if (cc == CURLE_OUT_OF_MEMORY)
-			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-		else
-			rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "e2b: %s: the control API cannot be reached (%s)",
-				  what, msg);
-		if (rc == HANGAR_EUNAVAILABLE)
-			herr_flags(HANGAR_ERROR_UNREACHABLE);
-		r->status = 0;
-		r->unanswered = sent && rc != HANGAR_ENOMEM;
-		goto out;
-	}
-	if (x.encoded) {
-		rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, (int)r->status, NULL,
-			       "e2b: %s: the answer is compressed, which was not asked for", what);
+	     (long long)res.elapsed_ms);
+	if (res.cls != NET_OK && res.cls != NET_HTTP_STATUS) {
+		rc = transfer_error(a, &res, what, r);
 		goto out;
 	}
 	if (r->status < 200 || r->status > 299) {
@@ -404,10 +284,8 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 				       "e2b: %s: the answer is not JSON", what);
 	}
 out:
-	for (l = hdrs; l; l = l->next)
-		if (!strncasecmp(l->data, "X-API-Key:", 10))
-			explicit_bzero(l->data, strlen(l->data));
-	curl_slist_free_all(hdrs);
+	net_request_fini(&rq); /* wipes the header lines, the key's among them */
+	net_result_fini(&res);
 	free(url);
 	free(json);
 	return rc;

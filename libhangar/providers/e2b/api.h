@@ -1,6 +1,6 @@
 /*
  * The control-API client of the e2b provider: E2B's REST API (cloud and
- * self-hosted) and CubeAPI, on libcurl.
+ * self-hosted) and CubeAPI, on the HTTP layer (net/net.h).
  *
  * One client per provider instance. Every request goes to the base URL only
  * (redirects are never followed, so the API key cannot be carried to another
@@ -19,8 +19,9 @@
  *     was written                           have acted on it (a create may exist)
  *   401, 403                              HANGAR_EUNAVAILABLE ("key rejected")
  *   429                                   HANGAR_ECAPACITY; with a Retry-After
- *                                         header of N s, the error's
- *                                         retry_after_s is N (also on 503)
+ *                                         header of N s (or a date N s away),
+ *                                         the error's retry_after_s is N
+ *                                         (also on 503)
  *   500 (E2B's capacity error codes)      HANGAR_ECAPACITY
  *   502, 503, 504, 408                    HANGAR_EUNAVAILABLE
  *   404 with a JSON body                  per route: HANGAR_EGONE for a
@@ -36,7 +37,6 @@
  */
 #pragma once
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -47,14 +47,14 @@
 
 #define E2B_API_MAX_BODY (4u << 20)    /* one answer */
 
+struct net_pool;
+
 struct e2b_api {
 	hangar_ctx *ctx;          /* for logging; not referenced */
 	char *base;               /* without a trailing slash */
 	char *key;                /* X-API-Key, or NULL */
 	int64_t timeout_ms;
-	pthread_mutex_t mu;       /* the idle handles */
-	void *idle[4];            /* CURL *: reused, so connections are too */
-	int nidle;
+	struct net_pool *pool;    /* idle handles, so connections are reused */
 };
 
 /* What a route's 404 and 409 mean, and whether it is the create route. */

@@ -100,22 +100,6 @@ int e2b_capacity_error(const char *body, size_t len)
 	return 0;
 }
 
-int e2b_retry_after_value(const char *v, size_t len)
-{
-	char buf[16];
-	long s;
-	char *end;
-
-	if (len == 0 || len >= sizeof(buf))
-		return -1;
-	memcpy(buf, v, len);
-	buf[len] = '\0';
-	if (buf[0] < '0' || buf[0] > '9')
-		return -1;
-	s = strtol(buf, &end, 10);
-	return !*end && s >= 0 && s <= 86400 ? (int)s : -1;
-}
-
 int e2b_decode_sandbox(const cJSON *j, struct e2b_sandbox_fields *f)
 {
 	const char *state;

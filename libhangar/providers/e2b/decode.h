@@ -42,9 +42,6 @@ int e2b_body_is_json_object(const char *body, size_t len);
 /* Whether an error body carries one of E2B's "no room" error codes. */
 int e2b_capacity_error(const char *body, size_t len);
 
-/* A Retry-After value in whole seconds (0 to 86400), or -1 when it is anything else. */
-int e2b_retry_after_value(const char *v, size_t len);
-
 /* What a Sandbox, SandboxDetail or ListedSandbox says; pointers borrow from the JSON. */
 struct e2b_sandbox_fields {
 	const char *id;             /* always valid (e2b_valid_id) */

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
