@@ -1,143 +1,136 @@
-/* The S3 store's one libcurl request (see s3http.h). */
+/* The S3 store's one request (see s3http.h), on the HTTP layer (net/net.h). */
 #define _GNU_SOURCE
 #include "s3http.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "net/net.h"
+
 #define BODY_MAX (64u << 10)
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 struct xfer {
-	CURL *curl;
 	const struct s3_request *rq;
 	struct s3_response *rs;
+	struct hbuf body;       /* a 2xx answer's body when there is no sink */
 	int sink_rc;
 };
 
-static size_t on_body(char *data, size_t size, size_t n, void *p)
+/* A 2xx body: to the sink, else kept up to BODY_MAX (what is past it is read and dropped). */
+static int on_body(void *ud, const char *data, size_t len)
 {
-	struct xfer *x = p;
-	long status = 0;
-	size_t len = size * n;
+	struct xfer *x = ud;
+	size_t keep;
 
-	curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-	if (status >= 200 && status < 300 && x->rq->sink) {
+	if (x->rq->sink) {
 		x->sink_rc = x->rq->sink(x->rq->payload, data, len);
-		return x->sink_rc < 0 ? 0 : len;
+		return x->sink_rc < 0;
 	}
-	if (x->rs->body_len < BODY_MAX) {
-		size_t keep = len < BODY_MAX - x->rs->body_len ? len : BODY_MAX - x->rs->body_len;
-		char *b = realloc(x->rs->body, x->rs->body_len + keep + 1);
-
-		if (!b)
-			return 0;
-		memcpy(b + x->rs->body_len, data, keep);
-		x->rs->body = b;
-		x->rs->body_len += keep;
-		b[x->rs->body_len] = '\0';
+	keep = x->body.len < BODY_MAX ? BODY_MAX - x->body.len : 0;
+	if (keep > len)
+		keep = len;
+	if (keep && hbuf_put(&x->body, data, keep) < 0) {
+		x->sink_rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		return 1;
 	}
-	return len;
+	return 0;
 }
 
-static size_t on_header(char *data, size_t size, size_t n, void *p)
+static void on_header(void *ud, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-	struct xfer *x = p;
-	size_t len = size * n;
+	struct xfer *x = ud;
 
-	if (len > 5 && !strncasecmp(data, "etag:", 5)) {
-		const char *v = data + 5;
-		size_t vl = len - 5;
-
-		while (vl && (*v == ' ' || *v == '\t'))
-			v++, vl--;
-		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-			vl--;
-		if (vl < sizeof(x->rs->etag)) {
-			memcpy(x->rs->etag, v, vl);
-			x->rs->etag[vl] = '\0';
-		}
+	if (!name) {
+		x->rs->etag[0] = '\0'; /* a new header block */
+		return;
 	}
-	return len;
+	if (nlen == 4 && strncasecmp(name, "ETag", 4) == 0 && vlen < sizeof(x->rs->etag)) {
+		memcpy(x->rs->etag, value, vlen);
+		x->rs->etag[vlen] = '\0';
+	}
+}
+
+/* Hands a body over to the response as a NUL-terminated string. */
+static int take_body(struct s3_response *rs, struct hbuf *b)
+{
+	if (!b->data)
+		return 0;
+	rs->body_len = b->len;
+	rs->body = hbuf_steal(b);
+	return rs->body ? 0 : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 }
 
 int s3_http(const struct s3_request *rq, struct s3_response *rs)
 {
 	unsigned char hash[crypto_hash_sha256_BYTES];
-	char hexhash[2 * crypto_hash_sha256_BYTES + 1], hdr[128], sigv4[160], errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *headers = NULL, *h;
+	char hexhash[2 * crypto_hash_sha256_BYTES + 1], sigv4[160];
 	struct xfer x = { .rq = rq, .rs = rs };
-	CURLcode cc;
+	struct net_request nr;
+	struct net_result res;
 	int rc = 0;
 
 	memset(rs, 0, sizeof(*rs));
-	pthread_once(&curl_once, init_curl);
-	x.curl = curl_easy_init();
-	if (!x.curl)
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	net_request_init(&nr);
+	memset(&res, 0, sizeof(res));
 	/* The payload's hash is signed: computed here rather than left to curl,
 	 * whose versions differ in what they hash for S3. */
 	crypto_hash_sha256(hash, rq->body ? rq->body : (const void *)"", rq->body_len);
 	sodium_bin2hex(hexhash, sizeof(hexhash), hash, sizeof(hash));
-	snprintf(hdr, sizeof(hdr), "x-amz-content-sha256: %s", hexhash);
-	/* Both headers are signed; an explicit type keeps curl from adding a form type. */
-	if (!(headers = curl_slist_append(NULL, hdr)) ||
-	    !(h = curl_slist_append(headers, "Content-Type: application/octet-stream")))
-		goto nomem;
-	headers = h;
 	snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", rq->cred->region);
-
-	curl_easy_setopt(x.curl, CURLOPT_URL, rq->url);
-	curl_easy_setopt(x.curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(x.curl, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(x.curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(x.curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-	curl_easy_setopt(x.curl, CURLOPT_AWS_SIGV4, sigv4);
-	curl_easy_setopt(x.curl, CURLOPT_USERNAME, rq->cred->access_key_id);
-	curl_easy_setopt(x.curl, CURLOPT_PASSWORD, rq->cred->secret_access_key);
-	curl_easy_setopt(x.curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(x.curl, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(x.curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(x.curl, CURLOPT_WRITEDATA, &x);
-	curl_easy_setopt(x.curl, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(x.curl, CURLOPT_HEADERDATA, &x);
-	curl_easy_setopt(x.curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(x.curl, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
-	if (!strcmp(rq->method, "HEAD")) {
-		curl_easy_setopt(x.curl, CURLOPT_NOBODY, 1L);
-	} else if (!strcmp(rq->method, "PUT") || !strcmp(rq->method, "POST")) {
-		curl_easy_setopt(x.curl, CURLOPT_POSTFIELDS, rq->body ? rq->body : (const void *)"");
-		curl_easy_setopt(x.curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
-		curl_easy_setopt(x.curl, CURLOPT_CUSTOMREQUEST, rq->method);
-	} else if (strcmp(rq->method, "GET")) {
-		curl_easy_setopt(x.curl, CURLOPT_CUSTOMREQUEST, rq->method);
+	/* Both headers are signed; an explicit type keeps curl from adding a form type. */
+	if ((rc = net_header_add(&nr, "x-amz-content-sha256: %s", hexhash)) != 0 ||
+	    (rc = net_header_add(&nr, "Content-Type: application/octet-stream")) != 0)
+		goto out;
+	nr.method = rq->method;
+	nr.url = rq->url;
+	nr.aws_sigv4 = sigv4;
+	nr.auth_user = rq->cred->access_key_id;
+	nr.auth_secret = rq->cred->secret_access_key;
+	nr.timeout_ms = rq->timeout_ms;
+	nr.max_error_body = BODY_MAX;
+	if (!strcmp(rq->method, "PUT") || !strcmp(rq->method, "POST")) {
+		nr.body = rq->body;
+		nr.body_len = rq->body_len;
+		nr.has_body = 1;
 	}
-	cc = curl_easy_perform(x.curl);
-	curl_easy_getinfo(x.curl, CURLINFO_RESPONSE_CODE, &rs->status);
-	if (x.sink_rc < 0)
-		rc = x.sink_rc;
-	else if (cc == CURLE_OPERATION_TIMEDOUT)
+	nr.on_header = on_header;
+	nr.on_body = on_body;
+	nr.ud = &x;
+	net_perform(NULL, &nr, &res);
+	rs->status = res.http_status;
+	switch (res.cls) {
+	case NET_OK:
+		rc = take_body(rs, &x.body);
+		break;
+	case NET_HTTP_STATUS:
+		rc = take_body(rs, &res.body);
+		break;
+	case NET_ABORTED:
+		rc = x.sink_rc; /* the sink's code, or ours, already reported */
+		break;
+	case NET_TIMEOUT:
 		rc = herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "no answer within %ld ms", rq->timeout_ms);
-	else if (cc != CURLE_OK)
-		/* curl's message names the host and what failed, never the credentials. */
-		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s", *errbuf ? errbuf : curl_easy_strerror(cc));
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(x.curl);
+		break;
+	case NET_LOCAL:
+		if (res.out_of_memory) {
+			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+			break;
+		}
+		/* fall through */
+	default:
+		/* net's detail names the host and what failed, never the credentials. */
+		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s",
+			  res.detail[0] ? res.detail : net_class_name(res.cls));
+		break;
+	}
+out:
+	hbuf_free(&x.body);
+	net_result_fini(&res);
+	net_request_fini(&nr);
 	return rc;
-nomem:
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(x.curl);
-	return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 }
 
 void s3_response_free(struct s3_response *rs)

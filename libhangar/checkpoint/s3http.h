@@ -1,7 +1,7 @@
 /*
- * One signed request to an S3-compatible service. This is the only place the
- * S3 store touches libcurl, so moving it onto the library's HTTP layer
- * (libhangar/net/) is a change to s3http.c alone.
+ * One signed request to an S3-compatible service, on the library's HTTP
+ * layer (libhangar/net/), which computes the SigV4 signature and keeps its
+ * rules: no redirects, no compression, deadlines, capped error bodies.
  */
 #pragma once
 
@@ -35,7 +35,7 @@ struct s3_response {
 
 /* Makes the request, signed with SigV4 (the payload's SHA-256 signed too).
  * 0 when an answer came, whatever its status; a negative code when none did
- * (HANGAR_EUNAVAILABLE, HANGAR_ETIMEOUT), or the sink's code. Nothing in an
+ * or it was refused (HANGAR_EUNAVAILABLE, HANGAR_ETIMEOUT), or the sink's code. Nothing in an
  * error names a credential. s3_response_free() in every case. */
 int s3_http(const struct s3_request *rq, struct s3_response *rs);
 void s3_response_free(struct s3_response *rs);

@@ -437,6 +437,11 @@ static void note_header(struct xfer *x, const char *line, size_t len)
 		x->rq->on_header(x->rq->ud, line, nlen, v, (size_t)(end - v));
 }
 
+static int is_head(const struct net_request *rq)
+{
+	return rq->method && strcmp(rq->method, "HEAD") == 0;
+}
+
 /* The final headers are in: refuse what we will not read, before its body comes. */
 static int check_answer(struct xfer *x)
 {
@@ -448,7 +453,7 @@ static int check_answer(struct xfer *x)
 		x->refused = NET_PROTO_ENCODED;
 		return -1;
 	}
-	if (x->success && x->rq->max_body && res->content_length >= 0 &&
+	if (x->success && x->rq->max_body && res->content_length >= 0 && !is_head(x->rq) &&
 	    (uint64_t)res->content_length > (uint64_t)x->rq->max_body) {
 		x->refused = NET_PROTO_OVERSIZED;
 		return -1;
@@ -646,8 +651,18 @@ static int setup(struct xfer *x)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
 	} else if (!rq->method || strcmp(rq->method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	} else if (is_head(rq)) {
+		/* A HEAD answer announces a body that never comes: curl must not wait for it. */
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	}
-	if (rq->method && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "POST") != 0)
+	if (rq->aws_sigv4) {
+		if (!rq->auth_user || !rq->auth_secret ||
+		    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, rq->aws_sigv4) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_USERNAME, rq->auth_user) != CURLE_OK ||
+		    curl_easy_setopt(h, CURLOPT_PASSWORD, rq->auth_secret) != CURLE_OK)
+			return -1;
+	}
+	if (rq->method && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "POST") != 0 && !is_head(rq))
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
 	else if (rq->method && strcmp(rq->method, "POST") == 0 && !rq->read && !rq->has_body) {
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
@@ -773,6 +788,12 @@ enum net_class net_perform(struct net_pool *pool, struct net_request *rq, struct
 	curl_easy_setopt(x.h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(x.h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, NULL);
+	if (rq->aws_sigv4) {
+		/* curl frees its copies: an idle handle keeps no credential. */
+		curl_easy_setopt(x.h, CURLOPT_AWS_SIGV4, NULL);
+		curl_easy_setopt(x.h, CURLOPT_USERNAME, NULL);
+		curl_easy_setopt(x.h, CURLOPT_PASSWORD, NULL);
+	}
 	if (cc == CURLE_OUT_OF_MEMORY || res->cls == NET_LOCAL)
 		pool_give(NULL, x.h, NULL); /* not kept */
 	else

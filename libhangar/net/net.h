@@ -1,7 +1,8 @@
 /*
  * The HTTP layer: every request libhangar makes (to a sandbox's envd, to a
- * platform's control API) goes through net_perform(), on libcurl. Nothing
- * else in the library includes <curl/curl.h>.
+ * platform's control API, an S3 store) goes through net_perform(), on
+ * libcurl. Nothing else in the library includes <curl/curl.h> or calls
+ * curl (tests/abi/check-http-layer.py fails the build's tests if it does).
  *
  * What every request gets, whoever makes it:
  *  - libcurl initialised once per process, thread-safely (net_global_init);
@@ -100,7 +101,7 @@ struct net_result {
  * report the reason themselves.
  */
 struct net_request {
-	const char *method;             /* NULL: GET, or POST when a body or reader is given */
+	const char *method;             /* NULL: GET, or POST when a body or reader is given; HEAD reads no body */
 	const char *url;
 	const char *unix_socket;        /* connect here instead of the URL's host, or NULL */
 
@@ -122,6 +123,16 @@ struct net_request {
 	size_t max_error_body;          /* cap on what is kept of another answer, 0: NET_ERROR_BODY_MAX */
 	int allow_gzip;                 /* a gzip answer is accepted and handed over raw */
 	int fresh_connect;              /* never reuse a connection (a request that must not be resent) */
+
+	/*
+	 * AWS Signature Version 4, computed here: provider "aws:amz:REGION:SERVICE"
+	 * and the key pair. Set on the handle for this request only and taken off
+	 * it afterwards, so an idle pooled handle holds no credential; never in
+	 * a message. The caller's strings are borrowed, not copied.
+	 */
+	const char *aws_sigv4;
+	const char *auth_user;          /* with aws_sigv4: the access key id */
+	const char *auth_secret;        /* with aws_sigv4: the secret access key */
 
 	/* hooks, each optional */
 	int (*cancel)(void *ud);        /* polled while waiting; non-zero: NET_CANCELLED */

@@ -303,6 +303,13 @@ static void serve_429_huge_retry(int fd)
 		     "Connection: close\r\n\r\n");
 }
 
+/* A HEAD answer: it announces a length, and no body follows; the connection stays open. */
+static void serve_head_answer(int fd)
+{
+	if (rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nETag: \"abc\"\r\n\r\n") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
+}
+
 static void serve_204(int fd)
 {
 	rawhttp_send_str(fd, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
@@ -773,6 +780,83 @@ START_TEST(pool_serves_repeated_requests)
 }
 END_TEST
 
+/* A HEAD is answered by headers alone: neither waited on for a body nor refused for its announced length. */
+START_TEST(head_reads_no_body)
+{
+	struct net_request rq;
+	struct net_result res;
+
+	answer_with(serve_head_answer);
+	request_to(&rq, "/object");
+	rq.method = "HEAD";
+	rq.max_body = 10;
+	ck_assert_int_eq(net_perform(NULL, &rq, &res), NET_OK);
+	ck_assert_int_eq(res.http_status, 200);
+	ck_assert_int_eq(res.content_length, 100000);
+	ck_assert_uint_eq(res.body.len, 0);
+	ck_assert(request_has("HEAD /object "));
+	net_result_fini(&res);
+	net_request_fini(&rq);
+}
+END_TEST
+
+#define SIGV4_USER "AKIDHANGARTEST01"
+#define SIGV4_SECRET "hangar/secret+key/never-on-the-wire"
+
+/*
+ * A request signed with SigV4 carries the signature, never the secret; and
+ * the handle it ran on, back in the pool, signs nothing after it.
+ */
+START_TEST(sigv4_signed_then_taken_off)
+{
+	struct net_request rq;
+	struct net_result res;
+	struct net_pool *pool;
+
+	ck_assert_int_eq(net_pool_new(&pool, 1), 0);
+	answer_with(serve_ok);
+	request_to(&rq, "/bucket/key");
+	rq.aws_sigv4 = "aws:amz:eu-west-1:s3";
+	rq.auth_user = SIGV4_USER;
+	rq.auth_secret = SIGV4_SECRET;
+	ck_assert_int_eq(net_header_add(&rq, "x-amz-content-sha256: UNSIGNED-PAYLOAD"), 0);
+	ck_assert_int_eq(net_perform(pool, &rq, &res), NET_OK);
+	ck_assert(request_has("Authorization: AWS4-HMAC-SHA256 Credential=" SIGV4_USER "/"));
+	ck_assert(request_has("/eu-west-1/s3/aws4_request"));
+	ck_assert(request_has("x-amz-date:"));
+	ck_assert(!request_has(SIGV4_SECRET));
+	ck_assert(!request_has("hangar/secret"));
+	net_result_fini(&res);
+	net_request_fini(&rq);
+
+	request_to(&rq, "/bucket/key");
+	ck_assert_int_eq(net_perform(pool, &rq, &res), NET_OK);
+	ck_assert_int_eq(requests_seen(), 2);
+	ck_assert(!request_has("Authorization"));
+	ck_assert(!request_has(SIGV4_USER));
+	net_result_fini(&res);
+	net_request_fini(&rq);
+	net_pool_free(pool);
+}
+END_TEST
+
+/* A signature asked for without its key pair is not sent unsigned. */
+START_TEST(sigv4_without_keys_refused)
+{
+	struct net_request rq;
+	struct net_result res;
+
+	answer_with(serve_ok);
+	request_to(&rq, "/bucket/key");
+	rq.aws_sigv4 = "aws:amz:eu-west-1:s3";
+	rq.auth_user = SIGV4_USER;
+	ck_assert_int_eq(net_perform(NULL, &rq, &res), NET_LOCAL);
+	ck_assert_int_eq(requests_seen(), 0);
+	net_result_fini(&res);
+	net_request_fini(&rq);
+}
+END_TEST
+
 START_TEST(unix_socket_answer)
 {
 	struct net_request rq;
@@ -818,6 +902,9 @@ static Suite *net_suite(void)
 	tcase_add_test(tc, retry_after_date_and_bounds);
 	tcase_add_test(tc, cancel_hook_stops);
 	tcase_add_test(tc, pool_serves_repeated_requests);
+	tcase_add_test(tc, head_reads_no_body);
+	tcase_add_test(tc, sigv4_signed_then_taken_off);
+	tcase_add_test(tc, sigv4_without_keys_refused);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(tu, unix_setup, server_teardown);
