@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "ckpt.h"
 #include "envd.h"
 #include "files.h"
 #include "pjson.h"
@@ -35,6 +36,7 @@ enum route {
 	ROUTE_NONE,
 	ROUTE_RPC,
 	ROUTE_FILES_UPLOAD,
+	ROUTE_CKPT_RESTORE,
 	ROUTE_DONE,            /* a response is queued or ready */
 };
 
@@ -45,6 +47,7 @@ struct request_state {
 	struct hbuf body;
 	int too_large;
 	struct files_upload *upload;
+	struct ckpt_restore *restore;
 	struct envd_req req;
 	char *url;
 	struct MHD_Response *pending;   /* decided before the body was read */
@@ -409,6 +412,44 @@ static enum MHD_Result answer_preflight(struct MHD_Connection *conn)
 	return respond(conn, 204, resp);
 }
 
+static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, const char *allow)
+{
+	struct MHD_Response *resp = text_response("405 method not allowed\n");
+
+	if (resp)
+		MHD_add_response_header(resp, "Allow", allow);
+	return respond(conn, 405, resp);
+}
+
+/* hangar's own extensions (ckpt.h); upstream envd answers 404 to all of them. */
+static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connection *conn, const char *method,
+				   const char *url)
+{
+	struct MHD_Response *resp = NULL;
+	unsigned status;
+
+	st->route = ROUTE_DONE;
+	if (strcmp(url, "/hangar/v1/info") == 0) {
+		if (strcmp(method, "GET") != 0)
+			return method_not_allowed(conn, "GET");
+		resp = ckpt_info_response();
+		return resp ? respond(conn, 200, resp) : MHD_NO;
+	}
+	if (strcmp(url, "/hangar/v1/archive") != 0)
+		return respond(conn, 404, text_response("404 page not found\n"));
+	if (strcmp(method, "GET") == 0) {
+		status = ckpt_capture(&st->req, &resp);
+		return resp ? respond(conn, status, resp) : MHD_NO;
+	}
+	if (strcmp(method, "PUT") != 0)
+		return method_not_allowed(conn, "GET, PUT");
+	st->restore = ckpt_restore_begin(&st->req);
+	if (!st->restore)
+		return respond(conn, 500, envd_rest_error(500, "out of memory"));
+	st->route = ROUTE_CKPT_RESTORE;
+	return MHD_YES;
+}
+
 /* The first call for a request: headers are in, the body is not. */
 static enum MHD_Result begin_request(struct request_state *st, struct MHD_Connection *conn,
 				     const char *method, const char *url)
@@ -525,6 +566,8 @@ static enum MHD_Result begin_request(struct request_state *st, struct MHD_Connec
 		st->route = ROUTE_FILES_UPLOAD;
 		return MHD_YES;
 	}
+	if (strncmp(url, "/hangar/v1/", 11) == 0)
+		return begin_hangar(st, conn, method, url);
 	st->route = ROUTE_DONE;
 	return respond(conn, 404, text_response("404 page not found\n"));
 }
@@ -593,6 +636,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		case ROUTE_FILES_UPLOAD:
 			files_upload_data(st->upload, upload_data, n);
 			break;
+		case ROUTE_CKPT_RESTORE:
+			ckpt_restore_data(st->restore, upload_data, n);
+			break;
 		default:
 			break; /* refused: the body is read and dropped */
 		}
@@ -627,6 +673,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		status = files_upload_finish(st->upload, &resp);
 		return respond(conn, status, resp);
 	}
+	case ROUTE_CKPT_RESTORE: {
+		struct MHD_Response *resp = NULL;
+		unsigned status;
+
+		st->route = ROUTE_DONE;
+		status = ckpt_restore_finish(st->restore, &resp);
+		return respond(conn, status, resp);
+	}
 	default:
 		return flush_pending(st);
 	}
@@ -646,6 +700,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		MHD_destroy_response(st->pending);
 	if (st->upload)
 		files_upload_free(st->upload);
+	if (st->restore)
+		ckpt_restore_free(st->restore);
 	hbuf_free(&st->body);
 	free(st->url);
 	free(st);

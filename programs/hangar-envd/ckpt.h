@@ -1,0 +1,99 @@
+/*
+ * The checkpoint endpoints under /hangar/v1/: capture of a workspace as a
+ * zstd-compressed tar stream, and restore of such a stream into a workspace.
+ *
+ * Each request is served by a child process forked for it that has become
+ * the request user entirely (uid, gid, groups, no capabilities unless the
+ * user is root), so everything it reads, writes, follows or removes is what
+ * that user could from a shell. The daemon only moves bytes between the
+ * connection and the child's pipes, and answers with what the child reports.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "request.h"
+
+struct MHD_Response;
+
+/* Caps of a restore (the checkpoint contract). */
+#define CKPT_MAX_MEMBERS 1000000
+#define CKPT_MAX_NAME 4096
+
+/* GET /hangar/v1/info: {"archive":1}. NULL when out of memory. */
+struct MHD_Response *ckpt_info_response(void);
+
+/* GET /hangar/v1/archive. Returns the HTTP status and sets *resp. */
+unsigned ckpt_capture(struct envd_req *r, struct MHD_Response **resp);
+
+/*
+ * PUT /hangar/v1/archive, as the body arrives: begin once the headers are
+ * in, data per body chunk, finish after the last chunk. Only finish lets the
+ * restore commit; freeing a restore that was not finished (the client went
+ * away mid-body) makes it remove what it extracted and leave the workspace
+ * as it was. begin returns NULL only when out of memory.
+ */
+struct ckpt_restore;
+struct ckpt_restore *ckpt_restore_begin(struct envd_req *r);
+void ckpt_restore_data(struct ckpt_restore *c, const char *data, size_t len);
+unsigned ckpt_restore_finish(struct ckpt_restore *c, struct MHD_Response **resp);
+void ckpt_restore_free(struct ckpt_restore *c);
+
+/* ---- between the daemon and its children -------------------------------- */
+
+/*
+ * What a child reports on its note pipe: for a capture, once before the body
+ * (status 200 and the selection, or the error) and once more if it fails
+ * after; for a restore, once at the end. One write of less than PIPE_BUF
+ * bytes, so it arrives whole.
+ */
+struct ckpt_note {
+	int32_t status;
+	char selection[8];            /* "git" or "all" */
+	int64_t files, dirs, symlinks, bytes;
+	char message[1536];
+};
+
+/* Sends a note (the child side); never fails loudly: the reader notices. */
+void ckpt_note_send(int fd, const struct ckpt_note *n);
+
+/* Formats n->message and sets n->status, once: later calls are ignored.
+ * Returns -1 so a caller can `return ckpt_fail(...)`. */
+int ckpt_fail(struct ckpt_note *n, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A member or path name made safe for a message: control bytes and bytes
+ * above 0x7e as \xHH, cut to about max bytes. */
+void ckpt_quote_name(const char *name, char *out, size_t max);
+
+struct ckpt_capture_args {
+	const struct envd_user *user;
+	const char *path;             /* the workspace, absolute */
+	int select_all;               /* select=all; else auto */
+	int data_fd;                  /* the tar.zst stream goes here */
+	int note_fd;
+	char **envp;                  /* for git */
+};
+
+/* The capture child's body: its exit status (0 when the stream is complete). */
+int ckpt_capture_child(const struct ckpt_capture_args *a);
+
+struct ckpt_restore_args {
+	const struct envd_user *user;
+	const char *path;
+	int merge;                    /* mode=merge; else replace */
+	int zstd;                     /* body is tar.zst; else plain tar */
+	int data_fd;                  /* the body */
+	int go_fd;                    /* one byte when the body ended cleanly */
+	int note_fd;
+};
+
+int ckpt_restore_child(const struct ckpt_restore_args *a);
+
+/*
+ * Why a member name is refused, or NULL when it is acceptable. *norm is set
+ * to the name without leading "./" (NULL: the member is the workspace itself,
+ * to be skipped).
+ */
+const char *ckpt_name_refusal(const char *name, const char **norm);
