@@ -263,11 +263,15 @@ typedef struct hangar_exec_result {
 	uint64_t out_bytes;         /**< stdout bytes produced, kept or not */
 	uint64_t err_bytes;
 	int64_t duration_us;
+	/* Version 2. */
+	int32_t oom_killed;         /**< 1 when the OOM killer killed a process of the sandbox while it ran */
+	int32_t reserved0;
 } hangar_exec_result;
 
-#define HANGAR_EXEC_RESULT_VERSION 1
-#define HANGAR_EXEC_RESULT_INIT \
-	{ HANGAR_EXEC_RESULT_VERSION, (uint32_t)sizeof(hangar_exec_result), 0, 0, HANGAR_BUF_INIT, HANGAR_BUF_INIT, 0, 0, 0 }
+#define HANGAR_EXEC_RESULT_VERSION 2
+#define HANGAR_EXEC_RESULT_INIT                                                                              \
+	{ HANGAR_EXEC_RESULT_VERSION, (uint32_t)sizeof(hangar_exec_result), 0, 0, HANGAR_BUF_INIT, HANGAR_BUF_INIT, \
+	  0, 0, 0, 0, 0 }
 
 /**
  * Runs a shell command once: `timeout -k 5s <N>s bash -lc <command>`.
@@ -275,7 +279,11 @@ typedef struct hangar_exec_result {
  * @param out     caller-initialised with HANGAR_EXEC_RESULT_INIT; filled on
  *                success (also for non-zero exits and timeouts), never
  *                past out->size: a caller built against an older, smaller
- *                struct gets the fields it has.
+ *                struct gets the fields it has. out->oom_killed is set
+ *                where the provider counts the OOM killer's kills (local
+ *                sandboxes with a memory cgroup): the count went up while
+ *                the command ran, so with commands run at once on one
+ *                sandbox it may be another's process that was killed.
  * @param sb      the sandbox.
  * @param command the command line, interpreted by bash; under 128 KiB (the
  *                longest argument a program in the sandbox may get).
@@ -546,6 +554,31 @@ typedef int (*hangar_sandbox_metric_fn)(const hangar_sandbox_metric *metric, voi
  * **Thread safety:** safe from any thread; fn runs on the calling thread.
  */
 HANGAR_EXTERN(int) hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void *payload);
+
+/* ---- ports ---------------------------------------------------------------------- */
+
+/**
+ * Makes a TCP port of the sandbox reachable from the caller's machine: a
+ * program in the sandbox listening on it (on its loopback or on every
+ * address) is then reached at the address returned. Nothing is reachable
+ * before it is exposed; exposing a port again returns the same address;
+ * the exposure ends with the sandbox.
+ *
+ * Local sandboxes expose it on an ephemeral port of the host's loopback
+ * ("127.0.0.1:41234"), reachable by every program on the host but by no
+ * other sandbox; platforms that route ports themselves return the host name
+ * they route to it.
+ *
+ * @param out_addr receives "host:port", or a host name (HTTPS on port 443).
+ * @param sb       the sandbox.
+ * @param port     the port inside the sandbox, 1 to 65535.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the provider cannot expose
+ *         ports), HANGAR_EGONE, HANGAR_EUNAVAILABLE (the sandbox did not
+ *         answer, or at most 64 ports are exposed per sandbox) or HANGAR_EOS.
+ * **Ownership:** out_addr is the caller's (hangar_buf_dispose()).
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_expose_port(hangar_buf *out_addr, hangar_sandbox *sb, uint32_t port);
 
 /** One line of a sandbox's platform log. Strings are borrowed. */
 typedef struct hangar_sandbox_log_entry {

@@ -39,6 +39,9 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 	HCHECK_ARG(ops->version < 3 || ops->size >= offsetof(struct hangar_provider_ops, get_capabilities) +
 							   sizeof(ops->get_capabilities),
 		   "ops->size is too small for version 3");
+	HCHECK_ARG(ops->version < 4 ||
+			   ops->size >= offsetof(struct hangar_provider_ops, oom_kills) + sizeof(ops->oom_kills),
+		   "ops->size is too small for version 4");
 	HCHECK_ARG(valid_name(ops->name), "ops->name must match [a-z0-9_-]{1,32}");
 	HCHECK_ARG(ops->init && ops->create && ops->connect && ops->kill,
 		   "ops->init, create, connect and kill are mandatory");
@@ -59,6 +62,10 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 	if (out->version < 3) {
 		out->settings = NULL;
 		out->get_capabilities = NULL;
+	}
+	if (out->version < 4) {
+		out->expose_port = NULL;
+		out->oom_kills = NULL;
 	}
 	return 0;
 }

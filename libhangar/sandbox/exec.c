@@ -116,6 +116,22 @@ fail:
 	return -1;
 }
 
+/*
+ * The OOM killer's count in the sandbox, where the provider keeps one
+ * (table version 4), or -1. Read around a command to say that it, or a
+ * process beside it, was killed for memory rather than by some signal.
+ */
+static int64_t oom_kills(struct hangar_sandbox *sb)
+{
+	struct hangar_provider *p = sb->provider;
+	uint64_t n = 0;
+
+	if (p->ops.version < 4 || !p->ops.oom_kills || p->ops.oom_kills(p->state, sb->id, &n) != 0 ||
+	    n > INT64_MAX)
+		return -1;
+	return (int64_t)n;
+}
+
 int hangar_exec_opts_init(hangar_exec_opts *opts, uint32_t version)
 {
 	HCHECK_ARG(opts, "opts is NULL");
@@ -380,7 +396,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	struct envd_call call;
 	struct sbview *v;
 	struct envd_client *c;
-	int64_t timeout, started;
+	int64_t timeout, started, ooms;
 	uint64_t limit;
 	cJSON *req;
 	int rc;
@@ -437,6 +453,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	}
 
 	req = start_request(command, &o, timeout);
+	ooms = oom_kills(sb);
 	started = hmono_ms();
 	rc = envd_stream(c, &call, "/process.Process/Start", req, on_event, &run, &st);
 	cJSON_Delete(req);
@@ -467,6 +484,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 		full.out_bytes = run.out.total;
 		full.err_bytes = run.err.total;
 		full.duration_us = (hmono_ms() - started) * 1000;
+		full.oom_killed = ooms >= 0 && oom_kills(sb) > ooms;
 		if (capped_finish(&run.out, &full.out) < 0 || capped_finish(&run.err, &full.err) < 0) {
 			hangar_buf_dispose(&full.out);
 			hangar_buf_dispose(&full.err);

@@ -18,7 +18,9 @@
  *
  * The token lives only in memory, never on disk: while it waits, the jail
  * serves it on jail.sock to whoever connects with its own uid (or root),
- * which is how the library learns it again after a restart.
+ * which is how the library learns it again after a restart. On ports.sock it
+ * exposes the sandbox's TCP ports on the host's loopback when the library
+ * asks (ports.c).
  *
  * The jail itself stays outside the freezer cgroup, so it can still tear
  * down a paused sandbox (and answer on jail.sock while it is paused).
@@ -276,7 +278,7 @@ static void kill_cgroup_members(int64_t deadline)
 
 /* ---- the token --------------------------------------------------------------------- */
 
-static void forget_token(void)
+void forget_token(void)
 {
 	explicit_bzero(token, sizeof(token));
 	token_len = 0;
@@ -930,6 +932,7 @@ static void teardown(pid_t bwrap, int bwrap_done)
 			close(fd);
 		}
 	}
+	ports_stop();
 	kill_cgroup_members(deadline);
 	if (slirp > 0) {
 		kill(slirp, SIGKILL);
@@ -1020,7 +1023,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	const char *bwrap = NULL, *envd = NULL;
-	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, status = 0, done = 0;
+	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, status = 0, done = 0;
 	struct argv av = { 0 };
 	struct sbfds fds = { -1, -1, -1, -1 };
 	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 };
@@ -1110,6 +1113,13 @@ int main(int argc, char **argv)
 	lfd = listen_token_socket();
 	if (lfd < 0) {
 		say("cannot listen on %s/jail.sock: %s", dir, strerror(errno));
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
+	}
+	pfd = ports_listen(dir);
+	if (pfd < 0) {
+		say("cannot listen on %s/ports.sock: %s", dir, strerror(errno));
 		lstate_meta_clear(&m);
 		teardown(-1, 1);
 		return 1;
@@ -1209,9 +1219,9 @@ int main(int argc, char **argv)
 	}
 
 	while (!done) {
-		struct pollfd p[3] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 }, { lfd, POLLIN, 0 } };
+		struct pollfd p[4] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 }, { lfd, POLLIN, 0 }, { pfd, POLLIN, 0 } };
 
-		if (poll(p, 3, -1) < 0) {
+		if (poll(p, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			say("poll: %s", strerror(errno));
@@ -1245,6 +1255,8 @@ int main(int argc, char **argv)
 		}
 		if (!done && (p[2].revents & POLLIN))
 			serve_token(lfd);
+		if (!done && (p[3].revents & POLLIN))
+			ports_serve(pfd, child);
 		if (!done && (p[1].revents & POLLIN)) {
 			uint64_t ticks;
 

@@ -78,3 +78,17 @@ int limits_record(const char *dir, const struct limit_cgroups *c, const struct l
 #define NET_GW "10.0.2.2"
 #define NET_DNS_ADDR "10.0.2.3"
 pid_t net_setup(int info_fd, const char *slirp, int64_t deadline_ms);
+
+/* hangar-jail.c: wipes envd's token from this process's memory (children that need none call it). */
+void forget_token(void);
+
+/*
+ * ports.c: exposing the sandbox's TCP ports on the host's 127.0.0.1.
+ * ports_listen makes dir/ports.sock (non-blocking; -1 with errno);
+ * ports_serve answers the requests pending on it (bwrap: the sandbox's
+ * bwrap, whose child is in its namespaces); ports_stop kills every
+ * forwarder.
+ */
+int ports_listen(const char *dir);
+void ports_serve(int lfd, pid_t bwrap);
+void ports_stop(void);

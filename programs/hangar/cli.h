@@ -100,6 +100,7 @@ struct exec_outcome {
 	int rc;                  /* 0, a HANGAR_E* code, or 1: interrupted (see signo) */
 	int signo;
 	int status;              /* the exit status to pass through when rc == 0 */
+	int oom_killed;          /* and the OOM killer killed a process meanwhile */
 	char message[512];       /* when rc < 0 */
 };
 #define EXEC_INTERRUPTED 1
@@ -117,6 +118,7 @@ int cmd_sandbox_pause(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_resume(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_kill(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv);
+int cmd_sandbox_port(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_fork(struct cli *cli, int argc, char **argv);
 int cmd_environment_list(struct cli *cli, int argc, char **argv);
 int cmd_environment_show(struct cli *cli, int argc, char **argv);

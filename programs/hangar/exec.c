@@ -69,6 +69,11 @@ static int report_outcome(const struct exec_outcome *o, const char *id)
 		fprintf(stderr, "hangar: command in sandbox %s failed: %s\n", id, o->message);
 		return EXIT_FAIL;
 	}
+	if (o->oom_killed) {
+		fflush(stdout);
+		fprintf(stderr, "hangar: sandbox %s reached its memory limit: the OOM killer killed a process "
+			"while the command ran\n", id);
+	}
 	return o->status;
 }
 

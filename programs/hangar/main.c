@@ -61,6 +61,14 @@ static const struct command sandbox_commands[] = {
 	{ "timeout", cmd_sandbox_timeout, NULL,
 	  "sandbox timeout ID SECONDS",
 	  "let a sandbox live SECONDS from now (0: no limit)", NULL },
+	{ "port", cmd_sandbox_port, NULL,
+	  "sandbox port ID PORT",
+	  "expose a TCP port of a sandbox and print the address to reach it at",
+	  "A program in the sandbox listening on PORT is then reached at the address\n"
+	  "printed: local sandboxes forward it from an ephemeral port of the host's\n"
+	  "127.0.0.1 (every program on the host can connect; other sandboxes cannot).\n"
+	  "Exposing a port again prints the same address; it lasts as long as the\n"
+	  "sandbox.\n" },
 	{ "fork", cmd_sandbox_fork, NULL,
 	  "sandbox fork ID [--count N]",
 	  "fork a running sandbox natively and print each new id",

@@ -575,3 +575,43 @@ out:
 	hangar_ctx_unref(ctx);
 	return status;
 }
+
+/* ---- port ------------------------------------------------------------------------------- */
+
+int cmd_sandbox_port(struct cli *cli, int argc, char **argv)
+{
+	hangar_buf addr = HANGAR_BUF_INIT;
+	hangar_sandbox *sb = NULL;
+	hangar_ctx *ctx = NULL;
+	unsigned long port;
+	char *ops[2], *end;
+	int status, rc;
+
+	status = operands(cli, argc, argv, help_only, ops, 2, "sandbox id and PORT", NULL);
+	if (status == OPT_HELP)
+		return cli_help_cmd(cli->cmd);
+	if (status)
+		return status;
+	errno = 0;
+	port = strtoul(ops[1], &end, 10);
+	if (errno || end == ops[1] || *end || port < 1 || port > 65535 || ops[1][0] == '-' || ops[1][0] == '+') {
+		cli_usage(cli, "PORT must be a number from 1 to 65535, not \"%s\"", cli_text(ops[1]));
+		return EXIT_USAGE;
+	}
+	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, ops[0], &sb)) != 0)
+		goto out;
+	rc = hangar_sandbox_expose_port(&addr, sb, (uint32_t)port);
+	if (rc == HANGAR_EGONE)
+		status = cli_fail("sandbox %s is gone", ops[0]);
+	else if (rc == HANGAR_EUNSUPPORTED)
+		status = cli_fail("the provider of sandbox %s cannot expose ports", ops[0]);
+	else if (rc)
+		status = cli_fail("cannot expose port %lu of sandbox %s", port, ops[0]);
+	else
+		printf("%s\n", addr.ptr);
+out:
+	hangar_buf_dispose(&addr);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	return status;
+}

@@ -459,6 +459,7 @@ static void *exec_worker(void *arg)
 			 *e->message ? e->message : hangar_strerror(job->out.rc));
 	} else {
 		job->out.status = cli_exit_status(&res);
+		job->out.oom_killed = res.oom_killed;
 	}
 	hangar_exec_result_dispose(&res);
 	if (write(job->done_fd, "x", 1) < 0) {

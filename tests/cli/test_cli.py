@@ -7,6 +7,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -58,6 +59,11 @@ USAGE_ERRORS = [
     ["sandbox", "kill", "a", "b"],
     ["sandbox", "timeout", "sb-1"],
     ["sandbox", "timeout", "sb-1", "later"],
+    ["sandbox", "port", "sb-1"],
+    ["sandbox", "port", "sb-1", "0"],
+    ["sandbox", "port", "sb-1", "65536"],
+    ["sandbox", "port", "sb-1", "http"],
+    ["sandbox", "port", "sb-1", "-80"],
     ["config"],
     ["config", "frobnicate"],
     ["config", "check", "extra"],
@@ -78,7 +84,7 @@ def test_help_lists_every_command_and_the_exit_codes(hangar):
     r = hangar.ok("--help")
     out = r.stdout.decode()
     for cmd in ["run", "sandbox create", "sandbox list", "sandbox info", "sandbox exec", "sandbox shell",
-                "sandbox cp", "sandbox pause", "sandbox resume", "sandbox kill", "sandbox timeout",
+                "sandbox cp", "sandbox pause", "sandbox resume", "sandbox kill", "sandbox timeout", "sandbox port",
                 "config check", "version", "help"]:
         assert re.search(rf"^\s+{cmd}\s", out, re.M), cmd
     assert "Exit status" in out
@@ -293,6 +299,37 @@ def test_sandbox_exec(hangar, sandbox):
     # State persists between commands in one sandbox.
     hangar.ok("sandbox", "exec", sandbox, "--", "echo kept > /tmp/state")
     assert hangar.ok("sandbox", "exec", sandbox, "--", "cat /tmp/state").stdout == b"kept\n"
+
+
+def test_sandbox_port_exposes_a_server(hangar, sandbox):
+    hangar.ok("sandbox", "exec", sandbox, "--",
+              "mkdir -p /tmp/www && echo exposed > /tmp/www/page && "
+              "(python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www >/dev/null 2>&1 &)")
+    wait_for("the server in the sandbox", lambda: hangar(
+        "sandbox", "exec", sandbox, "--",
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000), timeout=1)'").returncode == 0)
+    out = hangar.ok("sandbox", "port", sandbox, "8000").stdout.decode()
+    assert re.fullmatch(r"127\.0\.0\.1:\d+\n", out)
+    with urllib.request.urlopen(f"http://{out.strip()}/page", timeout=10) as r:
+        assert r.read() == b"exposed\n"
+    assert hangar.ok("sandbox", "port", sandbox, "8000").stdout.decode() == out
+    r = hangar("sandbox", "port", "sb-0000000000000000", "8000")
+    assert r.returncode == 1 and b"gone" in r.stderr
+
+
+def test_sandbox_exec_reports_the_oom_killer(hangar):
+    if os.geteuid() != 0:
+        pytest.skip("memory limits need a root caller")
+    sid = hangar.ok("sandbox", "create", env={"HANGAR_LOCAL_MEMORY_MB": "64"}).stdout.decode().strip()
+    try:
+        r = hangar("sandbox", "exec", sid, "--", "python3 -c 'a = bytearray(256 << 20)'")
+        assert r.returncode == 137
+        assert b"reached its memory limit" in r.stderr
+        r = hangar("sandbox", "exec", sid, "--", "kill -9 $$")
+        assert r.returncode == 137
+        assert b"memory limit" not in r.stderr
+    finally:
+        hangar("sandbox", "kill", sid)
 
 
 def test_sandbox_cp_both_ways(hangar, sandbox, tmp_path):

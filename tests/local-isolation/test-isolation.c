@@ -113,6 +113,7 @@ static hangar_sandbox *create(hangar_ctx *ctx, int network)
 
 struct out {
 	int exit_code;
+	int oom_killed;
 	char text[8192];   /* stdout then stderr */
 };
 
@@ -128,6 +129,7 @@ static void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out
 	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
 	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
 	o->exit_code = r.exit_code;
+	o->oom_killed = r.oom_killed;
 	snprintf(o->text, sizeof(o->text), "%.*s%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "",
 		 (int)r.err.size, r.err.ptr ? r.err.ptr : "");
 	hangar_exec_result_dispose(&r);
@@ -504,6 +506,187 @@ START_TEST(envd_out_of_reach)
 }
 END_TEST
 
+/* ---- exposed ports ------------------------------------------------------------------------ */
+
+/* Socket inodes listening on TCP in the host's namespace (/proc/net/tcp, state 0A). */
+static size_t host_listeners(unsigned long *inodes, size_t max)
+{
+	FILE *f = fopen("/proc/net/tcp", "re");
+	char line[512];
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (n < max && fgets(line, sizeof(line), f)) {
+		unsigned st;
+		unsigned long ino;
+
+		if (sscanf(line, " %*d: %*x:%*x %*x:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &st, &ino) == 2 &&
+		    st == 0x0a)
+			inodes[n++] = ino;
+	}
+	fclose(f);
+	return n;
+}
+
+/* How many TCP listeners on the host the sandbox's supervisor and its children hold. */
+static int jail_listeners(hangar_sandbox *sb)
+{
+	static unsigned long inodes[4096];
+	size_t ninodes = host_listeners(inodes, 4096);
+	char path[PATH_MAX], pids[4096] = "";
+	FILE *f;
+	int jail = 0, count = 0;
+
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, hangar_sandbox_id(sb));
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail, jail);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	snprintf(pids, sizeof(pids), "%d ", jail);
+	if (!fgets(pids + strlen(pids), (int)(sizeof(pids) - strlen(pids)), f))
+		pids[strlen(pids)] = '\0';
+	fclose(f);
+	for (char *save = NULL, *tok = strtok_r(pids, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(path, sizeof(path), "/proc/%s/fd", tok);
+		d = opendir(path);
+		while (d && (de = readdir(d))) {
+			char link[PATH_MAX], target[128];
+			unsigned long ino;
+			ssize_t n;
+
+			snprintf(link, sizeof(link), "/proc/%s/fd/%s", tok, de->d_name);
+			n = readlink(link, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			if (sscanf(target, "socket:[%lu]", &ino) == 1)
+				for (size_t i = 0; i < ninodes; i++)
+					count += inodes[i] == ino;
+		}
+		if (d)
+			closedir(d);
+	}
+	return count;
+}
+
+/* Connects to "127.0.0.1:N", sends req, and reads the answer until EOF (10 s at most) into buf. -1: no connection. */
+static int tcp_ask(const char *addr, const char *req, char *buf, size_t size)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	unsigned port;
+	size_t have = 0;
+	int fd;
+
+	ck_assert_int_eq(sscanf(addr, "127.0.0.1:%u", &port), 1);
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while (have + 1 < size) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		ck_assert_msg(poll(&p, 1, 10000) == 1, "no answer from %s", addr);
+		n = read(fd, buf + have, size - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	buf[have] = '\0';
+	close(fd);
+	return 0;
+}
+
+/*
+ * A server on the sandbox's own loopback is reached from the host once its
+ * port is exposed, at the address returned, and by no other sandbox; the
+ * supervisor listens on nothing before; the exposure ends with the sandbox.
+ * _i: caller (root, user) x the sandbox's network (off, on).
+ */
+START_TEST(port_exposed)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	hangar_buf addr = HANGAR_BUF_INIT, again = HANGAR_BUF_INIT, idle = HANGAR_BUF_INIT;
+	char marker[64], cmd[2048], answer[8192];
+	struct out o;
+
+	if (!become_caller(_i / 2))
+		return;
+	ctx = new_ctx();
+	a = create(ctx, _i % 2 ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
+	b = create(ctx, HANGAR_NETWORK_ON);
+	snprintf(marker, sizeof(marker), "served-by-%s", hangar_sandbox_id(a));
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p /tmp/www && echo %s > /tmp/www/marker && "
+		 "(python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www >/dev/null 2>&1 &) && "
+		 "python3 -c \"import socket, time\n"
+		 "deadline = time.monotonic() + 20\n"
+		 "while True:\n"
+		 "    try:\n"
+		 "        socket.create_connection(('127.0.0.1', 8000), timeout=1); print('listening'); break\n"
+		 "    except OSError:\n"
+		 "        if time.monotonic() > deadline: print('not listening'); break\n"
+		 "        time.sleep(0.05)\n\"",
+		 marker);
+	expect(a, "user", cmd, "listening");
+	if (geteuid() == 0)
+		ck_assert_int_eq(jail_listeners(a), 0);
+	ck_assert_int_eq(hangar_sandbox_expose_port(&addr, a, 8000), 0);
+	ck_assert_msg(!strncmp(addr.ptr, "127.0.0.1:", 10), "address %s", addr.ptr);
+	if (geteuid() == 0)
+		ck_assert_int_eq(jail_listeners(a), 1);
+	ck_assert_int_eq(tcp_ask(addr.ptr, "GET /marker HTTP/1.0\r\n\r\n", answer, sizeof(answer)), 0);
+	ck_assert_msg(strstr(answer, " 200 ") && strstr(answer, marker), "answer: %s", answer);
+	/* The same port again: the same address. */
+	ck_assert_int_eq(hangar_sandbox_expose_port(&again, a, 8000), 0);
+	ck_assert_str_eq(again.ptr, addr.ptr);
+	/* A port nothing listens on inside: the connection is closed at once. */
+	ck_assert_int_eq(hangar_sandbox_expose_port(&idle, a, 8001), 0);
+	ck_assert_str_ne(idle.ptr, addr.ptr);
+	ck_assert_int_eq(tcp_ask(idle.ptr, "GET / HTTP/1.0\r\n\r\n", answer, sizeof(answer)), 0);
+	ck_assert_str_eq(answer, "");
+	/* Another sandbox reaches it neither on its loopback nor through its gateway. */
+	snprintf(cmd, sizeof(cmd),
+		 "for h in 127.0.0.1 10.0.2.2 10.0.2.100; do python3 -c \"import socket, sys\n"
+		 "try:\n"
+		 "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2); print('reached', sys.argv[1])\n"
+		 "except OSError:\n"
+		 "    pass\n\" $h %s; done; true",
+		 strchr(addr.ptr, ':') + 1);
+	sh(b, "root", cmd, &o);
+	ck_assert_msg(!strstr(o.text, "reached"), "sandbox b reached a's exposed port: %s", o.text);
+	/* Arguments. */
+	ck_assert_int_eq(hangar_sandbox_expose_port(&again, a, 0), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_expose_port(&again, a, 65536), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_expose_port(NULL, a, 80), HANGAR_EINVAL);
+	/* Gone with the sandbox. */
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_expose_port(&again, a, 8000), HANGAR_EGONE);
+	ck_assert_msg(tcp_ask(addr.ptr, "GET /marker HTTP/1.0\r\n\r\n", answer, sizeof(answer)) < 0 ||
+			      !strstr(answer, marker),
+		      "still served after the kill");
+	hangar_buf_dispose(&addr);
+	hangar_buf_dispose(&again);
+	hangar_buf_dispose(&idle);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- limits (root callers: cgroups and the sandbox's tmpfs) ------------------------------ */
 
 static hangar_sandbox *create_limited(hangar_ctx **ctx, const char *name, const char *value)
@@ -591,10 +774,19 @@ START_TEST(memory_limit)
 	ck_assert_uint_eq(m.mem_total_bytes, 64u << 20);
 	ck_assert_msg(m.mem_used_bytes > 0 && m.mem_used_bytes < m.mem_total_bytes, "used %llu",
 		      (unsigned long long)m.mem_used_bytes);
+	/* Within the limit, nothing is reported. */
+	sh(sb, "user", "python3 -c 'a = bytearray(8 << 20); print(\"allocated\")'", &o);
+	ck_assert_msg(o.exit_code == 0 && !o.oom_killed, "exit %d, oom_killed %d: %s", o.exit_code, o.oom_killed,
+		      o.text);
 	sh(sb, "user", "python3 -c 'a = bytearray(256 << 20); print(\"allocated\")'", &o);
 	/* Killed (SIGKILL: 137 from the shell, or -1 when the command itself was the one envd ran). */
 	ck_assert_msg((o.exit_code == 137 || o.exit_code == -1) && !strstr(o.text, "allocated"), "exit %d: %s",
 		      o.exit_code, o.text);
+	ck_assert_msg(o.oom_killed == 1, "the OOM kill is not reported in the result");
+	/* A command killed otherwise is not reported as OOM-killed. */
+	sh(sb, "user", "kill -9 $$", &o);
+	ck_assert_msg((o.exit_code == 137 || o.exit_code == -1) && !o.oom_killed, "exit %d, oom_killed %d",
+		      o.exit_code, o.oom_killed);
 	read_logs(sb, &l);
 	ck_assert_msg(strstr(l.text, "error: memory limit of 64 MB reached: the OOM killer killed"), "logs: %s",
 		      l.text);
@@ -661,6 +853,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
+	tcase_add_loop_test(tc, port_exposed, 0, 4);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, disk_limit);

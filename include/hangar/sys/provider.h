@@ -20,6 +20,10 @@
  * (get_capabilities), so one table can serve several flavours of a platform.
  * Tables of versions 1 and 2 keep working unchanged.
  *
+ * Version 4 adds exposing a sandbox's ports to the caller (expose_port) and
+ * the OOM killer's count (oom_kills), by which a command killed for memory
+ * is reported as such.
+ *
  * Provider functions report failures by returning a negative HANGAR_E* code
  * after describing it with hangar_sys_error(); what control flow needs (a
  * Retry-After, an unreachable peer) goes in fields, through
@@ -46,7 +50,7 @@ typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 3
+#define HANGAR_PROVIDER_OPS_VERSION 4
 
 /* Types of a provider's setting (struct hangar_setting_def.type). */
 #define HANGAR_SETTING_TYPE_STRING 1 /**< any non-empty text */
@@ -167,6 +171,22 @@ struct hangar_provider_ops {
 	 * flavours reports the one its settings chose.
 	 */
 	uint64_t (*get_capabilities)(void *state);
+
+	/* Valid from version 4. Every slot is optional. */
+
+	/**
+	 * Makes TCP port (1 to 65535) of the sandbox reachable by the caller
+	 * and puts where to connect in out_addr: "host:port", or a host name
+	 * the platform routes to the port (e.g. over HTTPS). Exposing a port
+	 * again gives the same address.
+	 */
+	int (*expose_port)(void *state, const char *id, uint32_t port, hangar_buf *out_addr);
+	/**
+	 * How many processes the OOM killer has killed in the sandbox so far,
+	 * in out (a counter that only grows). Read before and after each
+	 * command; HANGAR_EUNSUPPORTED when the sandbox has no such counter.
+	 */
+	int (*oom_kills)(void *state, const char *id, uint64_t *out);
 };
 
 /** Sandbox states, as hangar_sandbox_info reports them. */

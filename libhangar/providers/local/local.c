@@ -44,6 +44,7 @@
 #define KILL_DEADLINE_MS 15000    /* kill: the jail gone, its directory removed */
 #define FREEZE_DEADLINE_MS 10000  /* pause and resume */
 #define TOKEN_DEADLINE_MS 5000    /* the jail's answer on jail.sock */
+#define PORTS_DEADLINE_MS 5000    /* and on ports.sock */
 #define TOKEN_MAX 1024
 #define LOG_TAIL_BYTES 2048
 #define SOCKET_SUFFIX "/sb-0123456789abcdef/run/envd.sock"
@@ -329,21 +330,18 @@ static int meta_failed(const char *id, int r)
 /* ---- describing a sandbox ------------------------------------------------------------- */
 
 /*
- * Asks the jail for envd's token on jail.sock: the jail writes it and closes.
- * The answer must come from jail_pid itself, within TOKEN_DEADLINE_MS.
- * 0 with the token in buf (NUL-terminated), or an error set.
+ * Connects to the jail's socket name (jail.sock, ports.sock) in dir; the
+ * peer must be jail_pid itself. 0 with the socket in *out, or an error set.
  */
-static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf /* TOKEN_MAX + 1 */)
+static int jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int64_t deadline = hmono_ms() + TOKEN_DEADLINE_MS;
 	struct timeval tv = { TOKEN_DEADLINE_MS / 1000, (TOKEN_DEADLINE_MS % 1000) * 1000 };
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	size_t have = 0;
-	int fd, e, timed_out = 0;
+	int fd, e;
 
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/jail.sock", dir) >= (int)sizeof(sa.sun_path))
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name) >= (int)sizeof(sa.sun_path))
 		return hangar_sys_error(HANGAR_EOS, 0, ENAMETOOLONG, "local sandbox %s: socket path too long", id);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -362,9 +360,26 @@ static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred) ||
 	    cred.pid != jail_pid) {
 		close(fd);
-		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (jail.sock is not its "
-					"supervisor's)", id);
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (%s is not its "
+					"supervisor's)", id, name);
 	}
+	*out = fd;
+	return 0;
+}
+
+/*
+ * Asks the jail for envd's token on jail.sock: the jail writes it and closes.
+ * The answer must come from jail_pid itself, within TOKEN_DEADLINE_MS.
+ * 0 with the token in buf (NUL-terminated), or an error set.
+ */
+static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf /* TOKEN_MAX + 1 */)
+{
+	int64_t deadline = hmono_ms() + TOKEN_DEADLINE_MS;
+	size_t have = 0;
+	int fd, timed_out = 0, rc = jail_connect(dir, id, jail_pid, "jail.sock", &fd);
+
+	if (rc)
+		return rc;
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		int64_t left = deadline - hmono_ms();
@@ -1279,6 +1294,103 @@ static int l_logs(void *state, const char *id, int (*fn)(const struct hangar_san
 	return 0;
 }
 
+/* ---- ports -------------------------------------------------------------------------- */
+
+/* Reads the jail's one-line answer on fd until it closes, within deadline. 0, or an error set. */
+static int read_answer(int fd, const char *id, char *buf, size_t size, int64_t deadline)
+{
+	size_t have = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - hmono_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0,
+						"local sandbox %s: its supervisor did not answer within %d s", id,
+						PORTS_DEADLINE_MS / 1000);
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return hangar_sys_error(HANGAR_EOS, 0, errno, "poll");
+		if (r == 0)
+			continue;
+		n = read(fd, buf + have, size - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (have += (size_t)n) == size - 1)
+			break;
+	}
+	buf[have] = '\0';
+	if (!have || buf[have - 1] != '\n')
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor did not "
+					"answer)", id);
+	buf[have - 1] = '\0';
+	return 0;
+}
+
+/*
+ * The jail listens on an ephemeral port of the host's 127.0.0.1 and relays
+ * each connection to the port on the sandbox's own loopback (see
+ * programs/hangar-jail/ports.c).
+ */
+static int l_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr)
+{
+	struct local *l = state;
+	char dir[DIR_MAX], req[32], answer[256];
+	unsigned a, b, c, d, host_port;
+	char tail = 0;
+	int pid, fd, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r || (r = jail_connect(dir, id, pid, "ports.sock", &fd)) != 0)
+		return r;
+	snprintf(req, sizeof(req), "expose %u\n", (unsigned)port);
+	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+		r = hangar_sys_error(HANGAR_EGONE, 0, errno, "local sandbox %s is gone (its supervisor does not "
+				     "answer)", id);
+		close(fd);
+		return r;
+	}
+	r = read_answer(fd, id, answer, sizeof(answer), hmono_ms() + PORTS_DEADLINE_MS);
+	close(fd);
+	if (r)
+		return r;
+	if (!strncmp(answer, "error ", 6))
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0, "local sandbox %s: cannot expose port %u: %s", id,
+					(unsigned)port, answer + 6);
+	if (sscanf(answer, "ok %u.%u.%u.%u:%u%c", &a, &b, &c, &d, &host_port, &tail) != 5 || a > 255 || b > 255 ||
+	    c > 255 || d > 255 || host_port < 1 || host_port > 65535)
+		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "local sandbox %s: its supervisor answered \"%.64s\"",
+					id, answer);
+	hangar_buf_dispose(out_addr);
+	if (asprintf(&out_addr->ptr, "%u.%u.%u.%u:%u", a, b, c, d, host_port) < 0) {
+		out_addr->ptr = NULL;
+		return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
+	}
+	out_addr->size = strlen(out_addr->ptr);
+	out_addr->reserved = out_addr->size + 1;
+	return 0;
+}
+
+static int l_oom_kills(void *state, const char *id, uint64_t *out)
+{
+	struct local *l = state;
+	char dir[DIR_MAX];
+	long long n;
+	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+
+	if (r)
+		return r;
+	n = usage_oom_kills(dir, id);
+	if (n < 0)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s has no memory cgroup", id);
+	*out = (uint64_t)n;
+	return 0;
+}
+
 /* HANGAR_LOCAL_UID_RANGE: START:COUNT host ids, START > 0, COUNT >= 65536. */
 static int check_uid_range(const char *name, const char *value)
 {
@@ -1357,4 +1469,6 @@ const struct hangar_provider_ops local_provider_ops = {
 	.metrics = l_metrics,
 	.logs = l_logs,
 	.settings = local_settings,
+	.expose_port = l_expose_port,
+	.oom_kills = l_oom_kills,
 };

@@ -10,6 +10,9 @@
  *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
  *   jail.sock     the jail's unix socket, 0600: it answers a connection from its own
  *                 uid (or root) with envd's access token, then closes it
+ *   ports.sock    the jail's unix socket, 0600, for its own uid: "expose PORT\n" is
+ *                 answered "ok 127.0.0.1:N\n" (the port forwarded to the host's
+ *                 loopback) or "error WHY\n"
  *   cgroup        "v2 PATH", "v1 PATH" or "none": the sandbox's freezer, from the jail
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
  *   run/          bound at /run/hangar inside: envd.sock

@@ -146,6 +146,16 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 	return 0;
 }
 
+long long usage_oom_kills(const char *dir, const char *id)
+{
+	struct usage_limits u;
+
+	if (usage_read_limits(dir, id, &u) < 0 || !u.cgroup[0][0])
+		return -1;
+	/* v1's oom_control has an oom_kill line since Linux 4.13; v2's memory.events always. */
+	return keyed(u.cgroup[0], u.v2[0] ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
 int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_EVENTS][256], const char **levels)
 {
 	struct usage_limits u;
@@ -155,7 +165,7 @@ int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_
 	if (r < 0)
 		return r;
 	if (u.cgroup[0][0]) {
-		long long kills = keyed(u.cgroup[0], u.v2[0] ? "memory.events" : "memory.oom_control", "oom_kill");
+		long long kills = usage_oom_kills(dir, id);
 
 		if (kills > 0) {
 			snprintf(msgs[n], 256, "memory limit of %llu MB reached: the OOM killer killed %lld process%s",

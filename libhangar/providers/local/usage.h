@@ -19,5 +19,7 @@ int usage_read_limits(const char *dir, const char *id, struct usage_limits *u);
 int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_metric *m);
 /* The limits the sandbox has hit, as log lines with their levels: how many, or -errno. */
 int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_EVENTS][256], const char **levels);
+/* How many processes the OOM killer killed in the sandbox's memory cgroup, or -1 (none, unreadable). */
+long long usage_oom_kills(const char *dir, const char *id);
 /* Removes the v1 limit cgroups a dead jail left (they must be empty). */
 void usage_remove_cgroups(const char *dir, const char *id);
