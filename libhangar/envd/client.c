@@ -75,6 +75,9 @@ enum xfer_kind {
 	XK_FILE_FD,     /* GET /files into an fd */
 	XK_WRITE,       /* POST /files: a small JSON answer */
 	XK_HEALTH,      /* GET /health: no body expected */
+	XK_INFO,        /* GET /hangar/v1/info: a small JSON answer */
+	XK_ARCHIVE_GET, /* GET /hangar/v1/archive: the body to the caller's sink */
+	XK_ARCHIVE_PUT, /* PUT /hangar/v1/archive: a body from the caller, a small JSON answer */
 };
 
 struct xfer {
@@ -94,6 +97,15 @@ struct xfer {
 
 	struct envd_stream_dec sdec;    /* XK_STREAM */
 	struct envd_file_dec fdec;      /* XK_FILE_* */
+
+	/* GET /hangar/v1/archive */
+	envd_sink sink;
+	void *sink_payload;
+	char selection[8];
+
+	/* PUT /hangar/v1/archive: the body from the caller */
+	ssize_t (*source)(void *payload, char *buf, size_t len);
+	void *source_payload;
 
 	/* POST /files from an fd */
 	int fd;
@@ -150,6 +162,11 @@ static int body_cb(void *ud, const char *data, size_t len)
 
 	if (x->res.http_status != 200)
 		return 0; /* another 2xx: not envd's answer; its body is of no use */
+	if (x->kind == XK_ARCHIVE_GET) {
+		if ((rc = x->sink(x->sink_payload, data, len)) != 0)
+			return xfail(x, rc);
+		return 0;
+	}
 	if (x->kind == XK_STREAM) {
 		if (envd_stream_dec_feed(&x->sdec, data, len) == 0)
 			return 0;
@@ -241,6 +258,24 @@ static int add_auth_headers(struct xfer *x)
 	return rc;
 }
 
+/* X-Hangar-Selection of an archive answer: "git" or "all". */
+static void header_cb(void *ud, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	struct xfer *x = ud;
+	static const char hdr[] = "X-Hangar-Selection";
+
+	if (!name) {
+		x->selection[0] = '\0';
+		return;
+	}
+	if (nlen == sizeof(hdr) - 1 && strncasecmp(name, hdr, nlen) == 0) {
+		if (vlen == 3 && !memcmp(value, "git", 3))
+			strcpy(x->selection, "git");
+		else if (vlen == 3 && !memcmp(value, "all", 3))
+			strcpy(x->selection, "all");
+	}
+}
+
 static int xfer_begin(struct xfer *x, struct envd_client *c, const struct envd_call *call, enum xfer_kind kind,
 		      const char *what, struct envd_status *st)
 {
@@ -270,6 +305,12 @@ static int xfer_begin(struct xfer *x, struct envd_client *c, const struct envd_c
 	case XK_UNARY: x->rq.max_body = ENVD_MAX_UNARY; break;
 	case XK_WRITE: x->rq.max_body = WRITE_ANSWER_MAX; break;
 	case XK_HEALTH: x->rq.max_body = ERRBODY_MAX; break; /* no body expected; a bounded one is tolerated */
+	case XK_INFO: x->rq.max_body = ERRBODY_MAX; break;
+	case XK_ARCHIVE_PUT: x->rq.max_body = WRITE_ANSWER_MAX; break;
+	case XK_ARCHIVE_GET:
+		x->rq.on_body = body_cb;
+		x->rq.on_header = header_cb;
+		break;
 	case XK_STREAM: x->rq.on_body = body_cb; break;
 	case XK_FILE_MEM:
 	case XK_FILE_FD:
@@ -791,4 +832,185 @@ int envd_health(struct envd_client *c, const struct envd_call *call, struct envd
 			       "%s: envd answered HTTP %d", x.what, x.res.http_status);
 	xfer_end(&x);
 	return rc;
+}
+
+/* ---- hangar-envd's own routes ------------------------------------------------------ */
+
+int envd_hangar_info(struct envd_client *c, const struct envd_call *call, int *archive, struct envd_status *st)
+{
+	struct xfer x;
+	int rc;
+
+	*archive = 0;
+	rc = xfer_begin(&x, c, call, XK_INFO, "GET /hangar/v1/info", st);
+	if (!rc)
+		rc = set_url(&x, "/hangar/v1/info", NULL);
+	if (!rc)
+		rc = xfer_perform(&x);
+	if (rc == 0 && x.res.http_status == 200) {
+		cJSON *j = cJSON_ParseWithLength(x.res.body.data ? x.res.body.data : "", x.res.body.len);
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "archive");
+
+		if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble < 1000)
+			*archive = (int)a->valuedouble;
+		cJSON_Delete(j);
+	}
+	xfer_end(&x);
+	return rc == ENVD_CANCELLED ? herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "GET /hangar/v1/info: cancelled")
+				    : rc;
+}
+
+/* ?path=<ws>&<key>=<value>[&username=<user>], escaped. */
+static int archive_url(struct xfer *x, const char *ws, const char *key, const char *value)
+{
+	const char *user = x->call->user ? x->call->user : x->call->ep->user;
+	char *epath = net_escape(ws), *evalue = net_escape(value), *euser = NULL;
+	struct hbuf q = HBUF_INIT;
+	int rc = 0;
+
+	if (user && *user)
+		euser = net_escape(user);
+	if (!epath || !evalue || (user && *user && !euser) ||
+	    hbuf_printf(&q, "path=%s&%s=%s%s%s", epath, key, evalue, euser ? "&username=" : "", euser ? euser : "") < 0)
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (!rc)
+		rc = set_url(x, "/hangar/v1/archive", q.data);
+	free(epath);
+	free(evalue);
+	free(euser);
+	hbuf_free(&q);
+	return rc;
+}
+
+static int archive_outcome(struct xfer *x, int rc)
+{
+	if (rc == ENVD_CANCELLED)
+		return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "%s: cancelled", x->what);
+	if (rc == 0 && !xfer_success_status(x)) {
+		rc = files_http_error(x);
+		if (x->res.http_status == 413)
+			rc = herr_recode(HANGAR_ETOOLARGE);
+		else if (x->res.http_status == 400 && x->kind == XK_ARCHIVE_PUT)
+			rc = herr_recode(HANGAR_EREFUSED);
+	}
+	return rc;
+}
+
+int envd_archive_get(struct envd_client *c, const struct envd_call *call, const char *ws, const char *select,
+		     envd_sink sink, void *payload, char selection[8], struct envd_status *st)
+{
+	struct xfer x;
+	int rc;
+
+	selection[0] = '\0';
+	rc = xfer_begin(&x, c, call, XK_ARCHIVE_GET, "GET /hangar/v1/archive", st);
+	if (!rc && (!ws || *ws != '/' || !sink))
+		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: workspace or sink");
+	x.sink = sink;
+	x.sink_payload = payload;
+	if (!rc)
+		rc = archive_url(&x, ws, "select", select);
+	if (!rc)
+		rc = xfer_perform(&x);
+	rc = archive_outcome(&x, rc);
+	if (rc == 0 && !x.selection[0])
+		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "%s: no X-Hangar-Selection in the answer", x.what);
+	if (rc == 0)
+		memcpy(selection, x.selection, sizeof(x.selection));
+	xfer_end(&x);
+	return rc;
+}
+
+static ssize_t source_cb(void *ud, char *buf, size_t want)
+{
+	struct xfer *x = ud;
+	ssize_t n = x->source(x->source_payload, buf, want);
+
+	if (n < 0)
+		return xfail(x, hangar_error_last()->code ? hangar_error_last()->code : HANGAR_EOS);
+	return n;
+}
+
+int envd_archive_put(struct envd_client *c, const struct envd_call *call, const char *ws, const char *mode,
+		     ssize_t (*source)(void *payload, char *buf, size_t len), void *payload,
+		     struct envd_archive_counts *counts, struct envd_status *st)
+{
+	struct xfer x;
+	int rc;
+
+	memset(counts, 0, sizeof(*counts));
+	rc = xfer_begin(&x, c, call, XK_ARCHIVE_PUT, "PUT /hangar/v1/archive", st);
+	if (!rc && (!ws || *ws != '/' || !source))
+		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: workspace or source");
+	x.source = source;
+	x.source_payload = payload;
+	x.rq.method = "PUT";
+	x.rq.read = source_cb;
+	x.rq.upload_size = -1;
+	/* A body that is read as it is made cannot be sent twice. */
+	x.rq.fresh_connect = 1;
+	if (!rc)
+		rc = archive_url(&x, ws, "mode", mode);
+	if (!rc)
+		rc = net_header_add(&x.rq, "Content-Type: application/x-tar");
+	if (!rc)
+		rc = xfer_perform(&x);
+	rc = archive_outcome(&x, rc);
+	if (rc == 0) {
+		cJSON *j = cJSON_ParseWithLength(x.res.body.data ? x.res.body.data : "", x.res.body.len);
+		const char *keys[] = { "files", "dirs", "symlinks", "bytes" };
+		uint64_t *dst[] = { &counts->files, &counts->dirs, &counts->symlinks, &counts->bytes };
+
+		if (!cJSON_IsObject(j))
+			rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x.res.http_status, NULL,
+				       "%s: the answer is not a JSON object", x.what);
+		for (int i = 0; rc == 0 && i < 4; i++) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+
+			if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+				*dst[i] = (uint64_t)v->valuedouble;
+		}
+		cJSON_Delete(j);
+	}
+	xfer_end(&x);
+	return rc;
+}
+
+int envd_file_fetch(struct envd_client *c, const struct envd_call *call, const char *path, uint64_t limit,
+		    envd_sink sink, void *payload, struct envd_status *st)
+{
+	struct xfer x;
+	int rc;
+
+	rc = xfer_begin(&x, c, call, XK_FILE_FD, "GET /files", st);
+	if (!rc && !sink)
+		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: sink");
+	x.fdec.sink = sink;
+	x.fdec.sink_payload = payload;
+	x.fdec.limit = limit && limit < SIZE_MAX ? (size_t)limit : SIZE_MAX;
+	if (!rc)
+		rc = files_get(&x, path);
+	xfer_end(&x);
+	return rc == ENVD_CANCELLED ? herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "GET /files: cancelled") : rc;
+}
+
+int envd_file_upload_from(struct envd_client *c, const struct envd_call *call, const char *path,
+			  ssize_t (*source)(void *payload, char *buf, size_t len), void *payload,
+			  struct envd_status *st)
+{
+	struct xfer x;
+	int rc;
+
+	rc = xfer_begin(&x, c, call, XK_WRITE, "POST /files", st);
+	if (!rc && !source)
+		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: source");
+	x.source = source;
+	x.source_payload = payload;
+	x.rq.read = source_cb;
+	x.rq.upload_size = -1;
+	x.rq.fresh_connect = 1;
+	if (!rc)
+		rc = files_post(&x, path);
+	xfer_end(&x);
+	return rc == ENVD_CANCELLED ? herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "POST /files: cancelled") : rc;
 }

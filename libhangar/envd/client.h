@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "connect.h"
@@ -109,5 +110,38 @@ int envd_file_write(struct envd_client *c, const struct envd_call *call, const c
 /* POST /files streamed from fd (any size). */
 int envd_file_upload(struct envd_client *c, const struct envd_call *call, const char *path, int fd,
 		     struct envd_status *st);
+/* Receives a body's bytes as they come; 0 or a reported code (which stops the transfer). */
+typedef int (*envd_sink)(void *payload, const void *data, size_t len);
+/* GET /files streamed to sink, under limit bytes (0: any size) counted after inflating. */
+int envd_file_fetch(struct envd_client *c, const struct envd_call *call, const char *path, uint64_t limit,
+		    envd_sink sink, void *payload, struct envd_status *st);
+/* POST /files with a body read from source as it is made (sent chunked, never resent): source
+ * returns bytes, 0 at the end, or -1 with the error reported, which aborts the upload. */
+int envd_file_upload_from(struct envd_client *c, const struct envd_call *call, const char *path,
+			  ssize_t (*source)(void *payload, char *buf, size_t len), void *payload,
+			  struct envd_status *st);
+
+/*
+ * hangar-envd's checkpoint routes (the E2B envd answers 404 to them).
+ * GET /hangar/v1/info: *archive gets the archive endpoint's version, 0 when
+ * envd answers anything else than {"archive":N}; an error only when no answer.
+ */
+int envd_hangar_info(struct envd_client *c, const struct envd_call *call, int *archive, struct envd_status *st);
+/* GET /hangar/v1/archive?path=ws&select=...: the tar.zst body to sink as it
+ * comes; selection gets X-Hangar-Selection ("git" or "all"). A body that
+ * breaks off is HANGAR_EPROTOCOL. */
+int envd_archive_get(struct envd_client *c, const struct envd_call *call, const char *ws, const char *select,
+		     envd_sink sink, void *payload, char selection[8], struct envd_status *st);
+struct envd_archive_counts {
+	uint64_t files, dirs, symlinks, bytes;
+};
+/* PUT /hangar/v1/archive?path=ws&mode=replace|merge with a plain tar read
+ * from source (chunked; source returning -1 aborts the upload, so envd
+ * commits nothing). A refused member (400) is HANGAR_EREFUSED, 413
+ * HANGAR_ETOOLARGE, 507 HANGAR_ECAPACITY; envd's message is kept. */
+int envd_archive_put(struct envd_client *c, const struct envd_call *call, const char *ws, const char *mode,
+		     ssize_t (*source)(void *payload, char *buf, size_t len), void *payload,
+		     struct envd_archive_counts *counts, struct envd_status *st);
+
 /* GET /health: 0 when it answers 204/200. */
 int envd_health(struct envd_client *c, const struct envd_call *call, struct envd_status *st);

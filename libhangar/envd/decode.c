@@ -223,7 +223,7 @@ int envd_file_dec_begin(struct envd_file_dec *d, int http_status, enum net_encod
 	 * Announced and within the limit: one allocation of exactly that size,
 	 * unless it is so large that it should grow as bytes come.
 	 */
-	if (d->fd < 0 && content_length > 0 &&
+	if (d->fd < 0 && !d->sink && content_length > 0 &&
 	    reserve_exact(&d->body, content_length < ENVD_PREALLOC_MAX ? (size_t)content_length : ENVD_PREALLOC_MAX) < 0)
 		return file_oom(d);
 	return 0;
@@ -234,7 +234,7 @@ static int file_out(struct envd_file_dec *d, const char *data, size_t len)
 {
 	int r;
 
-	if (d->fd < 0) {
+	if (d->fd < 0 && !d->sink) {
 		r = hbuf_put_bounded(&d->body, data, len, d->limit);
 		if (r < 0)
 			return file_oom(d);
@@ -248,6 +248,8 @@ static int file_out(struct envd_file_dec *d, const char *data, size_t len)
 		return herr_http(HANGAR_ETOOLARGE, HANGAR_ERRCAT_SANDBOX, d->http_status, NULL,
 				 "%s: the file is over the %zu-byte limit", d->what, d->limit);
 	d->written += len;
+	if (d->sink)
+		return d->sink(d->sink_payload, data, len);
 	while (len > 0) {
 		ssize_t n = write(d->fd, data, len);
 

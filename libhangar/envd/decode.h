@@ -65,6 +65,10 @@ struct envd_file_dec {
 	int http_status;
 	size_t limit;                   /* into memory: most bytes kept (after inflating) */
 	int fd;                         /* >= 0: write here instead (limit applies too) */
+	int (*sink)(void *payload, const void *data, size_t len);
+					/* when set: hand the bytes here instead (limit applies too);
+					   it returns 0 or a reported code */
+	void *sink_payload;
 	uint64_t written;               /* bytes written to fd */
 	struct hbuf body;               /* into memory: the file */
 	z_stream z;
