@@ -12,11 +12,27 @@
 
 #include "../core/context.h"
 
-static const char schema[] =
+/*
+ * The schema is versioned with SQLite's user_version; each step migrates
+ * from the version before it, inside one transaction, keeping every row.
+ * Version 0 is a database made before the schema had a version (or a new
+ * one): its tables are created when missing, as version 1 did.
+ */
+static const char *const migrations[] = {
+	/* 0 -> 1: sandboxes and their sealed secrets */
 	"CREATE TABLE IF NOT EXISTS sandboxes ("
 	"  id TEXT PRIMARY KEY, provider TEXT NOT NULL, recorded_us INTEGER NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS secrets ("
-	"  id TEXT NOT NULL, name TEXT NOT NULL, sealed BLOB NOT NULL, PRIMARY KEY (id, name));";
+	"  id TEXT NOT NULL, name TEXT NOT NULL, sealed BLOB NOT NULL, PRIMARY KEY (id, name));",
+	/* 1 -> 2: the checkpoint index */
+	"CREATE TABLE checkpoints ("
+	"  id TEXT PRIMARY KEY, session_id TEXT NOT NULL, parent_id TEXT NOT NULL, workspace TEXT NOT NULL,"
+	"  selection TEXT NOT NULL, store_url TEXT NOT NULL, content_hash TEXT NOT NULL, labels_json TEXT NOT NULL,"
+	"  created_us INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, archive_bytes INTEGER NOT NULL,"
+	"  files INTEGER NOT NULL, blob_bytes INTEGER NOT NULL);"
+	"CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_us);",
+};
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 static int db_error(sqlite3 *db, const char *what)
 {
@@ -48,8 +64,56 @@ int store_make_dirs(const char *dir)
 	return 0;
 }
 
+static int user_version(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int v = -1;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Brings the schema to SCHEMA_VERSION; several processes may race to do it. */
+static int migrate(sqlite3 *db, const char *path)
+{
+	char sql[64];
+	int v;
+
+	if (user_version(db) == SCHEMA_VERSION)
+		return 0;
+	/* IMMEDIATE: the write lock first, then the version read under it. */
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return db_error(db, "cannot set up hangar.db");
+	v = user_version(db);
+	if (v < 0 || v > SCHEMA_VERSION) {
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		if (v < 0)
+			return db_error(db, "cannot read the schema version of hangar.db");
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+			    "%s has schema version %d, newer than this library knows (%d): use a newer libhangar", path,
+			    v, SCHEMA_VERSION);
+	}
+	for (; v < SCHEMA_VERSION; v++)
+		if (sqlite3_exec(db, migrations[v], NULL, NULL, NULL) != SQLITE_OK) {
+			int rc = db_error(db, "cannot migrate hangar.db");
+
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			return rc;
+		}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		int rc = db_error(db, "cannot migrate hangar.db");
+
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return 0;
+}
+
 /* The context's database, opened on first use. */
-static sqlite3 *db_of(hangar_ctx *ctx)
+sqlite3 *store_db(hangar_ctx *ctx)
 {
 	const char *dir = hctx_str(ctx, HS_STATE_DIR);
 	char path[PATH_MAX];
@@ -76,9 +140,13 @@ static sqlite3 *db_of(hangar_ctx *ctx)
 	chmod(path, 0600);
 	/* Several processes share the file: wait for each other rather than fail. */
 	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL) != SQLITE_OK) {
 		db_error(db, "cannot set up hangar.db");
+		sqlite3_close(db);
+		db = NULL;
+		goto out;
+	}
+	if (migrate(db, path) < 0) {
 		sqlite3_close(db);
 		db = NULL;
 		goto out;
@@ -111,7 +179,7 @@ static int exec_text(sqlite3 *db, const char *sql, const char *const *params, in
 
 int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 {
-	sqlite3 *db = db_of(ctx);
+	sqlite3 *db = store_db(ctx);
 	sqlite3_stmt *st = NULL;
 	int rc;
 
@@ -132,7 +200,7 @@ int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 
 int store_lookup(hangar_ctx *ctx, const char *id, char **provider)
 {
-	sqlite3 *db = db_of(ctx);
+	sqlite3 *db = store_db(ctx);
 	sqlite3_stmt *st = NULL;
 	int rc;
 
@@ -157,7 +225,7 @@ int store_lookup(hangar_ctx *ctx, const char *id, char **provider)
 
 int store_forget(hangar_ctx *ctx, const char *id)
 {
-	sqlite3 *db = db_of(ctx);
+	sqlite3 *db = store_db(ctx);
 	const char *p[] = { id };
 
 	if (!db)
@@ -169,7 +237,7 @@ int store_forget(hangar_ctx *ctx, const char *id)
 
 int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids)
 {
-	sqlite3 *db = db_of(ctx);
+	sqlite3 *db = store_db(ctx);
 	sqlite3_stmt *st = NULL;
 	char **v;
 	size_t n = 0;
@@ -247,7 +315,7 @@ int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const ch
 
 	if (rc)
 		return rc;
-	db = db_of(ctx);
+	db = store_db(ctx);
 	if (!db) {
 		sodium_memzero(key, sizeof(key));
 		return hangar_error_last()->code;
@@ -284,7 +352,7 @@ int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **v
 	int rc;
 
 	*value = NULL;
-	db = db_of(ctx);
+	db = store_db(ctx);
 	if (!db)
 		return hangar_error_last()->code;
 	if (sqlite3_prepare_v2(db, "SELECT sealed FROM secrets WHERE id = ?1 AND name = ?2", -1, &st, NULL) !=

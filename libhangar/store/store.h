@@ -33,3 +33,25 @@ int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **v
 
 struct sqlite3;
 void store_close(struct sqlite3 *db);
+/* The context's database (opened and migrated on first use), or NULL (herr set). */
+struct sqlite3 *store_db(hangar_ctx *ctx);
+
+/* ---- the checkpoint index (store/checkpoints.c) ---------------------------- */
+
+struct store_ckpt {
+	char *id, *session_id, *parent_id, *workspace, *selection, *store_url, *content_hash, *labels_json;
+	int64_t created_us;
+	uint64_t stored_bytes, archive_bytes, files, blob_bytes;
+};
+
+/* Adds a checkpoint's row; HANGAR_EEXISTS when the id is taken. */
+int store_ckpt_put(hangar_ctx *ctx, const struct store_ckpt *c);
+/* The row of id (strings malloc'd: store_ckpt_free), or HANGAR_ENOTFOUND. */
+int store_ckpt_get(hangar_ctx *ctx, const char *id, struct store_ckpt *out);
+/* Every row (of session_id when not NULL), oldest first; fn's non-zero return stops
+ * the listing and is returned. The row is valid during the call only. */
+int store_ckpt_list(hangar_ctx *ctx, const char *session_id, int (*fn)(const struct store_ckpt *c, void *payload),
+		    void *payload);
+/* Removes the row of id; HANGAR_ENOTFOUND when there is none. */
+int store_ckpt_delete(hangar_ctx *ctx, const char *id);
+void store_ckpt_free(struct store_ckpt *c);
