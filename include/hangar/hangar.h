@@ -17,5 +17,6 @@
 #include "template.h"
 #include "tier.h"
 #include "environment.h"
+#include "checkpoint.h"
 
 #endif

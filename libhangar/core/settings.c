@@ -75,6 +75,12 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 				   0, 0, NULL,
 				   "named sandbox descriptions, JSON ($XDG_CONFIG_HOME/hangar/environments.json)",
 				   check_environments },
+	[HS_WORKSPACE] = { "HANGAR_WORKSPACE", HANGAR_SETTING_TYPE_PATH, 0, "/workspace", 0, 0, NULL,
+			   "the directory in a sandbox that checkpoints keep", NULL },
+	[HS_CHECKPOINT_MAX_BYTES] = { "HANGAR_CHECKPOINT_MAX_BYTES", HANGAR_SETTING_TYPE_INT, 0, "8589934592", 1024,
+				      1LL << 44, NULL, "the largest checkpoint stored (sealed bytes)", NULL },
+	[HS_CHECKPOINT_TIMEOUT] = { "HANGAR_CHECKPOINT_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "3600", 1, 86400,
+				    NULL, "a whole checkpoint capture, restore or export", NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 
