@@ -34,6 +34,7 @@
 #include "envd.h"
 
 #define CAPTURE_BLOCK (32 * 1024)   /* bytes per content-reader call */
+#define CAPTURE_PIPE (1024 * 1024)
 
 /* ---- notes --------------------------------------------------------------- */
 
@@ -316,6 +317,8 @@ unsigned ckpt_capture(struct envd_req *r, struct MHD_Response **resp)
 	close_fd(&notep[1]);
 	cs->data_fd = data[0];
 	cs->note_fd = notep[0];
+	/* Fewer wake-ups for both sides of a stream that is mostly bulk. */
+	fcntl(cs->data_fd, F_SETPIPE_SZ, CAPTURE_PIPE);
 	snprintf(cs->path, sizeof(cs->path), "%s", path);
 	if (cs->pid < 0) {
 		cs->pid = 0;
