@@ -388,6 +388,24 @@ static const char *target_ws(int t)
 static const char target_state[] =
 	"cd \"$WS\" && find . -mindepth 1 -printf '%y %m %s %p\\n' | LC_ALL=C sort && cat keep.txt";
 
+/*
+ * The target's state once hangar-envd has cleaned up after an aborted PUT:
+ * it removes its staging directory when it sees the body break off, which
+ * may be just after our call returned. Waits for that, with a deadline.
+ */
+static char *settled(hangar_sandbox *sb, const char *ws)
+{
+	int64_t deadline = mono_ms() + 30000;
+
+	for (;;) {
+		char *state = sh(sb, ws, target_state);
+
+		if (!strstr(state, ".hangar-restore-") || mono_ms() > deadline)
+			return state;
+		free(state);
+	}
+}
+
 static void assert_refused(int rc, const char *what)
 {
 	ck_assert_msg(rc == HANGAR_EREFUSED, "%s: expected HANGAR_EREFUSED, got %d %s", what, rc,
@@ -588,7 +606,7 @@ START_TEST(refusals)
 	}
 	close(fd);
 	assert_refused(restore(sb, cp1, tws, 0), "tampered");
-	after = sh(sb, tws, target_state);
+	after = settled(sb, tws);
 	ck_assert_str_eq(after, before);
 	free(after);
 
@@ -598,7 +616,7 @@ START_TEST(refusals)
 	assert_refused(restore(sb, cp1, tws, 0), "truncated");
 	ck_assert_int_eq(truncate(p1, 65536 + 17 + 49), 0);
 	assert_refused(restore(sb, cp1, tws, HANGAR_RESTORE_MERGE), "truncated to its first chunk");
-	after = sh(sb, tws, target_state);
+	after = settled(sb, tws);
 	ck_assert_str_eq(after, before);
 	free(after);
 
@@ -612,7 +630,7 @@ START_TEST(refusals)
 	copy_file(saved1, b1);
 	assert_refused(hangar_checkpoint_read_blob(&blob, cp1), "the archive as the blob");
 	ck_assert_ptr_null(blob.ptr);
-	after = sh(sb, tws, target_state);
+	after = settled(sb, tws);
 	ck_assert_str_eq(after, before);
 	free(after);
 
@@ -648,7 +666,7 @@ START_TEST(refusals)
 	snprintf(exported, sizeof(exported), "%s/export.tar.zst", dir);
 	assert_refused(hangar_checkpoint_export(cp1_other, exported, NULL), "wrong key, export");
 	ck_assert_int_eq(access(exported, F_OK), -1);
-	after = sh(sb, tws, target_state);
+	after = settled(sb, tws);
 	ck_assert_str_eq(after, before);
 	free(after);
 	if (target == T_LOCAL) {
@@ -823,7 +841,7 @@ START_TEST(hostile_members)
 	assert_refused(restore(sb, cp, tws, 0), "device");
 	ck_assert_msg(strstr(hangar_error_last()->message, "member \"dev-null\""), "%s", hangar_error_last()->message);
 	hangar_checkpoint_unref(cp);
-	after = sh(sb, tws, target_state);
+	after = settled(sb, tws);
 	ck_assert_str_eq(after, before);
 	free(after);
 	after = sh(sb, tws, "ls \"$WS/../escaped.txt\" /tmp/pwned.txt 2>&1 | grep -c 'No such' || true");

@@ -173,7 +173,7 @@ static void refused(const struct bytes *in, const char *named, const char *why, 
 		}
 		ck_assert_msg(!ends_with_marker(&r.out), "the end-of-archive marker was handed on");
 		if (bad)
-			ck_assert_msg(!memmem(r.out.p, r.out.n, bad, strlen(bad)), "\"%s\" was handed on", bad);
+			ck_assert_msg(!r.out.p || !memmem(r.out.p, r.out.n, bad, strlen(bad)), "\"%s\" was handed on", bad);
 		bytes_free(&r.out);
 	}
 }
@@ -576,7 +576,7 @@ START_TEST(member_caps)
 	r = check_with(&b, 512, &lim);
 	ck_assert_int_eq(r.rc, HANGAR_EREFUSED);
 	ck_assert_msg(strstr(r.msg, "member \"b\": 8 bytes, over the cap"), "%s", r.msg);
-	ck_assert_ptr_null(memmem(r.out.p, r.out.n, "12345678", 8));
+	ck_assert(!r.out.p || !memmem(r.out.p, r.out.n, "12345678", 8));
 	bytes_free(&r.out);
 	lim = (struct tarcheck_limits){ .max_total = 15 };
 	r = check_with(&b, 512, &lim);
