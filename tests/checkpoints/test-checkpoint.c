@@ -1202,6 +1202,30 @@ START_TEST(index_and_edges)
 	ck_assert_int_ge(progress_calls, 2);
 	ck_assert_uint_eq(progress_last, info.stored_bytes);
 	o.progress = NULL;
+	/* a restore reports progress up to the stored size, and can be cancelled, changing nothing */
+	{
+		hangar_restore_opts ro = HANGAR_RESTORE_OPTS_INIT;
+		const char *tws = target_ws(target);
+		char *before, *after;
+
+		ro.workspace = tws;
+		ro.flags = fallback ? HANGAR_RESTORE_NO_NATIVE : 0;
+		ro.progress = on_progress;
+		progress_calls = 0;
+		progress_last = 0;
+		must(hangar_checkpoint_restore(sb, c1, &ro), "restore with progress");
+		ck_assert_int_ge(progress_calls, 2);
+		ck_assert_uint_eq(progress_last, info.stored_bytes);
+		sh_ok(sb, tws, "rm -f \"$WS/f\" && echo precious > \"$WS/keep.txt\"");
+		before = settled(sb, tws);
+		ro.progress = NULL;
+		ro.cancel = cancel_now;
+		ck_assert_int_eq(hangar_checkpoint_restore(sb, c1, &ro), HANGAR_ECANCELED);
+		after = settled(sb, tws);
+		ck_assert_str_eq(after, before);
+		free(before);
+		free(after);
+	}
 	o.parent_id = hangar_checkpoint_id(c1);
 	must(hangar_checkpoint_create(&c2, sb, &o), "c2");
 	must(hangar_checkpoint_get_info(&info, c2), "info");
