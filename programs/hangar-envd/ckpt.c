@@ -248,6 +248,8 @@ static ssize_t capture_read(void *cls, uint64_t pos, char *buf, size_t max)
 	while (n < 0 && errno == EINTR);
 	if (n > 0)
 		return n;
+	if (n < 0)
+		kill(cs->pid, SIGKILL); /* the pipe failed: the child may still be writing */
 	/* The end of the stream is good only if the child says so. */
 	rc = wait_child(cs->pid);
 	cs->pid = 0;
