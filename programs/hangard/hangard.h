@@ -1,0 +1,224 @@
+/*
+ * hangard: the HTTP control API over libhangar.
+ *
+ * The daemon links the public libhangar API only. libmicrohttpd's own
+ * threads (a small pool, each with an epoll set) only move bytes: every
+ * handler that calls into the library runs on hangard's worker pool while
+ * its connection is suspended, so a slow sandbox or a slow client never
+ * holds the threads that serve everyone else.
+ */
+#ifndef HANGARD_H
+#define HANGARD_H
+
+#include <hangar/hangar.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+struct MHD_Connection;
+struct MHD_Response;
+
+/* ---- configuration (config.c) --------------------------------------------- */
+
+struct hangard_config {
+	char *addr;
+	unsigned port;
+	char *tokens_file;
+	char *tls_cert;
+	char *tls_key;
+	char *tmpdir;
+	unsigned max_connections;
+	unsigned idle_timeout_s;
+	size_t max_body;
+	uint64_t max_upload;
+	size_t header_limit;
+	unsigned threads;
+	unsigned workers;
+	unsigned queue;
+	unsigned shutdown_s;
+	size_t event_queue_bytes;
+};
+
+/** One NAME=VALUE the configuration holds, in the order it applies. */
+struct hangard_setting {
+	char *name;
+	char *value;
+};
+
+/*
+ * Reads the configuration: the file's KEY=VALUE lines, then HANGARD_*
+ * variables of the environment, then the flags. HANGAR_* lines of the file
+ * are returned in lib (applied to the library's context unless the
+ * environment sets them). Prints what is wrong and returns -1.
+ */
+int config_load(struct hangard_config *cfg, struct hangard_setting **lib, size_t *n_lib, const char *file,
+		const struct hangard_setting *flags, size_t n_flags);
+void config_free(struct hangard_config *cfg, struct hangard_setting *lib, size_t n_lib);
+
+/* ---- tokens (auth.c) -------------------------------------------------------- */
+
+#define SCOPE_READ  0x1u
+#define SCOPE_WRITE 0x2u
+#define SCOPE_ADMIN 0x4u
+
+struct token;
+struct tokens;
+
+/* Reads a tokens file; prints what is wrong (with the line) and returns NULL. */
+struct tokens *tokens_load(const char *path);
+void tokens_free(struct tokens *t);
+/* The entry whose hash matches the presented token, or NULL. Constant time in
+ * the token and over every entry. */
+const struct token *tokens_find(const struct tokens *t, const char *presented);
+const char *token_name(const struct token *tok);
+int token_allows(const struct token *tok, unsigned scope);
+/* The `hash-token` subcommand. */
+int tokens_hash_main(int argc, char **argv);
+
+/* ---- the server (server.c) ------------------------------------------------ */
+
+struct request;
+struct route;
+
+typedef void (*route_fn)(struct request *r);
+/* Fills the array of a listing route; returns 0 or a library error. */
+typedef int (*list_fill_fn)(struct request *r, cJSON *arr);
+
+#define ROUTE_INLINE 0x1u  /* never blocks: runs on the connection's thread */
+#define ROUTE_UPLOAD 0x2u  /* the body streams to a temporary file */
+#define ROUTE_NOAUTH 0x4u
+
+struct route {
+	const char *method;
+	const char *path;       /* a template: "/v1/sandboxes/{id}" */
+	route_fn fn;
+	unsigned scope;         /* SCOPE_*, 0 with ROUTE_NOAUTH */
+	unsigned flags;
+	/* Listing routes (h_list): {list_key: [...]} as fill makes it. */
+	const char *list_key;
+	list_fill_fn fill;
+};
+
+extern const struct route hangard_routes[];
+extern const size_t hangard_n_routes;
+
+struct server {
+	struct hangard_config *cfg;
+	hangar_ctx *ctx;
+	struct tokens *tokens;
+	uint64_t output_limit;      /* HANGAR_OUTPUT_LIMIT_BYTES, for truncated flags */
+	volatile int stopping;
+};
+
+extern struct server *hangard;
+
+/* Starts listening; writes the bound port to *port. */
+int server_start(struct server *srv, unsigned *port);
+/* Stops accepting, lets requests in flight finish within the bound, stops. */
+void server_stop(struct server *srv);
+
+/* What a handler reads from its request. */
+const char *request_param(const struct request *r);      /* {id}, or NULL */
+const char *request_query(const struct request *r, const char *key);
+const char *request_header(const struct request *r, const char *key);
+const char *request_body(const struct request *r, size_t *len);
+const char *request_upload_path(const struct request *r, uint64_t *len);
+const char *request_method(const struct request *r);
+const struct route *request_route(const struct request *r);
+struct MHD_Connection *request_connection(const struct request *r);
+
+/* What a handler answers: exactly one of these, once. */
+void reply_json(struct request *r, unsigned status, cJSON *body);   /* takes body */
+void reply_text(struct request *r, unsigned status, const char *type, const char *text, size_t len);
+void reply_empty(struct request *r, unsigned status);
+void reply_error(struct request *r, unsigned status, const char *kind, int code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* The library's last error on this thread, mapped by errors.c. */
+void reply_hangar_error(struct request *r, int code);
+void reply_response(struct request *r, unsigned status, struct MHD_Response *resp);
+/* A streamed answer: resumes the connection now, so the handler may go on
+ * producing. After this the handler must not touch r. */
+void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *resp);
+
+/* Request bodies: the parsed JSON object, or NULL after answering 400. */
+cJSON *request_json(struct request *r, const char *const *allowed);
+
+/* ---- errors (errors.c) ------------------------------------------------------ */
+
+/* The HTTP status for a libhangar error code. */
+unsigned error_status(int code);
+
+/* ---- streams (stream.c) ----------------------------------------------------- */
+
+/* A byte queue between a producer thread and a response being sent. */
+struct stream;
+struct stream *stream_new(size_t max_bytes);
+/* The response reading from it; the response holds a reference. */
+struct MHD_Response *stream_response(struct stream *s, const char *content_type);
+/* Appends; returns -1 when the queue is over its bound or closed (the reader
+ * gave up), then the producer should stop. */
+int stream_write(struct stream *s, const char *data, size_t len);
+/* No more data: the response ends after what is queued. */
+void stream_close(struct stream *s);
+int stream_is_closed(struct stream *s);
+void stream_unref(struct stream *s);
+/* The connection the stream's response goes to: set before it is queued. */
+void stream_attach(struct stream *s, struct MHD_Connection *conn);
+
+/* ---- events and metrics ----------------------------------------------------- */
+
+void events_init(struct server *srv);
+void events_on_event(const char *name, const char *json, void *payload);
+void events_close_all(void);
+void metrics_record(size_t route, unsigned status, int64_t duration_us);
+/* Renders the exposition; the sandbox gauges come from a list. */
+char *metrics_render(hangar_ctx *ctx, size_t *len);
+void metrics_count_fallback(void);
+
+/* ---- request helpers (sandboxes.c) ---------------------------------------- */
+
+cJSON *sandbox_json(const hangar_sandbox_info *info);
+/* Adds string members to obj from pairs: key, value, ..., NULL. Returns obj. */
+cJSON *add_strings(cJSON *obj, ...) __attribute__((sentinel));
+/* Attaches to the sandbox the path names (?provider= narrows), or answers. */
+hangar_sandbox *sandbox_open(struct request *r);
+/* Optional members of a body; -1 after answering 400. */
+int want_string(struct request *r, cJSON *doc, const char *key, const char **out);
+int want_int(struct request *r, cJSON *doc, const char *key, double min, double max, int64_t *out);
+/* {"K":"V"} -> NULL-terminated "K=V" (env_free()); *failed after answering. */
+char **env_array(struct request *r, cJSON *doc, const char *key, int *failed);
+void env_free(char **v);
+
+/* ---- handlers --------------------------------------------------------------- */
+
+/* Route handlers (route_fn). */
+void h_livez(struct request *),
+	h_readyz(struct request *),
+	h_metrics(struct request *),
+	h_openapi(struct request *),
+	h_events(struct request *),
+	h_list(struct request *),
+	h_sandbox_create(struct request *),
+	h_sandbox_get(struct request *),
+	h_sandbox_kill(struct request *),
+	h_sandbox_pause(struct request *),
+	h_sandbox_resume(struct request *),
+	h_sandbox_timeout(struct request *),
+	h_sandbox_fork(struct request *),
+	h_sandbox_snapshot(struct request *),
+	h_exec(struct request *),
+	h_exec_stream(struct request *),
+	h_file_get(struct request *),
+	h_file_put(struct request *);
+int fill_sandboxes(struct request *r, cJSON *arr);
+
+/* The embedded OpenAPI document (generated at build time). */
+extern const char hangard_openapi[];
+extern const size_t hangard_openapi_len;
+
+int64_t now_us(void);
+void log_line(cJSON *obj);   /* one JSON line on stderr; takes obj */
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * The route table: the one list of what hangard answers. `hangard routes`
+ * prints it and tests/hangard compares it with openapi.json both ways, so a
+ * route cannot go undocumented nor a documented one unserved.
+ *
+ * Scopes: reading routes need read, changing ones write; /metrics and
+ * /v1/events need read. admin grants every scope.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hangard.h"
+
+void h_livez(struct request *r)
+{
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "status", "ok");
+	reply_json(r, 200, doc);
+}
+
+/* Ready: the context is open (it is, or we would not serve) and the state
+ * directory is there and writable. */
+void h_readyz(struct request *r)
+{
+	hangar_buf dir = HANGAR_BUF_INIT;
+	struct stat st;
+	cJSON *doc;
+
+	if (hangar_ctx_get(&dir, hangard->ctx, "HANGAR_STATE_DIR") < 0) {
+		reply_hangar_error(r, hangar_error_last()->code);
+		return;
+	}
+	if (stat(dir.ptr, &st) < 0 || !S_ISDIR(st.st_mode) || access(dir.ptr, W_OK | X_OK) < 0) {
+		reply_error(r, 503, "unavailable", HANGAR_EUNAVAILABLE, "the state directory does not answer: %s",
+			    strerror(errno ? errno : ENOTDIR));
+		hangar_buf_dispose(&dir);
+		return;
+	}
+	hangar_buf_dispose(&dir);
+	doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "status", "ready");
+	reply_json(r, 200, doc);
+}
+
+void h_list(struct request *r)
+{
+	const struct route *rt = request_route(r);
+	list_fill_fn fill = rt->fill;
+	const char *key = rt->list_key;
+	cJSON *doc = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(doc, key);
+	int rc = fill(r, arr);
+	if (rc < 0) {
+		cJSON_Delete(doc);
+		reply_hangar_error(r, rc);
+		return;
+	}
+	reply_json(r, 200, doc);
+}
+
+void h_openapi(struct request *r)
+{
+	reply_text(r, 200, "application/json", hangard_openapi, hangard_openapi_len);
+}
+
+/* ---- tiers, templates, environments ---- */
+
+static int add_tier(const hangar_tier_info *t, void *payload)
+{
+	cJSON *arr = payload, *o = cJSON_CreateObject(), *ps;
+	cJSON_AddStringToObject(o, "name", t->name);
+	cJSON_AddBoolToObject(o, "falls_back", t->falls_back);
+	cJSON_AddNumberToObject(o, "hedge_ms", (double)t->hedge_ms);
+	ps = cJSON_AddArrayToObject(o, "providers");
+	for (uint32_t i = 0; i < t->n_providers; i++) {
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "name", t->providers[i]);
+		cJSON_AddBoolToObject(p, "loaded", t->loaded[i]);
+		cJSON_AddNumberToObject(p, "cooling_until_us", (double)t->cooling_until_us[i]);
+		cJSON_AddItemToArray(ps, p);
+	}
+	cJSON_AddItemToArray(arr, o);
+	return 0;
+}
+
+static int fill_tiers(struct request *r, cJSON *arr)
+{
+	(void)r;
+	return hangar_tier_foreach(hangard->ctx, add_tier, arr);
+}
+
+static int add_template(const hangar_template_info *t, void *payload)
+{
+	cJSON_AddItemToArray(payload, add_strings(cJSON_CreateObject(), "id", t->template_id, "name", t->name,
+						    "status", t->status, "provider", t->provider, NULL));
+	return 0;
+}
+
+static int fill_templates(struct request *r, cJSON *arr)
+{
+	return hangar_template_list(hangard->ctx, request_query(r, "provider"), add_template, arr);
+}
+
+static int add_environment(const hangar_environment_info *e, void *payload)
+{
+	cJSON *o = add_strings(cJSON_CreateObject(), "name", e->name, "description", e->description, "tier", e->tier,
+			       "workspace", e->workspace, "user", e->user, NULL);
+	cJSON_AddNumberToObject(o, "timeout", (double)e->timeout_sec);
+	cJSON_AddStringToObject(o, "network", e->network == HANGAR_NETWORK_ON    ? "on"
+					      : e->network == HANGAR_NETWORK_OFF ? "off"
+										 : "default");
+	cJSON *t = cJSON_Parse(e->templates_json), *v = cJSON_Parse(e->env_json);
+	cJSON_AddItemToObject(o, "templates", t ? t : cJSON_CreateObject());
+	cJSON_AddItemToObject(o, "env", v ? v : cJSON_CreateObject());
+	cJSON_AddItemToArray(payload, o);
+	return 0;
+}
+
+static int fill_environments(struct request *r, cJSON *arr)
+{
+	(void)r;
+	return hangar_environment_list(hangard->ctx, add_environment, arr);
+}
+
+/* ---- the table ---- */
+
+#define R SCOPE_READ
+#define W SCOPE_WRITE
+
+const struct route hangard_routes[] = {
+	{ "GET", "/livez", h_livez, 0, ROUTE_INLINE | ROUTE_NOAUTH },
+	{ "GET", "/readyz", h_readyz, R, 0 },
+	{ "GET", "/metrics", h_metrics, R, 0 },
+	{ "GET", "/v1/openapi.json", h_openapi, R, ROUTE_INLINE },
+	{ "GET", "/v1/events", h_events, R, ROUTE_INLINE },
+	{ "GET", "/v1/tiers", h_list, R, 0, "tiers", fill_tiers },
+	{ "GET", "/v1/templates", h_list, R, 0, "templates", fill_templates },
+	{ "GET", "/v1/environments", h_list, R, 0, "environments", fill_environments },
+	{ "POST", "/v1/sandboxes", h_sandbox_create, W, 0 },
+	{ "GET", "/v1/sandboxes", h_list, R, 0, "sandboxes", fill_sandboxes },
+	{ "GET", "/v1/sandboxes/{id}", h_sandbox_get, R, 0 },
+	{ "DELETE", "/v1/sandboxes/{id}", h_sandbox_kill, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/pause", h_sandbox_pause, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/resume", h_sandbox_resume, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/timeout", h_sandbox_timeout, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/exec", h_exec, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/exec/stream", h_exec_stream, W, 0 },
+	{ "GET", "/v1/sandboxes/{id}/files", h_file_get, R, 0 },
+	{ "PUT", "/v1/sandboxes/{id}/files", h_file_put, W, ROUTE_UPLOAD },
+	{ "POST", "/v1/sandboxes/{id}/fork", h_sandbox_fork, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/snapshot", h_sandbox_snapshot, W, 0 },
+};
+const size_t hangard_n_routes = sizeof(hangard_routes) / sizeof(hangard_routes[0]);

@@ -1,0 +1,777 @@
+/*
+ * The connection side of hangard: libmicrohttpd in its own epoll threads,
+ * a fixed pool of workers for everything that calls the library, and the
+ * request's life from the first header to the log line.
+ *
+ * A request whose handler may block is suspended (MHD_suspend_connection)
+ * while a worker runs it, then resumed to send the answer: libmicrohttpd's
+ * threads never wait on a sandbox. The pool and its queue are bounded; a
+ * full queue is 503 at once rather than an ever longer wait.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <microhttpd.h>
+#include <sodium.h>
+
+#include "hangard.h"
+
+struct server *hangard;
+
+enum phase {
+	P_BODY,      /* receiving the body */
+	P_RUNNING,   /* suspended, a worker runs the handler */
+	P_READY,     /* an answer is waiting to be queued */
+	P_SENT,      /* queued */
+};
+
+struct request {
+	struct MHD_Connection *conn;
+	size_t route;            /* index in hangard_routes, or SIZE_MAX */
+	char method[16];
+	char id[17];
+	char *param;
+	int64_t start_us;
+	const struct token *tok;
+	char *body;
+	size_t body_len;
+	int upload_fd;
+	char *upload_path;
+	uint64_t upload_len;
+	int too_big;
+	enum phase phase;
+	unsigned status;
+	struct MHD_Response *resp;
+	int delivered;           /* reply_stream_now() already resumed it */
+	struct request *next;    /* in the work queue */
+};
+
+static struct MHD_Daemon *daemon_;
+static char *tls_cert_pem, *tls_key_pem;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
+static struct request *queue_head, *queue_tail;
+static unsigned queue_len;
+static unsigned active;          /* requests begun and not completed */
+static int pool_quit;
+static pthread_t *workers;
+static unsigned n_workers;
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void log_line(cJSON *obj)
+{
+	struct timespec ts;
+	char stamp[96];
+	struct tm tm;
+	char *text;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	cJSON_AddStringToObject(obj, "time", stamp);
+	text = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	if (!text)
+		return;
+	pthread_mutex_lock(&log_lock);
+	fprintf(stderr, "%s\n", text);
+	fflush(stderr);
+	pthread_mutex_unlock(&log_lock);
+	free(text);
+}
+
+/* ---- reading the request ---- */
+
+const char *request_param(const struct request *r) { return r->param; }
+const char *request_method(const struct request *r) { return r->method; }
+struct MHD_Connection *request_connection(const struct request *r) { return r->conn; }
+const struct route *request_route(const struct request *r) { return &hangard_routes[r->route]; }
+
+const char *request_query(const struct request *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *request_header(const struct request *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+const char *request_body(const struct request *r, size_t *len)
+{
+	*len = r->body_len;
+	return r->body ? r->body : "";
+}
+
+const char *request_upload_path(const struct request *r, uint64_t *len)
+{
+	*len = r->upload_len;
+	return r->upload_path;
+}
+
+cJSON *request_json(struct request *r, const char *const *allowed)
+{
+	const char *end = NULL;
+	cJSON *doc, *it;
+
+	if (r->body_len == 0)
+		return cJSON_CreateObject();
+	doc = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, 0);
+	if (!doc) {
+		size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "the body is not JSON (at byte %zu)", at);
+		return NULL;
+	}
+	if (!cJSON_IsObject(doc)) {
+		cJSON_Delete(doc);
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "the body must be a JSON object");
+		return NULL;
+	}
+	cJSON_ArrayForEach(it, doc) {
+		const char *const *a;
+		for (a = allowed; *a; a++)
+			if (strcmp(*a, it->string) == 0)
+				break;
+		if (!*a) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL, "unknown field \"%.64s\"", it->string);
+			cJSON_Delete(doc);
+			return NULL;
+		}
+	}
+	return doc;
+}
+
+/* ---- answering ---- */
+
+void reply_response(struct request *r, unsigned status, struct MHD_Response *resp)
+{
+	if (r->resp) {
+		/* A handler answers once; a second answer is a bug we keep out of the wire. */
+		MHD_destroy_response(resp);
+		return;
+	}
+	MHD_add_response_header(resp, "X-Request-Id", r->id);
+	r->status = status;
+	r->resp = resp;
+}
+
+void reply_text(struct request *r, unsigned status, const char *type, const char *text, size_t len)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return;
+	MHD_add_response_header(resp, "Content-Type", type);
+	reply_response(r, status, resp);
+}
+
+void reply_json(struct request *r, unsigned status, cJSON *body)
+{
+	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+	cJSON_Delete(body);
+	if (!text) {
+		reply_text(r, 500, "application/json",
+			   "{\"error\":{\"kind\":\"nomem\",\"code\":-2,\"message\":\"out of memory\"}}\n", 66);
+		return;
+	}
+	size_t n = strlen(text);
+	char *line = realloc(text, n + 2);
+	if (line) {
+		line[n] = '\n';
+		line[n + 1] = '\0';
+		text = line;
+		n++;
+	}
+	struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	reply_response(r, status, resp);
+}
+
+void reply_empty(struct request *r, unsigned status)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	if (resp)
+		reply_response(r, status, resp);
+}
+
+void reply_error(struct request *r, unsigned status, const char *kind, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddStringToObject(err, "kind", kind);
+	cJSON_AddNumberToObject(err, "code", code);
+	cJSON_AddStringToObject(err, "message", msg);
+	reply_json(r, status, doc);
+}
+
+void reply_hangar_error(struct request *r, int code)
+{
+	const hangar_error *e = hangar_error_last();
+	const char *msg = e->code == code && e->message[0] ? e->message : hangar_strerror(code);
+	unsigned status = error_status(code);
+	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
+	int retry = e->code == code ? e->retry_after_s : 0;
+
+	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
+	cJSON_AddNumberToObject(err, "code", code);
+	cJSON_AddStringToObject(err, "message", msg);
+	if (status == 503) {
+		char secs[16];
+		snprintf(secs, sizeof(secs), "%d", retry > 0 ? retry : 1);
+		cJSON_AddNumberToObject(err, "retry_after_s", retry > 0 ? retry : 1);
+		reply_json(r, status, doc);
+		if (r->resp)
+			MHD_add_response_header(r->resp, "Retry-After", secs);
+		return;
+	}
+	reply_json(r, status, doc);
+}
+
+static void deliver(struct request *r)
+{
+	pthread_mutex_lock(&pool_lock);
+	r->phase = P_READY;
+	pthread_mutex_unlock(&pool_lock);
+	MHD_resume_connection(r->conn);
+}
+
+void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *resp)
+{
+	reply_response(r, status, resp);
+	r->delivered = 1;
+	deliver(r);
+}
+
+/* ---- the worker pool ---- */
+
+static void run_handler(struct request *r)
+{
+	hangard_routes[r->route].fn(r);
+	if (r->delivered)
+		return;
+	if (!r->resp)
+		reply_error(r, 500, "internal", HANGAR_EINVAL, "the handler gave no answer");
+	deliver(r);
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct request *r;
+		pthread_mutex_lock(&pool_lock);
+		while (!queue_head && !pool_quit)
+			pthread_cond_wait(&pool_cond, &pool_lock);
+		if (!queue_head) {
+			pthread_mutex_unlock(&pool_lock);
+			return NULL;
+		}
+		r = queue_head;
+		queue_head = r->next;
+		if (!queue_head)
+			queue_tail = NULL;
+		queue_len--;
+		pthread_mutex_unlock(&pool_lock);
+		run_handler(r);
+	}
+}
+
+static int submit(struct request *r)
+{
+	pthread_mutex_lock(&pool_lock);
+	if (queue_len >= hangard->cfg->queue) {
+		pthread_mutex_unlock(&pool_lock);
+		return -1;
+	}
+	r->phase = P_RUNNING;
+	r->next = NULL;
+	if (queue_tail)
+		queue_tail->next = r;
+	else
+		queue_head = r;
+	queue_tail = r;
+	queue_len++;
+	pthread_cond_signal(&pool_cond);
+	pthread_mutex_unlock(&pool_lock);
+	return 0;
+}
+
+/* ---- the request's life ---- */
+
+static size_t match_route(const char *url, const char *method, char **param, int *method_mismatch)
+{
+	*method_mismatch = 0;
+	for (size_t i = 0; i < hangard_n_routes; i++) {
+		const char *t = hangard_routes[i].path, *u = url, *pstart = NULL;
+		size_t plen = 0;
+		while (*t && *u) {
+			if (*t == '{') {
+				const char *close = strchr(t, '}');
+				pstart = u;
+				while (*u && *u != '/')
+					u++;
+				plen = (size_t)(u - pstart);
+				if (plen == 0)
+					break;
+				t = close + 1;
+				continue;
+			}
+			if (*t != *u)
+				break;
+			t++;
+			u++;
+		}
+		if (*t || *u)
+			continue;
+		if (strcmp(hangard_routes[i].method, method) != 0) {
+			*method_mismatch = 1;
+			continue;
+		}
+		free(*param);
+		*param = pstart ? strndup(pstart, plen) : NULL;
+		return i;
+	}
+	return SIZE_MAX;
+}
+
+static enum MHD_Result queue_now(struct request *r)
+{
+	enum MHD_Result ret;
+	r->phase = P_SENT;
+	if (!r->resp)
+		return MHD_NO;
+	ret = MHD_queue_response(r->conn, r->status, r->resp);
+	MHD_destroy_response(r->resp);
+	r->resp = NULL;
+	return ret;
+}
+
+static int authenticate(struct request *r, const struct route *rt)
+{
+	const char *h = request_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (rt->flags & ROUTE_NOAUTH)
+		return 0;
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+		reply_error(r, 401, "unauthorized", HANGAR_EREFUSED, "a bearer token is required");
+		MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer");
+		return -1;
+	}
+	r->tok = tokens_find(hangard->tokens, h + 7);
+	if (!r->tok) {
+		reply_error(r, 401, "unauthorized", HANGAR_EREFUSED, "the token is not valid");
+		MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+		return -1;
+	}
+	if (!token_allows(r->tok, rt->scope)) {
+		reply_error(r, 403, "forbidden", HANGAR_EREFUSED, "the token lacks the %s scope",
+			    rt->scope == SCOPE_WRITE ? "write" : rt->scope == SCOPE_ADMIN ? "admin" : "read");
+		return -1;
+	}
+	return 0;
+}
+
+static int open_upload(struct request *r)
+{
+	const char *dir = hangard->cfg->tmpdir;
+	size_t n = strlen(dir) + 32;
+	r->upload_path = malloc(n);
+	if (!r->upload_path)
+		return -1;
+	snprintf(r->upload_path, n, "%s/upload-XXXXXX", dir);
+	r->upload_fd = mkostemp(r->upload_path, O_CLOEXEC);
+	if (r->upload_fd < 0) {
+		free(r->upload_path);
+		r->upload_path = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static struct request *request_begin(struct MHD_Connection *conn, const char *url, const char *method)
+{
+	struct request *r = calloc(1, sizeof(*r));
+	unsigned char raw[8];
+	int mismatch;
+
+	if (!r)
+		return NULL;
+	r->conn = conn;
+	r->upload_fd = -1;
+	r->start_us = now_us();
+	snprintf(r->method, sizeof(r->method), "%s", method);
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
+	r->route = match_route(url, method, &r->param, &mismatch);
+	pthread_mutex_lock(&pool_lock);
+	active++;
+	pthread_mutex_unlock(&pool_lock);
+	if (r->route == SIZE_MAX) {
+		if (mismatch)
+			reply_error(r, 405, "method_not_allowed", HANGAR_EINVAL, "%s is not allowed here", method);
+		else
+			reply_error(r, 404, "no_route", HANGAR_ENOTFOUND, "no such route");
+		return r;
+	}
+	const struct route *rt = &hangard_routes[r->route];
+	if (authenticate(r, rt) < 0)
+		return r;
+	if (hangard->stopping) {
+		reply_error(r, 503, "unavailable", HANGAR_EUNAVAILABLE, "the server is shutting down");
+		return r;
+	}
+	const char *cl = request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	uint64_t cap = (rt->flags & ROUTE_UPLOAD) ? hangard->cfg->max_upload : hangard->cfg->max_body;
+	if (cl && strtoull(cl, NULL, 10) > cap) {
+		reply_error(r, 413, "too_large", HANGAR_ETOOLARGE, "the body is over the limit of %" PRIu64 " bytes",
+			    cap);
+		return r;
+	}
+	if ((rt->flags & ROUTE_UPLOAD) && open_upload(r) < 0)
+		reply_error(r, 500, "os", HANGAR_EOS, "cannot make a temporary file: %s", strerror(errno));
+	return r;
+}
+
+static void take_body(struct request *r, const char *data, size_t size)
+{
+	const struct route *rt = &hangard_routes[r->route];
+	if (r->too_big)
+		return;
+	if (rt->flags & ROUTE_UPLOAD) {
+		if (r->upload_len + size > hangard->cfg->max_upload) {
+			r->too_big = 1;
+			return;
+		}
+		while (size) {
+			ssize_t w = write(r->upload_fd, data, size);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				r->too_big = 2;
+				return;
+			}
+			data += w;
+			size -= (size_t)w;
+			r->upload_len += (uint64_t)w;
+		}
+		return;
+	}
+	if (r->body_len + size > hangard->cfg->max_body) {
+		r->too_big = 1;
+		return;
+	}
+	char *nb = realloc(r->body, r->body_len + size + 1);
+	if (!nb) {
+		r->too_big = 2;
+		return;
+	}
+	memcpy(nb + r->body_len, data, size);
+	r->body = nb;
+	r->body_len += size;
+	r->body[r->body_len] = '\0';
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	struct request *r = *con_cls;
+	(void)cls;
+	(void)version;
+
+	if (!r) {
+		r = request_begin(conn, url, method);
+		if (!r)
+			return MHD_NO;
+		*con_cls = r;
+		if (r->resp)
+			return queue_now(r);
+		return MHD_YES;
+	}
+	if (r->phase == P_READY)
+		return queue_now(r);
+	if (r->phase != P_BODY)
+		return MHD_YES;
+	if (*upload_size) {
+		take_body(r, upload_data, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_big == 1) {
+		uint64_t cap = (hangard_routes[r->route].flags & ROUTE_UPLOAD) ? hangard->cfg->max_upload
+									     : hangard->cfg->max_body;
+		reply_error(r, 413, "too_large", HANGAR_ETOOLARGE, "the body is over the limit of %" PRIu64 " bytes",
+			    cap);
+		return queue_now(r);
+	}
+	if (r->too_big) {
+		reply_error(r, 500, "os", HANGAR_EOS, "cannot keep the body");
+		return queue_now(r);
+	}
+	if (hangard_routes[r->route].flags & ROUTE_INLINE) {
+		hangard_routes[r->route].fn(r);
+		if (!r->resp)
+			reply_error(r, 500, "internal", HANGAR_EINVAL, "the handler gave no answer");
+		return queue_now(r);
+	}
+	MHD_suspend_connection(conn);
+	if (submit(r) < 0) {
+		MHD_resume_connection(conn);
+		reply_error(r, 503, "capacity", HANGAR_ECAPACITY, "every worker is busy");
+		MHD_add_response_header(r->resp, "Retry-After", "1");
+		return queue_now(r);
+	}
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct request *r = *con_cls;
+	(void)cls;
+	(void)conn;
+	if (!r)
+		return;
+	*con_cls = NULL;
+	int64_t dur = now_us() - r->start_us;
+	const char *tmpl = r->route == SIZE_MAX ? "-" : hangard_routes[r->route].path;
+	cJSON *line = cJSON_CreateObject();
+	cJSON_AddStringToObject(line, "msg", "request");
+	cJSON_AddStringToObject(line, "request_id", r->id);
+	cJSON_AddStringToObject(line, "method", r->method);
+	cJSON_AddStringToObject(line, "route", tmpl);
+	cJSON_AddNumberToObject(line, "status", r->status);
+	cJSON_AddNumberToObject(line, "duration_ms", (double)dur / 1000.0);
+	if (r->tok)
+		cJSON_AddStringToObject(line, "token", token_name(r->tok));
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		cJSON_AddBoolToObject(line, "aborted", 1);
+	log_line(line);
+	metrics_record(r->route, r->status, dur);
+
+	if (r->resp)
+		MHD_destroy_response(r->resp);
+	if (r->upload_fd >= 0)
+		close(r->upload_fd);
+	if (r->upload_path) {
+		unlink(r->upload_path);
+		free(r->upload_path);
+	}
+	free(r->body);
+	free(r->param);
+	free(r);
+	pthread_mutex_lock(&pool_lock);
+	active--;
+	pthread_cond_broadcast(&idle_cond);
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	cJSON *line;
+	size_t n;
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	line = cJSON_CreateObject();
+	cJSON_AddStringToObject(line, "msg", "http");
+	cJSON_AddStringToObject(line, "detail", msg);
+	log_line(line);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1 << 20) && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		} else if (buf) {
+			buf[n] = '\0';
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+int server_start(struct server *srv, unsigned *port)
+{
+	struct hangard_config *cfg = srv->cfg;
+	struct sockaddr_storage ss;
+	struct MHD_OptionItem opts[16];
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+			 MHD_USE_ERROR_LOG;
+	size_t n = 0;
+
+	hangard = srv;
+	memset(&ss, 0, sizeof(ss));
+	if (strchr(cfg->addr, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET6, cfg->addr, &s6->sin6_addr) != 1)
+			goto bad_addr;
+		flags |= MHD_USE_IPv6;
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET, cfg->addr, &s4->sin_addr) != 1)
+			goto bad_addr;
+	}
+	if (cfg->tls_cert || cfg->tls_key) {
+		if (!cfg->tls_cert || !cfg->tls_key) {
+			fprintf(stderr, "hangard: HANGARD_TLS_CERT and HANGARD_TLS_KEY go together\n");
+			return -1;
+		}
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			fprintf(stderr, "hangard: this libmicrohttpd has no TLS support\n");
+			return -1;
+		}
+		tls_cert_pem = slurp(cfg->tls_cert);
+		tls_key_pem = slurp(cfg->tls_key);
+		if (!tls_cert_pem || !tls_key_pem) {
+			fprintf(stderr, "hangard: cannot read %s\n", tls_cert_pem ? cfg->tls_key : cfg->tls_cert);
+			return -1;
+		}
+		flags |= MHD_USE_TLS;
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert_pem };
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_pem };
+	}
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &ss };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)cfg->threads, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->header_limit, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+
+	n_workers = cfg->workers;
+	workers = calloc(n_workers, sizeof(*workers));
+	if (!workers)
+		return -1;
+	for (unsigned i = 0; i < n_workers; i++)
+		if (pthread_create(&workers[i], NULL, worker_main, NULL) != 0) {
+			n_workers = i;
+			fprintf(stderr, "hangard: cannot start workers\n");
+			return -1;
+		}
+	daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	if (!daemon_) {
+		fprintf(stderr, "hangard: cannot listen on %s port %u\n", cfg->addr, cfg->port);
+		return -1;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+	*port = info ? info->port : cfg->port;
+	return 0;
+
+bad_addr:
+	fprintf(stderr, "hangard: HANGARD_ADDR %s is not an IP address\n", cfg->addr);
+	return -1;
+}
+
+/* Waits until no request is in flight or the deadline passes; 0 when idle. */
+static int wait_idle(int64_t deadline_us)
+{
+	int rc = 0;
+	pthread_mutex_lock(&pool_lock);
+	while (active > 0) {
+		int64_t left = deadline_us - now_us();
+		struct timespec ts;
+		if (left <= 0) {
+			rc = -1;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (left > 100000)
+			left = 100000;
+		ts.tv_nsec += (long)(left * 1000);
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&idle_cond, &pool_lock, &ts);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return rc;
+}
+
+void server_stop(struct server *srv)
+{
+	cJSON *line;
+	int clean;
+
+	srv->stopping = 1;
+	if (daemon_) {
+		MHD_socket fd = MHD_quiesce_daemon(daemon_);
+		if (fd != MHD_INVALID_SOCKET)
+			close(fd);
+	}
+	/* Event streams never end on their own: end them first. */
+	events_close_all();
+	clean = wait_idle(now_us() + (int64_t)srv->cfg->shutdown_s * 1000000) == 0;
+	if (!clean) {
+		/* Past the bound: commands in flight are cancelled (their cancel
+		 * callbacks read stopping == 2) and get a few seconds to answer. */
+		srv->stopping = 2;
+		clean = wait_idle(now_us() + 5000000) == 0;
+	}
+	line = cJSON_CreateObject();
+	cJSON_AddStringToObject(line, "msg", clean ? "stopped" : "stopped with requests in flight");
+	log_line(line);
+
+	pthread_mutex_lock(&pool_lock);
+	pool_quit = 1;
+	pthread_cond_broadcast(&pool_cond);
+	pthread_mutex_unlock(&pool_lock);
+	if (clean) {
+		for (unsigned i = 0; i < n_workers; i++)
+			pthread_join(workers[i], NULL);
+		if (daemon_)
+			MHD_stop_daemon(daemon_);
+		free(workers);
+		free(tls_cert_pem);
+		free(tls_key_pem);
+	}
+	/* Otherwise a worker is still inside the library: stopping the daemon
+	 * under a suspended connection is undefined, so the process exits with
+	 * them, as the bound promised. */
+	daemon_ = NULL;
+}
