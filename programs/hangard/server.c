@@ -55,7 +55,6 @@ struct request {
 	enum phase phase;
 	unsigned status;
 	struct MHD_Response *resp;
-	int delivered;           /* reply_stream_now() already resumed it */
 	struct request *next;    /* in the work queue */
 };
 
@@ -267,10 +266,13 @@ static void deliver(struct request *r)
 	MHD_resume_connection(r->conn);
 }
 
+/* Set on a worker when its handler answered early: r may be gone after. */
+static __thread int delivered_early;
+
 void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *resp)
 {
 	reply_response(r, status, resp);
-	r->delivered = 1;
+	delivered_early = 1;
 	deliver(r);
 }
 
@@ -278,8 +280,9 @@ void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *r
 
 static void run_handler(struct request *r)
 {
+	delivered_early = 0;
 	hangard_routes[r->route].fn(r);
-	if (r->delivered)
+	if (delivered_early)
 		return;
 	if (!r->resp)
 		reply_error(r, 500, "internal", HANGAR_EINVAL, "the handler gave no answer");

@@ -169,17 +169,20 @@ def test_exec_stream_in_order_with_the_exit_last(server, sandbox, path):
 
 
 def test_exec_stream_arrives_while_the_command_runs(server, sandbox):
-    # The first line is readable before the command ends: the stream is live.
+    # The command waits for a file only a second request makes, which the
+    # test sends after it has read the first line: the stream is live.
     c = server.connection()
     c.request("POST", f"/v1/sandboxes/{sandbox}/exec/stream",
-              body=json.dumps({"command": "echo first; read x; echo second"}),
+              body=json.dumps({"command": "echo first; until [ -e /tmp/go-on ]; do sleep 0.05; done; echo second",
+                               "timeout": 60}),
               headers={"Authorization": f"Bearer {WRITER}"})
     r = c.getresponse()
     first = json.loads(r.readline())
     assert first == {"type": "stdout", "data": "first\n", "encoding": "utf-8"}
-    # The command blocks on stdin (none given: EOF), so it ends by itself.
+    server.ok("POST", f"/v1/sandboxes/{sandbox}/exec", {"command": "touch /tmp/go-on"})
     rest = [json.loads(l) for l in r.read().decode().splitlines()]
-    assert rest[-1]["type"] == "exit"
+    assert "".join(e["data"] for e in rest if e["type"] == "stdout") == "second\n"
+    assert rest[-1]["type"] == "exit" and rest[-1]["exit_code"] == 0
     c.close()
 
 
