@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -38,34 +37,18 @@
 #include "hangar/sandbox.h"
 #include "hangar/template.h"
 
-#define ENVD_PORT 49983
 #define TRAFFIC_SECRET "traffic-token"
 #define TRAFFIC_HEADER "e2b-traffic-access-token"
-#define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
-#define LIST_PAGE 100
 #define KILL_PAUSE_MIN_MS 200
 #define KILL_PAUSE_MAX_MS 2000
 #define LIST_MAX_PAGES 10000
 
-struct known {                  /* what we remember of a sandbox between calls */
+struct e2b_known {                  /* what we remember of a sandbox between calls */
 	char id[E2B_ID_MAX + 1];
 	int64_t timeout_sec;        /* its lifetime, restarted on resume */
-	struct known *next;
+	struct e2b_known *next;
 };
 
-struct e2b {
-	hangar_ctx *ctx;
-	const struct e2b_flavour *fl;
-	struct e2b_api api;
-	char *domain;               /* HANGAR_E2B_DOMAIN */
-	char *sandbox_url;          /* HANGAR_E2B_SANDBOX_URL, or NULL */
-	int allow_unauth;
-	cJSON *templates;           /* HANGAR_E2B_ENVIRONMENT_TEMPLATES */
-	int64_t default_timeout;    /* HANGAR_SANDBOX_TIMEOUT_SECONDS */
-	int64_t build_timeout_ms;
-	pthread_mutex_t mu;
-	struct known *known;
-};
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
@@ -108,7 +91,7 @@ static int redescribe(const struct herr_saved *saved, int code, const char *prov
 	return code;
 }
 
-static int oom(void)
+int e2b_oom(void)
 {
 	return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
 }
@@ -120,7 +103,7 @@ static int bad_id(const char *id)
 
 static void remember(struct e2b *e, const char *id, int64_t timeout_sec)
 {
-	struct known *k;
+	struct e2b_known *k;
 
 	pthread_mutex_lock(&e->mu);
 	for (k = e->known; k; k = k->next)
@@ -141,7 +124,7 @@ static int64_t remembered_timeout(struct e2b *e, const char *id)
 	int64_t t = e->default_timeout;
 
 	pthread_mutex_lock(&e->mu);
-	for (struct known *k = e->known; k; k = k->next)
+	for (struct e2b_known *k = e->known; k; k = k->next)
 		if (!strcmp(k->id, id)) {
 			t = k->timeout_sec;
 			break;
@@ -153,9 +136,9 @@ static int64_t remembered_timeout(struct e2b *e, const char *id)
 static void forget(struct e2b *e, const char *id)
 {
 	pthread_mutex_lock(&e->mu);
-	for (struct known **kp = &e->known; *kp; kp = &(*kp)->next)
+	for (struct e2b_known **kp = &e->known; *kp; kp = &(*kp)->next)
 		if (!strcmp((*kp)->id, id)) {
-			struct known *k = *kp;
+			struct e2b_known *k = *kp;
 
 			*kp = k->next;
 			free(k);
@@ -222,7 +205,7 @@ static int describe_envd(struct e2b *e, const char *id, const char *answer_domai
 	} else if (asprintf(&url, "https://%d-%s.%s", ENVD_PORT, id, domain) < 0)
 		url = NULL;
 	if (!url)
-		return oom();
+		return e2b_oom();
 	rc = hangar_sys_sandbox_set_envd_url(out, url);
 	free(url);
 	snprintf(port, sizeof(port), "%d", ENVD_PORT);
@@ -253,7 +236,7 @@ static void e2b_fini(void *state)
 		return;
 	e2b_api_fini(&e->api);
 	while (e->known) {
-		struct known *k = e->known;
+		struct e2b_known *k = e->known;
 
 		e->known = k->next;
 		free(k);
@@ -263,6 +246,17 @@ static void e2b_fini(void *state)
 	free(e->domain);
 	free(e->sandbox_url);
 	free(e);
+}
+
+const struct e2b_flavour *e2b_flavour_named(const char *name)
+{
+	static const struct e2b_flavour *const all[] = { &e2b_flavour_cloud, &e2b_flavour_selfhosted,
+							 &e2b_flavour_cube };
+
+	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(all[i]->name, name))
+			return all[i];
+	return NULL;
 }
 
 static int e2b_init(void **state, hangar_ctx *ctx, void *data)
@@ -289,7 +283,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 					fl->name);
 	e = calloc(1, sizeof(*e));
 	if (!e)
-		return oom();
+		return e2b_oom();
 	pthread_mutex_init(&e->mu, NULL);
 	e->ctx = ctx;
 	e->fl = fl;
@@ -308,7 +302,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS") * 1000;
 	if (!e->domain || (*sandbox_url && !e->sandbox_url) || !e->templates) {
 		e2b_fini(e);
-		return oom();
+		return e2b_oom();
 	}
 	if (*api_url)
 		base = strdup(api_url);
@@ -316,7 +310,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		base = NULL;
 	if (!base) {
 		e2b_fini(e);
-		return oom();
+		return e2b_oom();
 	}
 	rc = e2b_api_init(&e->api, ctx, base, *key ? key : NULL,
 			  setting_int(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS") * 1000);
@@ -361,8 +355,8 @@ static int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sa
 
 		if (g == 0)
 			traffic = sealed.ptr;
-		else if (g != HANGAR_ENOTFOUND && e->fl->cube)
-			/* Cube's edge wants it on every port: without it nothing would work. */
+		else if (g != HANGAR_ENOTFOUND && e->fl->traffic_token_once)
+			/* Kept only by us, and the edge wants it on every port: without it nothing would work. */
 			return g;
 	}
 	if (!envd_token && !traffic) {
@@ -492,18 +486,19 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 	rc = answer_id(j, &id);
 	if (rc)
 		return rc; /* nothing we can name: the platform's own expiry reclaims it */
-	/* Keep the traffic token first: CubeAPI never hands it out again. */
+	/* Keep the traffic token first: some platforms (CubeAPI) never hand it out again. */
 	traffic = e2b_jstr(j, "trafficAccessToken");
 	if (traffic && (rc = hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic)) != 0) {
-		if (e->fl->cube) {
+		if (e->fl->traffic_token_once) {
 			if (rc == HANGAR_ECONFIG)
 				hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-						 "HANGAR_SECRET_KEY must be set for the cube flavour of the e2b "
-						 "provider: its traffic tokens are kept sealed with it");
+						 "HANGAR_SECRET_KEY must be set for the %s flavour of the e2b "
+						 "provider: its traffic tokens are kept sealed with it",
+						 e->fl->name);
 			kill_refused(e, id);
 			return hangar_error_last()->code;
 		}
-		/* E2B hands it out again on every connect. */
+		/* The platform hands it out again on every connect. */
 		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
 		     hangar_error_last()->message);
 	}
@@ -520,49 +515,6 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 	}
 	remember(e, id, timeout);
 	return 0;
-}
-
-/* CubeAPI's alias form: ^[a-z0-9][a-z0-9-]{0,63}$, never a tpl- or snap- id. */
-static int cube_alias(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n > 0 && n <= 64 && s[0] != '-' && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n &&
-	       strncmp(s, "tpl-", 4) != 0 && strncmp(s, "snap-", 5) != 0;
-}
-
-/*
- * Cube: a template named by its alias is looked up for its tpl-… id
- * (GET /templates/aliases/{alias}, NOTES §4.2) before the create, so the
- * create names exactly the template that alias meant then. E2B's create
- * takes names and aliases itself. out receives the id to create from.
- */
-static int resolve_template(struct e2b *e, const char *tpl, char *out, size_t size)
-{
-	struct e2b_resp r;
-	const char *tid;
-	char path[128];
-	int rc;
-
-	snprintf(out, size, "%s", tpl);
-	if (!e->fl->cube || !cube_alias(tpl))
-		return 0;
-	snprintf(path, sizeof(path), "/templates/aliases/%s", tpl);
-	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "template alias lookup", &r);
-	if (rc == HANGAR_ENOTFOUND)
-		rc = hangar_sys_error(HANGAR_ECREATE, 404, 0, "e2b: create: no template has the alias %s", tpl);
-	if (rc == 0) {
-		tid = e2b_jstr(r.json, "templateID");
-		if (!tid || !e2b_valid_id(tid) || strlen(tid) >= size)
-			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0,
-					      "e2b: the alias lookup of %s answered no valid template id", tpl);
-		else
-			snprintf(out, size, "%s", tid);
-	}
-	e2b_resp_free(&r);
-	if (rc == 0)
-		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: template alias %s is %s", tpl, out);
-	return rc;
 }
 
 /* A new create id: 32 hex digits from the kernel's random source. */
@@ -671,15 +623,15 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	int rc;
 
 	if (timeout < 0)
-		timeout = e->fl->cube ? -1 : E2B_MAX_TIMEOUT;
+		timeout = e->fl->no_limit_timeout;
 	rc = new_create_id(cid);
 	if (rc == 0)
-		rc = resolve_template(e, tpl, resolved, sizeof(resolved));
+		rc = e->fl->resolve_template(e, tpl, resolved, sizeof(resolved));
 	if (rc)
 		return rc;
 	body = cJSON_CreateObject();
 	if (!body)
-		return oom();
+		return e2b_oom();
 	cJSON_AddStringToObject(body, "templateID", resolved);
 	cJSON_AddNumberToObject(body, "timeout", (double)timeout);
 	cJSON_AddBoolToObject(body, "secure", 1);
@@ -702,7 +654,7 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 			cJSON_AddStringToObject(envs, k, eq + 1);
 		free(k);
 	}
-	rc = e2b_call(&e->api, "POST", e->fl->create_path, body, 1, E2B_ROUTE_CREATE, "create", &r);
+	rc = e2b_call(&e->api, "POST", e->fl->sandboxes_path, body, 1, E2B_ROUTE_CREATE, "create", &r);
 	cJSON_Delete(body);
 	if (rc && r.unanswered)
 		rc = reclaim(e, cid, rc);
@@ -736,25 +688,17 @@ static int state_of(const cJSON *j)
 }
 
 /* The flavour's connect route: resumes a paused sandbox, extends a running one. */
-static int connect_route(struct e2b *e, const char *id, int64_t timeout, struct e2b_resp *r, const char *what)
+static int connect_route(struct e2b *e, const char *id, int64_t timeout, int running, struct e2b_resp *r,
+			 const char *what)
 {
 	cJSON *body = cJSON_CreateObject();
 	char path[160];
 	int rc;
 
 	if (!body)
-		return oom();
-	/* Cube wants a body but no timeout; E2B requires one. */
-	if (timeout > 0)
-		cJSON_AddNumberToObject(body, "timeout", (double)timeout);
-	else if (timeout < 0 && e->fl->cube)
-		cJSON_AddNumberToObject(body, "timeout", -1);
-	else if (!e->fl->cube)
-		cJSON_AddNumberToObject(body, "timeout", (double)E2B_MAX_TIMEOUT);
-	if (e->fl->cube)
-		snprintf(path, sizeof(path), "/sandboxes/%s/connect", id);
-	else
-		snprintf(path, sizeof(path), "/v2/sandboxes/%s/connect", id);
+		return e2b_oom();
+	e->fl->connect_body(body, timeout, running);
+	snprintf(path, sizeof(path), "%s/%s/connect", e->fl->sandboxes_path, id);
 	rc = e2b_call(&e->api, "POST", path, body, 1, E2B_ROUTE_SANDBOX, what, r);
 	cJSON_Delete(body);
 	if (rc == 0) {
@@ -814,7 +758,7 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	 * Running. E2B's detail carries the envd token: nothing to change then.
 	 * Else (Cube) the connect route hands the tokens out; on a running
 	 * sandbox it only extends the lifetime, so ask for no more than it has
-	 * left (Cube ignores the value there, and gets none).
+	 * left (a flavour whose platform ignores the value there sends none).
 	 */
 	if (e2b_jstr(d.json, "envdAccessToken")) {
 		rc = describe(e, id, d.json, out, &refused);
@@ -826,13 +770,11 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	{
 		int64_t left = expires > now ? (expires - now) / 1000000 : 0;
 
-		if (e->fl->cube)
-			left = 0;
-		else if (expires == 0)
+		if (expires == 0)
 			left = remembered_timeout(e, id);
 		else if (left < 1)
 			left = 1;
-		rc = connect_route(e, id, left, &c, "connect");
+		rc = connect_route(e, id, left, 1, &c, "connect");
 	}
 	if (rc == 0) {
 		rc = describe(e, id, c.json, out, &refused);
@@ -858,7 +800,7 @@ int e2b_resume(void *state, const char *id, hangar_sys_sandbox *out)
 	if (!e2b_valid_id(id))
 		return bad_id(id);
 	timeout = remembered_timeout(e, id);
-	rc = connect_route(e, id, timeout, &c, "resume");
+	rc = connect_route(e, id, timeout, 0, &c, "resume");
 	if (rc == 0)
 		rc = describe(e, id, c.json, out, &refused);
 	if (rc == 0)
@@ -897,13 +839,8 @@ static int do_pause(struct e2b *e, const char *id, int memory)
 
 	if (!e2b_valid_id(id))
 		return bad_id(id);
-	/* CubeAPI's pause takes no body and always keeps memory. */
-	if (!e->fl->cube) {
-		body = cJSON_CreateObject();
-		if (!body)
-			return oom();
-		cJSON_AddBoolToObject(body, "memory", memory);
-	}
+	if (e->fl->pause_body(&body, memory) != 0)
+		return e2b_oom();
 	snprintf(path, sizeof(path), "/sandboxes/%s/pause", id);
 	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_SANDBOX, "pause", &r);
 	cJSON_Delete(body);
@@ -931,7 +868,7 @@ int e2b_pause_filesystem(void *state, const char *id)
 {
 	struct e2b *e = state;
 
-	if (!e->fl->fs_pause)
+	if (!(e->fl->capabilities & HANGAR_CAP_FS_PAUSE))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
 					"e2b: the %s flavour always pauses with memory; a filesystem-only pause is "
 					"not available",
@@ -953,16 +890,15 @@ int e2b_set_timeout(void *state, const char *id, int64_t seconds)
 		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a timeout must be 0 to 366 days");
 	body = cJSON_CreateObject();
 	if (!body)
-		return oom();
-	/* 0 is "no limit": Cube has -1 for it; E2B has none, so the longest we allow. */
-	cJSON_AddNumberToObject(body, "timeout",
-				(double)(seconds ? seconds : e->fl->cube ? -1 : E2B_MAX_TIMEOUT));
+		return e2b_oom();
+	/* 0 is "no limit": the flavour says how its platform spells it. */
+	cJSON_AddNumberToObject(body, "timeout", (double)(seconds ? seconds : e->fl->no_limit_timeout));
 	snprintf(path, sizeof(path), "/sandboxes/%s/timeout", id);
 	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_SANDBOX, "set timeout", &r);
 	cJSON_Delete(body);
 	e2b_resp_free(&r);
 	if (rc == 0)
-		remember(e, id, seconds ? seconds : e->fl->cube ? -1 : E2B_MAX_TIMEOUT);
+		remember(e, id, seconds ? seconds : e->fl->no_limit_timeout);
 	return rc;
 }
 
@@ -978,7 +914,7 @@ static int list_entry(struct e2b *e, const cJSON *s, hangar_sys_list *out)
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list holds a sandbox without a valid id");
 	d = hangar_sys_list_add(out);
 	if (!d)
-		return oom();
+		return e2b_oom();
 	rc = hangar_sys_sandbox_set_id(d, f.id);
 	if (rc == 0)
 		rc = hangar_sys_sandbox_set_state(d, f.paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
@@ -1011,10 +947,11 @@ int e2b_list(void *state, hangar_sys_list *out)
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list is not an array");
 		for (const cJSON *s = r.json ? r.json->child : NULL; rc == 0 && s; s = s->next)
 			rc = list_entry(e, s, out);
-		/* CubeAPI's v2 list ignores nextToken and sends none: one answer is all there is. */
-		if (rc == 0 && e->fl->cube && cJSON_GetArraySize(r.json) >= LIST_PAGE)
+		/* A list that does not page (CubeAPI's) ignores nextToken and sends none. */
+		if (rc == 0 && !e->fl->pages && cJSON_GetArraySize(r.json) >= LIST_PAGE)
 			hlog(e->ctx, HANGAR_LOG_WARNING,
-			     "e2b: CubeAPI lists at most %d sandboxes and does not page: more may exist", LIST_PAGE);
+			     "e2b: the %s flavour lists at most %d sandboxes and does not page: more may exist",
+			     e->fl->name, LIST_PAGE);
 		if (rc == 0 && *r.next_token && !strcmp(r.next_token, token))
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the list repeats its page token");
 		if (rc == 0)
@@ -1030,12 +967,12 @@ int e2b_list(void *state, hangar_sys_list *out)
 
 /* ---- snapshots ------------------------------------------------------------------------------ */
 
-static int put_buf(hangar_buf *out, const char *s)
+int e2b_put_buf(hangar_buf *out, const char *s)
 {
 	char *c = strdup(s);
 
 	if (!c)
-		return oom();
+		return e2b_oom();
 	hangar_buf_dispose(out);
 	out->ptr = c;
 	out->size = strlen(c);
@@ -1053,7 +990,7 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 	int rc;
 
 	if (!body)
-		return oom();
+		return e2b_oom();
 	if (!e2b_valid_id(id)) {
 		cJSON_Delete(body);
 		return bad_id(id);
@@ -1072,7 +1009,7 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 		    strspn(snap, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/") != strlen(snap))
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the snapshot answer has no valid id");
 		else
-			rc = put_buf(out_id, snap);
+			rc = e2b_put_buf(out_id, snap);
 	}
 	e2b_resp_free(&r);
 	return rc;
@@ -1080,7 +1017,7 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 
 /* ---- templates ---------------------------------------------------------------------------- */
 
-static void progress(const struct hangar_template_build_opts *o, const char *status, const char *msg)
+void e2b_progress(const struct hangar_template_build_opts *o, const char *status, const char *msg)
 {
 	if (o->progress)
 		o->progress(status, msg ? msg : "", o->payload);
@@ -1100,8 +1037,7 @@ static void poll_wait(int *delay_ms, int64_t deadline)
 		*delay_ms = *delay_ms * 2 > 2000 ? 2000 : *delay_ms * 2;
 }
 
-static int follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid,
-			const char *bid)
+int e2b_follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid, const char *bid)
 {
 	int64_t deadline = hmono_ms() + e->build_timeout_ms;
 	int delay = 200, offset = 0;
@@ -1113,10 +1049,7 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 		const char *status;
 		int rc;
 
-		if (e->fl->cube)
-			snprintf(path, sizeof(path), "/templates/%s/builds/%s/status", tid, bid);
-		else
-			snprintf(path, sizeof(path), "/templates/%s/builds/%s/status?logsOffset=%d", tid, bid, offset);
+		e->fl->build_status_path(path, sizeof(path), tid, bid, offset);
 		rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "build status", &r);
 		if (rc) {
 			e2b_resp_free(&r);
@@ -1133,10 +1066,10 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 			int n = 0;
 
 			for (const cJSON *le = cJSON_IsArray(entries) ? entries->child : NULL; le; le = le->next, n++)
-				progress(o, status, e2b_jstr(le, "message"));
+				e2b_progress(o, status, e2b_jstr(le, "message"));
 			offset += n;
 			if (!n && (strcmp(last, status) || e2b_jstr(r.json, "message")))
-				progress(o, status, e2b_jstr(r.json, "message"));
+				e2b_progress(o, status, e2b_jstr(r.json, "message"));
 		}
 		snprintf(last, sizeof(last), "%s", status);
 		if (!strcmp(status, "ready")) {
@@ -1164,102 +1097,6 @@ static int follow_build(struct e2b *e, const struct hangar_template_build_opts *
 	}
 }
 
-static int build_cube(struct e2b *e, const struct hangar_template_build_opts *o, hangar_buf *out)
-{
-	cJSON *body = cJSON_CreateObject(), *ports;
-	struct e2b_resp r;
-	const char *tid, *job;
-	int rc;
-
-	if (!body)
-		return oom();
-	cJSON_AddStringToObject(body, "image", o->image);
-	cJSON_AddStringToObject(body, "name", o->name);
-	if (o->cpu_millis)
-		cJSON_AddNumberToObject(body, "cpu", o->cpu_millis);
-	if (o->memory_mb)
-		cJSON_AddNumberToObject(body, "memory", o->memory_mb);
-	ports = cJSON_AddArrayToObject(body, "exposedPorts");
-	if (ports)
-		cJSON_AddItemToArray(ports, cJSON_CreateNumber(ENVD_PORT));
-	cJSON_AddNumberToObject(body, "probePort", ENVD_PORT);
-	cJSON_AddStringToObject(body, "probePath", "/health");
-	if (o->disk_mb) {
-		char size[32];
-
-		if (o->disk_mb % 1024 == 0)
-			snprintf(size, sizeof(size), "%uG", o->disk_mb / 1024);
-		else
-			snprintf(size, sizeof(size), "%uM", o->disk_mb);
-		cJSON_AddStringToObject(body, "writableLayerSize", size);
-	}
-	rc = e2b_call(&e->api, "POST", "/templates", body, 1, E2B_ROUTE_OTHER, "template build", &r);
-	cJSON_Delete(body);
-	if (rc) {
-		e2b_resp_free(&r);
-		return rc;
-	}
-	tid = e2b_jstr(r.json, "templateID");
-	job = e2b_jstr(r.json, "jobID");
-	if (!tid || !job || !e2b_valid_id(tid) || !e2b_valid_id(job)) {
-		e2b_resp_free(&r);
-		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or job id");
-	}
-	progress(o, "waiting", "build started");
-	rc = follow_build(e, o, tid, job);
-	if (rc == 0)
-		rc = put_buf(out, tid);
-	e2b_resp_free(&r);
-	return rc;
-}
-
-static int build_e2b(struct e2b *e, const struct hangar_template_build_opts *o, hangar_buf *out)
-{
-	cJSON *body = cJSON_CreateObject();
-	struct e2b_resp r, s;
-	const char *tid, *bid;
-	char path[256];
-	int rc;
-
-	if (!body)
-		return oom();
-	cJSON_AddStringToObject(body, "name", o->name);
-	if (o->cpu_millis)
-		cJSON_AddNumberToObject(body, "cpuCount", (o->cpu_millis + 999) / 1000);
-	if (o->memory_mb)
-		cJSON_AddNumberToObject(body, "memoryMB", o->memory_mb);
-	rc = e2b_call(&e->api, "POST", "/v3/templates", body, 1, E2B_ROUTE_OTHER, "template build", &r);
-	cJSON_Delete(body);
-	if (rc) {
-		e2b_resp_free(&r);
-		return rc;
-	}
-	tid = e2b_jstr(r.json, "templateID");
-	bid = e2b_jstr(r.json, "buildID");
-	if (!tid || !bid || !e2b_valid_id(tid) || !e2b_valid_id(bid)) {
-		e2b_resp_free(&r);
-		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the build answer has no valid template or build id");
-	}
-	body = cJSON_CreateObject();
-	if (!body) {
-		e2b_resp_free(&r);
-		return oom();
-	}
-	cJSON_AddStringToObject(body, "fromImage", o->image);
-	snprintf(path, sizeof(path), "/v2/templates/%s/builds/%s", tid, bid);
-	rc = e2b_call(&e->api, "POST", path, body, 0, E2B_ROUTE_OTHER, "template build start", &s);
-	cJSON_Delete(body);
-	e2b_resp_free(&s);
-	if (rc == 0) {
-		progress(o, "waiting", "build started");
-		rc = follow_build(e, o, tid, bid);
-	}
-	if (rc == 0)
-		rc = put_buf(out, tid);
-	e2b_resp_free(&r);
-	return rc;
-}
-
 int e2b_template_build(void *state, const struct hangar_template_build_opts *opts, hangar_buf *out_template_id)
 {
 	struct e2b *e = state;
@@ -1267,7 +1104,7 @@ int e2b_template_build(void *state, const struct hangar_template_build_opts *opt
 	if (!opts->name || !*opts->name || strlen(opts->name) > 128 || strpbrk(opts->name, " \t\r\n/\\\"") ||
 	    !opts->image || !*opts->image || strpbrk(opts->image, " \t\r\n\""))
 		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a template build needs a name and an image");
-	return e->fl->cube ? build_cube(e, opts, out_template_id) : build_e2b(e, opts, out_template_id);
+	return e->fl->template_build(e, opts, out_template_id);
 }
 
 int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *info, void *payload), void *payload)
@@ -1278,17 +1115,14 @@ int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *
 	int rc = 0;
 
 	if (!all)
-		return oom();
+		return e2b_oom();
 	/* Everything first, so that a failure reports nothing. */
 	for (int page = 0; page < LIST_MAX_PAGES; page++) {
 		struct e2b_resp r;
 
-		if (e->fl->cube)
-			snprintf(path, sizeof(path), "/templates");
-		else if (*token && e2b_escape(esc, sizeof(esc), token) == 0)
-			snprintf(path, sizeof(path), "/v2/templates?limit=%d&nextToken=%s", LIST_PAGE, esc);
-		else
-			snprintf(path, sizeof(path), "/v2/templates?limit=%d", LIST_PAGE);
+		if (!*token || e2b_escape(esc, sizeof(esc), token) < 0)
+			esc[0] = '\0';
+		e->fl->template_list_path(path, sizeof(path), esc);
 		rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_OTHER, "template list", &r);
 		if (rc == 0 && !cJSON_IsArray(r.json))
 			rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the template list is not an array");
@@ -1299,7 +1133,7 @@ int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *
 
 			cJSON_AddItemToArray(all, t);
 		}
-		snprintf(token, sizeof(token), "%s", rc == 0 && !e->fl->cube ? r.next_token : "");
+		snprintf(token, sizeof(token), "%s", rc == 0 && e->fl->pages ? r.next_token : "");
 		e2b_resp_free(&r);
 		if (rc || !*token)
 			break;
@@ -1340,7 +1174,7 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 		timeout_sec = E2B_MAX_TIMEOUT;
 	body = cJSON_CreateObject();
 	if (!body)
-		return oom();
+		return e2b_oom();
 	cJSON_AddNumberToObject(body, "timeout", (double)timeout_sec);
 	cJSON_AddNumberToObject(body, "count", count);
 	snprintf(path, sizeof(path), "/sandboxes/%s/fork", id);
@@ -1400,10 +1234,9 @@ int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandb
 
 	if (!e2b_valid_id(id))
 		return bad_id(id);
-	if (e->fl->cube)
-		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"e2b: the cube flavour keeps no metrics: CubeAPI has no "
-					"GET /sandboxes/{id}/metrics route");
+	if (e->fl->no_metrics)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "e2b: the %s flavour keeps no metrics: %s",
+					e->fl->name, e->fl->no_metrics);
 	snprintf(path, sizeof(path), "/sandboxes/%s/metrics", id);
 	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "metrics", &r);
 	if (rc == 0 && !cJSON_IsArray(r.json))
@@ -1413,7 +1246,7 @@ int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandb
 		skip = cJSON_GetArraySize(r.json) - METRICS_MAX;
 		v = calloc(METRICS_MAX, sizeof(*v));
 		if (!v)
-			rc = oom();
+			rc = e2b_oom();
 		for (const cJSON *x = r.json->child; rc == 0 && x; x = x->next) {
 			if (skip-- > 0)
 				continue;
@@ -1464,7 +1297,7 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 	if (rc == 0 && !cJSON_IsArray(logs))
 		rc = hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the logs answer has no list of entries");
 	if (rc == 0 && !(v = calloc(LOGS_MAX, sizeof(*v))))
-		rc = oom();
+		rc = e2b_oom();
 	for (const cJSON *x = rc == 0 ? logs->child : NULL; x && n < LOGS_MAX; x = x->next) {
 		struct log_line *l = &v[n];
 		int d = e2b_decode_log(x, &l->entry, LOG_MESSAGE_MAX);
@@ -1475,7 +1308,7 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 			break;
 		}
 		if (d < 0) {
-			rc = oom();
+			rc = e2b_oom();
 			break;
 		}
 	}

@@ -2,7 +2,8 @@
  * The e2b provider on self-hosted E2B (infra, Embed): HANGAR_E2B_API_URL or
  * api.<domain>, the v2 create and connect routes, an envd access token on
  * every sandbox, pause with or without memory, snapshots, metrics, logs,
- * templates built from an image.
+ * templates built from an image; the routes and bodies of E2B's own
+ * control API (infra.c).
  *
  * No fork (HANGAR_CAP_FORK off), although E2B's API has one: a self-hosted
  * cluster runs whichever infra release it deployed, and the fake control
@@ -18,6 +19,13 @@ const struct e2b_flavour e2b_flavour_selfhosted = {
 	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_SNAPSHOT |
 			HANGAR_CAP_KERNEL_ISOLATION | HANGAR_CAP_FS_PAUSE | HANGAR_CAP_TEMPLATES,
 	.need_key = 1,
-	.fs_pause = 1,
-	.create_path = "/v2/sandboxes",
+	.sandboxes_path = "/v2/sandboxes",
+	.no_limit_timeout = E2B_MAX_TIMEOUT, /* E2B has no "no limit": the longest we allow */
+	.pages = 1,
+	.resolve_template = e2b_infra_resolve_template,
+	.connect_body = e2b_infra_connect_body,
+	.pause_body = e2b_infra_pause_body,
+	.template_build = e2b_infra_template_build,
+	.build_status_path = e2b_infra_build_status_path,
+	.template_list_path = e2b_infra_template_list_path,
 };
