@@ -29,11 +29,15 @@ struct token {
 	char name[65];
 	unsigned scopes;
 	unsigned char hash[HASH_BYTES];
+	/* The request-rate bucket (HANGARD_TOKEN_RATE): credit and its time. */
+	double credit;
+	int64_t credit_at_us;
 };
 
 struct tokens {
 	struct token *v;
 	size_t n;
+	pthread_mutex_t rate_lock;
 };
 
 static void hash_token(unsigned char out[HASH_BYTES], const char *tok, size_t len)
@@ -87,6 +91,7 @@ struct tokens *tokens_load(const char *path)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		goto fail;
+	pthread_mutex_init(&t->rate_lock, NULL);
 	while (fgets(line, sizeof(line), f)) {
 		char name[128], scopes[128], hash[128], extra[2];
 		size_t hl;
@@ -149,6 +154,7 @@ void tokens_free(struct tokens *t)
 		return;
 	sodium_memzero(t->v, t->n * sizeof(*t->v));
 	free(t->v);
+	pthread_mutex_destroy(&t->rate_lock);
 	free(t);
 }
 
@@ -172,6 +178,31 @@ const struct token *tokens_find(const struct tokens *t, const char *presented)
 	}
 	sodium_memzero(h, sizeof(h));
 	return found;
+}
+
+int tokens_admit(struct tokens *t, const struct token *tok, double rate, double burst, unsigned *retry_s)
+{
+	struct token *e = &t->v[tok - t->v];
+	int64_t now = now_us();
+	int ok;
+
+	if (rate <= 0)
+		return 1;
+	pthread_mutex_lock(&t->rate_lock);
+	if (e->credit_at_us == 0)
+		e->credit = burst;
+	else
+		e->credit += (double)(now - e->credit_at_us) / 1e6 * rate;
+	if (e->credit > burst)
+		e->credit = burst;
+	e->credit_at_us = now;
+	ok = e->credit >= 1;
+	if (ok)
+		e->credit -= 1;
+	else
+		*retry_s = (unsigned)((1 - e->credit) / rate) + 1;
+	pthread_mutex_unlock(&t->rate_lock);
+	return ok;
 }
 
 const char *token_name(const struct token *tok)

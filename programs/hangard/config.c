@@ -38,6 +38,9 @@ static const struct key {
 	{ "HANGARD_QUEUE", K_UINT, F(queue), 1, 1000000, "1024" },
 	{ "HANGARD_SHUTDOWN_SECONDS", K_UINT, F(shutdown_s), 0, 3600, "10" },
 	{ "HANGARD_EVENT_QUEUE_BYTES", K_SIZE, F(event_queue_bytes), 1024, 1u << 30, "262144" },
+	{ "HANGARD_EVENT_HEARTBEAT_SECONDS", K_UINT, F(event_heartbeat_s), 1, 3600, "15" },
+	{ "HANGARD_TOKEN_RATE", K_UINT, F(token_rate), 0, 1000000, "0" },
+	{ "HANGARD_TOKEN_BURST", K_UINT, F(token_burst), 1, 1000000, "100" },
 #undef F
 };
 

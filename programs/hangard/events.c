@@ -4,9 +4,11 @@
  * (HANGARD_EVENT_QUEUE_BYTES); one that falls that far behind is dropped,
  * its stream ended, and everyone else goes on.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hangard.h"
 
@@ -15,26 +17,15 @@ static struct stream **subs;
 static size_t n_subs;
 static int closed;
 static struct server *srv_;
+static pthread_cond_t beat_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t beat_thread;
+static int beating;
 
-void events_init(struct server *srv)
+/* Writes msg to every subscriber; drops those that fell behind or left.
+ * With subs_lock held. */
+static void broadcast(const char *msg, size_t len)
 {
-	srv_ = srv;
-}
-
-void events_on_event(const char *name, const char *json, void *payload)
-{
-	size_t len = strlen(name) + strlen(json) + 32;
-	char *msg = malloc(len);
 	size_t keep = 0;
-	(void)payload;
-
-	if (strcmp(name, "sandbox.tier_fallback") == 0)
-		metrics_count_fallback();
-	if (!msg)
-		return;
-	/* The library's JSON is one line, so one data: field carries it. */
-	len = (size_t)snprintf(msg, len, "event: %s\ndata: %s\n\n", name, json);
-	pthread_mutex_lock(&subs_lock);
 	for (size_t i = 0; i < n_subs; i++) {
 		if (stream_write(subs[i], msg, len) < 0) {
 			stream_close(subs[i]);
@@ -44,6 +35,46 @@ void events_on_event(const char *name, const char *json, void *payload)
 		subs[keep++] = subs[i];
 	}
 	n_subs = keep;
+}
+
+/* A comment line now and then: a subscriber that went away is only noticed
+ * when something is written to it, since a parked connection is not polled. */
+static void *heartbeat(void *arg)
+{
+	static const char beat[] = ": keepalive\n\n";
+	(void)arg;
+	pthread_mutex_lock(&subs_lock);
+	while (!closed) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += srv_->cfg->event_heartbeat_s;
+		if (pthread_cond_timedwait(&beat_cond, &subs_lock, &ts) == ETIMEDOUT && !closed)
+			broadcast(beat, sizeof(beat) - 1);
+	}
+	pthread_mutex_unlock(&subs_lock);
+	return NULL;
+}
+
+void events_init(struct server *srv)
+{
+	srv_ = srv;
+	beating = pthread_create(&beat_thread, NULL, heartbeat, NULL) == 0;
+}
+
+void events_on_event(const char *name, const char *json, void *payload)
+{
+	size_t len = strlen(name) + strlen(json) + 32;
+	char *msg = malloc(len);
+	(void)payload;
+
+	if (strcmp(name, "sandbox.tier_fallback") == 0)
+		metrics_count_fallback();
+	if (!msg)
+		return;
+	/* The library's JSON is one line, so one data: field carries it. */
+	len = (size_t)snprintf(msg, len, "event: %s\ndata: %s\n\n", name, json);
+	pthread_mutex_lock(&subs_lock);
+	broadcast(msg, len);
 	pthread_mutex_unlock(&subs_lock);
 	free(msg);
 }
@@ -59,7 +90,12 @@ void events_close_all(void)
 	free(subs);
 	subs = NULL;
 	n_subs = 0;
+	pthread_cond_broadcast(&beat_cond);
 	pthread_mutex_unlock(&subs_lock);
+	if (beating) {
+		pthread_join(beat_thread, NULL);
+		beating = 0;
+	}
 }
 
 void h_events(struct request *r)

@@ -39,6 +39,9 @@ struct hangard_config {
 	unsigned queue;
 	unsigned shutdown_s;
 	size_t event_queue_bytes;
+	unsigned event_heartbeat_s;
+	unsigned token_rate;
+	unsigned token_burst;
 };
 
 /** One NAME=VALUE the configuration holds, in the order it applies. */
@@ -73,6 +76,9 @@ void tokens_free(struct tokens *t);
  * the token and over every entry. */
 const struct token *tokens_find(const struct tokens *t, const char *presented);
 const char *token_name(const struct token *tok);
+/* Takes one request from the token's bucket (rate per second, up to burst);
+ * 0 with *retry_s set when it is empty. rate 0: always 1. */
+int tokens_admit(struct tokens *t, const struct token *tok, double rate, double burst, unsigned *retry_s);
 int token_allows(const struct token *tok, unsigned scope);
 /* The `hash-token` subcommand. */
 int tokens_hash_main(int argc, char **argv);

@@ -402,6 +402,16 @@ static int authenticate(struct request *r, const struct route *rt)
 			    rt->scope == SCOPE_WRITE ? "write" : rt->scope == SCOPE_ADMIN ? "admin" : "read");
 		return -1;
 	}
+	unsigned retry = 0;
+	const struct hangard_config *cfg = hangard->cfg;
+	if (!tokens_admit(hangard->tokens, r->tok, cfg->token_rate, cfg->token_burst, &retry)) {
+		char secs[16];
+		snprintf(secs, sizeof(secs), "%u", retry);
+		reply_error(r, 429, "rate_limited", HANGAR_ECAPACITY, "over %u requests a second for this token",
+			    cfg->token_rate);
+		MHD_add_response_header(r->resp, "Retry-After", secs);
+		return -1;
+	}
 	return 0;
 }
 

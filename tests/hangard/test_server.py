@@ -341,3 +341,63 @@ def test_sigterm_ends_event_streams_and_bounds_the_wait(make_server):
     sub.close()
     s2 = make_server(state_dir=s.state_dir).start()
     s2.ok("DELETE", f"/v1/sandboxes/{sid}", status=204)
+
+
+# ---- per-token rate, event streams that stall -----------------------------------
+
+def test_per_token_request_rate(make_server):
+    s = make_server(args=["-token-rate", "1", "-token-burst", "3"]).start()
+    statuses = [s.request("GET", "/v1/tiers", token=READER) for _ in range(8)]
+    assert [r.status for r in statuses[:3]] == [200, 200, 200]
+    limited = [r for r in statuses if r.status == 429]
+    assert limited, statuses
+    assert limited[0].json()["error"]["kind"] == "rate_limited"
+    assert int(limited[0].header("Retry-After")) >= 1
+    # Each token has its own bucket; /livez needs none and is never limited.
+    assert s.request("GET", "/v1/tiers", token=WRITER).status == 200
+    assert all(s.request("GET", "/livez", token=None).status == 200 for _ in range(5))
+
+
+def subscribers(server):
+    text = server.ok("GET", "/metrics", token=ADMIN).body.decode()
+    return int(float(next(l.split()[1] for l in text.splitlines() if l.startswith("hangard_event_subscribers "))))
+
+
+def test_event_heartbeats_find_subscribers_that_left(make_server):
+    s = make_server(args=["-event-heartbeat-seconds", "1"]).start()
+    sub = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    sub.sendall(f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {READER}\r\n\r\n".encode())
+    got = b""
+    while b": keepalive" not in got:
+        d = sub.recv(4096)
+        assert d, got
+        got += d
+    assert subscribers(s) == 1
+    sub.close()
+    wait_for("the closed subscriber to be dropped", lambda: subscribers(s) == 0)
+
+
+def test_a_stream_reader_that_stalls_is_dropped_and_its_command_stopped(make_server):
+    s = make_server().start()
+    sid = s.ok("POST", "/v1/sandboxes", {}, status=201).json()["id"]
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        body = json.dumps({"command": "head -c 300000000 /dev/zero; echo done", "output_limit": 1000,
+                           "timeout": 120})
+        sock.sendall(f"POST /v1/sandboxes/{sid}/exec/stream HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: Bearer {WRITER}\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+        # Not reading: the stream's bound is hit long before 300 MB, the
+        # request ends on the server, and the command is cancelled.
+        def ended():
+            return any(l.get("msg") == "request" and l.get("route") == "/v1/sandboxes/{id}/exec/stream"
+                       for l in s.log_lines())
+        wait_for("the stalled stream to be dropped", ended, timeout=120)
+        data = closed_without_answer(sock, timeout=60)
+        sock.close()
+        assert b'"type":"exit"' not in data
+        # hangard serves on, and the sandbox is not busy with the command.
+        ps = s.ok("POST", f"/v1/sandboxes/{sid}/exec", {"command": "ps -eo args"}).json()["stdout"]
+        assert "head -c 300000000" not in ps
+    finally:
+        s.request("DELETE", f"/v1/sandboxes/{sid}")
