@@ -1,0 +1,302 @@
+/*
+ * hangard-bench: what the HTTP layer costs. The same two calls, a sandbox's
+ * state (GET /v1/sandboxes/{id} against hangar_sandbox_get_info()) and an
+ * exec of `true` (POST .../exec against hangar_sandbox_exec()), through a
+ * real hangard on loopback and straight through libhangar, with 1, 10 and
+ * 100 concurrent clients; then hangard's resident memory idle and at its
+ * peak under that load. The loader is here: one thread per client, each on
+ * one keep-alive connection, timing every request.
+ *
+ * usage: hangard-bench HANGARD [SECONDS_PER_RUN]
+ *   needs HANGAR_ENVD_PATH and HANGAR_JAIL_PATH (meson sets them) and what
+ *   the local provider needs (root, bubblewrap). Prints figures, asserts none.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hangar/hangar.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "stats.h"
+
+#define TOKEN "bench-token-0123456789abcdef0123456789abcdef"
+
+static unsigned port;
+static char sandbox_id[128];
+static hangar_ctx *ctx;
+static double run_seconds = 3;
+
+enum call { CALL_STATUS, CALL_EXEC };
+
+struct client {
+	pthread_t tid;
+	enum call call;
+	int via_http;
+	double *lat;
+	size_t n, cap;
+	int errors;
+	double end_ms;
+};
+
+static int connect_hangard(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+/* One request on a keep-alive connection; returns the status or -1. */
+static int http_call(int fd, const char *req, size_t len)
+{
+	char buf[65536];
+	size_t have = 0;
+	long body = -1;
+	char *hdr_end = NULL;
+	int status;
+
+	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return -1;
+	for (;;) {
+		ssize_t r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+		if (r <= 0)
+			return -1;
+		have += (size_t)r;
+		buf[have] = '\0';
+		if (!hdr_end && (hdr_end = strstr(buf, "\r\n\r\n")) != NULL) {
+			char *cl = strcasestr(buf, "\r\nContent-Length:");
+			if (!cl || cl > hdr_end)
+				return -1;
+			body = strtol(cl + 17, NULL, 10);
+		}
+		if (hdr_end && (long)(have - (size_t)(hdr_end + 4 - buf)) >= body)
+			break;
+		if (have >= sizeof(buf) - 1)
+			return -1;
+	}
+	if (sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+		return -1;
+	return status;
+}
+
+static void *client_main(void *arg)
+{
+	struct client *c = arg;
+	char req[1024];
+	size_t len = 0;
+	int fd = -1;
+	hangar_sandbox *sb = NULL;
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+
+	if (c->via_http) {
+		static const char body[] = "{\"command\":\"true\"}";
+		if (c->call == CALL_STATUS)
+			len = (size_t)snprintf(req, sizeof(req),
+					       "GET /v1/sandboxes/%s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " TOKEN
+					       "\r\n\r\n", sandbox_id);
+		else
+			len = (size_t)snprintf(req, sizeof(req),
+					       "POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " TOKEN
+					       "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+					       sandbox_id, sizeof(body) - 1, body);
+		fd = connect_hangard();
+		if (fd < 0) {
+			c->errors++;
+			return NULL;
+		}
+	} else if (hangar_sandbox_attach(&sb, ctx, NULL, sandbox_id) < 0) {
+		c->errors++;
+		return NULL;
+	}
+	while (now_ms() < c->end_ms) {
+		double t0 = now_ms();
+		int ok;
+		if (c->via_http)
+			ok = http_call(fd, req, len) == 200;
+		else if (c->call == CALL_STATUS)
+			ok = hangar_sandbox_get_info(&info, sb) == 0;
+		else {
+			ok = hangar_sandbox_exec(&res, sb, "true", NULL) == 0 && res.exit_code == 0;
+			hangar_exec_result_dispose(&res);
+		}
+		if (!ok) {
+			c->errors++;
+			if (c->via_http) {
+				close(fd);
+				fd = connect_hangard();
+				if (fd < 0)
+					break;
+			}
+			continue;
+		}
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 1024;
+			double *nl = realloc(c->lat, cap * sizeof(*nl));
+			if (!nl)
+				break;
+			c->lat = nl;
+			c->cap = cap;
+		}
+		c->lat[c->n++] = now_ms() - t0;
+	}
+	if (fd >= 0)
+		close(fd);
+	hangar_sandbox_unref(sb);
+	return NULL;
+}
+
+static void run(const char *label, enum call call, int via_http, int clients)
+{
+	struct client *cs = calloc((size_t)clients, sizeof(*cs));
+	double start = now_ms(), *all = NULL;
+	size_t total = 0;
+	int errors = 0;
+	struct stats st;
+
+	if (!cs)
+		return;
+	for (int i = 0; i < clients; i++) {
+		cs[i].call = call;
+		cs[i].via_http = via_http;
+		cs[i].end_ms = start + run_seconds * 1000;
+		pthread_create(&cs[i].tid, NULL, client_main, &cs[i]);
+	}
+	for (int i = 0; i < clients; i++) {
+		pthread_join(cs[i].tid, NULL);
+		total += cs[i].n;
+		errors += cs[i].errors;
+	}
+	double secs = (now_ms() - start) / 1000;
+	all = malloc((total ? total : 1) * sizeof(*all));
+	size_t k = 0;
+	for (int i = 0; i < clients; i++) {
+		if (all)
+			memcpy(all + k, cs[i].lat, cs[i].n * sizeof(*all));
+		k += cs[i].n;
+		free(cs[i].lat);
+	}
+	if (all && total) {
+		stats_of(all, total, &st);
+		printf("%-28s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  n=%zu errors=%d\n", label, clients,
+		       (double)total / secs, st.p50, st.p99, total, errors);
+	} else {
+		printf("%-28s c=%-3d no successful calls, errors=%d\n", label, clients, errors);
+	}
+	fflush(stdout);
+	free(all);
+	free(cs);
+}
+
+static long rss_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtol(line + strlen(field), NULL, 10);
+	fclose(f);
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/hangard-bench-XXXXXX", path[512], line[256], rfd_s[16];
+	int pipefd[2];
+	pid_t pid;
+	hangar_sandbox *sb = NULL;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: hangard-bench HANGARD [SECONDS_PER_RUN]\n");
+		return 2;
+	}
+	if (argc > 2)
+		run_seconds = atof(argv[2]);
+	if (geteuid() != 0) {
+		printf("hangard-bench: the local provider's jails need root here; skipped\n");
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(path, sizeof(path), "%s/state", dir);
+	setenv("HANGAR_STATE_DIR", path, 1);
+	setenv("HANGARD_TMPDIR", dir, 1);
+	setenv("HANGARD_MAX_CONNECTIONS", "2048", 1);
+
+	/* The tokens file, through hangard's own hash-token. */
+	snprintf(path, sizeof(path), "printf %%s '%s' | '%s' hash-token bench read,write > '%s/tokens'", TOKEN,
+		 argv[1], dir);
+	if (system(path) != 0)
+		return 1;
+	snprintf(path, sizeof(path), "%s/tokens", dir);
+	if (pipe2(pipefd, 0) < 0)
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		close(pipefd[0]);
+		dup2(devnull, 2); /* one log line per request: not what is measured here */
+		snprintf(rfd_s, sizeof(rfd_s), "%d", pipefd[1]);
+		execl(argv[1], argv[1], "-tokens", path, "-port", "0", "-ready-fd", rfd_s, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	FILE *rf = fdopen(pipefd[0], "r");
+	if (!rf || !fgets(line, sizeof(line), rf) || sscanf(line, "ready %u", &port) != 1) {
+		fprintf(stderr, "hangard-bench: hangard did not start\n");
+		return 1;
+	}
+	fclose(rf);
+
+	if (hangar_ctx_new(&ctx, 0) < 0 || hangar_sandbox_create(&sb, ctx, NULL) < 0) {
+		fprintf(stderr, "hangard-bench: %s\n", hangar_error_last()->message);
+		kill(pid, SIGTERM);
+		return 1;
+	}
+	snprintf(sandbox_id, sizeof(sandbox_id), "%s", hangar_sandbox_id(sb));
+	printf("hangard-bench: %.1f s per run, sandbox %s (local provider)\n", run_seconds, sandbox_id);
+	printf("hangard RSS idle: %ld KiB\n", rss_kib(pid, "VmRSS:"));
+
+	static const int conc[] = { 1, 10, 100 };
+	for (size_t i = 0; i < sizeof(conc) / sizeof(conc[0]); i++) {
+		run("status via hangard", CALL_STATUS, 1, conc[i]);
+		run("status via libhangar", CALL_STATUS, 0, conc[i]);
+	}
+	for (size_t i = 0; i < sizeof(conc) / sizeof(conc[0]); i++) {
+		run("exec true via hangard", CALL_EXEC, 1, conc[i]);
+		run("exec true via libhangar", CALL_EXEC, 0, conc[i]);
+	}
+	printf("hangard RSS after load: %ld KiB, peak %ld KiB\n", rss_kib(pid, "VmRSS:"), rss_kib(pid, "VmHWM:"));
+
+	/* hangard first (SIGTERM: a clean stop), then the sandbox, then the files. */
+	kill(pid, SIGTERM);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	printf("hangard exited %d after SIGTERM\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	int killed = hangar_sandbox_kill(sb);
+	sb = hangar_sandbox_unref(sb);
+	ctx = hangar_ctx_unref(ctx);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	return system(path) == 0 && killed == 0 ? 0 : 1;
+}
