@@ -608,6 +608,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_mutex_unlock(&pool_lock);
 }
 
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
