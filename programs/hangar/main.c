@@ -103,6 +103,49 @@ static const struct command environment_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command checkpoint_commands[] = {
+	{ "create", cmd_checkpoint_create, NULL,
+	  "checkpoint create ID [--workspace DIR] [--all] [--session S] [--parent C] [--label K=V]... [--blob FILE]",
+	  "capture a sandbox's workspace into a sealed checkpoint and print its id",
+	  "  -w, --workspace DIR  the directory kept (default: HANGAR_WORKSPACE)\n"
+	  "  -a, --all           keep the whole tree, even in a git repository (default:\n"
+	  "                      .git, tracked and untracked files, not ignored paths)\n"
+	  "  -s, --session S     the session the checkpoint belongs to\n"
+	  "  -P, --parent C      the checkpoint this one follows\n"
+	  "  -l, --label K=V     a label; repeatable\n"
+	  "  -b, --blob FILE     bytes to keep with it, sealed (- reads standard input)\n"
+	  "  -u, --user U        capture as this user in the sandbox\n"
+	  "  -t, --timeout S     give up after S seconds (default:\n"
+	  "                      HANGAR_CHECKPOINT_TIMEOUT_SECONDS)\n"
+	  "  -N, --no-native     use the sandbox's own tools, not hangar-envd's endpoint\n"
+	  "  -j, --json          print the checkpoint's details as JSON\n"
+	  "Shows progress on a terminal; a stop signal cancels and stores nothing.\n" },
+	{ "list", cmd_checkpoint_list, NULL, "checkpoint list [--session S] [--json]",
+	  "list checkpoints, oldest first: ID, SESSION, CREATED, STORED, FILES",
+	  "  -s, --session S     only this session's checkpoints\n"
+	  "  -j, --json          a JSON array of objects instead of a table\n" },
+	{ "info", cmd_checkpoint_info, NULL, "checkpoint info C [--json]",
+	  "show a checkpoint's session, parent, sizes, labels and store",
+	  "  -j, --json          one JSON object instead of text\n" },
+	{ "restore", cmd_checkpoint_restore, NULL,
+	  "checkpoint restore C ID [--workspace DIR] [--merge] [--user U] [--timeout S]",
+	  "restore checkpoint C into sandbox ID",
+	  "  -w, --workspace DIR  where to restore (default: where it was captured)\n"
+	  "  -m, --merge         add to the workspace instead of replacing its contents\n"
+	  "  -u, --user U        write as this user in the sandbox\n"
+	  "  -t, --timeout S     give up after S seconds\n"
+	  "  -N, --no-native     use the sandbox's own tools, not hangar-envd's endpoint\n"
+	  "The checkpoint is verified whole before anything in the workspace changes.\n" },
+	{ "export", cmd_checkpoint_export, NULL, "checkpoint export C FILE [--timeout S]",
+	  "write checkpoint C as a plain tar.zst to a local FILE",
+	  "The file appears only once the checkpoint has been verified whole.\n" },
+	{ "blob", cmd_checkpoint_blob, NULL, "checkpoint blob C",
+	  "write the bytes kept with checkpoint C to standard output", NULL },
+	{ "delete", cmd_checkpoint_delete, NULL, "checkpoint delete C",
+	  "delete checkpoint C from the store and the index", NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command config_commands[] = {
 	{ "check", cmd_config_check, NULL, "config check",
 	  "print every setting and check that the default provider can be set up",
@@ -159,6 +202,7 @@ static const struct command commands[] = {
 	  "hangar exits with the command's status (124: timed out, 137: killed).\n"
 	  "The sandbox is killed on every way out, also on SIGINT and SIGTERM.\n" },
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
+	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
 	{ "tier", NULL, tier_commands, "tier SUBCOMMAND", "inspect the tiers", NULL },
