@@ -491,7 +491,7 @@ static int wait_for(struct watch *w, const char *s)
 	int found;
 
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 10;
+	until.tv_sec += 30;     /* a login shell on a loaded machine can take seconds to start */
 	pthread_mutex_lock(&w->mu);
 	while (!(found = strstr(w->buf, s) != NULL))
 		if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)

@@ -397,20 +397,25 @@ class CloudTests(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "the expired sandbox is still listed")
             time.sleep(0.02)  # polling a condition, bounded by the deadline above
 
+    def assert_ticks(self, data):
+        self.assertIsNotNone(data, "no output")
+        self.assertTrue(data.endswith(b"\n") and set(data.split(b"\n")[:-1]) == {b"tick"}, data)
+
     def test_pause_stops_processes_and_resume_continues(self):
         sb = self.create()
         sid = sb["sandboxID"]
         stream = Stream(self.fake, sid, "while :; do echo tick; sleep 0.05; done",
                         {"X-Access-Token": sb["envdAccessToken"]})
         try:
-            self.assertEqual(stream.stdout(10), b"tick\n")
+            # Output may arrive in one piece or several on a loaded machine: only ticks, at least one.
+            self.assert_ticks(stream.stdout(10))
             self.assertEqual(self.fake.json("POST", f"/sandboxes/{sid}/pause", {})[0], 204)
             while stream.stdout(0.5) is not None:  # what was in flight
                 pass
             self.assertIsNone(stream.stdout(1.0), "a paused sandbox kept printing")
             status, resumed, _ = self.fake.json("POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 60})
             self.assertEqual(status, 201)
-            self.assertEqual(stream.stdout(10), b"tick\n")
+            self.assert_ticks(stream.stdout(10))
         finally:
             stream.close()
             self.fake.json("DELETE", f"/sandboxes/{sid}")
