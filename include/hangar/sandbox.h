@@ -535,9 +535,12 @@ typedef struct hangar_sandbox_metric {
 	uint64_t mem_total_bytes;
 	uint64_t disk_used_bytes;
 	uint64_t disk_total_bytes;
+	/* Version 2: check size before reading. */
+	uint32_t pids_used;         /**< processes and threads in the sandbox; 0: unknown */
+	uint32_t pids_max;          /**< the most it may have; 0: unknown or unlimited */
 } hangar_sandbox_metric;
 
-#define HANGAR_SANDBOX_METRIC_VERSION 1
+#define HANGAR_SANDBOX_METRIC_VERSION 2
 
 /** Called per sample; return non-zero to stop. */
 typedef int (*hangar_sandbox_metric_fn)(const hangar_sandbox_metric *metric, void *payload);

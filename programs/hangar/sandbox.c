@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,8 @@ static void print_usage(hangar_sandbox *sb)
 	if (m.mem_total_bytes)
 		printf("memory:    %llu of %llu MiB\n", (unsigned long long)(m.mem_used_bytes >> 20),
 		       (unsigned long long)(m.mem_total_bytes >> 20));
+	if (m.size >= offsetof(hangar_sandbox_metric, pids_max) + sizeof(m.pids_max) && m.pids_max)
+		printf("processes: %u of %u\n", (unsigned)m.pids_used, (unsigned)m.pids_max);
 	if (m.disk_total_bytes)
 		printf("disk:      %llu of %llu MiB\n", (unsigned long long)(m.disk_used_bytes >> 20),
 		       (unsigned long long)(m.disk_total_bytes >> 20));

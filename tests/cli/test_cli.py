@@ -317,7 +317,7 @@ def test_sandbox_port_exposes_a_server(hangar, sandbox):
     assert r.returncode == 1 and b"gone" in r.stderr
 
 
-def test_sandbox_exec_reports_the_oom_killer(hangar):
+def test_sandbox_exec_reports_the_oom_killer_and_info_the_limits(hangar):
     if os.geteuid() != 0:
         pytest.skip("memory limits need a root caller")
     sid = hangar.ok("sandbox", "create", env={"HANGAR_LOCAL_MEMORY_MB": "64"}).stdout.decode().strip()
@@ -328,6 +328,9 @@ def test_sandbox_exec_reports_the_oom_killer(hangar):
         r = hangar("sandbox", "exec", sid, "--", "kill -9 $$")
         assert r.returncode == 137
         assert b"memory limit" not in r.stderr
+        info = hangar.ok("sandbox", "info", sid).stdout.decode().splitlines()
+        assert any(re.fullmatch(r"memory: +\d+ of 64 MiB", line) for line in info), info
+        assert any(re.fullmatch(r"processes: [1-9]\d* of 512", line) for line in info), info
     finally:
         hangar("sandbox", "kill", sid)
 

@@ -724,11 +724,15 @@ START_TEST(process_limit)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *sb;
+	hangar_sandbox_metric m;
 	struct logs l;
 
 	if (geteuid() != 0)
 		return; /* cgroups need root (or a delegated cgroup v2) */
 	sb = create_limited(&ctx, "HANGAR_LOCAL_PIDS", "32");
+	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
+	ck_assert_uint_eq(m.pids_max, 32);
+	ck_assert_msg(m.pids_used >= 1 && m.pids_used < 32, "pids used %u", (unsigned)m.pids_used);
 	read_logs(sb, &l);
 	ck_assert_msg(!strstr(l.text, "process limit"), "logs before: %s", l.text);
 	/* A fork bomb in miniature: 64 children that wait. */

@@ -1,12 +1,13 @@
 /*
  * A local sandbox's limits and what it uses of them, from the dir/limits
  * file its jail writes (programs/hangar-jail/limits.c) and the cgroups it
- * names: metrics (memory, CPUs, disk) and limit events as log entries (the
+ * names: metrics (memory, processes, CPUs, disk) and limit events as log entries (the
  * OOM killer, refused forks, a full file system).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,13 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 		long long used = single(u.cgroup[0], u.v2[0] ? "memory.current" : "memory.usage_in_bytes");
 
 		m->mem_used_bytes = used > 0 ? (uint64_t)used : 0;
+	}
+	/* Only where a cgroup enforces it (an unprivileged caller's sandboxes have none). */
+	if (u.cgroup[1][0]) {
+		long long used = single(u.cgroup[1], "pids.current");
+
+		m->pids_max = u.pids <= UINT32_MAX ? (uint32_t)u.pids : UINT32_MAX;
+		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	}
 	init = sandbox_init(jail_pid);
 	snprintf(path, sizeof(path), "/proc/%d/root/workspace", init);
