@@ -255,7 +255,7 @@ static void close_others(const int *keep, size_t nkeep)
  * the sandbox's namespaces (the user namespace first, unprivileged, as the
  * network namespace belongs to it). Never returns.
  */
-static void forwarder_main(int lfd, int userfd, int netfd, unsigned port)
+static void forwarder_main(int lfd, int userfd, int netfd, unsigned port, pid_t jail)
 {
 	int keep[] = { lfd, userfd, netfd };
 
@@ -271,8 +271,11 @@ static void forwarder_main(int lfd, int userfd, int netfd, unsigned port)
 		say("ports: cannot enter the sandbox's network namespace: %s", strerror(errno));
 		_exit(1);
 	}
-	/* Entering a user namespace resets the flag: set it again. */
+	/* New credentials (entering a user namespace) reset both: set them again. */
 	prctl(PR_SET_DUMPABLE, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != jail)
+		_exit(0); /* the jail is gone already */
 	if (userfd >= 0)
 		close(userfd);
 	close(netfd);
@@ -304,7 +307,7 @@ static void expose(unsigned port, pid_t bwrap, char *reply, size_t size)
 	socklen_t len = sizeof(sa);
 	struct stat mine, theirs;
 	char path[64];
-	pid_t init, pid;
+	pid_t init, pid, jail = getpid();
 	int lfd = -1, netfd = -1, userfd = -1, pidfd;
 
 	for (size_t i = 0; i < nfwd; i++)
@@ -347,7 +350,7 @@ static void expose(unsigned port, pid_t bwrap, char *reply, size_t size)
 	}
 	pid = fork();
 	if (pid == 0)
-		forwarder_main(lfd, userfd, netfd, port);
+		forwarder_main(lfd, userfd, netfd, port, jail);
 	if (pid < 0 || (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
 		snprintf(reply, size, "error cannot start a forwarder: %s\n", strerror(errno));
 		if (pid > 0)
