@@ -59,6 +59,7 @@
 
 #define TEARDOWN_DEADLINE_MS 10000
 #define NET_DEADLINE_MS 5000
+#define READY_DEADLINE_MS 30000   /* envd listening, as the library waits for it */
 #define TOKEN_MAX 1024
 
 static const char *dir, *id;
@@ -989,8 +990,8 @@ static int chown_in(const char *rest, unsigned uid, unsigned gid, mode_t mode)
 
 /*
  * As root: claims the sandbox's uid range and gives its writable directories
- * to the ids inside (root owns run/, where envd makes its socket, so `user`
- * can neither reach nor rename it). Then opens what bwrap binds. *uid and
+ * to the ids inside (the sandbox's root owns run/ until envd has made its
+ * socket there, then host root: see seal_run). Then opens what bwrap binds. *uid and
  * *gid: `user`'s ids as the sandbox sees them.
  */
 static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, unsigned *gid, const char *envd)
@@ -1014,6 +1015,53 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 	return f->seccomp < 0 ? -1 : 0;
 }
 
+/*
+ * With a root caller, envd makes its socket in run/ (the sandbox's
+ * /run/hangar) as the sandbox's root, which owns it; once envd listens the
+ * directory is given to host root, which the sandbox's ids cannot act as,
+ * so no process in the sandbox can enter it, rename the socket or put one
+ * of its own in its place. envd keeps listening on its descriptor.
+ */
+static int seal_run(void)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/run", dir);
+	return chown(path, 0, 0) < 0 || chmod(path, 0700) < 0 ? -1 : 0;
+}
+
+/*
+ * Reads envd's ready line on from (within deadline), seals run/, and passes
+ * the line on to the library's ready fd to. Nothing is passed on when envd
+ * ends or stays silent: the library then sees EOF.
+ */
+static void relay_ready(int from, int to, int64_t deadline)
+{
+	char line[64];
+	size_t have = 0;
+
+	while (have < sizeof(line) && !memchr(line, '\n', have)) {
+		struct pollfd p = { from, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;
+		n = read(from, line + have, sizeof(line) - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		have += (size_t)n;
+	}
+	if (seal_run() < 0) {
+		say("cannot close %s/run to the sandbox: %s", dir, strerror(errno));
+		return;
+	}
+	if (write(to, line, have) != (ssize_t)have)
+		say("cannot tell the library envd is ready: %s", strerror(errno));
+}
+
 static void usage(void)
 {
 	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD -token-fd FD [-daemon]\n", stderr);
@@ -1026,7 +1074,7 @@ int main(int argc, char **argv)
 	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, status = 0, done = 0;
 	struct argv av = { 0 };
 	struct sbfds fds = { -1, -1, -1, -1 };
-	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 };
+	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 }, envd_ready[2] = { -1, -1 };
 	const char *slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
 	unsigned uid, gid;
 	struct limits lim;
@@ -1169,9 +1217,16 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/limits", dir);
 	if (limits_record(dir, &lcg, &lim) < 0)
 		say("cannot write %s: %s", path, strerror(errno));
+	/* A root caller's envd tells the jail it is ready, which seals run/ first (relay_ready). */
+	if (geteuid() == 0 && (pipe2(envd_ready, O_CLOEXEC) < 0 || fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)) {
+		say("pipe: %s", strerror(errno));
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
+	}
 	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
-	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, &fds, ids.slot >= 0, uid, gid,
-			     lim.shm_mb, net_info[1], net_block[0]) < 0) {
+	    build_bwrap_argv(&av, bwrap, envd, &m, envd_ready[1] >= 0 ? envd_ready[1] : ready_fd, envd_token, &fds,
+			     ids.slot >= 0, uid, gid, lim.shm_mb, net_info[1], net_block[0]) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
@@ -1180,10 +1235,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	{
-		int keep[] = { envd_token, fds.seccomp, net_info[1], net_block[0] };
+		int keep[5] = { envd_token, fds.seccomp };
+		size_t nkeep = 2;
 
-		child = spawn_bwrap(av.v, keep, m.network ? 4 : 2, ids.slot >= 0 ? &ids : NULL, envd, lim.disk_mb);
+		if (m.network) {
+			keep[nkeep++] = net_info[1];
+			keep[nkeep++] = net_block[0];
+		}
+		if (envd_ready[1] >= 0)
+			keep[nkeep++] = envd_ready[1];
+		child = spawn_bwrap(av.v, keep, nkeep, ids.slot >= 0 ? &ids : NULL, envd, lim.disk_mb);
 	}
+	if (envd_ready[1] >= 0)
+		close(envd_ready[1]);
 	lstate_meta_clear(&m);
 	argv_free(&av);
 	close_fds(&fds);
@@ -1195,6 +1259,8 @@ int main(int argc, char **argv)
 		close(net_info[0]);
 		if (child > 0 && slirp < 0) {
 			close(net_block[1]);
+			if (envd_ready[0] >= 0)
+				close(envd_ready[0]);
 			close(ready_fd);
 			close(envd_token);
 			teardown(child, 0);
@@ -1205,7 +1271,12 @@ int main(int argc, char **argv)
 			say("cannot release bwrap: %s", strerror(errno));
 		close(net_block[1]);
 	}
-	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
+	/* Only envd (or the relay) keeps the ready pipe: the library sees EOF if it dies first. */
+	if (envd_ready[0] >= 0) {
+		if (child > 0)
+			relay_ready(envd_ready[0], ready_fd, mono_ms() + READY_DEADLINE_MS);
+		close(envd_ready[0]);
+	}
 	close(ready_fd);
 	close(envd_token);
 	if (child < 0) {

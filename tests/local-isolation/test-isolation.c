@@ -505,6 +505,48 @@ START_TEST(envd_out_of_reach)
 }
 END_TEST
 
+/*
+ * envd's socket stays where the library looks for it: with a root caller,
+ * its directory is host root's once envd listens, so even the sandbox's root
+ * can neither move the socket away nor plant anything beside it.
+ * (An unprivileged caller's sandbox runs as the caller's own uid, which owns
+ * the directory: hangar(1) says so.)
+ */
+START_TEST(envd_socket_sealed)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+
+	if (!become_caller(_i) || geteuid() != 0)
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	sh(sb, "root",
+	   "mv /run/hangar/envd.sock /run/hangar/moved && echo MOVED; "
+	   "ln -s /tmp /run/hangar/planted && echo PLANTED; "
+	   "chmod 777 /run/hangar && echo OPENED; ls /run/hangar && echo LISTED; true",
+	   &o);
+	ck_assert_msg(!strstr(o.text, "MOVED") && !strstr(o.text, "PLANTED") && !strstr(o.text, "OPENED") &&
+			      !strstr(o.text, "LISTED"),
+		      "sandbox root changed /run/hangar: %s", o.text);
+	/* The library still reaches envd, from this context and a fresh one. */
+	expect(sb, "root", "echo alive", "alive");
+	{
+		hangar_ctx *again = new_ctx();
+		hangar_sandbox *same = NULL;
+
+		ck_assert_int_eq(hangar_sandbox_attach(&same, again, "local", hangar_sandbox_id(sb)), 0);
+		expect(same, "user", "echo reached", "reached");
+		hangar_sandbox_unref(same);
+		hangar_ctx_unref(again);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- exposed ports ------------------------------------------------------------------------ */
 
 /* Socket inodes listening on TCP in the host's namespace (/proc/net/tcp, state 0A). */
@@ -857,6 +899,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
+	tcase_add_test(tc, envd_socket_sealed);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, disk_limit);
