@@ -918,7 +918,7 @@ static int l_kill(void *state, const char *id)
 {
 	struct local *l = state;
 	char dir[DIR_MAX];
-	int pid, fd, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, fd = -1, r = find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
@@ -1343,7 +1343,7 @@ static int l_expose_port(void *state, const char *id, uint32_t port, hangar_buf 
 	char dir[DIR_MAX], req[32], answer[256];
 	unsigned a, b, c, d, host_port;
 	char tail = 0;
-	int pid, fd, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, fd = -1, r = find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r || (r = jail_connect(dir, id, pid, "ports.sock", &fd)) != 0)
 		return r;
@@ -1380,7 +1380,7 @@ static int l_oom_kills(void *state, const char *id, uint64_t *out)
 	struct local *l = state;
 	char dir[DIR_MAX];
 	long long n;
-	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, r = find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
