@@ -221,8 +221,10 @@ int env_file_load(const char *path, int may_be_missing, struct cJSON **out)
 		}
 		for (const cJSON *e = root->child; e != d; e = e->next)
 			if (!strcmp(e->string, d->string)) {
+				/* The message quotes the name: word it before the tree goes. */
+				rc = bad(path, "environment \"%.64s\" is defined twice", d->string);
 				cJSON_Delete(root);
-				return bad(path, "environment \"%s\" is defined twice", d->string);
+				return rc;
 			}
 		if ((rc = check_one(path, d)) != 0) {
 			cJSON_Delete(root);
