@@ -17,9 +17,29 @@ static const char *source_name(int source)
 
 static int print_setting(const char *name, const char *value, int source, void *payload)
 {
-	(void)payload;
+	int *secret_key_set = payload;
+
+	if (strcmp(name, "HANGAR_SECRET_KEY") == 0)
+		*secret_key_set = source != HANGAR_SETTING_DEFAULT;
 	printf("%s=%s  (%s)\n", name, value, source_name(source));
 	return 0;
+}
+
+/* Where checkpoints' sealing key comes from; a generated one is one machine's only. */
+static void print_secret_key(hangar_ctx *ctx, int set)
+{
+	hangar_buf dir = HANGAR_BUF_INIT;
+
+	if (set) {
+		puts("secret key: HANGAR_SECRET_KEY");
+		return;
+	}
+	hangar_ctx_get(&dir, ctx, "HANGAR_STATE_DIR");
+	printf("secret key: generated on first use into %s/secret.key (mode 0600); HANGAR_SECRET_KEY is unset, "
+	       "so checkpoints sealed here open only with that file: set HANGAR_SECRET_KEY, the same on every "
+	       "machine, for a deployment of several\n",
+	       dir.ptr ? dir.ptr : "the state directory");
+	hangar_buf_dispose(&dir);
 }
 
 static void print_capabilities(uint64_t caps)
@@ -79,7 +99,7 @@ int cmd_config_check(struct cli *cli, int argc, char **argv)
 	hangar_buf name = HANGAR_BUF_INIT;
 	hangar_provider *p = NULL;
 	hangar_ctx *ctx = NULL;
-	int dd, c, status;
+	int dd, c, status, secret_key_set = 0;
 
 	cli_getopt_reset();
 	while ((c = cli_getopt(cli, argc, argv, "h", longopts, &dd)) != -1) {
@@ -92,7 +112,8 @@ int cmd_config_check(struct cli *cli, int argc, char **argv)
 	if ((status = cli_open(cli, &ctx)) != 0)
 		return status;
 	/* The library's own settings, then each provider with its own. */
-	hangar_ctx_foreach_setting_of(ctx, NULL, print_setting, NULL);
+	hangar_ctx_foreach_setting_of(ctx, NULL, print_setting, &secret_key_set);
+	print_secret_key(ctx, secret_key_set);
 
 	hangar_provider_foreach(ctx, print_provider_status, ctx);
 	if (hangar_provider_lookup(&p, ctx, NULL) != 0) {

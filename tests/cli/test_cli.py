@@ -119,6 +119,15 @@ def test_config_check_prints_every_setting(hangar, state_dir):
     assert re.search(r"^capabilities: .*\bpty\b", out, re.M)
 
 
+def test_config_check_says_where_the_secret_key_comes_from(hangar, state_dir):
+    out = hangar.ok("config", "check").stdout.decode().splitlines()
+    line = next(l for l in out if l.startswith("secret key: "))
+    assert f"{state_dir}/secret.key" in line and "HANGAR_SECRET_KEY is unset" in line
+    out = hangar.ok("config", "check", env={"HANGAR_SECRET_KEY": "k"}).stdout.decode().splitlines()
+    assert "secret key: HANGAR_SECRET_KEY" in out
+    assert not any("secret.key" in l for l in out)
+
+
 def test_config_check_lists_settings_under_their_provider(hangar):
     lines = hangar.ok("config", "check").stdout.decode().splitlines()
     owner = {}
