@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -555,6 +556,61 @@ out:
 }
 END_TEST
 
+
+/* ---- streaming ------------------------------------------------------------------------- */
+
+static long peak_rss_kib(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_maxrss;
+}
+
+/*
+ * A checkpoint far larger than what the library may hold streams through:
+ * 192 MiB that do not compress, captured and restored (native and fallback),
+ * while this process's peak memory grows by less than a third of that.
+ */
+START_TEST(larger_than_memory_streams)
+{
+	const long big_kib = 192 * 1024, bound_kib = 64 * 1024;
+	hangar_checkpoint_info info = HANGAR_CHECKPOINT_INFO_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	hangar_checkpoint *cp;
+	char *want, *got;
+	long before;
+
+	target = T_LOCAL;
+	fallback = _i;
+	ctx = ctx_for(target, NULL);
+	a = sandbox_for(ctx, target);
+	sh_ok(a, "/workspace", "head -c 201326592 /dev/urandom > \"$WS/big\"");
+	want = sh(a, "/workspace", "sha256sum < \"$WS/big\"");
+	before = peak_rss_kib();
+	cp = capture(a, "/workspace", HANGAR_CHECKPOINT_SELECT_ALL, NULL, NULL, 0);
+	must(hangar_checkpoint_get_info(&info, cp), "info");
+	ck_assert_uint_gt(info.archive_bytes, (uint64_t)big_kib * 1024);
+	ck_assert_msg(peak_rss_kib() - before < bound_kib, "capture: peak RSS grew by %ld KiB for %ld KiB",
+		      peak_rss_kib() - before, big_kib);
+	hangar_sandbox_kill(a);
+	hangar_sandbox_unref(a);
+
+	b = sandbox_for(ctx, target);
+	must(restore(b, cp, "/workspace", 0), "restore");
+	ck_assert_msg(peak_rss_kib() - before < bound_kib, "restore: peak RSS grew by %ld KiB for %ld KiB",
+		      peak_rss_kib() - before, big_kib);
+	got = sh(b, "/workspace", "sha256sum < \"$WS/big\"");
+	ck_assert_str_eq(got, want);
+	free(got);
+	free(want);
+	hangar_checkpoint_unref(cp);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
 
 /* ---- refusals ---------------------------------------------------------------------------- */
 
@@ -1350,6 +1406,11 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, git_round_trip, 0, T_COUNT * 2);
 	tcase_add_loop_test(tc, all_round_trip, 0, T_COUNT * 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("streaming");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, larger_than_memory_streams, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("refusals");
 	tcase_add_checked_fixture(tc, setup, teardown);
