@@ -26,6 +26,15 @@ import pytest
 
 from envdwire import ChunkedReader, RawConn, poll, raw_request_bytes
 
+# hangar-envd serves each archive request from a child forked off its threaded
+# server that keeps running library code (libarchive, allocation) after the
+# fork. Under AddressSanitizer that child can deadlock on an allocator lock
+# another thread held at the fork (seen once in the CI's sanitizer run, a PUT
+# that never answered); until the child re-executes itself instead, these
+# tests run in the ordinary build only.
+pytestmark = pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                                reason="archive children forked from threads under ASan (see above)")
+
 USER = "user"
 STAGING = ".hangar-restore-"
 
