@@ -348,14 +348,15 @@ static int token_pipe(void)
 	return p[0];
 }
 
-/* jail.sock: where the library asks for the token again. Non-blocking; -1 on failure. */
-static int listen_token_socket(void)
+/* dir/name as a listening unix socket only this uid may use (0600, made under umask 077),
+ * non-blocking; -1 with errno on failure. */
+int listen_unix(const char *in, const char *name, int backlog)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	mode_t old;
 	int fd, r;
 
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/jail.sock", dir) >= (int)sizeof(sa.sun_path)) {
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", in, name) >= (int)sizeof(sa.sun_path)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -366,7 +367,7 @@ static int listen_token_socket(void)
 	old = umask(0077);
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (r < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, 64) < 0) {
+	if (r < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, backlog) < 0) {
 		int e = errno;
 
 		close(fd);
@@ -1158,7 +1159,7 @@ int main(int argc, char **argv)
 		lstate_rmtree_at(AT_FDCWD, dir);
 		return 1;
 	}
-	lfd = listen_token_socket();
+	lfd = listen_unix(dir, "jail.sock", 64);   /* where the library asks for the token again */
 	if (lfd < 0) {
 		say("cannot listen on %s/jail.sock: %s", dir, strerror(errno));
 		lstate_meta_clear(&m);

@@ -10,6 +10,9 @@
 
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* dir/name as a listening unix socket of this uid only (0600), non-blocking; -1 with errno. */
+int listen_unix(const char *dir, const char *name, int backlog);
+
 /* A growing NULL-terminated argument vector; out of memory ends the jail. */
 struct argv {
 	char **v;

@@ -55,29 +55,7 @@ static size_t nfwd;
 
 int ports_listen(const char *dir)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd, r;
-
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ports.sock", dir) >= (int)sizeof(sa.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	unlink(sa.sun_path);
-	old = umask(0077);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, 16) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return listen_unix(dir, "ports.sock", 16);
 }
 
 static int alive(const struct forwarder *f)
