@@ -64,9 +64,9 @@
 
 static const char *dir, *id;
 static char root[PATH_MAX];                     /* the directory holding every sandbox's */
-static struct uid_range ids = { 0, 0, -1 };
+static struct uid_range ids = { 0, 0, -1, 0, 0 }; /* the host ids behind the sandbox's (userns.c) */
 static struct limit_cgroups lcg;                /* memory, pids, cpu */
-static pid_t slirp = -1;                        /* network "on": slirp4netns, the sandbox's way out */   /* the host ids behind the sandbox's; slot -1: none */
+static pid_t slirp = -1;                        /* network "on": slirp4netns, the sandbox's way out */
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
 /* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
@@ -103,6 +103,12 @@ static int64_t mono_ms(void)
 static int exists(const char *path)
 {
 	return access(path, F_OK) == 0;
+}
+
+/* 1 when the jail makes and maps the sandbox's user namespace itself (else bwrap makes one of the caller alone). */
+static int own_userns(void)
+{
+	return ids.slot >= 0 || ids.sub;
 }
 
 /* ---- the freezer cgroup --------------------------------------------------------- */
@@ -573,12 +579,19 @@ static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t 
 	return 0;
 }
 
-/* In the child, still host root: the stage (see above). 0, or -1 with a message said. */
+/*
+ * In the child: the stage (see above), as host root before it enters the
+ * sandbox's user namespace, or (an unprivileged caller's subordinate ids) as
+ * root of that namespace, which owns the mount namespace made here. 0, or -1
+ * with a message said.
+ */
 static int build_stage(const char *envd, const struct uid_range *r, unsigned disk_mb)
 {
 	const char *at = stage();
 	char rw[PATH_MAX], opts[64];
 	struct sbfds f = { -1, -1, -1, -1 };
+	/* The sandbox's root as the stage's builder names it: inside already (sub), or on the host. */
+	unsigned sroot = r->sub ? 0 : r->base;
 
 	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
@@ -597,8 +610,8 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 	snprintf(rw, sizeof(rw), "%s/rw", at);
 	snprintf(opts, sizeof(opts), "mode=0755,size=%um", disk_mb);
 	if (mkdir(rw, 0755) < 0 || mount("hangar", rw, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0 ||
-	    mkdir_owned(rw, "workspace", r->base + 1000, 0755) < 0 ||
-	    mkdir_owned(rw, "home", r->base + 1000, 0755) < 0 || mkdir_owned(rw, "tmp", r->base, 01777) < 0) {
+	    mkdir_owned(rw, "workspace", sroot + 1000, 0755) < 0 || mkdir_owned(rw, "home", sroot + 1000, 0755) < 0 ||
+	    mkdir_owned(rw, "tmp", sroot, 01777) < 0) {
 		say("cannot make the sandbox's %u MB file system: %s", disk_mb, strerror(errno));
 		return -1;
 	}
@@ -858,7 +871,20 @@ static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struc
 		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
 		_exit(126);
 	}
-	if (range) {
+	if (range && range->sub) {
+		close(up[0]);
+		close(down[1]);
+		/*
+		 * newuidmap maps only a process the caller owns, as /proc shows
+		 * it: dumpable (no token is left here; bwrap's exec decides
+		 * afresh). The stage is built inside, where the mounts are ours.
+		 */
+		prctl(PR_SET_DUMPABLE, 1);
+		if (enter_userns(up[1], down[0]) < 0 || build_stage(envd, range, disk_mb) < 0)
+			_exit(126);
+		close(up[1]);
+		close(down[0]);
+	} else if (range) {
 		close(up[0]);
 		close(down[1]);
 		if (build_stage(envd, range, disk_mb) < 0 || enter_userns(up[1], down[0]) < 0)
@@ -992,8 +1018,10 @@ static int chown_in(const char *rest, unsigned uid, unsigned gid, mode_t mode)
 /*
  * As root: claims the sandbox's uid range and gives its writable directories
  * to the ids inside (the sandbox's root owns run/ until envd has made its
- * socket there, then host root: see seal_run). Then opens what bwrap binds. *uid and
- * *gid: `user`'s ids as the sandbox sees them.
+ * socket there, then host root: see seal_run). Unprivileged: the caller's
+ * subordinate ids when it has them (run/ stays the caller's, root inside).
+ * Then makes the seccomp filter. *uid and *gid: `user`'s ids as the sandbox
+ * sees them.
  */
 static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, unsigned *gid, const char *envd)
 {
@@ -1008,6 +1036,8 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 		*uid = *gid = 1000;
 		if (chown_in("run", r->base, r->base, 0700) < 0)
 			return -1;
+	} else if (uid_range_subids(r) == 0) {
+		*uid = *gid = 1000; /* run/ stays the caller's, who is root inside */
 	} else {
 		*uid = (unsigned)geteuid();
 		*gid = (unsigned)getegid();
@@ -1227,7 +1257,7 @@ int main(int argc, char **argv)
 	}
 	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, envd_ready[1] >= 0 ? envd_ready[1] : ready_fd, envd_token, &fds,
-			     ids.slot >= 0, uid, gid, lim.shm_mb, net_info[1], net_block[0]) < 0) {
+			     own_userns(), uid, gid, lim.shm_mb, net_info[1], net_block[0]) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
@@ -1245,7 +1275,7 @@ int main(int argc, char **argv)
 		}
 		if (envd_ready[1] >= 0)
 			keep[nkeep++] = envd_ready[1];
-		child = spawn_bwrap(av.v, keep, nkeep, ids.slot >= 0 ? &ids : NULL, envd, lim.disk_mb);
+		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &ids : NULL, envd, lim.disk_mb);
 	}
 	if (envd_ready[1] >= 0)
 		close(envd_ready[1]);

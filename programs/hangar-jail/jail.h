@@ -36,12 +36,28 @@ int seccomp_filter_fd(void);
 struct uid_range {
 	unsigned base, count;
 	int slot;              /* -1: none claimed */
+	/*
+	 * 1: an unprivileged caller's own ids (uid_range_subids): 0 inside is
+	 * the caller, 1..count inside are base.. (uids) and gid_base.. (gids)
+	 * of its /etc/subuid and /etc/subgid ranges, mapped by newuidmap and
+	 * newgidmap.
+	 */
+	int sub;
+	unsigned gid_base;
 };
 /* Claims a free range for sandbox id. 0, or -errno with a message said. */
 int uid_range_claim(const char *root, const char *id, struct uid_range *r);
 /* Gives the range back (only when it is still id's). */
 void uid_range_release(const char *root, const char *id, const struct uid_range *r);
-/* Writes pid's uid_map and gid_map: 0..count-1 inside is base.. outside. 0 or -errno. */
+/*
+ * Unprivileged: the caller's subordinate ids, when newuidmap and newgidmap
+ * are installed and /etc/subuid and /etc/subgid give the caller ranges of at
+ * least SUB_MIN ids. 0, or -1 (the sandbox then runs as the caller alone).
+ */
+#define SUB_MIN 1001u /* `user` is 1000 inside */
+int uid_range_subids(struct uid_range *r);
+/* Writes pid's uid_map and gid_map: 0..count-1 inside is base.. outside (sub: see
+ * above). 0 or -errno. */
 int uid_range_map(pid_t pid, const struct uid_range *r);
 
 /*

@@ -13,17 +13,29 @@
  * is claimed by a file root/.uids/n holding the sandbox's id, created under
  * an flock on root/.uids/lock. A claim whose sandbox directory is gone (a
  * jail that was SIGKILLed) is free again.
+ *
+ * An unprivileged caller can map only ids it was given: its own and, through
+ * the setuid newuidmap and newgidmap, its ranges in /etc/subuid and
+ * /etc/subgid. With them, root inside is the caller (envd runs as it) and
+ * every other id inside, `user` among them, is one of the caller's
+ * subordinate ids, which share nothing with the caller: so a sandbox's user
+ * can neither signal, trace nor read envd, nor enter envd's socket
+ * directory. Every sandbox of one caller uses the same range. Without them,
+ * the sandbox runs as the caller alone (bwrap's own user namespace), and
+ * `user` is envd's uid.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "jail.h"
@@ -33,7 +45,7 @@
 #define DEFAULT_START 1000000000u
 #define DEFAULT_COUNT (1024u * RANGE_SIZE)
 
-static int parse_range(const char *s, unsigned *start, unsigned *count)
+static int parse_range(const char *s, unsigned min, unsigned *start, unsigned *count)
 {
 	char *end;
 	unsigned long long a, b;
@@ -47,19 +59,19 @@ static int parse_range(const char *s, unsigned *start, unsigned *count)
 	if (errno || end == s || (*end && *end != '\n'))
 		return -1;
 	/* Never host root, never above the 32-bit "no uid" value. */
-	if (a == 0 || b < RANGE_SIZE || a + b > 0xffffffffULL)
+	if (a == 0 || b < min || a + b > 0xffffffffULL)
 		return -1;
 	*start = (unsigned)a;
 	*count = (unsigned)b;
 	return 0;
 }
 
-/* The caller's own range in /etc/subuid ("name:start:count" or "uid:start:count"), if any. */
-static int subuid_range(unsigned *start, unsigned *count)
+/* The caller's first range of at least min ids in file ("name:start:count" or "uid:start:count"), if any. */
+static int own_range(const char *file, unsigned min, unsigned *start, unsigned *count)
 {
 	struct passwd *pw = getpwuid(geteuid());
 	char line[512], uid[32];
-	FILE *f = fopen("/etc/subuid", "re");
+	FILE *f = fopen(file, "re");
 	int found = -1;
 
 	if (!f)
@@ -72,7 +84,7 @@ static int subuid_range(unsigned *start, unsigned *count)
 			continue;
 		*colon = '\0';
 		if ((pw && !strcmp(line, pw->pw_name)) || !strcmp(line, uid))
-			found = parse_range(colon + 1, start, count);
+			found = parse_range(colon + 1, min, start, count);
 	}
 	fclose(f);
 	return found;
@@ -82,12 +94,12 @@ static void pool(unsigned *start, unsigned *count)
 {
 	const char *set = getenv("HANGAR_JAIL_UID_RANGE");
 
-	if (set && *set && parse_range(set, start, count) == 0)
+	if (set && *set && parse_range(set, RANGE_SIZE, start, count) == 0)
 		return;
 	if (set && *set)
 		say("HANGAR_JAIL_UID_RANGE \"%s\" is not START:COUNT (START > 0, COUNT >= %u); using the default",
 		    set, RANGE_SIZE);
-	if (subuid_range(start, count) == 0)
+	if (own_range("/etc/subuid", RANGE_SIZE, start, count) == 0)
 		return;
 	*start = DEFAULT_START;
 	*count = DEFAULT_COUNT;
@@ -168,6 +180,65 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
 	free(text);
 }
 
+#define NEWUIDMAP "/usr/bin/newuidmap"
+#define NEWGIDMAP "/usr/bin/newgidmap"
+
+int uid_range_subids(struct uid_range *r)
+{
+	const char *set = getenv("HANGAR_JAIL_SUBIDS");
+	unsigned us, uc, gs, gc;
+
+	memset(r, 0, sizeof(*r));
+	r->slot = -1;
+	/* HANGAR_JAIL_SUBIDS (the library's HANGAR_LOCAL_SUBIDS): off turns them down. */
+	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
+		return -1;
+	if (access(NEWUIDMAP, X_OK) < 0 || access(NEWGIDMAP, X_OK) < 0 ||
+	    own_range("/etc/subuid", SUB_MIN, &us, &uc) < 0 || own_range("/etc/subgid", SUB_MIN, &gs, &gc) < 0)
+		return -1;
+	/* 1..count inside: up to 65535, so that 65534 (nobody) is the last id inside as usual. */
+	r->count = uc < gc ? uc : gc;
+	if (r->count > RANGE_SIZE - 1)
+		r->count = RANGE_SIZE - 1;
+	r->base = us;
+	r->gid_base = gs;
+	r->sub = 1;
+	return 0;
+}
+
+/* Runs tool (newuidmap or newgidmap) for pid: 0 -> own, 1.. -> base... 0 or -errno. */
+static int run_idmap(const char *tool, pid_t pid, unsigned own, unsigned base, unsigned count)
+{
+	char spid[16], sown[16], sbase[16], scount[16];
+	char *argv[] = { (char *)tool, spid, "0", sown, "1", "1", sbase, scount, NULL };
+	int status;
+	pid_t p;
+
+	snprintf(spid, sizeof(spid), "%d", (int)pid);
+	snprintf(sown, sizeof(sown), "%u", own);
+	snprintf(sbase, sizeof(sbase), "%u", base);
+	snprintf(scount, sizeof(scount), "%u", count);
+	p = fork();
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(tool, argv);
+		_exit(127);
+	}
+	while (waitpid(p, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		say("%s %s 0 %s 1 1 %s %s failed (status %d)", tool, spid, sown, sbase, scount, status);
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int write_map(pid_t pid, const char *name, const struct uid_range *r)
 {
 	char path[64], text[64];
@@ -179,8 +250,15 @@ static int write_map(pid_t pid, const char *name, const struct uid_range *r)
 
 int uid_range_map(pid_t pid, const struct uid_range *r)
 {
-	int rc = write_map(pid, "uid_map", r);
+	int rc;
 
+	if (r->sub) {
+		rc = run_idmap(NEWUIDMAP, pid, (unsigned)geteuid(), r->base, r->count);
+		if (rc == 0)
+			rc = run_idmap(NEWGIDMAP, pid, (unsigned)getegid(), r->gid_base, r->count);
+		return rc;
+	}
+	rc = write_map(pid, "uid_map", r);
 	if (rc == 0)
 		rc = write_map(pid, "gid_map", r);
 	return rc;

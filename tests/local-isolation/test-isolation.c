@@ -476,29 +476,124 @@ START_TEST(network_private)
 }
 END_TEST
 
-/* envd's memory, environment and descriptors are closed to the sandbox's root and user. */
+/*
+ * What a hostile program tries on envd (its pid in $P): "environ:E mem:E
+ * ptrace:E vm:E kill:E uid:same|other", E the errno of opening envd's
+ * /proc environ and mem, PTRACE_ATTACH, process_vm_readv and kill(P, 0)
+ * (0: it worked), and whether envd runs as the probe's own uid.
+ */
+#define ENVD_PROBE                                                                                        \
+	"P=$(pgrep -x hangar-envd); test -n \"$P\" || echo no-envd; python3 -c \""                         \
+	"import ctypes, os, sys\n"                                                                        \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                                      \
+	"libc.ptrace.restype = ctypes.c_long\n"                                                           \
+	"p = int(sys.argv[1])\n"                                                                          \
+	"def opens(name):\n"                                                                              \
+	"    try:\n"                                                                                      \
+	"        os.close(os.open('/proc/%d/%s' % (p, name), os.O_RDONLY)); return 0\n"                   \
+	"    except OSError as e:\n"                                                                      \
+	"        return e.errno\n"                                                                        \
+	"def call(r):\n"                                                                                  \
+	"    return 0 if r >= 0 else ctypes.get_errno()\n"                                                \
+	"class iov(ctypes.Structure):\n"                                                                  \
+	"    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"                          \
+	"buf = ctypes.create_string_buffer(8)\n"                                                          \
+	"local, remote = iov(ctypes.cast(buf, ctypes.c_void_p), 8), iov(0x10000, 8)\n"                    \
+	"vm = call(libc.process_vm_readv(p, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))\n"       \
+	"pt = call(libc.ptrace(16, p, None, None))\n"                                                     \
+	"if pt == 0: libc.ptrace(17, p, None, None)\n"                                                    \
+	"uid = [l.split()[1] for l in open('/proc/%d/status' % p) if l.startswith('Uid:')][0]\n"         \
+	"print('environ:%d mem:%d ptrace:%d vm:%d kill:%d uid:%s' % (opens('environ'), opens('mem'), pt, vm,\n" \
+	"      call(libc.kill(p, 0)), 'same' if int(uid) == os.getuid() else 'other'))\n"                 \
+	"\" $P"
+
+/* envd's token, as the jail gives it to the library's own uid on jail.sock. */
+static void envd_token(hangar_sandbox *sb, char *tok, size_t size)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/jail.sock", state_dir, hangar_sandbox_id(sb));
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	for (;;) {
+		ssize_t r = read(fd, tok + n, size - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		ck_assert_int_ge(r, 0);
+		if (r == 0 || (n += (size_t)r) >= size - 1)
+			break;
+	}
+	close(fd);
+	tok[n] = '\0';
+	ck_assert_msg(n >= 16, "jail.sock gave a %zu-byte token", n);
+}
+
+/*
+ * Searches the sandbox for envd's token as user would: every process's
+ * environment and command line, and every file it can read under the
+ * writable and run-time trees. The token is passed in two halves, so the
+ * probe's own command line never holds it whole.
+ */
+static void token_nowhere(hangar_sandbox *sb, const char *user, const char *tok)
+{
+	char cmd[4096];
+	size_t half = strlen(tok) / 2;
+	struct out o;
+
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c \""
+		 "import glob, os, sys\n"
+		 "t = (sys.argv[1] + sys.argv[2]).encode()\n"
+		 "paths = glob.glob('/proc/[0-9]*/environ') + glob.glob('/proc/[0-9]*/cmdline')\n"
+		 "for top in ('/run', '/tmp', '/workspace', '/home', '/root', '/etc', '/dev/shm', '/var'):\n"
+		 "    for d, _, files in os.walk(top):\n"
+		 "        paths += [os.path.join(d, f) for f in files]\n"
+		 "seen = 0\n"
+		 "for path in paths:\n"
+		 "    try:\n"
+		 "        with open(path, 'rb') as f: data = f.read(1 << 20)\n"
+		 "    except OSError:\n"
+		 "        continue\n"
+		 "    seen += 1\n"
+		 "    if t in data: print('FOUND', path)\n"
+		 "print('read', seen)\n"
+		 "\" '%.*s' '%s'",
+		 (int)half, tok, tok + half);
+	sh(sb, user, cmd, &o);
+	ck_assert_msg(o.exit_code == 0 && !strstr(o.text, "FOUND") && strstr(o.text, "read "), "as %s: %s", user,
+		      o.text);
+}
+
+/*
+ * envd holds the token: no program in the sandbox reads it from envd's
+ * memory or /proc files, traces it, or finds it anywhere. The sandbox's
+ * user is another uid than envd, with a root caller (the sandbox's range)
+ * and with an unprivileged one (its /etc/subuid range), so it cannot even
+ * signal envd. Root inside is envd's uid, without CAP_SYS_PTRACE and with
+ * fewer capabilities than envd, which the kernel also requires of a tracer
+ * (root may signal envd, as it may any process of the sandbox). Being not
+ * dumpable is what holds with the same uid and no capabilities: see
+ * envd_same_uid_not_dumpable.
+ */
 START_TEST(envd_out_of_reach)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *sb;
-	static const char *const users[] = { "root", "user" };
-	struct out o;
+	char tok[1100];
 
 	if (!become_caller(_i))
 		return;
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	for (int u = 0; u < 2; u++) {
-		sh(sb, users[u],
-		   "P=$(pgrep -x hangar-envd); test -n \"$P\" || echo no-envd; "
-		   "cat /proc/$P/environ /proc/$P/mem 2>/dev/null | head -c 100 | wc -c; "
-		   "ls -l /proc/$P/fd/ 2>/dev/null | grep -c -- '->' ; true",
-		   &o);
-		ck_assert_msg(!strcmp(o.text, "0\n0\n"), "as %s: %s", users[u], o.text);
-	}
-	/* With a root caller, envd is not the uid commands run as by default. */
-	if (geteuid() == 0)
-		expect(sb, "user", "echo $(stat -c %u /proc/$(pgrep -x hangar-envd)) $(id -u)", "0 1000");
+	expect(sb, "user", ENVD_PROBE, "environ:13 mem:13 ptrace:1 vm:1 kill:1 uid:other");
+	expect(sb, "root", ENVD_PROBE " | cut -d' ' -f1-4", "environ:13 mem:13 ptrace:1 vm:1");
+	envd_token(sb, tok, sizeof(tok));
+	token_nowhere(sb, "user", tok);
+	token_nowhere(sb, "root", tok);
+	explicit_bzero(tok, sizeof(tok));
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -506,30 +601,63 @@ START_TEST(envd_out_of_reach)
 END_TEST
 
 /*
- * envd's socket stays where the library looks for it: with a root caller,
- * its directory is host root's once envd listens, so even the sandbox's root
- * can neither move the socket away nor plant anything beside it.
- * (An unprivileged caller's sandbox runs as the caller's own uid, which owns
- * the directory: hangar(1) says so.)
+ * An unprivileged caller without subordinate ids (HANGAR_LOCAL_SUBIDS=off
+ * stands in for a host without them): the sandbox's user is envd's uid, and
+ * envd being not dumpable is what keeps its memory and /proc files closed.
+ */
+START_TEST(envd_same_uid_not_dumpable)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char tok[1100];
+
+	if (!become_caller(1))
+		return;
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_SUBIDS", "off"), 0);
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "user", ENVD_PROBE " | cut -d' ' -f1-4,6", "environ:13 mem:13 ptrace:1 vm:1 uid:same");
+	envd_token(sb, tok, sizeof(tok));
+	token_nowhere(sb, "user", tok);
+	explicit_bzero(tok, sizeof(tok));
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * envd's socket stays where the library looks for it: its directory is
+ * closed to the sandbox's user (another uid than its owner, envd's), and
+ * with a root caller it is host root's once envd listens, so even the
+ * sandbox's root can neither move the socket away nor plant anything beside
+ * it. (An unprivileged caller is root inside its sandboxes and owns the
+ * directory: hangar(1) says so.)
  */
 START_TEST(envd_socket_sealed)
 {
+	static const char *const attempts =
+		"mv /run/hangar/envd.sock /run/hangar/moved && echo MOVED; "
+		"ln -s /tmp /run/hangar/planted && echo PLANTED; "
+		"chmod 777 /run/hangar && echo OPENED; ls /run/hangar && echo LISTED; "
+		"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.bind('/run/hangar/envd.sock')\" "
+		"2>/dev/null && echo REPLACED; true";
 	hangar_ctx *ctx;
 	hangar_sandbox *sb;
 	struct out o;
 
-	if (!become_caller(_i) || geteuid() != 0)
+	if (!become_caller(_i))
 		return;
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	sh(sb, "root",
-	   "mv /run/hangar/envd.sock /run/hangar/moved && echo MOVED; "
-	   "ln -s /tmp /run/hangar/planted && echo PLANTED; "
-	   "chmod 777 /run/hangar && echo OPENED; ls /run/hangar && echo LISTED; true",
-	   &o);
-	ck_assert_msg(!strstr(o.text, "MOVED") && !strstr(o.text, "PLANTED") && !strstr(o.text, "OPENED") &&
-			      !strstr(o.text, "LISTED"),
-		      "sandbox root changed /run/hangar: %s", o.text);
+	for (int u = geteuid() == 0 ? 0 : 1; u < 2; u++) {
+		const char *who = u ? "user" : "root";
+
+		sh(sb, who, attempts, &o);
+		ck_assert_msg(!strstr(o.text, "MOVED") && !strstr(o.text, "PLANTED") && !strstr(o.text, "OPENED") &&
+				      !strstr(o.text, "LISTED") && !strstr(o.text, "REPLACED"),
+			      "sandbox %s changed /run/hangar: %s", who, o.text);
+	}
 	/* The library still reaches envd, from this context and a fresh one. */
 	expect(sb, "root", "echo alive", "alive");
 	{
@@ -898,8 +1026,9 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
+	tcase_add_test(tc, envd_same_uid_not_dumpable);
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
-	tcase_add_test(tc, envd_socket_sealed);
+	tcase_add_loop_test(tc, envd_socket_sealed, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, disk_limit);

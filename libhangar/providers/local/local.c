@@ -596,6 +596,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 		{ "HANGAR_LOCAL_DISK_MB", "HANGAR_JAIL_DISK_MB" },
 		{ "HANGAR_LOCAL_UID_RANGE", "HANGAR_JAIL_UID_RANGE" },
 		{ "HANGAR_LOCAL_NET_ALLOW", "HANGAR_JAIL_NET_ALLOW" },
+		{ "HANGAR_LOCAL_SUBIDS", "HANGAR_JAIL_SUBIDS" },
 	};
 	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
 			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
@@ -1449,6 +1450,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "host ids for sandboxes' user namespaces, START:COUNT", check_uid_range },
 	{ "HANGAR_LOCAL_NET_ALLOW", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 	  "private IPv4 ranges local sandboxes may reach, A.B.C.D/N,...", check_net_allow },
+	{ "HANGAR_LOCAL_SUBIDS", HANGAR_SETTING_TYPE_BOOL, 0, "on", 0, 0, NULL,
+	  "non-root callers: sandbox users on the caller's /etc/subuid ids", NULL },
 	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 
