@@ -1,13 +1,15 @@
 /*
- * The checkpoint endpoints' HTTP side (ckpt.h): request checks, the child
+ * The checkpoint endpoints' HTTP side (ckpt.h): request checks, the worker
  * each request runs in, and the pipes between them.
  *
- * A child is forked rather than spawned with exec: it runs libarchive,
- * libzstd and the directory walks in a copy of the daemon, single-threaded
- * from the fork on, after it has given up root. glibc makes malloc usable in
- * the child of a threaded process; nothing else the child calls takes a lock
- * another thread of the daemon could have held (user and group look-ups are
- * made before the fork).
+ * The worker is hangar-envd itself, executed again in a mode of its own
+ * (--archive-worker) as the request user. Between the clone and the exec the
+ * child only makes system calls: it switches users, arranges its
+ * descriptors and executes, sharing the daemon's memory while the parent
+ * thread waits. Any lock another thread of the daemon held at that moment
+ * (the allocator's, libarchive's, the sanitizers') is never touched there,
+ * and libarchive, libzstd and the directory walks run in a fresh process
+ * that holds no state of the daemon's: not its token, not its locks.
  */
 #define _GNU_SOURCE
 #include "ckpt.h"
@@ -17,7 +19,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,68 +102,302 @@ static int note_read(int fd, struct ckpt_note *n)
 	return 0;
 }
 
-/* ---- the child ----------------------------------------------------------- */
+/* ---- the worker ----------------------------------------------------------- */
 
-typedef int (*child_fn)(const void *arg);
+/*
+ * hangar-envd itself, opened at start-up: each request's worker is a fresh
+ * execution of it, whatever becomes of the file's name later (an upgrade
+ * replacing it, a mount namespace without it).
+ */
+static int self_exe = -1;
 
-static void close_all_but(int *keep, int nkeep)
+int ckpt_init(const char *argv0)
 {
-	int lo = 3;
+	self_exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+	if (self_exe < 0 && argv0 && strchr(argv0, '/'))
+		self_exe = open(argv0, O_PATH | O_CLOEXEC);
+	return self_exe < 0 ? -1 : 0;
+}
 
-	/* Sorted, so the gaps between them can be closed in order. */
-	for (int i = 1; i < nkeep; i++)
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
+int ckpt_available(void)
+{
+	return self_exe >= 0;
+}
 
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	for (int i = 0; i <= nkeep; i++) {
-		int hi = i < nkeep ? keep[i] - 1 : INT_MAX;
+#define WORKER_FLAG "--archive-worker"
+#define WORKER_ENV_PREFIX "HANGAR_ARCHIVE_ENV_"
+#define WORKER_MAX_FDS 3
 
-		if (hi >= lo && syscall(SYS_close_range, (unsigned)lo, (unsigned)hi, 0) < 0)
-			for (int fd = lo; fd <= hi && fd < 65536; fd++)
-				close(fd);
-		if (i < nkeep)
-			lo = keep[i] + 1;
+/* Everything the worker's first moments need, prepared before it exists. */
+struct worker_start {
+	char **argv, **envp;
+	const int *keep;              /* become 3, 4, ... in the worker */
+	int nkeep;
+	int high[WORKER_MAX_FDS + 1]; /* scratch, written by the child */
+	int switch_user;
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	int ngroups;
+	pid_t parent;
+};
+
+/*
+ * The child between clone and exec. It shares the daemon's memory while the
+ * parent thread waits, and other threads of the daemon may hold any lock, so
+ * it makes system calls only: no allocation, no library state, nothing
+ * written but its own stack and s->high. Signals stay blocked until the
+ * worker unblocks them after the exec.
+ */
+__attribute__((no_sanitize_address)) static int worker_child(void *arg)
+{
+	struct worker_start *s = arg;
+	int n = s->nkeep, exe_at = 3 + n;
+
+	if (s->switch_user) {
+		/* Raw system calls: glibc's would try to change every thread. */
+		if (syscall(SYS_setgroups, (size_t)s->ngroups, s->groups) < 0 ||
+		    syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0 ||
+		    syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0)
+			_exit(125);
+		if (s->uid != 0 && syscall(SYS_setresuid, 0, 0, 0) == 0)
+			_exit(125);
 	}
+	/* After the switch, which clears it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != s->parent)
+		_exit(125);
+	/* The kept descriptors above where they go, then into place. */
+	for (int i = 0; i < n; i++)
+		if ((s->high[i] = fcntl(s->keep[i], F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
+			_exit(125);
+	if ((s->high[n] = fcntl(self_exe, F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
+		_exit(125);
+	for (int i = 0; i < n; i++)
+		if (dup3(s->high[i], 3 + i, 0) < 0)
+			_exit(125);
+	if (dup3(s->high[n], exe_at, O_CLOEXEC) < 0)
+		_exit(125);
+	if (syscall(SYS_close_range, (unsigned)exe_at + 1, ~0U, 0) < 0)
+		for (int fd = exe_at + 1; fd < 65536; fd++)
+			close(fd);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(125);
+	syscall(SYS_execveat, exe_at, "", s->argv, s->envp, AT_EMPTY_PATH);
+	_exit(127);
 }
 
 /*
- * Forks a child that keeps only the descriptors in keep (and 0-2), becomes
- * u for good and returns fn's result as its exit status. The parent gets
- * the pid, or -1 with errno set.
+ * The environment of the worker: the user's (envd_build_env), each name
+ * prefixed so neither the dynamic loader nor the worker acts on it (it is
+ * git's, restored for git), plus the sanitizers' settings of the daemon.
+ * One malloc'd block; NULL when out of memory.
  */
-static pid_t spawn_as_user(const struct envd_user *u, int *keep, int nkeep, child_fn fn, const void *arg)
+static char **worker_env(const struct envd_user *u)
 {
+	static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	char **user = envd_build_env(u, NULL), **list, *p;
+	size_t count = 0, bytes = 0, k = 0;
+
+	if (!user)
+		return NULL;
+	for (char **e = user; *e; e++, count++)
+		bytes += sizeof(WORKER_ENV_PREFIX) + strlen(*e);
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		const char *v = getenv(keep[i]);
+
+		if (v) {
+			count++;
+			bytes += strlen(keep[i]) + strlen(v) + 2;
+		}
+	}
+	list = malloc((count + 1) * sizeof(char *) + bytes);
+	if (!list) {
+		free(user);
+		return NULL;
+	}
+	p = (char *)(list + count + 1);
+	for (char **e = user; *e; e++) {
+		list[k++] = p;
+		p += sprintf(p, WORKER_ENV_PREFIX "%s", *e) + 1;
+	}
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		const char *v = getenv(keep[i]);
+
+		if (v) {
+			list[k++] = p;
+			p += sprintf(p, "%s=%s", keep[i], v) + 1;
+		}
+	}
+	list[k] = NULL;
+	free(user);
+	return list;
+}
+
+/*
+ * Starts a worker: hangar-envd run again in its archive-worker mode as u,
+ * for good, with the descriptors in keep as 3, 4, ... and nothing else but
+ * 0-2. args are the worker's arguments after the mode's name. The parent
+ * gets the pid, or -1 with errno set.
+ */
+static pid_t spawn_worker(const struct envd_user *u, const char *kind, const char *const *args, int nargs,
+			  const int *keep, int nkeep)
+{
+	struct worker_start s = { .keep = keep, .nkeep = nkeep, .switch_user = envd_cfg.is_root,
+				  .parent = getpid() };
 	gid_t groups[ENVD_MAX_GROUPS];
-	int ngroups = envd_cfg.is_root ? envd_user_groups(u, groups, ENVD_MAX_GROUPS) : 0;
-	pid_t parent = getpid(), pid;
+	char uid[24], gid[24], *argv[16];
+	size_t stack_size = 64 * 1024;
+	char *stack = NULL;
+	sigset_t all, old;
+	pid_t pid = -1;
+	int e, argc = 0;
+
+	if (self_exe < 0 || nkeep > WORKER_MAX_FDS || nargs > 8) {
+		errno = self_exe < 0 ? ENOEXEC : EINVAL;
+		return -1;
+	}
+	s.uid = envd_cfg.is_root ? u->uid : getuid();
+	s.gid = envd_cfg.is_root ? u->gid : getgid();
+	s.ngroups = envd_cfg.is_root ? envd_user_groups(u, groups, ENVD_MAX_GROUPS) : 0;
+	s.groups = groups;
+	snprintf(uid, sizeof(uid), "%u", (unsigned)s.uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)s.gid);
+	argv[argc++] = "hangar-envd";
+	argv[argc++] = WORKER_FLAG;
+	argv[argc++] = (char *)kind;
+	argv[argc++] = uid;
+	argv[argc++] = gid;
+	argv[argc++] = (char *)u->name;
+	for (int i = 0; i < nargs; i++)
+		argv[argc++] = (char *)args[i];
+	argv[argc] = NULL;
+	s.argv = argv;
+	s.envp = worker_env(u);
+	stack = malloc(stack_size);
+	if (!s.envp || !stack) {
+		free(s.envp);
+		free(stack);
+		errno = ENOMEM;
+		return -1;
+	}
+	/* No handler of the daemon's may run in the child. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = clone(worker_child, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &s);
+	e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	free(stack);
+	free(s.envp);
+	errno = e;
+	return pid;
+}
+
+/* ---- the worker's side ------------------------------------------------------ */
+
+static int worker_refuse(const char *why)
+{
+	fprintf(stderr, "hangar-envd: " WORKER_FLAG " is internal to hangar-envd: %s\n", why);
+	return 2;
+}
+
+static int parse_id(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || !*s || *end || s[0] == '-' || v > 0xfffffffeUL)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* Whether the process holds any capability (effective or permitted). */
+static int has_caps(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return 1;
+	return (d[0].effective | d[1].effective | d[0].permitted | d[1].permitted) != 0;
+}
+
+int ckpt_is_worker(int argc, char **argv)
+{
+	return argc > 1 && strcmp(argv[1], WORKER_FLAG) == 0;
+}
+
+int ckpt_worker_main(int argc, char **argv)
+{
+	struct envd_user user = { 0 };
+	unsigned uid, gid;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	int restore, nfds;
 	sigset_t none;
+	size_t nenv = 0;
+	char **env;
 
-	pid = fork();
-	if (pid != 0)
-		return pid;
+	/* capture UID GID USER PATH auto|all; restore UID GID USER PATH replace|merge zstd|tar */
+	if (argc < 3 || (strcmp(argv[2], "capture") != 0 && strcmp(argv[2], "restore") != 0))
+		return worker_refuse("unknown mode");
+	restore = strcmp(argv[2], "restore") == 0;
+	if (argc != (restore ? 9 : 8) || parse_id(argv[3], &uid) < 0 || parse_id(argv[4], &gid) < 0 ||
+	    strlen(argv[5]) >= sizeof(user.name) || argv[6][0] != '/' || strlen(argv[6]) >= PATH_MAX)
+		return worker_refuse("bad arguments");
+	if (restore ? (strcmp(argv[7], "replace") != 0 && strcmp(argv[7], "merge") != 0) ||
+			      (strcmp(argv[8], "zstd") != 0 && strcmp(argv[8], "tar") != 0)
+		    : strcmp(argv[7], "auto") != 0 && strcmp(argv[7], "all") != 0)
+		return worker_refuse("bad arguments");
+	/* It only ever runs as whom it was started as, and does no more than
+	 * they could: the daemon switched users before the exec. */
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != uid || eu != uid || su != uid ||
+	    rg != gid || eg != gid || sg != gid)
+		return worker_refuse("not started as the user it names");
+	if (uid != 0 && has_caps())
+		return worker_refuse("holds capabilities");
+	/* The daemon's pipes, and only pipes. */
+	nfds = restore ? 3 : 2;
+	for (int fd = 3; fd < 3 + nfds; fd++) {
+		struct stat st;
 
-	/* The child: the daemon's secret is no business of the user's. */
-	if (envd_cfg.token)
-		explicit_bzero(envd_cfg.token, strlen(envd_cfg.token));
+		if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			return worker_refuse("not started by hangar-envd");
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(125);
-	close_all_but(keep, nkeep);
-	if (envd_cfg.is_root) {
-		if (syscall(SYS_setgroups, (size_t)ngroups, groups) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
-		    setresuid(u->uid, u->uid, u->uid) < 0)
-			_exit(125);
-		if (u->uid != 0 && setuid(0) == 0)
-			_exit(125);
-	}
-	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	umask(022);
-	_exit(fn(arg));
+	snprintf(user.name, sizeof(user.name), "%s", argv[5]);
+	user.uid = uid;
+	user.gid = gid;
+
+	/* git's environment, as the daemon prepared it. */
+	for (char **e = environ; *e; e++)
+		nenv += strncmp(*e, WORKER_ENV_PREFIX, sizeof(WORKER_ENV_PREFIX) - 1) == 0;
+	env = calloc(nenv + 1, sizeof(char *));
+	if (!env)
+		return 1;
+	nenv = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, WORKER_ENV_PREFIX, sizeof(WORKER_ENV_PREFIX) - 1) == 0)
+			env[nenv++] = *e + sizeof(WORKER_ENV_PREFIX) - 1;
+
+	/* _exit: the kernel frees the rest, and no exit handler of a
+	 * library runs in a process that is the user's. */
+	if (restore) {
+		struct ckpt_restore_args a = { .user = &user, .path = argv[6], .merge = strcmp(argv[7], "merge") == 0,
+					       .zstd = strcmp(argv[8], "zstd") == 0, .data_fd = 3, .go_fd = 4,
+					       .note_fd = 5 };
+
+		_exit(ckpt_restore_child(&a));
+	} else {
+		struct ckpt_capture_args a = { .user = &user, .path = argv[6], .select_all = strcmp(argv[7], "all") == 0,
+					       .data_fd = 3, .note_fd = 4, .envp = env };
+
+		_exit(ckpt_capture_child(&a));
+	}
 }
 
 static void close_fd(int *fd)
@@ -230,11 +469,6 @@ struct capture_stream {
 	char path[PATH_MAX];
 };
 
-static int capture_entry(const void *arg)
-{
-	return ckpt_capture_child(arg);
-}
-
 static ssize_t capture_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct capture_stream *cs = cls;
@@ -279,8 +513,7 @@ static void capture_free(void *cls)
 unsigned ckpt_capture(struct envd_req *r, struct MHD_Response **resp)
 {
 	struct envd_user user;
-	const char *path, *sel = envd_req_query(r, "select");
-	struct ckpt_capture_args a = { 0 };
+	const char *path, *sel = envd_req_query(r, "select"), *args[2];
 	struct capture_stream *cs;
 	struct ckpt_note note;
 	int data[2] = { -1, -1 }, notep[2] = { -1, -1 }, keep[2];
@@ -297,24 +530,18 @@ unsigned ckpt_capture(struct envd_req *r, struct MHD_Response **resp)
 		return 400;
 	}
 	cs = calloc(1, sizeof(*cs));
-	a.envp = envd_build_env(&user, NULL);
-	if (!cs || !a.envp || pipe2(data, O_CLOEXEC) < 0 || pipe2(notep, O_CLOEXEC) < 0) {
+	if (!cs || pipe2(data, O_CLOEXEC) < 0 || pipe2(notep, O_CLOEXEC) < 0) {
 		free(cs);
-		free(a.envp);
 		close_fd(&data[0]);
 		close_fd(&data[1]);
 		*resp = envd_rest_error(500, "cannot start a capture: %s", strerror(errno ? errno : ENOMEM));
 		return 500;
 	}
-	a.user = &user;
-	a.path = path;
-	a.select_all = sel && strcmp(sel, "all") == 0;
-	a.data_fd = data[1];
-	a.note_fd = notep[1];
+	args[0] = path;
+	args[1] = sel && strcmp(sel, "all") == 0 ? "all" : "auto";
 	keep[0] = data[1];
 	keep[1] = notep[1];
-	cs->pid = spawn_as_user(&user, keep, 2, capture_entry, &a);
-	free(a.envp);
+	cs->pid = spawn_worker(&user, "capture", args, 2, keep, 2);
 	close_fd(&data[1]);
 	close_fd(&notep[1]);
 	cs->data_fd = data[0];
@@ -362,11 +589,6 @@ struct ckpt_restore {
 	struct envd_user user;
 };
 
-static int restore_entry(const void *arg)
-{
-	return ckpt_restore_child(arg);
-}
-
 /* The media type without parameters, compared case-insensitively. */
 static int media_type_is(const char *ct, const char *want)
 {
@@ -395,9 +617,8 @@ static void restore_refuse(struct ckpt_restore *c, unsigned status, const char *
 struct ckpt_restore *ckpt_restore_begin(struct envd_req *r)
 {
 	struct ckpt_restore *c = calloc(1, sizeof(*c));
-	struct ckpt_restore_args a = { 0 };
-	const char *path = NULL, *mode = envd_req_query(r, "mode"), *ct = envd_req_header(r, "Content-Type");
-	int data[2] = { -1, -1 }, go[2] = { -1, -1 }, notep[2] = { -1, -1 }, keep[3];
+	const char *path = NULL, *args[3], *mode = envd_req_query(r, "mode"), *ct = envd_req_header(r, "Content-Type");
+	int data[2] = { -1, -1 }, go[2] = { -1, -1 }, notep[2] = { -1, -1 }, keep[3], zstd = 0;
 	unsigned status;
 
 	if (!c)
@@ -413,7 +634,7 @@ struct ckpt_restore *ckpt_restore_begin(struct envd_req *r)
 		return c;
 	}
 	if (media_type_is(ct, "application/zstd")) {
-		a.zstd = 1;
+		zstd = 1;
 	} else if (!media_type_is(ct, "application/x-tar")) {
 		restore_refuse(c, 400, "Content-Type must be application/x-tar or application/zstd: '%s'",
 			       ct ? ct : "");
@@ -427,16 +648,13 @@ struct ckpt_restore *ckpt_restore_begin(struct envd_req *r)
 		close_fd(&go[1]);
 		return c;
 	}
-	a.user = &c->user;
-	a.path = path;
-	a.merge = strcmp(mode, "merge") == 0;
-	a.data_fd = data[0];
-	a.go_fd = go[0];
-	a.note_fd = notep[1];
+	args[0] = path;
+	args[1] = strcmp(mode, "merge") == 0 ? "merge" : "replace";
+	args[2] = zstd ? "zstd" : "tar";
 	keep[0] = data[0];
 	keep[1] = go[0];
 	keep[2] = notep[1];
-	c->pid = spawn_as_user(&c->user, keep, 3, restore_entry, &a);
+	c->pid = spawn_worker(&c->user, "restore", args, 3, keep, 3);
 	if (c->pid < 0) {
 		c->pid = 0;
 		restore_refuse(c, 500, "cannot start a restore: %s", strerror(errno));

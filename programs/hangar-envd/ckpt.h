@@ -2,11 +2,12 @@
  * The checkpoint endpoints under /hangar/v1/: capture of a workspace as a
  * zstd-compressed tar stream, and restore of such a stream into a workspace.
  *
- * Each request is served by a child process forked for it that has become
- * the request user entirely (uid, gid, groups, no capabilities unless the
- * user is root), so everything it reads, writes, follows or removes is what
- * that user could from a shell. The daemon only moves bytes between the
- * connection and the child's pipes, and answers with what the child reports.
+ * Each request is served by a worker process started for it: hangar-envd
+ * executed again (--archive-worker) as the request user entirely (uid, gid,
+ * groups, no capabilities unless the user is root), so everything it reads,
+ * writes, follows or removes is what that user could from a shell. The
+ * daemon only moves bytes between the connection and the worker's pipes,
+ * and answers with what the worker reports.
  */
 #pragma once
 
@@ -21,6 +22,24 @@ struct MHD_Response;
 /* Caps of a restore (the checkpoint contract). */
 #define CKPT_MAX_MEMBERS 1000000
 #define CKPT_MAX_NAME 4096
+
+/*
+ * At start-up, before any thread: opens the daemon's own executable for the
+ * workers. -1 when it cannot be found; the endpoints are then not served
+ * (ckpt_available() is 0) and clients use their fallback.
+ */
+int ckpt_init(const char *argv0);
+int ckpt_available(void);
+
+/*
+ * The worker mode: ckpt_is_worker() says whether argv asks for it (checked
+ * first thing in main), ckpt_worker_main() runs it and does not return when
+ * the arguments and the process are what hangar-envd starts a worker with;
+ * it returns 2 (with a message on stderr) otherwise. It never changes
+ * credentials itself: it does what the user running it could anyway.
+ */
+int ckpt_is_worker(int argc, char **argv);
+int ckpt_worker_main(int argc, char **argv);
 
 /* GET /hangar/v1/info: {"archive":1}. NULL when out of memory. */
 struct MHD_Response *ckpt_info_response(void);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "envd.h"
 #include "server.h"
 
@@ -156,13 +157,17 @@ int main(int argc, char **argv)
 {
 	struct server_opts so = { .port = ENVD_DEFAULT_PORT, .listen_fd = -1 };
 	const char *token_file = NULL, *token_env = TOKEN_ENV_DEFAULT, *user = NULL;
-	char **envs = calloc((size_t)argc + 1, sizeof(char *));
+	char **envs;
 	size_t nenv = 0;
 	int ready_fd = -1, token_fd = -1;
 	struct MHD_Daemon *d;
 	sigset_t set;
 	int sig;
 
+	/* A checkpoint request's worker (ckpt.h), started by the daemon. */
+	if (ckpt_is_worker(argc, argv))
+		return ckpt_worker_main(argc, argv);
+	envs = calloc((size_t)argc + 1, sizeof(char *));
 	if (!envs)
 		return 1;
 	/* Owned by the configuration from the start, so early exits leave nothing unreachable. */
@@ -279,6 +284,9 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (ckpt_init(argv[0]) < 0)
+		fprintf(stderr, "hangar-envd: cannot open its own executable (%s): checkpoint endpoints off\n",
+			strerror(errno));
 	/* Connection threads come and go; one malloc arena keeps their memory from piling up. */
 	mallopt(M_ARENA_MAX, 1);
 	signal(SIGPIPE, SIG_IGN);

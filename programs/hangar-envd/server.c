@@ -429,6 +429,8 @@ static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connect
 	unsigned status;
 
 	st->route = ROUTE_DONE;
+	if (!ckpt_available())
+		return respond(conn, 404, text_response("404 page not found\n"));
 	if (strcmp(url, "/hangar/v1/info") == 0) {
 		if (strcmp(method, "GET") != 0)
 			return method_not_allowed(conn, "GET");

@@ -26,15 +26,6 @@ import pytest
 
 from envdwire import ChunkedReader, RawConn, poll, raw_request_bytes
 
-# hangar-envd serves each archive request from a child forked off its threaded
-# server that keeps running library code (libarchive, allocation) after the
-# fork. Under AddressSanitizer that child can deadlock on an allocator lock
-# another thread held at the fork (seen once in the CI's sanitizer run, a PUT
-# that never answered); until the child re-executes itself instead, these
-# tests run in the ordinary build only.
-pytestmark = pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
-                                reason="archive children forked from threads under ASan (see above)")
-
 USER = "user"
 STAGING = ".hangar-restore-"
 
@@ -709,3 +700,98 @@ def test_root_captures_a_users_repository(envd, shared_tmp, as_user):
     assert "notes/todo.txt" in names and "node_modules/dep/index.js" not in names
     r = capture(envd.client, ws, username=USER)
     assert r.status == 200 and r.headers["X-Hangar-Selection"] == "git", r
+
+
+# ---- the worker ------------------------------------------------------------------------
+
+
+def _proc_status(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.split()
+    return out
+
+
+def test_a_users_worker_is_that_user_and_holds_nothing_of_the_daemon(make_envd, shared_tmp, as_user):
+    d = make_envd(token=True)
+    ws = _users_dir(shared_tmp)
+    rc = RawConn(d.port, timeout=30)
+    try:
+        rc.send(raw_request_bytes("PUT", archive_url(ws, mode="replace", username=USER),
+                                  {"Content-Type": "application/x-tar", "Content-Length": "100000",
+                                   "X-Access-Token": d.token}, body=None))
+        rc.send(tar_of([(info("a"), b"a" * 50_000)])[:20_000])  # the body stalls half-way
+        poll(lambda: staging_dirs(ws), 10, what="the staging directory")
+        kid, = _children(d.proc.pid)
+        with open(f"/proc/{kid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert argv[1:3] == [b"--archive-worker", b"restore"], argv
+        st = _proc_status(kid)
+        assert st["Uid"] == [str(as_user.pw_uid)] * 4 and st["Gid"] == [str(as_user.pw_gid)] * 4, st
+        assert int(st["CapEff"][0], 16) == 0 and int(st["CapPrm"][0], 16) == 0, st
+        assert st["NoNewPrivs"] == ["1"], st
+        # Its pipes, the standard descriptors and what it opened itself (the
+        # workspace, the staging directory): no socket of the daemon's.
+        links = {int(n): os.readlink(f"/proc/{kid}/fd/{n}") for n in os.listdir(f"/proc/{kid}/fd")}
+        assert all(links[fd].startswith("pipe:") for fd in (3, 4, 5)), links
+        assert not [t for fd, t in links.items() if fd > 2 and not t.startswith("pipe:") and
+                    not t.startswith(ws)], links
+        with open(f"/proc/{kid}/environ", "rb") as f:
+            assert d.token.encode() not in f.read()
+    finally:
+        rc.abort()
+    poll(lambda: not staging_dirs(ws), 10, what="the staging directory to go")
+    assert os.listdir(ws) == []
+
+
+def _run_worker(args, user=None, pass_pipes=True):
+    """Runs hangar-envd --archive-worker by hand; its exit status."""
+    from conftest import envd_binary
+    fds, keep = [], []
+    if pass_pipes:
+        for _ in range(3):
+            r, w = os.pipe()
+            fds += [r, w]
+        keep = fds[:]
+
+    def arrange():
+        if pass_pipes:
+            for i, fd in enumerate((fds[0], fds[2], fds[5])):
+                os.dup2(fd, 3 + i)
+
+    try:
+        p = subprocess.run([envd_binary(), "--archive-worker", *args], capture_output=True, timeout=30,
+                           preexec_fn=arrange, pass_fds=keep,
+                           user=user.pw_uid if user else None, group=user.pw_gid if user else None,
+                           extra_groups=[] if user else None)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return p.returncode, p.stderr.decode(errors="replace")
+
+
+def test_the_worker_mode_run_by_hand_gains_nothing(shared_tmp, as_user):
+    ws = os.path.join(shared_tmp, "root-owned")
+    write(os.path.join(ws, "root-file"), "root's\n")
+    before = snapshot(ws)
+    uid, gid = str(as_user.pw_uid), str(as_user.pw_gid)
+    # A user naming root, or another user, is refused before anything is touched.
+    for who in (["0", "0", "root"], ["1", "1", "daemon"]):
+        status, err = _run_worker(["restore", *who, ws, "replace", "tar"], user=as_user)
+        assert status == 2 and "internal to hangar-envd" in err, (who, status, err)
+    # root naming the user: the worker never switches users itself.
+    status, err = _run_worker(["restore", uid, gid, USER, ws, "replace", "tar"])
+    assert status == 2 and "not started as the user" in err, err
+    # without the daemon's pipes
+    status, err = _run_worker(["capture", uid, gid, USER, ws, "all"], user=as_user, pass_pipes=False)
+    assert status == 2 and "not started by hangar-envd" in err, err
+    # malformed arguments
+    for args in (["restore", uid, gid, USER, "relative", "replace", "tar"],
+                 ["restore", uid, gid, USER, ws, "replace"],
+                 ["restore", "-1", gid, USER, ws, "replace", "tar"],
+                 ["unpack", uid, gid, USER, ws, "replace", "tar"]):
+        status, err = _run_worker(args, user=as_user)
+        assert status == 2, (args, status, err)
+    assert snapshot(ws) == before and staging_dirs(ws) == []
