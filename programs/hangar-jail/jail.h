@@ -77,6 +77,8 @@ struct limit_cgroups {
 	char path[LIMIT_CONTROLLERS][4096]; /* "": not limited */
 	int v2[LIMIT_CONTROLLERS];
 };
+/* Where the v1 controllers' hierarchies are mounted: /sys/fs/cgroup (tests point it elsewhere). */
+extern const char *limits_v1_root;
 /* Makes and sets the cgroups; v2_cgroup: the sandbox's v2 cgroup, or NULL. Says what it cannot limit. */
 void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *id, const char *v2_cgroup);
 /* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */

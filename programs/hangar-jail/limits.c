@@ -28,6 +28,8 @@
 
 static const char *const controllers[LIMIT_CONTROLLERS] = { "memory", "pids", "cpu" };
 
+const char *limits_v1_root = "/sys/fs/cgroup";
+
 static int has(const char *cg, const char *file)
 {
 	char path[PATH_MAX + 64];
@@ -68,10 +70,10 @@ static int v1_make(const char *controller, const char *id, char *out, size_t siz
 {
 	char hangar[PATH_MAX];
 
-	snprintf(hangar, sizeof(hangar), "/sys/fs/cgroup/%s", controller);
+	snprintf(hangar, sizeof(hangar), "%s/%s", limits_v1_root, controller);
 	if (access(hangar, F_OK) < 0)
 		return -1;
-	snprintf(hangar, sizeof(hangar), "/sys/fs/cgroup/%s/hangar", controller);
+	snprintf(hangar, sizeof(hangar), "%s/%s/hangar", limits_v1_root, controller);
 	if (mkdir(hangar, 0755) < 0 && errno != EEXIST)
 		return -1;
 	if (snprintf(out, size, "%s/%s", hangar, id) >= (int)size)
