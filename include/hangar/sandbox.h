@@ -264,7 +264,7 @@ typedef struct hangar_exec_result {
 	uint64_t err_bytes;
 	int64_t duration_us;
 	/* Version 2. */
-	int32_t oom_killed;         /**< 1 when the OOM killer killed a process of the sandbox while it ran */
+	int32_t oom_killed;         /**< 1 when the OOM killer killed the command (see hangar_sandbox_exec) */
 	int32_t reserved0;
 } hangar_exec_result;
 
@@ -281,9 +281,13 @@ typedef struct hangar_exec_result {
  *                past out->size: a caller built against an older, smaller
  *                struct gets the fields it has. out->oom_killed is set
  *                where the provider counts the OOM killer's kills (local
- *                sandboxes with a memory cgroup): the count went up while
- *                the command ran, so with commands run at once on one
- *                sandbox it may be another's process that was killed.
+ *                sandboxes with a memory cgroup): SIGKILL ended the
+ *                command (itself, or the process its shell waited on
+ *                last: status 137), it did not time out, and the
+ *                sandbox's count went up while it ran. A command that
+ *                ended otherwise is never flagged, whatever was killed
+ *                beside it; one killed by another's SIGKILL while the
+ *                OOM killer killed elsewhere in the sandbox would be.
  * @param sb      the sandbox.
  * @param command the command line, interpreted by bash; under 128 KiB (the
  *                longest argument a program in the sandbox may get).

@@ -118,8 +118,8 @@ fail:
 
 /*
  * The OOM killer's count in the sandbox, where the provider keeps one
- * (table version 4), or -1. Read around a command to say that it, or a
- * process beside it, was killed for memory rather than by some signal.
+ * (table version 4), or -1. Read around a command killed by SIGKILL to say
+ * that it was killed for memory rather than by some other sender.
  */
 static int64_t oom_kills(struct hangar_sandbox *sb)
 {
@@ -162,6 +162,7 @@ struct exec_run {
 	struct proc_order order;
 	int ended;
 	int exit_code;
+	int sigkill;                  /* SIGKILL ended the command itself */
 	int failed;                   /* stdin delivery, memory or a broken protocol */
 	int rc;
 	int cancelled;                /* the caller's cancel callback said stop */
@@ -247,8 +248,14 @@ void proc_event_parse(const cJSON *msg, struct proc_event *ev)
 			ev->kind = PROC_EVENT_BAD;
 			return;
 		}
-		if (!exited)
+		if (!exited) {
+			const char *status = NULL;
+
 			ev->exit_code = -1;
+			/* envd's status is Go's ProcessState.String(): "signal: killed" for SIGKILL. */
+			ev->sigkill = pjson_string(x, "status", NULL, &status) == 1 && status &&
+				      !strcmp(status, "signal: killed");
+		}
 	}
 }
 
@@ -346,6 +353,7 @@ static int on_event(const cJSON *msg, void *arg)
 	case PROC_EVENT_END:
 		run->ended = 1;
 		run->exit_code = ev.exit_code;
+		run->sigkill = ev.sigkill;
 		break;
 	default:
 		break;
@@ -484,7 +492,15 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 		full.out_bytes = run.out.total;
 		full.err_bytes = run.err.total;
 		full.duration_us = (hmono_ms() - started) * 1000;
-		full.oom_killed = ooms >= 0 && oom_kills(sb) > ooms;
+		/*
+		 * Killed for memory: SIGKILL ended the command (itself, or a
+		 * process its shell waited on last: 137), and the OOM killer
+		 * killed in the sandbox meanwhile. A command that ended any
+		 * other way (or timed out) was not the one killed, whatever ran
+		 * beside it.
+		 */
+		full.oom_killed = ooms >= 0 && !full.timed_out && (run.sigkill || run.exit_code == 128 + 9) &&
+				  oom_kills(sb) > ooms;
 		if (capped_finish(&run.out, &full.out) < 0 || capped_finish(&run.err, &full.err) < 0) {
 			hangar_buf_dispose(&full.out);
 			hangar_buf_dispose(&full.err);

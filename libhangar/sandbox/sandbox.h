@@ -83,6 +83,7 @@ struct proc_event {
 	unsigned char *bytes;           /* DATA: decoded output, malloc'd; NULL when empty */
 	size_t len;
 	int32_t exit_code;              /* END: -1 when a signal ended it */
+	int sigkill;                    /* END: 1 when SIGKILL ended it (status "signal: killed") */
 };
 
 /* Decodes msg into ev (free ev->bytes after). Keepalives and unknown events are OTHER. */

@@ -100,7 +100,7 @@ struct exec_outcome {
 	int rc;                  /* 0, a HANGAR_E* code, or 1: interrupted (see signo) */
 	int signo;
 	int status;              /* the exit status to pass through when rc == 0 */
-	int oom_killed;          /* and the OOM killer killed a process meanwhile */
+	int oom_killed;          /* and it was the OOM killer's (hangar_exec_result.oom_killed) */
 	char message[512];       /* when rc < 0 */
 };
 #define EXEC_INTERRUPTED 1

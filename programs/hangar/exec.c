@@ -71,8 +71,8 @@ static int report_outcome(const struct exec_outcome *o, const char *id)
 	}
 	if (o->oom_killed) {
 		fflush(stdout);
-		fprintf(stderr, "hangar: sandbox %s reached its memory limit: the OOM killer killed a process "
-			"while the command ran\n", id);
+		fprintf(stderr, "hangar: sandbox %s reached its memory limit: the OOM killer killed the command\n",
+			id);
 	}
 	return o->status;
 }

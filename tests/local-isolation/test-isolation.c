@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -971,6 +972,65 @@ START_TEST(memory_limit)
 }
 END_TEST
 
+/* A command run on its own thread (the library lets several run at once on one sandbox). */
+struct bg_exec {
+	hangar_sandbox *sb;
+	const char *cmd;
+	struct out o;
+	pthread_t thread;
+};
+
+static void *bg_exec_run(void *arg)
+{
+	struct bg_exec *b = arg;
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	eo.user = "user";
+	eo.timeout_sec = 60;
+	b->o.exit_code = -1000; /* the exec itself failed */
+	if (hangar_sandbox_exec(&r, b->sb, b->cmd, &eo) == 0) {
+		b->o.exit_code = r.exit_code;
+		b->o.oom_killed = r.oom_killed;
+		snprintf(b->o.text, sizeof(b->o.text), "%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "");
+	}
+	hangar_exec_result_dispose(&r);
+	return NULL;
+}
+
+/*
+ * oom_killed is the command's own: a command running while the OOM killer
+ * kills another command's process beside it, and ending normally, is not
+ * flagged; the command killed is. (The sandbox's kill count goes up during
+ * both.)
+ */
+START_TEST(oom_kill_is_the_commands)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct bg_exec a = { 0 }, b = { 0 };
+
+	if (geteuid() != 0)
+		return;
+	sb = create_limited(&ctx, "HANGAR_LOCAL_MEMORY_MB", "64");
+	/* a waits, holding little memory, until b's victim is dead. */
+	a.sb = b.sb = sb;
+	a.cmd = "touch /tmp/a-runs; until [ -e /tmp/b-done ]; do sleep 0.05; done; echo survived";
+	b.cmd = "until [ -e /tmp/a-runs ]; do sleep 0.05; done; python3 -c 'a = bytearray(256 << 20)'";
+	ck_assert_int_eq(pthread_create(&a.thread, NULL, bg_exec_run, &a), 0);
+	bg_exec_run(&b);
+	expect(sb, "user", "touch /tmp/b-done && echo released", "released");
+	pthread_join(a.thread, NULL);
+	ck_assert_msg((b.o.exit_code == 137 || b.o.exit_code == -1) && b.o.oom_killed == 1,
+		      "the OOM-killed command: exit %d, oom_killed %d", b.o.exit_code, b.o.oom_killed);
+	ck_assert_msg(a.o.exit_code == 0 && !strcmp(a.o.text, "survived\n") && a.o.oom_killed == 0,
+		      "the command beside it: exit %d, oom_killed %d: %s", a.o.exit_code, a.o.oom_killed, a.o.text);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(disk_limit)
 {
 	hangar_ctx *ctx;
@@ -1031,6 +1091,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, envd_socket_sealed, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
+	tcase_add_test(tc, oom_kill_is_the_commands);
 	tcase_add_test(tc, disk_limit);
 	suite_add_tcase(s, tc);
 	return s;
