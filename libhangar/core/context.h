@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-struct sqlite3;
+struct db;
 
 struct setting {
 	const struct hangar_setting_def *def;
@@ -39,7 +39,7 @@ struct hangar_ctx {
 	pthread_mutex_t mu;               /* providers, envd client */
 	struct hangar_provider *providers;
 	struct envd_client *envd;
-	struct sqlite3 *db;               /* the state store, opened on first use */
+	struct db *db;                    /* the state store, opened on first use */
 
 	int log_max;
 	hangar_log_fn log_fn;

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../store/db.h"
 #include "context.h"
 #include "environment.h"
 
@@ -81,6 +82,9 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 				      1LL << 44, NULL, "the largest checkpoint stored (sealed bytes)", NULL },
 	[HS_CHECKPOINT_TIMEOUT] = { "HANGAR_CHECKPOINT_TIMEOUT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "3600", 1, 86400,
 				    NULL, "a whole checkpoint capture, restore or export", NULL },
+	[HS_STORE] = { "HANGAR_STORE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "",
+		       0, 0, NULL, "the state store: a postgresql:// URL, or unset for hangar.db in the state directory",
+		       db_check_store_url },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -4,40 +4,49 @@
 #include <errno.h>
 #include <limits.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../core/context.h"
+#include "db.h"
 
 /*
- * The schema is versioned with SQLite's user_version; each step migrates
- * from the version before it, inside one transaction, keeping every row.
- * Version 0 is a database made before the schema had a version (or a new
- * one): its tables are created when missing, as version 1 did.
+ * The schema, one step per version, each migrating from the version before
+ * it inside one transaction and keeping every row (db_migrate). Steps are
+ * only appended. Version 0 is a database made before the schema had a
+ * version (or a new one): its tables are created when missing, as version 1
+ * did. The SQL runs on SQLite and PostgreSQL alike (db.h), except where a
+ * step says otherwise for PostgreSQL.
  */
-static const char *const migrations[] = {
+static const struct db_migration migrations[] = {
 	/* 0 -> 1: sandboxes and their sealed secrets */
-	"CREATE TABLE IF NOT EXISTS sandboxes ("
-	"  id TEXT PRIMARY KEY, provider TEXT NOT NULL, recorded_us INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS secrets ("
-	"  id TEXT NOT NULL, name TEXT NOT NULL, sealed BLOB NOT NULL, PRIMARY KEY (id, name));",
-	/* 1 -> 2: the checkpoint index */
-	"CREATE TABLE checkpoints ("
-	"  id TEXT PRIMARY KEY, session_id TEXT NOT NULL, parent_id TEXT NOT NULL, workspace TEXT NOT NULL,"
-	"  selection TEXT NOT NULL, store_url TEXT NOT NULL, content_hash TEXT NOT NULL, labels_json TEXT NOT NULL,"
-	"  created_us INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, archive_bytes INTEGER NOT NULL,"
-	"  files INTEGER NOT NULL, blob_bytes INTEGER NOT NULL);"
-	"CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_us);",
+	{ "CREATE TABLE IF NOT EXISTS sandboxes ("
+	  "  id TEXT PRIMARY KEY, provider TEXT NOT NULL, recorded_us INTEGER NOT NULL);"
+	  "CREATE TABLE IF NOT EXISTS secrets ("
+	  "  id TEXT NOT NULL, name TEXT NOT NULL, sealed BLOB NOT NULL, PRIMARY KEY (id, name));",
+	  NULL },
+	/* 1 -> 2: the checkpoint index. Listings order by (created_us, rowid): SQLite has
+	 * rowid; on PostgreSQL a column of that name numbers the rows in the same order. */
+	{ "CREATE TABLE checkpoints ("
+	  "  id TEXT PRIMARY KEY, session_id TEXT NOT NULL, parent_id TEXT NOT NULL, workspace TEXT NOT NULL,"
+	  "  selection TEXT NOT NULL, store_url TEXT NOT NULL, content_hash TEXT NOT NULL, labels_json TEXT NOT NULL,"
+	  "  created_us INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, archive_bytes INTEGER NOT NULL,"
+	  "  files INTEGER NOT NULL, blob_bytes INTEGER NOT NULL);"
+	  "CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_us);",
+	  "CREATE TABLE checkpoints ("
+	  "  id TEXT PRIMARY KEY, session_id TEXT NOT NULL, parent_id TEXT NOT NULL, workspace TEXT NOT NULL,"
+	  "  selection TEXT NOT NULL, store_url TEXT NOT NULL, content_hash TEXT NOT NULL, labels_json TEXT NOT NULL,"
+	  "  created_us BIGINT NOT NULL, stored_bytes BIGINT NOT NULL, archive_bytes BIGINT NOT NULL,"
+	  "  files BIGINT NOT NULL, blob_bytes BIGINT NOT NULL, rowid BIGINT GENERATED ALWAYS AS IDENTITY);"
+	  "CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_us);" },
+	/* 2 -> 3: leases (store/lease.c) */
+	{ "CREATE TABLE leases ("
+	  "  name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_us INTEGER NOT NULL);",
+	  NULL },
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
-
-static int db_error(sqlite3 *db, const char *what)
-{
-	return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "state store: %s: %s", what, db ? sqlite3_errmsg(db) : "no database");
-}
 
 int store_make_dirs(const char *dir)
 {
@@ -64,181 +73,131 @@ int store_make_dirs(const char *dir)
 	return 0;
 }
 
-static int user_version(sqlite3 *db)
+/* The database HANGAR_STORE names, or hangar.db in the state directory. */
+static int open_db(hangar_ctx *ctx, struct db **out)
 {
-	sqlite3_stmt *st = NULL;
-	int v = -1;
-
-	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	return v;
-}
-
-/* Brings the schema to SCHEMA_VERSION; several processes may race to do it. */
-static int migrate(sqlite3 *db, const char *path)
-{
-	char sql[64];
-	int v;
-
-	if (user_version(db) == SCHEMA_VERSION)
-		return 0;
-	/* IMMEDIATE: the write lock first, then the version read under it. */
-	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return db_error(db, "cannot set up hangar.db");
-	v = user_version(db);
-	if (v < 0 || v > SCHEMA_VERSION) {
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-		if (v < 0)
-			return db_error(db, "cannot read the schema version of hangar.db");
-		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-			    "%s has schema version %d, newer than this library knows (%d): use a newer libhangar", path,
-			    v, SCHEMA_VERSION);
-	}
-	for (; v < SCHEMA_VERSION; v++)
-		if (sqlite3_exec(db, migrations[v], NULL, NULL, NULL) != SQLITE_OK) {
-			int rc = db_error(db, "cannot migrate hangar.db");
-
-			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-			return rc;
-		}
-	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
-	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		int rc = db_error(db, "cannot migrate hangar.db");
-
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-		return rc;
-	}
-	return 0;
-}
-
-/* The context's database, opened on first use. */
-sqlite3 *store_db(hangar_ctx *ctx)
-{
-	const char *dir = hctx_str(ctx, HS_STATE_DIR);
+	const char *url = hctx_str(ctx, HS_STORE), *dir;
 	char path[PATH_MAX];
-	sqlite3 *db = NULL;
+	int rc;
+
+	if (*url)
+		rc = db_open_postgres(out, url);
+	else {
+		dir = hctx_str(ctx, HS_STATE_DIR);
+		if ((rc = store_make_dirs(dir)) != 0)
+			return rc;
+		if (snprintf(path, sizeof(path), "%s/hangar.db", dir) >= (int)sizeof(path))
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
+		rc = db_open_sqlite(out, path);
+	}
+	if (rc == 0 && (rc = db_migrate(*out, migrations, SCHEMA_VERSION)) != 0) {
+		db_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* The context's database, opened on first use (again after a failed open). */
+struct db *store_db(hangar_ctx *ctx)
+{
+	struct db *db = NULL;
 
 	pthread_mutex_lock(&ctx->mu);
-	if (ctx->db) {
-		db = ctx->db;
-		goto out;
-	}
-	if (store_make_dirs(dir) < 0)
-		goto out;
-	if (snprintf(path, sizeof(path), "%s/hangar.db", dir) >= (int)sizeof(path)) {
-		herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
-		goto out;
-	}
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-			    NULL) != SQLITE_OK) {
-		db_error(db, "cannot open hangar.db");
-		sqlite3_close(db);
-		db = NULL;
-		goto out;
-	}
-	chmod(path, 0600);
-	/* Several processes share the file: wait for each other rather than fail. */
-	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL) != SQLITE_OK) {
-		db_error(db, "cannot set up hangar.db");
-		sqlite3_close(db);
-		db = NULL;
-		goto out;
-	}
-	if (migrate(db, path) < 0) {
-		sqlite3_close(db);
-		db = NULL;
-		goto out;
-	}
-	ctx->db = db;
-out:
+	if (!ctx->db && open_db(ctx, &db) == 0)
+		ctx->db = db;
+	db = ctx->db;
 	pthread_mutex_unlock(&ctx->mu);
 	return db;
 }
 
-void store_close(sqlite3 *db)
+void store_close(struct db *db)
 {
-	sqlite3_close(db);
+	db_close(db);
 }
 
-/* Runs one statement with text parameters (NULL ends the list). */
-static int exec_text(sqlite3 *db, const char *sql, const char *const *params, int nparams)
+int store_schema_version(void)
 {
-	sqlite3_stmt *st = NULL;
-	int rc;
+	return SCHEMA_VERSION;
+}
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, "prepare");
+/* Runs one statement with text parameters $1..$n. */
+static int exec_text(struct db *db, const char *sql, const char *const *params, int nparams)
+{
+	struct db_stmt *st;
+	int rc = db_prepare(db, &st, sql);
+
+	if (rc)
+		return rc;
 	for (int i = 0; i < nparams; i++)
-		sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_error(db, "write");
+		db_bind_text(st, i + 1, params[i]);
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
 }
 
 int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 {
-	sqlite3 *db = store_db(ctx);
-	sqlite3_stmt *st = NULL;
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
 	int rc;
 
 	if (!db)
 		return hangar_error_last()->code;
-	if (sqlite3_prepare_v2(db,
-			       "INSERT INTO sandboxes (id, provider, recorded_us) VALUES (?1, ?2, ?3) "
-			       "ON CONFLICT (id) DO UPDATE SET provider = ?2, recorded_us = ?3",
-			       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, "prepare");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, provider, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, hnow_us());
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : db_error(db, "recording a sandbox");
+	rc = db_prepare(db, &st,
+			"INSERT INTO sandboxes (id, provider, recorded_us) VALUES ($1, $2, $3) "
+			"ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, recorded_us = excluded.recorded_us");
+	if (rc)
+		return rc;
+	db_bind_text(st, 1, id);
+	db_bind_text(st, 2, provider);
+	db_bind_int64(st, 3, hnow_us());
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
 }
 
 int store_lookup(hangar_ctx *ctx, const char *id, char **provider)
 {
-	sqlite3 *db = store_db(ctx);
-	sqlite3_stmt *st = NULL;
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
 	int rc;
 
 	*provider = NULL;
 	if (!db)
 		return hangar_error_last()->code;
-	if (sqlite3_prepare_v2(db, "SELECT provider FROM sandboxes WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, "prepare");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*provider = strdup((const char *)sqlite3_column_text(st, 0));
+	if ((rc = db_prepare(db, &st, "SELECT provider FROM sandboxes WHERE id = $1")) != 0)
+		return rc;
+	db_bind_text(st, 1, id);
+	rc = db_step(st);
+	if (rc == DB_ROW) {
+		const char *v = db_column_text(st, 0);
+
+		*provider = strdup(v ? v : "");
 		rc = *provider ? 0 : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == DB_DONE) {
 		rc = herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no record of sandbox %s", id);
-	} else {
-		rc = db_error(db, "looking a sandbox up");
 	}
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return rc;
 }
 
 int store_forget(hangar_ctx *ctx, const char *id)
 {
-	sqlite3 *db = store_db(ctx);
+	struct db *db = store_db(ctx);
 	const char *p[] = { id };
+	int rc;
 
 	if (!db)
 		return hangar_error_last()->code;
-	if (exec_text(db, "DELETE FROM secrets WHERE id = ?1", p, 1) < 0)
-		return hangar_error_last()->code;
-	return exec_text(db, "DELETE FROM sandboxes WHERE id = ?1", p, 1);
+	if ((rc = exec_text(db, "DELETE FROM secrets WHERE id = $1", p, 1)) != 0)
+		return rc;
+	return exec_text(db, "DELETE FROM sandboxes WHERE id = $1", p, 1);
 }
 
 int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids)
 {
-	sqlite3 *db = store_db(ctx);
-	sqlite3_stmt *st = NULL;
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
 	char **v;
 	size_t n = 0;
 	int rc;
@@ -249,26 +208,25 @@ int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids)
 	v = calloc(max + 1, sizeof(*v));
 	if (!v)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	if (sqlite3_prepare_v2(db, "SELECT id FROM sandboxes WHERE provider = ?1 ORDER BY recorded_us LIMIT ?2", -1,
-			       &st, NULL) != SQLITE_OK) {
+	if ((rc = db_prepare(db, &st, "SELECT id FROM sandboxes WHERE provider = $1 ORDER BY recorded_us, id LIMIT $2")) !=
+	    0) {
 		free(v);
-		return db_error(db, "prepare");
+		return rc;
 	}
-	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max) {
-		const char *id = (const char *)sqlite3_column_text(st, 0);
+	db_bind_text(st, 1, provider);
+	db_bind_int64(st, 2, max > INT64_MAX ? INT64_MAX : (int64_t)max);
+	while ((rc = db_step(st)) == DB_ROW && n < max) {
+		const char *id = db_column_text(st, 0);
 
 		if (id && !(v[n++] = strdup(id))) {
-			rc = SQLITE_NOMEM;
+			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 			break;
 		}
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+	db_finalize(st);
+	if (rc < 0) {
 		store_ids_free(v);
-		return rc == SQLITE_NOMEM ? herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory")
-					  : db_error(db, "listing sandboxes");
+		return rc;
 	}
 	*ids = v;
 	return 0;
@@ -309,8 +267,8 @@ int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const ch
 	unsigned char key[crypto_secretbox_KEYBYTES], nonce[crypto_secretbox_NONCEBYTES], mixed[crypto_secretbox_NONCEBYTES];
 	size_t vlen = strlen(value), blen = sizeof(nonce) + crypto_secretbox_MACBYTES + vlen;
 	unsigned char *blob;
-	sqlite3 *db;
-	sqlite3_stmt *st = NULL;
+	struct db *db;
+	struct db_stmt *st;
 	int rc = seal_key(ctx, key, id, name);
 
 	if (rc)
@@ -330,61 +288,56 @@ int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const ch
 	memcpy(blob, nonce, sizeof(nonce));
 	crypto_secretbox_easy(blob + sizeof(nonce), (const unsigned char *)value, vlen, mixed, key);
 	sodium_memzero(key, sizeof(key));
-	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO secrets (id, name, sealed) VALUES (?1, ?2, ?3)", -1, &st,
-			       NULL) != SQLITE_OK) {
-		free(blob);
-		return db_error(db, "prepare");
+	rc = db_prepare(db, &st,
+			"INSERT INTO secrets (id, name, sealed) VALUES ($1, $2, $3) "
+			"ON CONFLICT (id, name) DO UPDATE SET sealed = excluded.sealed");
+	if (rc == 0) {
+		db_bind_text(st, 1, id);
+		db_bind_text(st, 2, name);
+		db_bind_blob(st, 3, blob, blen);
+		rc = db_step(st);
+		db_finalize(st);
 	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 3, blob, (int)blen, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
 	free(blob);
-	return rc == SQLITE_DONE ? 0 : db_error(db, "keeping a secret");
+	return rc < 0 ? rc : 0;
 }
 
 int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **value)
 {
 	unsigned char key[crypto_secretbox_KEYBYTES], mixed[crypto_secretbox_NONCEBYTES];
-	sqlite3_stmt *st = NULL;
-	sqlite3 *db;
+	struct db_stmt *st;
+	struct db *db;
 	int rc;
 
 	*value = NULL;
 	db = store_db(ctx);
 	if (!db)
 		return hangar_error_last()->code;
-	if (sqlite3_prepare_v2(db, "SELECT sealed FROM secrets WHERE id = ?1 AND name = ?2", -1, &st, NULL) !=
-	    SQLITE_OK)
-		return db_error(db, "prepare");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		sqlite3_finalize(st);
-		return herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no %s kept for sandbox %s", name, id);
-	}
-	if (rc != SQLITE_ROW) {
-		sqlite3_finalize(st);
-		return db_error(db, "reading a secret");
+	if ((rc = db_prepare(db, &st, "SELECT sealed FROM secrets WHERE id = $1 AND name = $2")) != 0)
+		return rc;
+	db_bind_text(st, 1, id);
+	db_bind_text(st, 2, name);
+	rc = db_step(st);
+	if (rc != DB_ROW) {
+		db_finalize(st);
+		return rc < 0 ? rc : herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no %s kept for sandbox %s", name, id);
 	}
 	rc = seal_key(ctx, key, id, name);
 	if (rc == 0) {
-		const unsigned char *blob = sqlite3_column_blob(st, 0);
-		int blen = sqlite3_column_bytes(st, 0);
+		size_t blen;
+		const unsigned char *blob = db_column_blob(st, 0, &blen);
 		size_t plen;
 
-		if (!blob || blen < (int)(crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)) {
+		if (!blob || blen < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES) {
 			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_OS, "the %s kept for sandbox %s is damaged", name, id);
 		} else {
-			plen = (size_t)blen - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES;
+			plen = blen - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES;
 			*value = malloc(plen + 1);
 			bind_ad((unsigned char *)blob, id, name, mixed);
 			if (!*value) {
 				rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 			} else if (crypto_secretbox_open_easy((unsigned char *)*value, blob + crypto_secretbox_NONCEBYTES,
-							      (size_t)blen - crypto_secretbox_NONCEBYTES, mixed, key) != 0) {
+							      blen - crypto_secretbox_NONCEBYTES, mixed, key) != 0) {
 				free(*value);
 				*value = NULL;
 				rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_OS,
@@ -395,7 +348,7 @@ int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **v
 		}
 		sodium_memzero(key, sizeof(key));
 	}
-	sqlite3_finalize(st);
+	db_finalize(st);
 	return rc;
 }
 

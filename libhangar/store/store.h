@@ -1,8 +1,11 @@
 /*
- * The durable store: which provider holds each sandbox, and secrets that
- * must outlive the process (sealed with a key derived from
- * HANGAR_SECRET_KEY). One SQLite database per state directory,
- * $HANGAR_STATE_DIR/hangar.db; every function reports through herr().
+ * The durable store: which provider holds each sandbox, secrets that must
+ * outlive the process (sealed with a key derived from HANGAR_SECRET_KEY),
+ * the checkpoint index and leases. One SQLite database per state
+ * directory, $HANGAR_STATE_DIR/hangar.db, or the PostgreSQL database
+ * HANGAR_STORE names, which several processes and machines may share.
+ * Every SQL call goes through the query layer (db.h); every function
+ * reports through herr().
  */
 #pragma once
 
@@ -31,10 +34,29 @@ int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const ch
  * value that does not unseal (another key, tampering) is HANGAR_EREFUSED. */
 int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **value);
 
-struct sqlite3;
-void store_close(struct sqlite3 *db);
+struct db;
+void store_close(struct db *db);
 /* The context's database (opened and migrated on first use), or NULL (herr set). */
-struct sqlite3 *store_db(hangar_ctx *ctx);
+struct db *store_db(hangar_ctx *ctx);
+/* The schema version this library writes. */
+int store_schema_version(void);
+
+/* ---- leases (store/lease.c) --------------------------------------------------
+ * A named role that one holder at a time plays (the reaper among several
+ * replicas), kept as a plain row with an expiry: no session or advisory
+ * lock, so it works through any connection pooler and survives a holder
+ * that died (its lease runs out). Holders compare times from their own
+ * clocks: keep ttl_us well above the clocks' skew. */
+
+/* Takes name for holder until now_us + ttl_us if it is free, expired, or
+ * holder's already (a renewal). *held is 1 when holder has it now, 0 when
+ * another holder does. */
+int store_lease_acquire(hangar_ctx *ctx, const char *name, const char *holder, int64_t now_us, int64_t ttl_us,
+			int *held);
+/* Gives name up if holder has it; *released says whether it did. */
+int store_lease_release(hangar_ctx *ctx, const char *name, const char *holder, int *released);
+/* Who holds name (*holder malloc'd) and until when, expired or not; HANGAR_ENOTFOUND if nobody ever did. */
+int store_lease_get(hangar_ctx *ctx, const char *name, char **holder, int64_t *expires_us);
 
 /* ---- the checkpoint index (store/checkpoints.c) ---------------------------- */
 
