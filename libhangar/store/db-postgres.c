@@ -245,9 +245,14 @@ static int connect_failed(struct pg *pg, const char *what)
 
 int db_open_postgres(struct db **out, const char *url)
 {
-	/* Defaults before dbname: what the URL says overrides them. */
-	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-	const char *vals[] = { "10", "hangar", url, NULL };
+	/*
+	 * Defaults before dbname: what the URL says overrides them. Every wait
+	 * has a deadline: connecting, and (over TCP) a server that went silent
+	 * is given up on after about a minute rather than the system's hours.
+	 */
+	const char *keys[] = { "connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
+			       "keepalives_count", "tcp_user_timeout", "dbname", NULL };
+	const char *vals[] = { "10", "hangar", "30", "10", "3", "60000", url, NULL };
 	PQconninfoOption *opts;
 	char *err = NULL, name[sizeof(((struct db *)0)->name)];
 	struct pg *pg;
@@ -529,17 +534,15 @@ static void pg_finalize(struct db_stmt *st)
 
 /*
  * The version's table. Two processes creating it at once can collide in
- * the catalogue (a unique violation on the type's name): the loser finds
- * the table made and goes on.
+ * the catalogue (IF NOT EXISTS checks before it inserts: the loser gets
+ * "type already exists" or a unique violation): once more, the loser
+ * finds the table made and goes on.
  */
 static int pg_migrate_setup(struct db *db)
 {
 	const char *sql = "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)";
-	int rc = pg_exec(db, sql);
 
-	if (rc == HANGAR_EEXISTS)
-		rc = pg_exec(db, sql);
-	return rc;
+	return pg_exec(db, sql) == 0 ? 0 : pg_exec(db, sql);
 }
 
 /* Every migrator waits here for the one before it to commit. */

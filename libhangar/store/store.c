@@ -97,16 +97,31 @@ static int open_db(hangar_ctx *ctx, struct db **out)
 	return rc;
 }
 
-/* The context's database, opened on first use (again after a failed open). */
+/*
+ * The context's database, opened on first use (again after a failed open).
+ * Opened outside ctx->mu: connecting to a server may take a while, and the
+ * context's other users should not wait for it. Threads that race to open
+ * keep the first connection made; migrations tolerate the race.
+ */
 struct db *store_db(hangar_ctx *ctx)
 {
-	struct db *db = NULL;
+	struct db *db, *spare = NULL;
 
 	pthread_mutex_lock(&ctx->mu);
-	if (!ctx->db && open_db(ctx, &db) == 0)
+	db = ctx->db;
+	pthread_mutex_unlock(&ctx->mu);
+	if (db)
+		return db;
+	if (open_db(ctx, &db) != 0)
+		return NULL;
+	pthread_mutex_lock(&ctx->mu);
+	if (ctx->db)
+		spare = db;
+	else
 		ctx->db = db;
 	db = ctx->db;
 	pthread_mutex_unlock(&ctx->mu);
+	db_close(spare);
 	return db;
 }
 
