@@ -588,19 +588,26 @@ struct racer {
 	char name[16];
 	int wins[ROUNDS];
 	int rc;
+	char why[1024];
 };
 
 static void *lease_racer(void *arg)
 {
 	struct racer *r = arg;
 
-	for (int round = 0; round < ROUNDS && !r->rc; round++) {
+	/* Every round to the end, failed or not: the others wait at the barrier. */
+	for (int round = 0; round < ROUNDS; round++) {
 		char lease[32];
+		int rc;
 
 		snprintf(lease, sizeof(lease), "lease-%d", round / 2);
 		pthread_barrier_wait(&barrier);
 		/* odd rounds: the lease exists and has run out, so every racer may take it over */
-		r->rc = store_lease_acquire(r->ctx, lease, r->name, 1000000 + round * 100, 50, &r->wins[round]);
+		rc = store_lease_acquire(r->ctx, lease, r->name, 1000000 + round * 100, 50, &r->wins[round]);
+		if (rc && !r->rc) {
+			r->rc = rc;
+			snprintf(r->why, sizeof(r->why), "round %d: %s", round, hangar_error_last()->message);
+		}
 	}
 	return NULL;
 }
@@ -625,7 +632,7 @@ START_TEST(lease_race)
 	for (int i = 0; i < RACERS; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < RACERS; i++)
-		ck_assert_msg(r[i].rc == 0, "%s: %d", r[i].name, r[i].rc);
+		ck_assert_msg(r[i].rc == 0, "%s: %d %s", r[i].name, r[i].rc, r[i].why);
 	for (int round = 0; round < ROUNDS; round++) {
 		int winners = 0;
 
@@ -657,6 +664,7 @@ END_TEST
 struct worker {
 	hangar_ctx *ctx;
 	int n, rc;
+	char why[1024];
 };
 
 static void *worker(void *arg)
@@ -680,6 +688,8 @@ static void *worker(void *arg)
 		if (i % 3 == 0)
 			w->rc = store_forget(w->ctx, id);
 	}
+	if (w->rc)
+		snprintf(w->why, sizeof(w->why), "%s", hangar_error_last()->message);
 	return NULL;
 }
 
@@ -693,12 +703,12 @@ START_TEST(threads_share_a_context)
 	int n = 0;
 
 	for (int i = 0; i < N; i++) {
-		w[i] = (struct worker){ ctx, i, 0 };
+		w[i] = (struct worker){ ctx, i, 0, "" };
 		ck_assert_int_eq(pthread_create(&t[i], NULL, worker, &w[i]), 0);
 	}
 	for (int i = 0; i < N; i++) {
 		pthread_join(t[i], NULL);
-		ck_assert_msg(w[i].rc == 0, "worker %d: %d %s", i, w[i].rc, hangar_error_last()->message);
+		ck_assert_msg(w[i].rc == 0, "worker %d: %d %s", i, w[i].rc, w[i].why);
 	}
 	must(store_ids(ctx, "local", 10000, &ids), "ids");
 	while (ids[n])
