@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "../core/internal.h"
@@ -34,6 +35,45 @@ static int fail(struct db *db, int rc, const char *what)
 		    db->name, what, LITE(db)->h ? sqlite3_errmsg(LITE(db)->h) : sqlite3_errstr(rc));
 }
 
+/* The journal mode a connection reports ("wal", "delete"), lower case, into mode. */
+static int journal_mode(sqlite3 *h, char mode[16])
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL);
+
+	mode[0] = '\0';
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		snprintf(mode, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * Puts the database in WAL mode, once for all its users. Switching needs
+ * the database to itself and SQLite does not wait for that (no busy
+ * handler): connections opening a new database together see SQLITE_BUSY,
+ * look again, and find it switched by another, or try again a little
+ * later, within the busy timeout.
+ */
+static int wal(sqlite3 *h)
+{
+	char mode[16];
+	int rc = SQLITE_OK;
+
+	for (int waited_ms = 0; waited_ms <= 5000; waited_ms += 10) {
+		if ((rc = journal_mode(h, mode)) == SQLITE_OK && !strcasecmp(mode, "wal"))
+			return SQLITE_OK;
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(h, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL);
+		if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED && (rc & 0xff) != SQLITE_BUSY)
+			return rc;
+		sqlite3_sleep(10);
+	}
+	return rc;
+}
+
 int db_open_sqlite(struct db **out, const char *path)
 {
 	struct lite *l = calloc(1, sizeof(*l));
@@ -54,7 +94,7 @@ int db_open_sqlite(struct db **out, const char *path)
 	chmod(path, 0600);
 	/* Several processes share the file: wait for each other rather than fail. */
 	sqlite3_busy_timeout(l->h, 5000);
-	if ((rc = sqlite3_exec(l->h, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL)) != SQLITE_OK) {
+	if ((rc = wal(l->h)) != SQLITE_OK) {
 		rc = fail(&l->base, rc, "cannot set up");
 		db_close(&l->base);
 		return rc;
