@@ -20,10 +20,13 @@
 
 static const char *const controllers[3] = { "memory", "pids", "cpu" };
 
-/* 1 when path is a cgroup directory of this sandbox's (no "..", under /sys/fs/cgroup/, naming id). */
+const char *usage_cgroup_root = "/sys/fs/cgroup/";
+
+/* 1 when path is a cgroup directory of this sandbox's (no "..", under usage_cgroup_root, naming id). */
 static int sane_cgroup(const char *path, const char *id)
 {
-	return !strncmp(path, "/sys/fs/cgroup/", 15) && strstr(path, id) && !strstr(path, "..");
+	return !strncmp(path, usage_cgroup_root, strlen(usage_cgroup_root)) && strstr(path, id) &&
+	       !strstr(path, "..");
 }
 
 int usage_read_limits(const char *dir, const char *id, struct usage_limits *u)

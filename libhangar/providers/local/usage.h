@@ -13,6 +13,9 @@ struct usage_limits {
 
 #define USAGE_EVENTS 3
 
+/* Where every cgroup dir/limits may name lies, with a trailing slash: /sys/fs/cgroup/ (tests point it elsewhere). */
+extern const char *usage_cgroup_root;
+
 /* Reads dir/limits. 0 or -errno. */
 int usage_read_limits(const char *dir, const char *id, struct usage_limits *u);
 /* One sample now: memory and disk used against the limits, the CPU count. 0 or -errno. */

@@ -1,0 +1,200 @@
+/*
+ * The local provider's reading of a sandbox's limits and usage
+ * (libhangar/providers/local/usage.c) from the dir/limits file hangar-jail
+ * writes and the cgroup files it names, against directories laid out like
+ * cgroup v2 and v1 ones: this host's controllers are all on v1, so the v2
+ * files (memory.current, memory.events, pids.current, pids.events) are
+ * never read by a real sandbox here.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "providers/local/usage.h"
+
+#define ID "sb-0123456789abcdef"
+
+static char top[64], root[96], dir[96], cg[160];
+
+static void put(const char *in, const char *name, const char *text)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", in, name);
+	f = fopen(path, "we");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void mk(const char *path)
+{
+	ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", path, strerror(errno));
+}
+
+/* A sandbox directory whose limits name one v2 cgroup under a private root for every controller. */
+static void setup(void)
+{
+	char limits[1024];
+
+	snprintf(top, sizeof(top), "/tmp/hangar-usage-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	snprintf(root, sizeof(root), "%s/cg/", top);
+	snprintf(dir, sizeof(dir), "%s/%s", top, ID);
+	snprintf(cg, sizeof(cg), "%shangar/%s", root, ID);
+	usage_cgroup_root = root;
+	mk(root);
+	snprintf(limits, sizeof(limits), "%shangar", root);
+	mk(limits);
+	mk(cg);
+	mk(dir);
+	snprintf(limits, sizeof(limits),
+		 "memory_mb 64\npids 32\ncpus 2\ndisk_mb 100\nmemory v2 %s\npids v2 %s\ncpu v2 %s\n", cg, cg, cg);
+	put(dir, "limits", limits);
+	put(cg, "memory.current", "1048576\n");
+	/* Every key the kernel writes there, the one wanted among the others. */
+	put(cg, "memory.events", "low 0\nhigh 0\nmax 5\noom 4\noom_group_kill 9\noom_kill 2\n");
+	put(cg, "pids.current", "7\n");
+	put(cg, "pids.events", "max 3\n");
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	usage_cgroup_root = "/sys/fs/cgroup/";
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(v2_limits_read)
+{
+	struct usage_limits u;
+
+	ck_assert_int_eq(usage_read_limits(dir, ID, &u), 0);
+	ck_assert_uint_eq(u.memory_mb, 64);
+	ck_assert_uint_eq(u.pids, 32);
+	ck_assert_uint_eq(u.cpus, 2);
+	ck_assert_uint_eq(u.disk_mb, 100);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_str_eq(u.cgroup[i], cg);
+		ck_assert_int_eq(u.v2[i], 1);
+	}
+}
+END_TEST
+
+START_TEST(v2_metric)
+{
+	hangar_sandbox_metric m;
+
+	/* No jail (pid 0): the disk is its limit, unmeasured. */
+	ck_assert_int_eq(usage_metric(dir, ID, 0, &m), 0);
+	ck_assert_uint_eq(m.mem_total_bytes, 64u << 20);
+	ck_assert_uint_eq(m.mem_used_bytes, 1048576);
+	ck_assert_uint_eq(m.pids_max, 32);
+	ck_assert_uint_eq(m.pids_used, 7);
+	ck_assert_uint_eq(m.cpu_count, 2);
+	ck_assert_uint_eq(m.disk_total_bytes, 100u << 20);
+}
+END_TEST
+
+START_TEST(v2_oom_kills_and_events)
+{
+	char msgs[USAGE_EVENTS][256];
+	const char *levels[USAGE_EVENTS];
+
+	ck_assert_int_eq(usage_oom_kills(dir, ID), 2);
+	ck_assert_int_eq(usage_events(dir, ID, 0, msgs, levels), 2);
+	ck_assert_str_eq(msgs[0], "memory limit of 64 MB reached: the OOM killer killed 2 processes");
+	ck_assert_str_eq(levels[0], "error");
+	ck_assert_str_eq(msgs[1], "process limit of 32 reached: 3 forks refused");
+	ck_assert_str_eq(levels[1], "warn");
+	/* The count is read afresh each time (exec reads it around a command). */
+	put(cg, "memory.events", "oom 5\noom_kill 3\n");
+	ck_assert_int_eq(usage_oom_kills(dir, ID), 3);
+	/* Nothing hit: no event. */
+	put(cg, "memory.events", "oom 0\noom_kill 0\n");
+	put(cg, "pids.events", "max 0\n");
+	ck_assert_int_eq(usage_events(dir, ID, 0, msgs, levels), 0);
+}
+END_TEST
+
+/* A limits file naming cgroups outside the root, another sandbox's, or with ".." is not followed. */
+START_TEST(foreign_cgroups_ignored)
+{
+	char bad[3][256], limits[1600];
+	struct usage_limits u;
+
+	snprintf(bad[0], sizeof(bad[0]), "/tmp/elsewhere/%s", ID);
+	snprintf(bad[1], sizeof(bad[1]), "%shangar/sb-ffffffffffffffff", root);
+	snprintf(bad[2], sizeof(bad[2]), "%shangar/../hangar/%s", root, ID);
+	for (int i = 0; i < 3; i++) {
+		snprintf(limits, sizeof(limits), "memory_mb 64\nmemory v2 %s\npids v2 %s\n", bad[i], bad[i]);
+		put(dir, "limits", limits);
+		ck_assert_int_eq(usage_read_limits(dir, ID, &u), 0);
+		ck_assert_msg(!u.cgroup[0][0] && !u.cgroup[1][0], "followed %s", bad[i]);
+		ck_assert_int_eq(usage_oom_kills(dir, ID), -1);
+	}
+}
+END_TEST
+
+/* v1: the memory controller's own files, and clean-up of the v1 directories only. */
+START_TEST(v1_files_and_removal)
+{
+	char v1[256], limits[1024];
+	hangar_sandbox_metric m;
+
+	snprintf(v1, sizeof(v1), "%smemory", root);
+	mk(v1);
+	snprintf(v1, sizeof(v1), "%smemory/" ID, root);
+	mk(v1);
+	put(v1, "memory.usage_in_bytes", "2097152\n");
+	put(v1, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+	snprintf(limits, sizeof(limits), "memory_mb 64\npids 32\ncpus 2\ndisk_mb 100\nmemory v1 %s\npids v2 %s\n", v1,
+		 cg);
+	put(dir, "limits", limits);
+	ck_assert_int_eq(usage_metric(dir, ID, 0, &m), 0);
+	ck_assert_uint_eq(m.mem_used_bytes, 2097152);
+	ck_assert_int_eq(usage_oom_kills(dir, ID), 1);
+	/* A real cgroup directory goes with its interface files; here they must go first. */
+	unlink(strcat(strcpy(limits, v1), "/memory.usage_in_bytes"));
+	unlink(strcat(strcpy(limits, v1), "/memory.oom_control"));
+	usage_remove_cgroups(dir, ID);
+	ck_assert_int_eq(access(v1, F_OK), -1);
+	ck_assert_int_eq(access(cg, F_OK), 0); /* v2: the jail's freezer cgroup, not the library's to remove */
+}
+END_TEST
+
+static Suite *usage_suite(void)
+{
+	Suite *s = suite_create("local-usage");
+	TCase *tc = tcase_create("cgroups");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, v2_limits_read);
+	tcase_add_test(tc, v2_metric);
+	tcase_add_test(tc, v2_oom_kills_and_events);
+	tcase_add_test(tc, foreign_cgroups_ignored);
+	tcase_add_test(tc, v1_files_and_removal);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(usage_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
