@@ -18,5 +18,6 @@
 #include "tier.h"
 #include "environment.h"
 #include "checkpoint.h"
+#include "session.h"
 
 #endif

@@ -317,8 +317,7 @@ int ckpt_valid_workspace(const char *ws)
 	return 1;
 }
 
-/* labels ("key=value", NULL-terminated) as a JSON object. */
-static int labels_json(char **out, const char *const *labels)
+int ckpt_labels_json(char **out, const char *const *labels)
 {
 	cJSON *o = cJSON_CreateObject();
 
@@ -435,7 +434,7 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 		}
 		store_ckpt_free(&parent);
 	}
-	if ((rc = labels_json(&labels, o.labels)) != 0)
+	if ((rc = ckpt_labels_json(&labels, o.labels)) != 0)
 		return rc;
 
 	memset(&c, 0, sizeof(c));

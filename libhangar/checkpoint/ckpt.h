@@ -24,6 +24,10 @@ struct hangar_checkpoint {
 /* A handle on row (taken over, whatever the outcome). */
 int ckpt_handle_new(hangar_checkpoint **out, hangar_ctx *ctx, struct store_ckpt *row);
 
+/* labels ("key=value", NULL-terminated; later keys win) as a JSON object (malloc'd);
+ * HANGAR_EINVAL for a malformed label. */
+int ckpt_labels_json(char **out, const char *const *labels);
+
 /* Store object names: the archive, and the caller's blob. */
 #define CKPT_NAME_MAX 192
 void ckpt_archive_name(char out[CKPT_NAME_MAX], const char *id);

@@ -48,6 +48,9 @@ struct hangar_ctx {
 	hangar_event_fn event_fn;
 	void *event_payload;
 	struct tier_state *tiers;         /* cooldowns, hedged creates (tier/tier.c) */
+
+	hangar_session_hook_fn session_hook;
+	void *session_hook_payload;
 };
 
 int settings_load(hangar_ctx *ctx, int from_env);

@@ -85,6 +85,16 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 	[HS_STORE] = { "HANGAR_STORE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "",
 		       0, 0, NULL, "the state store: a postgresql:// URL, or unset for hangar.db in the state directory",
 		       db_check_store_url },
+	[HS_SESSION_HOT_RESUME_MINUTES] = { "HANGAR_SESSION_HOT_RESUME_MINUTES", HANGAR_SETTING_TYPE_INT, 0, "1440", 0,
+					    525600, NULL, "how long a suspended session's sandbox stays parked (0: never parked)",
+					    NULL },
+	[HS_SESSION_HOT_RESUME_MAX] = { "HANGAR_SESSION_HOT_RESUME_MAX", HANGAR_SETTING_TYPE_INT, 0, "20", 0, 100000, NULL,
+					"most sandboxes parked for hot resume at once", NULL },
+	[HS_SESSION_CHECK_SECONDS] = { "HANGAR_SESSION_CHECK_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "10", 1, 600, NULL,
+				       "how long a resumed parked sandbox has to answer a command", NULL },
+	[HS_MAX_SANDBOXES] = { "HANGAR_MAX_SANDBOXES", HANGAR_SETTING_TYPE_INT, 0, "0", 0, 1000000, NULL,
+			       "most sandboxes the state store records at once, paused ones included (0: no limit)",
+			       NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "sandbox.h"
+#include "../session/sess.h"
 #include "../core/versioned.h"
 #include "../store/store.h"
 
@@ -183,6 +184,30 @@ static int apply_environment(hangar_ctx *ctx, hangar_create_opts *o, struct env_
 	return 0;
 }
 
+/*
+ * HANGAR_MAX_SANDBOXES: at the cap, a parked sandbox (session/) makes room
+ * for the create; with none to evict, the create is refused.
+ */
+static int make_room(hangar_ctx *ctx)
+{
+	int64_t max = hctx_int(ctx, HS_MAX_SANDBOXES);
+	uint64_t n = 0;
+	int rc;
+
+	if (max <= 0)
+		return 0;
+	while ((rc = store_sandbox_count(ctx, &n)) == 0 && n >= (uint64_t)max) {
+		rc = sess_evict_parked(ctx, NULL, "a create needed its place under HANGAR_MAX_SANDBOXES");
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return herr(HANGAR_ECAPACITY, HANGAR_ERRCAT_PROVIDER,
+				    "%llu sandboxes exist, HANGAR_MAX_SANDBOXES is %lld, and none is parked to make room",
+				    (unsigned long long)n, (long long)max);
+	}
+	return rc;
+}
+
 int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts)
 {
 	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
@@ -213,6 +238,8 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 		goto out;
 	}
 	o.tier = tier;
+	if ((rc = make_room(ctx)) != 0)
+		goto out;
 	/* The named provider, or the one the tier picks (with the environment's template for it). */
 	rc = tier_create(ctx, &o, envr ? envr->templates : NULL, &p, &desc);
 	free(envv);

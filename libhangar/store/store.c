@@ -45,6 +45,18 @@ static const struct db_migration migrations[] = {
 	{ "CREATE TABLE leases ("
 	  "  name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_us INTEGER NOT NULL);",
 	  NULL },
+	/* 3 -> 4: sessions, with the sandbox each one holds or has parked, and its lease */
+	{ "CREATE TABLE sessions ("
+	  "  id TEXT PRIMARY KEY, state INTEGER NOT NULL, flags INTEGER NOT NULL, environment TEXT NOT NULL,"
+	  "  workspace TEXT NOT NULL, user_name TEXT NOT NULL, labels_json TEXT NOT NULL, parent_id TEXT NOT NULL,"
+	  "  fork_group TEXT NOT NULL, provider TEXT NOT NULL, sandbox_id TEXT NOT NULL, checkpoint_id TEXT NOT NULL,"
+	  "  parked_checkpoint_id TEXT NOT NULL, parked_us INTEGER NOT NULL, last_resume INTEGER NOT NULL,"
+	  "  last_reason TEXT NOT NULL, suspend_reason TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	  "  updated_us INTEGER NOT NULL, spec BLOB NOT NULL, lease_holder TEXT NOT NULL,"
+	  "  lease_expires_us INTEGER NOT NULL);"
+	  "CREATE INDEX sessions_by_state ON sessions (state, parked_us);"
+	  "CREATE INDEX sessions_by_fork ON sessions (fork_group);",
+	  NULL },
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

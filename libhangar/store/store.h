@@ -77,3 +77,50 @@ int store_ckpt_list(hangar_ctx *ctx, const char *session_id, int (*fn)(const str
 /* Removes the row of id; HANGAR_ENOTFOUND when there is none. */
 int store_ckpt_delete(hangar_ctx *ctx, const char *id);
 void store_ckpt_free(struct store_ckpt *c);
+
+/* ---- sessions (store/sessions.c) -------------------------------------------- */
+
+/* A session's row. State and last_resume take the HANGAR_SESSION_* and
+ * HANGAR_RESUME_* values of hangar/session.h. */
+struct store_session {
+	char *id, *environment, *workspace, *user, *labels_json, *parent_id, *fork_group;
+	char *provider, *sandbox_id, *checkpoint_id, *parked_checkpoint_id, *last_reason, *suspend_reason;
+	int state, last_resume;
+	uint32_t flags;
+	int64_t created_us, updated_us, parked_us;
+	unsigned char *spec;   /* how its sandboxes are made, sealed (session/) */
+	size_t spec_len;
+};
+
+/* Adds a session's row; HANGAR_EEXISTS when the id is taken. */
+int store_session_put(hangar_ctx *ctx, const struct store_session *s);
+/* Writes every column of s's row but id, created_us and the lease; HANGAR_ENOTFOUND
+ * when the row is gone. */
+int store_session_update(hangar_ctx *ctx, const struct store_session *s);
+/* The row of id (strings malloc'd: store_session_free), or HANGAR_ENOTFOUND. */
+int store_session_get(hangar_ctx *ctx, const char *id, struct store_session *out);
+/*
+ * Every row, oldest first; with state > 0 only rows in that state, ordered by
+ * parked_us then (longest-parked first). fn's non-zero return stops the
+ * listing and is returned; the row is valid during the call only.
+ */
+int store_session_list(hangar_ctx *ctx, int state, int (*fn)(const struct store_session *s, void *payload),
+		       void *payload);
+/* The ids of the rows of one fork group (malloc'd, NULL-terminated: store_ids_free). */
+int store_session_fork_group(hangar_ctx *ctx, const char *group, char ***ids);
+/* Removes the row of id; HANGAR_ENOTFOUND when there is none. */
+int store_session_delete(hangar_ctx *ctx, const char *id);
+void store_session_free(struct store_session *s);
+/* How many sessions are in state. */
+int store_session_count(hangar_ctx *ctx, int state, uint64_t *n);
+/*
+ * Takes id's lease for holder until now + ttl_us: when nobody holds it, it
+ * expired, or holder already does (a renewal). 1 taken, 0 held by another,
+ * or a failure (negative); HANGAR_ENOTFOUND when the row is gone.
+ */
+int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us);
+/* Gives id's lease up if holder holds it. */
+int store_session_unlease(hangar_ctx *ctx, const char *id, const char *holder);
+
+/* How many sandboxes the store records, on every provider. */
+int store_sandbox_count(hangar_ctx *ctx, uint64_t *n);

@@ -1,0 +1,257 @@
+/*
+ * Forks for best-of-N: N sessions from one session's current state, by the
+ * cheapest path the provider has: its own fork, a snapshot and N creates
+ * from it, or a checkpoint restored into N new sandboxes. The creates and
+ * restores of the last two run in parallel, one thread per fork.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/context.h"
+#include "sess.h"
+
+struct child {
+	int error;
+	char message[1024];
+	hangar_sandbox *sb;
+};
+
+struct fork_job {
+	hangar_ctx *ctx;
+	const struct store_session *parent;
+	const char *provider, *template_id; /* snapshot: where and from what */
+	const char *checkpoint_id;          /* checkpoint: what to restore */
+	struct child *kids;
+	uint32_t count;
+	pthread_t *threads;
+};
+
+struct fork_arg {
+	struct fork_job *job;
+	uint32_t index;
+};
+
+static void child_failed(struct child *c, int rc)
+{
+	c->error = rc;
+	snprintf(c->message, sizeof(c->message), "%s", hangar_error_last()->message);
+}
+
+static void *fork_one(void *p)
+{
+	struct fork_arg *a = p;
+	struct fork_job *j = a->job;
+	struct child *c = &j->kids[a->index];
+	int rc;
+
+	rc = sess_create_sandbox(j->ctx, j->parent, j->provider, j->template_id, &c->sb);
+	if (rc == 0 && j->checkpoint_id && (rc = sess_restore(j->ctx, j->parent, j->checkpoint_id, c->sb, NULL)) != 0) {
+		struct herr_saved saved;
+
+		herr_save(&saved);
+		hangar_sandbox_kill(c->sb);
+		herr_restore(&saved);
+		c->sb = hangar_sandbox_unref(c->sb);
+	}
+	if (rc)
+		child_failed(c, rc);
+	return NULL;
+}
+
+/* Runs fork_one for every child, in parallel where threads can be had. */
+static void fork_all(struct fork_job *j)
+{
+	struct fork_arg *args = calloc(j->count, sizeof(*args));
+	int *started = calloc(j->count, sizeof(*started));
+
+	j->threads = calloc(j->count, sizeof(*j->threads));
+	for (uint32_t i = 0; i < j->count; i++) {
+		struct fork_arg one = { j, i };
+
+		if (args && started && j->threads) {
+			args[i] = one;
+			started[i] = pthread_create(&j->threads[i], NULL, fork_one, &args[i]) == 0;
+		}
+		if (!started || !started[i])
+			fork_one(&one);
+	}
+	for (uint32_t i = 0; started && i < j->count; i++)
+		if (started[i])
+			pthread_join(j->threads[i], NULL);
+	free(j->threads);
+	free(started);
+	free(args);
+}
+
+static void native_fn(const hangar_fork_result *r, void *payload)
+{
+	struct fork_job *j = payload;
+	struct child *c;
+
+	if (r->index >= j->count)
+		return;
+	c = &j->kids[r->index];
+	if (r->error) {
+		c->error = r->error;
+		snprintf(c->message, sizeof(c->message), "%s", r->message);
+	} else {
+		c->sb = hangar_sandbox_ref(r->sandbox);
+	}
+}
+
+/* The record of one fork, holding sb: the parent's description, its own id and sealed options. */
+static int child_record(hangar_ctx *ctx, const struct store_session *parent, const char *group, const char *checkpoint_id,
+			hangar_sandbox *sb, struct hangar_session **out)
+{
+	struct store_session row = { 0 };
+	char id[32], *spec = NULL;
+	int rc;
+
+	*out = NULL;
+	sess_new_id(id, "ses-");
+	if (sess_set(&row.id, id) || sess_set(&row.environment, parent->environment) ||
+	    sess_set(&row.workspace, parent->workspace) || sess_set(&row.user, parent->user) ||
+	    sess_set(&row.labels_json, parent->labels_json) || sess_set(&row.parent_id, parent->id) ||
+	    sess_set(&row.fork_group, group) || sess_set(&row.provider, hangar_provider_name(hangar_sandbox_provider(sb))) ||
+	    sess_set(&row.sandbox_id, hangar_sandbox_id(sb)) || sess_set(&row.checkpoint_id, checkpoint_id) ||
+	    sess_set(&row.parked_checkpoint_id, "") || sess_set(&row.last_reason, "") ||
+	    sess_set(&row.suspend_reason, "")) {
+		rc = HANGAR_ENOMEM;
+		goto out;
+	}
+	/* The options are sealed to a session's id: open the parent's, seal them to the fork's. */
+	if ((rc = sess_spec_open(ctx, parent->id, parent->spec, parent->spec_len, &spec)) != 0 ||
+	    (rc = sess_spec_seal(ctx, row.id, spec, &row.spec, &row.spec_len)) != 0)
+		goto out;
+	row.state = HANGAR_SESSION_ACTIVE;
+	row.flags = parent->flags;
+	row.created_us = row.updated_us = hnow_us();
+	if ((rc = store_session_put(ctx, &row)) != 0)
+		goto out;
+	sess_event(ctx, "session.forked", &row, NULL);
+	rc = sess_handle_new(out, ctx, &row);
+out:
+	if (spec) {
+		sodium_memzero(spec, strlen(spec));
+		free(spec);
+	}
+	store_session_free(&row);
+	return rc;
+}
+
+int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_fn fn, void *payload)
+{
+	struct fork_job job = { 0 };
+	struct store_session row = { 0 };
+	struct sess_lease l = { 0 };
+	hangar_checkpoint *cp = NULL;
+	hangar_buf snap = HANGAR_BUF_INIT;
+	hangar_sandbox *sb = NULL;
+	char group[32];
+	const char *base;
+	uint64_t caps;
+	int rc, method;
+
+	HCHECK_ARG(s, "s is NULL");
+	HCHECK_ARG(count >= 1 && count <= 100, "count must be 1 to 100");
+	HCHECK_ARG(fn, "fn is NULL");
+	/* Its current state: a suspended or parked session is brought back first. */
+	if ((rc = hangar_session_sandbox(&sb, s)) != 0)
+		return rc;
+	if ((rc = sess_lease_take(&l, s->ctx, s->id, 1)) != 0)
+		goto out;
+	if ((rc = store_session_get(s->ctx, s->id, &row)) != 0)
+		goto out;
+	if (row.state != HANGAR_SESSION_ACTIVE || strcmp(row.sandbox_id, hangar_sandbox_id(sb)) != 0) {
+		rc = herr(HANGAR_EGONE, HANGAR_ERRCAT_ARGUMENT, "session %s changed while it was being forked", s->id);
+		goto out;
+	}
+	if (!(job.kids = calloc(count, sizeof(*job.kids)))) {
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		goto out;
+	}
+	job.ctx = s->ctx;
+	job.parent = &row;
+	job.count = count;
+	sess_new_id(group, "fork-");
+	caps = hangar_provider_capabilities(hangar_sandbox_provider(sb));
+	base = row.checkpoint_id;
+	if (caps & HANGAR_CAP_FORK) {
+		method = HANGAR_FORK_NATIVE;
+		if ((rc = hangar_sandbox_fork(sb, count, native_fn, &job)) != 0)
+			goto out;
+	} else if (caps & HANGAR_CAP_SNAPSHOT) {
+		method = HANGAR_FORK_SNAPSHOT;
+		if ((rc = hangar_sandbox_snapshot(&snap, sb, group)) != 0)
+			goto out;
+		job.provider = row.provider;
+		job.template_id = snap.ptr;
+		fork_all(&job);
+	} else {
+		hangar_checkpoint_opts co = HANGAR_CHECKPOINT_OPTS_INIT;
+		char label[64];
+		const char *labels[] = { label, NULL };
+
+		method = HANGAR_FORK_CHECKPOINT;
+		snprintf(label, sizeof(label), "fork=%s", group);
+		co.workspace = row.workspace;
+		co.session_id = row.id;
+		co.parent_id = *row.checkpoint_id ? row.checkpoint_id : NULL;
+		co.user = *row.user ? row.user : NULL;
+		co.labels = labels;
+		if ((rc = hangar_checkpoint_create(&cp, sb, &co)) != 0)
+			goto out;
+		job.checkpoint_id = hangar_checkpoint_id(cp);
+		base = job.checkpoint_id;
+		fork_all(&job);
+	}
+	sess_lease_give(&l);
+	hlog(s->ctx, HANGAR_LOG_INFO, "session %s: forked %u by %s into group %s", s->id, count,
+	     method == HANGAR_FORK_NATIVE ? "native fork" : method == HANGAR_FORK_SNAPSHOT ? "snapshot" : "checkpoint",
+	     group);
+	for (uint32_t i = 0; i < count; i++) {
+		struct child *c = &job.kids[i];
+		hangar_session_fork_result r = { HANGAR_SESSION_FORK_RESULT_VERSION, sizeof(r), i, 0, method, 0, NULL, "" };
+		struct hangar_session *child = NULL;
+
+		if (!c->error && c->sb) {
+			int crc = child_record(s->ctx, &row, group, base, c->sb, &child);
+
+			if (crc) {
+				child_failed(c, crc);
+				{
+					struct herr_saved saved;
+
+					herr_save(&saved);
+					hangar_sandbox_kill(c->sb);
+					herr_restore(&saved);
+				}
+			}
+		} else if (!c->error) {
+			c->error = HANGAR_EPROTOCOL;
+			snprintf(c->message, sizeof(c->message), "the provider reported nothing for this fork");
+		}
+		r.error = c->error;
+		r.message = c->error ? c->message : "";
+		r.session = child;
+		fn(&r, payload);
+		hangar_session_unref(child);
+	}
+	rc = 0;
+out:
+	sess_lease_give(&l);
+	for (uint32_t i = 0; job.kids && i < count; i++)
+		hangar_sandbox_unref(job.kids[i].sb);
+	free(job.kids);
+	hangar_buf_dispose(&snap);
+	hangar_checkpoint_unref(cp);
+	hangar_sandbox_unref(sb);
+	store_session_free(&row);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
