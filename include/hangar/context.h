@@ -38,6 +38,12 @@
  *   HANGAR_TIER_HEDGE                tier -> hedge delay in milliseconds, JSON ({})
  *   HANGAR_ENVIRONMENTS_FILE         named sandbox descriptions, JSON (see hangar/environment.h;
  *                                    $XDG_CONFIG_HOME/hangar/environments.json when it exists)
+ *   HANGAR_MAX_SANDBOXES             most sandboxes the state store records, paused ones
+ *                                    included; at the cap a create evicts a parked one (0: none)
+ *   HANGAR_SESSION_HOT_RESUME_MINUTES how long a suspended session's sandbox stays parked
+ *                                    (1440; 0: never parked; see hangar/session.h)
+ *   HANGAR_SESSION_HOT_RESUME_MAX    most sandboxes parked at once (20)
+ *   HANGAR_SESSION_CHECK_SECONDS     how long a woken sandbox has to answer a command (10)
  */
 #ifndef HANGAR_CONTEXT_H
 #define HANGAR_CONTEXT_H

@@ -16,53 +16,6 @@ static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 /* The longest a capture or restore may take from the command line (a day). */
 #define CKPT_TIMEOUT_MAX 86400
 
-/*
- * Options anywhere among at most max operands: each option goes to fn; the
- * operands to ops. Returns the number of operands (>= 0), or -EXIT_USAGE,
- * or -OPT_HELP.
- */
-typedef int (*opt_fn)(struct cli *cli, int c, const char *arg, void *payload);
-
-static int parse(struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
-		 char **ops, int max, opt_fn fn, void *payload)
-{
-	int got = 0, dd, c;
-
-	cli_getopt_reset();
-	for (;;) {
-		c = cli_getopt(cli, argc, argv, shortopts, longopts, &dd);
-		if (c == -1) {
-			if (optind >= argc)
-				break;
-			do {
-				if (got == max) {
-					cli_usage(cli, "unexpected argument '%s'", argv[optind]);
-					return -EXIT_USAGE;
-				}
-				ops[got++] = argv[optind++];
-			} while (dd && optind < argc);
-			continue;
-		}
-		if (c == OPT_HELP)
-			return -OPT_HELP;
-		if (c == '?' || !fn || fn(cli, c, optarg, payload) != 0)
-			return -EXIT_USAGE;
-	}
-	return got;
-}
-
-/* Operands checked: exactly n of them. Returns 0, or the status to exit with. */
-static int want(struct cli *cli, int got, int n, const char *names)
-{
-	if (got == -OPT_HELP)
-		return cli_help_cmd(cli->cmd), -1;
-	if (got < 0)
-		return -got;
-	if (got < n)
-		return cli_usage(cli, "missing %s", names);
-	return 0;
-}
-
 /* ---- progress ------------------------------------------------------------------------ */
 
 /* A progress line on stderr, when it is a terminal, redrawn at most ten times a second. */
@@ -219,7 +172,7 @@ struct create_args {
 	int json;
 };
 
-static int create_opt(struct cli *cli, int c, const char *arg, void *payload)
+static int create_opt(const struct cli *cli, int c, const char *arg, void *payload)
 {
 	struct create_args *a = payload;
 
@@ -241,47 +194,6 @@ static int create_opt(struct cli *cli, int c, const char *arg, void *payload)
 	case 't': return cli_parse_seconds(cli, "--timeout", arg, CKPT_TIMEOUT_MAX, &a->opts.timeout_sec);
 	default: return EXIT_USAGE;
 	}
-}
-
-/* Reads a whole local file (the blob) into memory. */
-static int read_file(const char *path, char **data, size_t *len)
-{
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-
-	if (!f)
-		return cli_fail("cannot open %s: %s", path, strerror(errno));
-	for (;;) {
-		if (n == cap) {
-			char *b = cap > (256u << 20) ? NULL : realloc(buf, cap ? cap * 2 : 65536);
-
-			if (!b) {
-				free(buf);
-				if (f != stdin)
-					fclose(f);
-				return cli_fail("%s: too big for a blob (256 MiB at most) or out of memory", path);
-			}
-			buf = b;
-			cap = cap ? cap * 2 : 65536;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-
-		n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(f)) {
-		free(buf);
-		if (f != stdin)
-			fclose(f);
-		return cli_fail("cannot read %s", path);
-	}
-	if (f != stdin)
-		fclose(f);
-	*data = buf;
-	*len = n;
-	return 0;
 }
 
 int cmd_checkpoint_create(struct cli *cli, int argc, char **argv)
@@ -310,12 +222,12 @@ int cmd_checkpoint_create(struct cli *cli, int argc, char **argv)
 	size_t blob_len = 0;
 	int status, rc;
 
-	status = want(cli, parse(cli, argc, argv, "w:as:P:l:b:u:t:Njh", longopts, &id, 1, create_opt, &a), 1,
+	status = cli_want(cli, cli_parse(cli, argc, argv, "w:as:P:l:b:u:t:Njh", longopts, &id, 1, create_opt, &a), 1,
 		      "sandbox id");
 	if (status)
 		goto out;
 	if (a.blob_file) {
-		if ((status = read_file(a.blob_file, &blob, &blob_len)) != 0)
+		if ((status = cli_read_file(a.blob_file, &blob, &blob_len)) != 0)
 			goto out;
 		a.opts.blob = blob;
 		a.opts.blob_len = blob_len;
@@ -362,7 +274,7 @@ struct list_args {
 	int status;
 };
 
-static int list_opt(struct cli *cli, int c, const char *arg, void *payload)
+static int list_opt(const struct cli *cli, int c, const char *arg, void *payload)
 {
 	struct list_args *a = payload;
 
@@ -409,7 +321,7 @@ int cmd_checkpoint_list(struct cli *cli, int argc, char **argv)
 	hangar_ctx *ctx = NULL;
 	int status, rc;
 
-	status = want(cli, parse(cli, argc, argv, "s:jh", longopts, NULL, 0, list_opt, &a), 0, "");
+	status = cli_want(cli, cli_parse(cli, argc, argv, "s:jh", longopts, NULL, 0, list_opt, &a), 0, "");
 	if (status)
 		return status < 0 ? 0 : status;
 	if ((status = cli_open(cli, &ctx)) != 0)
@@ -431,7 +343,7 @@ int cmd_checkpoint_list(struct cli *cli, int argc, char **argv)
 
 enum one { ONE_INFO, ONE_BLOB, ONE_DELETE };
 
-static int flag_opt(struct cli *cli, int c, const char *arg, void *payload)
+static int flag_opt(const struct cli *cli, int c, const char *arg, void *payload)
 {
 	(void)cli;
 	(void)arg;
@@ -459,8 +371,8 @@ static int one_checkpoint(struct cli *cli, int argc, char **argv, enum one what)
 	char *id = NULL;
 	int json = 0, status;
 
-	status = want(cli,
-		      parse(cli, argc, argv, what == ONE_INFO ? "jh" : "h", what == ONE_INFO ? json_longopts : help_only,
+	status = cli_want(cli,
+		      cli_parse(cli, argc, argv, what == ONE_INFO ? "jh" : "h", what == ONE_INFO ? json_longopts : help_only,
 			    &id, 1, flag_opt, &json),
 		      1, "checkpoint id");
 	if (status)
@@ -513,7 +425,7 @@ int cmd_checkpoint_delete(struct cli *cli, int argc, char **argv)
 
 /* ---- restore, export ------------------------------------------------------------------ */
 
-static int restore_opt(struct cli *cli, int c, const char *arg, void *payload)
+static int restore_opt(const struct cli *cli, int c, const char *arg, void *payload)
 {
 	hangar_restore_opts *o = payload;
 
@@ -546,7 +458,7 @@ int cmd_checkpoint_restore(struct cli *cli, int argc, char **argv)
 	char *ops[2];
 	int status, rc;
 
-	status = want(cli, parse(cli, argc, argv, "w:mu:t:Nh", longopts, ops, 2, restore_opt, &opts), 2,
+	status = cli_want(cli, cli_parse(cli, argc, argv, "w:mu:t:Nh", longopts, ops, 2, restore_opt, &opts), 2,
 		      "checkpoint id and sandbox id");
 	if (status)
 		return status < 0 ? 0 : status;
@@ -582,7 +494,7 @@ int cmd_checkpoint_export(struct cli *cli, int argc, char **argv)
 	char *ops[2];
 	int status, rc;
 
-	status = want(cli, parse(cli, argc, argv, "t:h", longopts, ops, 2, restore_opt, &opts), 2,
+	status = cli_want(cli, cli_parse(cli, argc, argv, "t:h", longopts, ops, 2, restore_opt, &opts), 2,
 		      "checkpoint id and FILE");
 	if (status)
 		return status < 0 ? 0 : status;

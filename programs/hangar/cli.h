@@ -60,6 +60,16 @@ const char *cli_text(const char *s);
 int cli_getopt(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
 	       int *dashdash);
 void cli_getopt_reset(void);
+/* util.c: options anywhere among at most max operands: each option goes to fn
+ * (0 to go on, else a usage failure), the operands to ops. Returns the number
+ * of operands (>= 0), -EXIT_USAGE or -OPT_HELP. cli_want then checks there
+ * are at least n: 0, or the status to exit with (-1: help was printed). */
+typedef int (*cli_opt_fn)(const struct cli *cli, int c, const char *arg, void *payload);
+int cli_parse(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
+	      char **ops, int max, cli_opt_fn fn, void *payload);
+int cli_want(const struct cli *cli, int got, int n, const char *names);
+/* A whole local file ("-": standard input), at most 256 MiB, into *data (malloc'd). */
+int cli_read_file(const char *path, char **data, size_t *len);
 /* Bounds of what the library takes: a sandbox's lifetime and a command's timeout. */
 #define CLI_LIFETIME_MAX (366LL * 86400)
 #define CLI_EXEC_TIMEOUT_MAX (7LL * 86400)
@@ -137,6 +147,17 @@ int cmd_template_list(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_help(struct cli *cli, int argc, char **argv);
 int cmd_tier_list(struct cli *cli, int argc, char **argv);
+int cmd_session_create(struct cli *cli, int argc, char **argv);
+int cmd_session_list(struct cli *cli, int argc, char **argv);
+int cmd_session_info(struct cli *cli, int argc, char **argv);
+int cmd_session_exec(struct cli *cli, int argc, char **argv);
+int cmd_session_suspend(struct cli *cli, int argc, char **argv);
+int cmd_session_resume(struct cli *cli, int argc, char **argv);
+int cmd_session_fork(struct cli *cli, int argc, char **argv);
+int cmd_session_keep(struct cli *cli, int argc, char **argv);
+int cmd_session_archive(struct cli *cli, int argc, char **argv);
+int cmd_session_delete(struct cli *cli, int argc, char **argv);
+int cmd_session_reap(struct cli *cli, int argc, char **argv);
 
 /* events.c: with --events, every event of ctx as one JSON line; 0 or an exit status. */
 int cli_events_install(const struct cli *cli, hangar_ctx *ctx);

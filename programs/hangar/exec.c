@@ -181,7 +181,25 @@ usage:
 	return EXIT_USAGE;
 }
 
-int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
+/* The sandbox a "sandbox exec" or "session exec" operand names. */
+typedef int (*resolve_fn)(hangar_ctx *ctx, const char *id, hangar_sandbox **out);
+
+static int resolve_session(hangar_ctx *ctx, const char *id, hangar_sandbox **out)
+{
+	hangar_session *s = NULL;
+	int rc = hangar_session_open(&s, ctx, id);
+
+	if (rc == 0)
+		rc = hangar_session_sandbox(out, s);
+	hangar_session_unref(s);
+	if (rc == 0)
+		return 0;
+	if (rc == HANGAR_ENOTFOUND)
+		return cli_fail("no session %s", cli_text(id));
+	return cli_fail("cannot wake session %s", cli_text(id));
+}
+
+static int exec_in(struct cli *cli, int argc, char **argv, resolve_fn resolve, const char *what)
 {
 	struct exec_args a = { 0 };
 	hangar_exec_opts eopts = HANGAR_EXEC_OPTS_INIT;
@@ -220,11 +238,11 @@ int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
 		}
 	}
 	if (!id) {
-		cli_usage(cli, "no sandbox id given");
+		cli_usage(cli, "no %s id given", what);
 		goto usage;
 	}
 	if (optind >= argc) {
-		cli_usage(cli, "no command given: hangar sandbox exec ID [OPTIONS] -- COMMAND...");
+		cli_usage(cli, "no command given: hangar %s exec ID [OPTIONS] -- COMMAND...", what);
 		goto usage;
 	}
 	a.command = shell_join(argc - optind, argv + optind);
@@ -233,7 +251,7 @@ int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
 		status = EXIT_FAIL;
 		goto out;
 	}
-	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, id, &sb)) != 0)
+	if ((status = cli_open(cli, &ctx)) != 0 || (status = resolve(ctx, id, &sb)) != 0)
 		goto out;
 	if (sig_setup(stop_signals, N_STOP_SIGNALS) < 0) {
 		status = EXIT_FAIL;
@@ -244,7 +262,7 @@ int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
 	eopts.env = a.env.v;
 	eopts.on_output = forward_output;
 	cli_exec(&o, sb, a.command, &eopts);
-	status = report_outcome(&o, id);
+	status = report_outcome(&o, hangar_sandbox_id(sb));
 	if (o.rc == EXEC_INTERRUPTED) {
 		/* The library stopped the command (or gave up trying); leave at once. */
 		fflush(NULL);
@@ -259,4 +277,14 @@ out:
 usage:
 	strv_free(&a.env);
 	return EXIT_USAGE;
+}
+
+int cmd_sandbox_exec(struct cli *cli, int argc, char **argv)
+{
+	return exec_in(cli, argc, argv, cli_attach, "sandbox");
+}
+
+int cmd_session_exec(struct cli *cli, int argc, char **argv)
+{
+	return exec_in(cli, argc, argv, resolve_session, "session");
 }

@@ -146,6 +146,71 @@ static const struct command checkpoint_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command session_commands[] = {
+	{ "create", cmd_session_create, NULL,
+	  "session create [--environment E] [--tier T | --provider P] [--template T] [--timeout S] [--env K=V]... "
+	  "[--network on|off] [--id ID] [--workspace DIR] [--user U] [--label K=V]... [--exclusive-credential]",
+	  "create a session and its first sandbox, and print the session's id",
+	  "      --environment E  make its sandboxes from environment E\n"
+	  "      --tier T        fast, isolated, default or heavy\n"
+	  "  -p, --provider P    the provider, whatever the tier\n"
+	  "  -T, --template T    the template or image\n"
+	  "  -t, --timeout S     each sandbox's lifetime in seconds\n"
+	  "  -e, --env K=V       an environment variable for every command; repeatable\n"
+	  "  -n, --network on|off  network inside its sandboxes\n"
+	  "  -i, --id ID         the session's id (1 to 128 of [A-Za-z0-9._-]; default:\n"
+	  "                      generated)\n"
+	  "  -w, --workspace DIR what its checkpoints keep (default: the environment's,\n"
+	  "                      else HANGAR_WORKSPACE)\n"
+	  "  -u, --user U        the user its checkpoints run as\n"
+	  "  -l, --label K=V     a label for its checkpoints; repeatable\n"
+	  "      --exclusive-credential  its sandbox holds a rotating credential: never\n"
+	  "                      park it\n"
+	  "  -q, --quiet         print only the id\n"
+	  "The create options are kept, sealed, for the sandboxes of later resumes.\n" },
+	{ "list", cmd_session_list, NULL, "session list [--json]",
+	  "list sessions: ID, STATE, PROVIDER, SANDBOX, UPDATED",
+	  "  -j, --json          a JSON array of objects instead of a table\n" },
+	{ "info", cmd_session_info, NULL, "session info S [--json]",
+	  "show a session's state, sandbox, latest checkpoint and last resume",
+	  "  -j, --json          one JSON object instead of text\n" },
+	{ "exec", cmd_session_exec, NULL, "session exec S [--timeout S] [--cwd DIR] [--env K=V]... -- COMMAND...",
+	  "run a command in a session's sandbox, resuming the session first if needed",
+	  "  -t, --timeout S     the command's timeout (default: HANGAR_EXEC_TIMEOUT_SECONDS)\n"
+	  "  -C, --cwd DIR       the directory to run in\n"
+	  "  -e, --env K=V       an environment variable for the command; repeatable\n" },
+	{ "suspend", cmd_session_suspend, NULL,
+	  "session suspend S [--blob FILE] [--label K=V]... [--no-park] [--timeout S]",
+	  "checkpoint a session, then park its sandbox or destroy it",
+	  "  -b, --blob FILE     bytes to keep with the checkpoint (e.g. the conversation;\n"
+	  "                      -: standard input)\n"
+	  "  -l, --label K=V     a label for this checkpoint; repeatable\n"
+	  "  -N, --no-park       destroy the sandbox even where it could be parked\n"
+	  "  -t, --timeout S     the checkpoint's timeout\n"
+	  "Parks (pauses with its memory) where the provider hot-resumes and\n"
+	  "HANGAR_SESSION_HOT_RESUME_MINUTES, HANGAR_SESSION_HOT_RESUME_MAX and\n"
+	  "HANGAR_MAX_SANDBOXES allow; prints which happened and why.\n" },
+	{ "resume", cmd_session_resume, NULL, "session resume S",
+	  "bring a session back and print its sandbox's id",
+	  "Resumes the parked sandbox when it is still the latest state, else restores\n"
+	  "the latest checkpoint into a new sandbox; says which on stderr, and why.\n" },
+	{ "fork", cmd_session_fork, NULL, "session fork S [--count N]",
+	  "make N sessions from a session's current state and print their ids",
+	  "  -c, --count N       how many, 1 to 100 (default 1)\n"
+	  "Natively where the provider forks, else from a snapshot, else from a\n"
+	  "checkpoint. A fork that failed is reported on stderr, and hangar exits 1.\n" },
+	{ "keep", cmd_session_keep, NULL, "session keep S",
+	  "keep one session of a fork and archive the others", NULL },
+	{ "archive", cmd_session_archive, NULL, "session archive S",
+	  "destroy a session's sandbox and keep its checkpoints; it no longer resumes", NULL },
+	{ "delete", cmd_session_delete, NULL, "session delete S",
+	  "destroy a session's sandbox and delete it with its checkpoints", NULL },
+	{ "reap", cmd_session_reap, NULL, "session reap",
+	  "destroy parked sandboxes past HANGAR_SESSION_HOT_RESUME_MINUTES or _MAX",
+	  "Prints how many were destroyed. Their sessions resume from their checkpoints.\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command config_commands[] = {
 	{ "check", cmd_config_check, NULL, "config check",
 	  "print every setting and check that the default provider can be set up",
@@ -202,6 +267,7 @@ static const struct command commands[] = {
 	  "hangar exits with the command's status (124: timed out, 137: killed).\n"
 	  "The sandbox is killed on every way out, also on SIGINT and SIGTERM.\n" },
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
+	{ "session", NULL, session_commands, "session SUBCOMMAND ...", "keep an agent's machine across turns", NULL },
 	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
@@ -285,7 +351,7 @@ static void print_command_help(const struct command *c)
 	}
 	if (c->help)
 		printf("\n%s", c->help);
-	if (c->fn == cmd_run || c->fn == cmd_sandbox_exec || c->fn == cmd_sandbox_shell)
+	if (c->fn == cmd_run || c->fn == cmd_sandbox_exec || c->fn == cmd_session_exec || c->fn == cmd_sandbox_shell)
 		printf("\n%s", exit_status_text);
 }
 

@@ -545,3 +545,84 @@ free_job:
 		free(job->command);
 	free(job);
 }
+
+/* ---- operands and options anywhere (checkpoint, session) ------------------------------- */
+
+int cli_parse(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
+		 char **ops, int max, cli_opt_fn fn, void *payload)
+{
+	int got = 0, dd, c;
+
+	cli_getopt_reset();
+	for (;;) {
+		c = cli_getopt(cli, argc, argv, shortopts, longopts, &dd);
+		if (c == -1) {
+			if (optind >= argc)
+				break;
+			do {
+				if (got == max) {
+					cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+					return -EXIT_USAGE;
+				}
+				ops[got++] = argv[optind++];
+			} while (dd && optind < argc);
+			continue;
+		}
+		if (c == OPT_HELP)
+			return -OPT_HELP;
+		if (c == '?' || !fn || fn(cli, c, optarg, payload) != 0)
+			return -EXIT_USAGE;
+	}
+	return got;
+}
+
+int cli_want(const struct cli *cli, int got, int n, const char *names)
+{
+	if (got == -OPT_HELP)
+		return cli_help_cmd(cli->cmd), -1;
+	if (got < 0)
+		return -got;
+	if (got < n)
+		return cli_usage(cli, "missing %s", names);
+	return 0;
+}
+
+int cli_read_file(const char *path, char **data, size_t *len)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f)
+		return cli_fail("cannot open %s: %s", path, strerror(errno));
+	for (;;) {
+		if (n == cap) {
+			char *b = cap > (256u << 20) ? NULL : realloc(buf, cap ? cap * 2 : 65536);
+
+			if (!b) {
+				free(buf);
+				if (f != stdin)
+					fclose(f);
+				return cli_fail("%s: too big for a blob (256 MiB at most) or out of memory", path);
+			}
+			buf = b;
+			cap = cap ? cap * 2 : 65536;
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		free(buf);
+		if (f != stdin)
+			fclose(f);
+		return cli_fail("cannot read %s", path);
+	}
+	if (f != stdin)
+		fclose(f);
+	*data = buf;
+	*len = n;
+	return 0;
+}
