@@ -181,6 +181,20 @@ static hangar_session *session_for(hangar_ctx *ctx, int t, uint32_t flags)
 	so.flags = flags;
 	rc = hangar_session_create(&s, ctx, &so);
 	ck_assert_msg(rc == 0, "session on %s: %s", target_names[t], hangar_error_last()->message);
+	if (t != T_LOCAL) {
+		/* Made by the sandbox's user, as git wants its repositories owned. */
+		hangar_sandbox *sb = NULL;
+		hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+		hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+		char cmd[4400];
+
+		ck_assert_int_eq(hangar_session_sandbox(&sb, s), 0);
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", fake_ws);
+		ck_assert_int_eq(hangar_sandbox_exec(&r, sb, cmd, &eo), 0);
+		ck_assert_int_eq(r.exit_code, 0);
+		hangar_exec_result_dispose(&r);
+		hangar_sandbox_unref(sb);
+	}
 	return s;
 }
 
@@ -210,6 +224,8 @@ static char *run(hangar_sandbox *sb, const char *ws, const char *cmd, int *code)
 	rc = hangar_sandbox_exec(&r, sb, cmd, &o);
 	ck_assert_msg(rc == 0, "exec %s: %s", cmd, hangar_error_last()->message);
 	*code = r.exit_code;
+	if (r.exit_code != 0)
+		fprintf(stderr, "exec %.120s: exit %d: %s\n", cmd, r.exit_code, r.err.ptr ? r.err.ptr : "");
 	out = strdup(r.out.ptr ? r.out.ptr : "");
 	hangar_exec_result_dispose(&r);
 	return out;
@@ -275,8 +291,6 @@ static void setup(void)
 	ck_assert_int_eq(chmod(dir, 0777), 0); /* the fakes' sandboxes run as the test user */
 	snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
 	snprintf(fake_ws, sizeof(fake_ws), "%s/ws", dir);
-	ck_assert_int_eq(mkdir(fake_ws, 0777), 0);
-	ck_assert_int_eq(chmod(fake_ws, 0777), 0);
 	fake_pid = 0;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
