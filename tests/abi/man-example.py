@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Extracts the complete example program of man/libhangar.3 (the first .EX
-block of its EXAMPLE section), and compiles and links it against the built
-library, so the overview page cannot drift from the API."""
+"""Extracts the complete example program of a man page such as
+man/libhangar.3 (the first .EX block of its EXAMPLE section), and compiles
+and links it against the built library, so the page cannot drift from the
+API."""
 import os
 import shlex
 import subprocess
