@@ -33,7 +33,8 @@
  *
  * Every call that changes a session takes its lease in the store first, so
  * two processes resuming one session end with one sandbox: the second waits
- * and finds the session active.
+ * and finds the session active. Every call on a session that was deleted
+ * meanwhile fails with HANGAR_ENOTFOUND.
  */
 #ifndef HANGAR_SESSION_H
 #define HANGAR_SESSION_H
@@ -66,7 +67,8 @@ typedef struct hangar_session hangar_session;
 typedef struct hangar_session_opts {
 	uint32_t version;
 	uint32_t size;
-	const char *id;                   /**< 1 to 128 of [A-Za-z0-9._-]; NULL: generated */
+	const char *id;                   /**< 1 to 128 of [A-Za-z0-9._-], not starting with '.';
+	                                       NULL: generated */
 	const char *environment;          /**< an environment (hangar/environment.h), or NULL;
 	                                       create->environment wins when both are set */
 	const hangar_create_opts *create; /**< how the session's sandboxes are made; NULL: defaults */
@@ -163,9 +165,14 @@ HANGAR_EXTERN(int) hangar_suspend_opts_init(hangar_suspend_opts *opts, uint32_t 
  * earlier checkpoint exists, the suspend goes on and the next resume
  * restores that one. A session already suspended or parked is left as it is.
  *
- * @return 0, HANGAR_EINVAL, HANGAR_EGONE (archived), HANGAR_ETIMEOUT (the
- *         session's lease stayed taken), HANGAR_EOS, or what
- *         hangar_checkpoint_create() returns (the session is then active).
+ * An active session whose sandbox is gone becomes suspended (nothing is
+ * left to checkpoint) and HANGAR_EGONE says so.
+ *
+ * @return 0, HANGAR_EINVAL (also: a malformed label, refused before
+ *         anything happens), HANGAR_EGONE (archived, or the sandbox was
+ *         gone), HANGAR_ETIMEOUT (the session's lease stayed taken),
+ *         HANGAR_ENOTFOUND, HANGAR_EOS, or what hangar_checkpoint_create()
+ *         returns (the session is then active).
  * **Thread safety:** safe from any thread; the session's lease serialises
  * calls on one session across threads and processes.
  */
@@ -174,14 +181,17 @@ HANGAR_EXTERN(int) hangar_session_suspend(hangar_session *s, const hangar_suspen
 /**
  * Brings a suspended or parked session back to active: hot when the parked
  * sandbox can be trusted, otherwise cold (see above). An active session is
- * left as it is. A session whose sandbox was destroyed without a checkpoint
- * gets a new, empty sandbox (HANGAR_RESUME_FRESH).
+ * left as it is, unless its sandbox is gone: then it is restored as a
+ * suspended one. A session with no checkpoint gets a new, empty sandbox
+ * (HANGAR_RESUME_FRESH).
  *
  * @param out receives a reference to the sandbox, or NULL when not wanted.
- * @return 0, HANGAR_EINVAL, HANGAR_EGONE (archived), HANGAR_ETIMEOUT, or
- *         what hangar_sandbox_create() or hangar_checkpoint_restore() return
- *         for the new sandbox (the session then stays suspended, and no
- *         sandbox is left behind).
+ * @return 0, HANGAR_EINVAL, HANGAR_EGONE (archived), HANGAR_ETIMEOUT,
+ *         HANGAR_ENOTFOUND, HANGAR_EOS, HANGAR_EREFUSED (the COLD hook
+ *         failed, or the kept create options do not open under the secret
+ *         keys), or what hangar_sandbox_create() or
+ *         hangar_checkpoint_restore() return for the new sandbox (the
+ *         session then stays suspended, and no sandbox is left behind).
  * **Ownership:** *out is the caller's. **Thread safety:** as suspend.
  */
 HANGAR_EXTERN(int) hangar_session_resume(hangar_session *s, hangar_sandbox **out);
@@ -198,7 +208,8 @@ HANGAR_EXTERN(int) hangar_session_archive(hangar_session *s);
 
 /**
  * Deletes a session: destroys its sandbox, deletes every checkpoint whose
- * session id is the session's, and removes its record. The handle stays
+ * session id is the session's except those another session builds on (a
+ * fork's base), and removes its record. The handle stays
  * valid; calls on it then fail with HANGAR_ENOTFOUND.
  * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND, HANGAR_ETIMEOUT, HANGAR_EOS,
  *         or what hangar_checkpoint_delete() returns (the record is then
@@ -317,7 +328,10 @@ typedef void (*hangar_session_fork_fn)(const hangar_session_fork_result *result,
  * sharing a fork group: natively where the provider forks, else from a
  * snapshot where it has them, else from a checkpoint (taken now). A
  * suspended or parked session is resumed first. Each fork has its own
- * sandbox and so its own envd and traffic tokens; none is its parent's.
+ * sandbox and so its own envd and traffic tokens; none is its parent's. A
+ * fork by snapshot leaves the snapshot with the provider (it is the forks'
+ * template); a fork by checkpoint keeps the checkpoint, under the parent's
+ * session id.
  *
  * @return 0 when fn has been called count times (any entry may report an
  *         error); otherwise nothing was forked: HANGAR_EINVAL, HANGAR_EGONE,

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "../core/context.h"
+#include "../checkpoint/ckpt.h"
 #include "../core/versioned.h"
 #include "sess.h"
 
@@ -215,6 +216,14 @@ int hangar_session_suspend(hangar_session *s, const hangar_suspend_opts *opts)
 		return rc;
 	HCHECK_ARG(!(o.flags & ~HANGAR_SUSPEND_NO_PARK), "opts->flags has unknown bits");
 	HCHECK_ARG(o.blob || !o.blob_len, "opts->blob is NULL with a length");
+	{
+		char *labels = NULL;
+
+		/* Before anything happens: a bad label must not leave a suspend half done. */
+		if ((rc = ckpt_labels_json(&labels, o.labels)) != 0)
+			return rc;
+		free(labels);
+	}
 	if ((rc = sess_lease_take(&l, s->ctx, s->id, 1)) != 0)
 		return rc;
 	rc = suspend_locked(s, &o, &l);
@@ -462,51 +471,15 @@ static int unpark(hangar_ctx *ctx, const char *id, const char *sandbox_id, const
 	return rc ? rc : gone;
 }
 
-struct pick {
-	const char *except;
-	char *id, *sandbox_id;
-};
-
-static int pick_fn(const struct store_session *r, void *payload)
-{
-	struct pick *p = payload;
-
-	if (p->except && !strcmp(r->id, p->except))
-		return 0;
-	p->id = strdup(r->id);
-	p->sandbox_id = strdup(r->sandbox_id);
-	return 1;
-}
-
-int sess_evict_parked(hangar_ctx *ctx, const char *except, const char *why)
-{
-	/* Longest-parked first; one held by another caller is passed over. */
-	for (int tries = 0; tries < 8; tries++) {
-		struct pick p = { except, NULL, NULL };
-		int rc = store_session_list(ctx, HANGAR_SESSION_PARKED, pick_fn, &p);
-
-		if (rc < 0)
-			return rc;
-		if (!p.id)
-			return 0;
-		rc = p.sandbox_id ? unpark(ctx, p.id, p.sandbox_id, why) : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-		free(p.id);
-		free(p.sandbox_id);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-struct reap_list {
+struct parked_list {
 	size_t n, cap;
 	char **ids, **sandboxes;
 	int64_t *parked_us;
 };
 
-static int reap_collect(const struct store_session *r, void *payload)
+static int collect_parked(const struct store_session *r, void *payload)
 {
-	struct reap_list *l = payload;
+	struct parked_list *l = payload;
 
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
@@ -536,9 +509,38 @@ static int reap_collect(const struct store_session *r, void *payload)
 	return 0;
 }
 
+static void parked_list_free(struct parked_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->ids[i]);
+		free(l->sandboxes[i]);
+	}
+	free(l->ids);
+	free(l->sandboxes);
+	free(l->parked_us);
+	memset(l, 0, sizeof(*l));
+}
+
+int sess_evict_parked(hangar_ctx *ctx, const char *except, const char *why)
+{
+	struct parked_list l = { 0 };
+	int rc = store_session_list(ctx, HANGAR_SESSION_PARKED, collect_parked, &l);
+
+	/* Longest-parked first; one another caller holds is passed over. */
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		if (except && !strcmp(l.ids[i], except))
+			continue;
+		rc = unpark(ctx, l.ids[i], l.sandboxes[i], why);
+		if (rc == 1)
+			break;
+	}
+	parked_list_free(&l);
+	return rc;
+}
+
 int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 {
-	struct reap_list l = { 0 };
+	struct parked_list l = { 0 };
 	int64_t minutes, max_parked, now = hnow_us();
 	uint32_t n = 0;
 	int rc;
@@ -549,7 +551,7 @@ int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 	minutes = hctx_int(ctx, HS_SESSION_HOT_RESUME_MINUTES);
 	max_parked = hctx_int(ctx, HS_SESSION_HOT_RESUME_MAX);
 	/* Longest-parked first. */
-	rc = store_session_list(ctx, HANGAR_SESSION_PARKED, reap_collect, &l);
+	rc = store_session_list(ctx, HANGAR_SESSION_PARKED, collect_parked, &l);
 	for (size_t i = 0; rc == 0 && i < l.n; i++) {
 		size_t left = l.n - i;   /* still parked, this one included */
 		char why[REASON_MAX];
@@ -569,13 +571,7 @@ int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 		else if (r < 0)
 			rc = r;
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		free(l.ids[i]);
-		free(l.sandboxes[i]);
-	}
-	free(l.ids);
-	free(l.sandboxes);
-	free(l.parked_us);
+	parked_list_free(&l);
 	if (reaped)
 		*reaped = n;
 	if (rc == 0)

@@ -819,6 +819,12 @@ int hangar_session_delete(hangar_session *s)
 	for (size_t i = 0; i < ids.n && rc == 0; i++) {
 		hangar_checkpoint *cp = NULL;
 
+		/* A fork's base stays: the fork restores from it. */
+		if ((rc = store_session_ckpt_in_use(s->ctx, ids.v[i], s->id)) != 0) {
+			if (rc == 1)
+				rc = 0;
+			continue;
+		}
 		rc = hangar_checkpoint_lookup(&cp, s->ctx, ids.v[i]);
 		if (rc == 0)
 			rc = hangar_checkpoint_delete(cp);

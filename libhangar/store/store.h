@@ -122,5 +122,8 @@ int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int
 /* Gives id's lease up if holder holds it. */
 int store_session_unlease(hangar_ctx *ctx, const char *id, const char *holder);
 
+/* 1 when a session other than except builds on checkpoint_id (a fork's base), else 0. */
+int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const char *except);
+
 /* How many sandboxes the store records, on every provider. */
 int store_sandbox_count(hangar_ctx *ctx, uint64_t *n);

@@ -29,6 +29,7 @@
 
 #include "../checkpoints/helpers.h"
 #include "sandbox/sandbox.h"
+#include "store/store.h"
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
 #define SECRET_KEY "session test key: long and random enough 4kPq"
@@ -1089,6 +1090,77 @@ START_TEST(fork_n)
 }
 END_TEST
 
+START_TEST(eviction_passes_over_a_held_session)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s[3];
+	hangar_session_info i;
+
+	set(ctx, "HANGAR_SESSION_HOT_RESUME_MAX", "2");
+	ck_assert_int_eq(park_one(ctx, &s[0], 0), HANGAR_SESSION_PARKED);
+	ck_assert_int_eq(park_one(ctx, &s[1], 0), HANGAR_SESSION_PARKED);
+	/* Another caller holds the longest-parked one: the next goes instead. */
+	ck_assert_int_eq(store_session_lease(ctx, hangar_session_id(s[0]), "another-caller", 60000000), 1);
+	ck_assert_int_eq(park_one(ctx, &s[2], 0), HANGAR_SESSION_PARKED);
+	info_of(s[0], &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_PARKED);
+	info_of(s[1], &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_SUSPENDED);
+	ck_assert_int_eq(store_session_unlease(ctx, hangar_session_id(s[0]), "another-caller"), 0);
+	for (int k = 0; k < 3; k++) {
+		ck_assert_int_eq(hangar_session_delete(s[k]), 0);
+		hangar_session_unref(s[k]);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(delete_keeps_a_forks_base)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *parent = session_for(ctx, T_LOCAL, 0);
+	hangar_sandbox *sb = live(parent);
+	struct forks f = { { NULL }, { 0 }, 0, 0 };
+	hangar_session_info i;
+	hangar_suspend_opts so = HANGAR_SUSPEND_OPTS_INIT;
+	const char *bad[] = { "=no key", NULL };
+	char *out;
+
+	sh_ok(sb, "/workspace", "printf 'base\\n' > /workspace/b");
+	hangar_sandbox_unref(sb);
+	/* A bad label is refused before anything happens. */
+	so.labels = bad;
+	ck_assert_int_eq(hangar_session_suspend(parent, &so), HANGAR_EINVAL);
+	info_of(parent, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_ACTIVE);
+	ck_assert_int_eq(checkpoints_of(ctx, hangar_session_id(parent)), 0);
+
+	ck_assert_int_eq(hangar_session_fork(parent, 1, on_fork, &f), 0);
+	ck_assert_uint_eq(f.n, 1);
+	ck_assert_int_eq(hangar_session_delete(parent), 0);
+	/* The fork loses its sandbox; its base checkpoint, the parent's, brings it back. */
+	info_of(f.s[0], &i);
+	{
+		hangar_sandbox *p = NULL;
+
+		ck_assert_int_eq(hangar_sandbox_attach(&p, ctx, NULL, i.sandbox_id), 0);
+		hangar_sandbox_kill(p);
+		hangar_sandbox_unref(p);
+	}
+	sb = live(f.s[0]);
+	out = sh(sb, "/workspace", "cat /workspace/b");
+	ck_assert_str_eq(out, "base\n");
+	free(out);
+	info_of(f.s[0], &i);
+	ck_assert_int_eq(i.last_resume, HANGAR_RESUME_COLD);
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(f.s[0]);
+	hangar_session_unref(f.s[0]);
+	hangar_session_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- records: archive, delete, careless callers, tampering ----------------------------------- */
 
 static int count_sessions(const hangar_session_info *i, void *payload)
@@ -1230,6 +1302,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, not_parked);
 	tcase_add_test(tc, full_fleet_evicts_parked);
 	tcase_add_test(tc, failed_checkpoint);
+	tcase_add_test(tc, eviction_passes_over_a_held_session);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("concurrency and forks");
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -1237,6 +1310,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, concurrent_resumes, 0, T_COUNT);
 	tcase_add_loop_test(tc, fork_n, 0, T_COUNT);
 	tcase_add_test(tc, records);
+	tcase_add_test(tc, delete_keeps_a_forks_base);
 	suite_add_tcase(s, tc);
 	return s;
 }
