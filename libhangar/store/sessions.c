@@ -345,25 +345,3 @@ int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const 
 	db_finalize(st);
 	return rc;   /* DB_ROW (1): in use; DB_DONE (0): not */
 }
-
-int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const char *except)
-{
-	sqlite3 *db = store_db(ctx);
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (!db)
-		return hangar_error_last()->code;
-	if (sqlite3_prepare_v2(db,
-			       "SELECT 1 FROM sessions WHERE id != ?2 AND (checkpoint_id = ?1 OR parked_checkpoint_id = ?1)"
-			       " LIMIT 1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return db_error(db, "prepare");
-	sqlite3_bind_text(st, 1, checkpoint_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, except, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : db_error(db, "asking whether a checkpoint is in use");
-}

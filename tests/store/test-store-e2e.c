@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hangar/hangar.h>
@@ -148,6 +149,89 @@ START_TEST(sandbox_and_checkpoint_on_postgres)
 }
 END_TEST
 
+/* Sessions on PostgreSQL: park, a hot resume from another context, a cold one
+ * raced by two processes (one sandbox), delete. */
+START_TEST(session_on_postgres)
+{
+	hangar_ctx *ctx = ctx_new(), *other = ctx_new();
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_suspend_opts no_park = HANGAR_SUSPEND_OPTS_INIT;
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	hangar_session *s = NULL, *o = NULL;
+	hangar_sandbox *sb = NULL, *back = NULL;
+	char sid[64], first[128], got[2][128], *out;
+	int pfd[2][2];
+	pid_t kid[2];
+
+	co.provider = "local";
+	co.timeout_sec = 600;
+	so.create = &co;
+	must(hangar_session_create(&s, ctx, &so), "session");
+	snprintf(sid, sizeof(sid), "%s", hangar_session_id(s));
+	must(hangar_session_sandbox(&sb, s), "its sandbox");
+	snprintf(first, sizeof(first), "%s", hangar_sandbox_id(sb));
+	out = run(sb, "echo kept > /workspace/k && cat /workspace/k");
+	free(out);
+	must(hangar_session_suspend(s, NULL), "suspend");
+	ck_assert_int_eq(count("SELECT count(*) FROM sessions WHERE id = $1 AND state = 3", sid), 1);
+
+	must(hangar_session_open(&o, other, sid), "open from another context");
+	must(hangar_session_resume(o, &back), "hot resume");
+	ck_assert_str_eq(hangar_sandbox_id(back), first);
+	must(hangar_session_get_info(&info, o), "info");
+	ck_assert_int_eq(info.last_resume, HANGAR_RESUME_HOT);
+	hangar_sandbox_unref(back);
+
+	no_park.flags = HANGAR_SUSPEND_NO_PARK;
+	must(hangar_session_suspend(o, &no_park), "suspend without parking");
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(pipe(pfd[k]), 0);
+		kid[k] = fork();
+		ck_assert_int_ge(kid[k], 0);
+		if (kid[k] == 0) {
+			hangar_ctx *c = ctx_new();
+			hangar_session *mine = NULL;
+			hangar_sandbox *x = NULL;
+			char line[160];
+			int n;
+
+			if (hangar_session_open(&mine, c, sid) != 0 || hangar_session_resume(mine, &x) != 0)
+				_exit(1);
+			n = snprintf(line, sizeof(line), "%s", hangar_sandbox_id(x));
+			_exit(write(pfd[k][1], line, (size_t)n) == n ? 0 : 2);
+		}
+		close(pfd[k][1]);
+	}
+	for (int k = 0; k < 2; k++) {
+		int status = 0;
+		ssize_t n = read(pfd[k][0], got[k], sizeof(got[k]) - 1);
+
+		ck_assert_int_gt(n, 0);
+		got[k][n] = '\0';
+		close(pfd[k][0]);
+		ck_assert_int_eq(waitpid(kid[k], &status, 0), kid[k]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	ck_assert_str_eq(got[0], got[1]);
+	ck_assert_str_ne(got[0], first);
+	ck_assert_int_eq(count("SELECT count(*) FROM sessions WHERE id = $1 AND state = 1", sid), 1);
+	hangar_sandbox_unref(sb);
+	must(hangar_session_sandbox(&sb, s), "the restored sandbox");
+	out = run(sb, "cat /workspace/k");
+	ck_assert_str_eq(out, "kept\n");
+	free(out);
+	must(hangar_session_delete(s), "delete");
+	ck_assert_int_eq(count("SELECT count(*) FROM sessions WHERE id = $1", sid), 0);
+	ck_assert_int_eq(count("SELECT count(*) FROM checkpoints WHERE session_id = $1", sid), 0);
+	hangar_sandbox_unref(sb);
+	hangar_session_unref(o);
+	hangar_session_unref(s);
+	hangar_ctx_unref(other);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store end to end (postgres)");
@@ -168,6 +252,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, sandbox_and_checkpoint_on_postgres);
+	tcase_add_test(tc, session_on_postgres);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
