@@ -369,6 +369,21 @@ static void suspend(hangar_session *s, const char *blob)
 	ck_assert_msg(rc == 0, "suspend: %s", hangar_error_last()->message);
 }
 
+/* Whether hangar_sandbox_list() reports sandbox id, paused. */
+struct seen {
+	const char *id;
+	int paused;
+};
+
+static int seen_fn(const hangar_sandbox_info *info, void *payload)
+{
+	struct seen *w = payload;
+
+	if (!strcmp(info->id, w->id))
+		w->paused = info->state == HANGAR_SANDBOX_PAUSED ? 1 : -1;
+	return 0;
+}
+
 /* ---- hot resume ------------------------------------------------------------------- */
 
 START_TEST(hot_resume)
@@ -410,6 +425,13 @@ START_TEST(hot_resume)
 	hangar_buf_dispose(&blob);
 	hangar_checkpoint_unref(cp);
 
+	/* A listing (which forgets sandboxes the provider says are gone) keeps it: parked is not orphaned. */
+	{
+		struct seen w = { sid, 0 };
+
+		ck_assert_int_eq(hangar_sandbox_list(ctx, NULL, seen_fn, &w), 0);
+		ck_assert_int_eq(w.paused, 1);
+	}
 	/* Another process (a new context) finds it parked, and resumes the same machine. */
 	again = ctx_for(t);
 	ck_assert_int_eq(hangar_session_open(&reopened, again, hangar_session_id(s)), 0);
