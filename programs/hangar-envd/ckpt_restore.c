@@ -5,13 +5,15 @@
  * end-of-archive marker. Any failure removes the staging directory and
  * leaves the workspace as it was.
  *
- * Every member is checked before libarchive writes it: a name that is
- * empty, absolute, too long or has a ".." component, a hard link, a device,
- * FIFO or socket, a set-user-ID or set-group-ID bit, or file capabilities
- * are refused with the member named. libarchive's secure extraction flags
- * then keep every write inside the staging directory and off any symbolic
- * link the archive made. Owners are never restored: everything belongs to
- * the request user, whom this process is.
+ * Every member is checked before it is written: a name that is empty,
+ * absolute, too long or has a ".." component, a hard link, a device, FIFO
+ * or socket, a set-user-ID or set-group-ID bit, or file capabilities are
+ * refused with the member named. libarchive only reads the tar; the members
+ * are written here, each from a directory descriptor opened component by
+ * component from the staging directory with O_NOFOLLOW, so every write
+ * stays inside the staging directory and off any symbolic link (a member
+ * whose path goes through one is refused). Owners are never restored:
+ * everything belongs to the request user, whom this process is.
  *
  * The body is decompressed here rather than by libarchive so the plain tar
  * stream can be seen: libarchive reports the end of an archive the same way
@@ -38,15 +40,17 @@
 #include "buf.h"
 #include "ckpt.h"
 
-#define CHUNK (128 * 1024)
+#define CHUNK (256 * 1024)
 /* The plain stream's last bytes: libarchive never reads more than a chunk
  * and a block past where it stops, so the end marker is always in here. */
 #define RING (4 * CHUNK)
 #define STAGING_PREFIX ".hangar-restore-"
 
-#define EXTRACT_FLAGS                                                                                  \
-	(ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_NODOTDOT |              \
-	 ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SECURE_SYMLINKS)
+struct dir_fix {
+	size_t off;                   /* its path in fixnames */
+	mode_t mode;
+	struct timespec mtime;
+};
 
 struct restore {
 	const struct ckpt_restore_args *a;
@@ -60,6 +64,15 @@ struct restore {
 	int in_eof, z_open, z_full;
 	unsigned char *ring;
 	uint64_t fed;                 /* plain bytes handed to libarchive */
+	/* the open directories along the current member's path (extract) */
+	struct hbuf cur;              /* their path, relative to the staging directory */
+	int *fds;
+	size_t *ends;                 /* cur's length at each level */
+	size_t depth, depth_cap;
+	/* directories whose mode and time are set at the end */
+	struct hbuf fixnames;
+	struct dir_fix *fix;
+	size_t nfix, fixcap;
 };
 
 const char *ckpt_name_refusal(const char *name, const char **norm)
@@ -520,50 +533,299 @@ static int member_fail(struct restore *r, int status, const char *name, const ch
 	return fail(r, status, "member \"%s\": %s", qbuf, why);
 }
 
-static int disk_fail(struct restore *r, struct archive *disk, const char *name)
-{
-	int e = archive_errno(disk);
+/* ---- writing members --------------------------------------------------------- */
 
-	if (e == ENOSPC || e == EDQUOT)
-		return member_fail(r, 507, name, "not enough disk space");
-	if (e == EIO || e == ENOMEM)
-		return member_fail(r, 500, name, archive_error_string(disk));
-	return member_fail(r, 400, name, archive_error_string(disk));
+/*
+ * Members are written relative to the staging directory through a stack of
+ * open directories, each opened from its parent without following a
+ * symbolic link: nothing is ever written through a link, whatever the
+ * archive made before, and consecutive members of one directory reuse its
+ * descriptor rather than walking the path again.
+ */
+
+/* The name's components without empty and "." ones, joined by '/'. */
+static int normalize(const char *name, struct hbuf *out)
+{
+	hbuf_clear(out);
+	for (const char *s = name; *s;) {
+		size_t n = strcspn(s, "/");
+
+		if (n > 0 && !(n == 1 && s[0] == '.')) {
+			if ((out->len && hbuf_put(out, "/", 1) < 0) || hbuf_put(out, s, n) < 0)
+				return -1;
+		}
+		s += n;
+		while (*s == '/')
+			s++;
+	}
+	return hbuf_put(out, "", 1) < 0 ? -1 : (out->len--, 0);
 }
 
-static int copy_data(struct restore *r, struct archive *ar, struct archive *disk, const char *name)
+static void stack_pop(struct restore *r)
 {
+	r->depth--;
+	close(r->fds[r->depth]);
+	r->cur.len = r->depth ? r->ends[r->depth - 1] : 0;
+}
+
+static void stack_clear(struct restore *r)
+{
+	while (r->depth)
+		stack_pop(r);
+}
+
+/*
+ * The directory holding rel (normalized), opened component by component
+ * from the staging directory without following a link; a missing one is
+ * created (mode 0755), as for an archive that leaves a parent out. Returns
+ * a descriptor the stack owns, or -errno (-ENOTDIR: a component is a file
+ * or a symbolic link).
+ */
+static int open_parent(struct restore *r, const char *rel)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t dlen = slash ? (size_t)(slash - rel) : 0, common;
+
+	while (r->depth > 0) {
+		size_t l = r->cur.len;
+
+		if (l <= dlen && memcmp(r->cur.data, rel, l) == 0 && (l == dlen || rel[l] == '/'))
+			break;
+		stack_pop(r);
+	}
+	common = r->cur.len;
+	while (common < dlen) {
+		size_t start = common ? common + 1 : 0;
+		const char *e = memchr(rel + start, '/', dlen - start);
+		size_t end = e ? (size_t)(e - rel) : dlen;
+		char comp[NAME_MAX + 1];
+		int parent = r->depth ? r->fds[r->depth - 1] : r->stage;
+		int fd;
+
+		if (end - start > NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(comp, rel + start, end - start);
+		comp[end - start] = '\0';
+		fd = openat(parent, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			if (mkdirat(parent, comp, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			fd = openat(parent, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (fd < 0)
+			return errno == ELOOP ? -ENOTDIR : -errno;
+		if (r->depth == r->depth_cap) {
+			size_t cap = r->depth_cap ? r->depth_cap * 2 : 32;
+			int *f = realloc(r->fds, cap * sizeof(*f));
+			size_t *en;
+
+			if (f)
+				r->fds = f;
+			en = f ? realloc(r->ends, cap * sizeof(*en)) : NULL;
+			if (!en) {
+				close(fd);
+				return -ENOMEM;
+			}
+			r->ends = en;
+			r->depth_cap = cap;
+		}
+		r->cur.len = common;
+		if (hbuf_put(&r->cur, rel + common, end - common) < 0) {
+			close(fd);
+			return -ENOMEM;
+		}
+		r->fds[r->depth] = fd;
+		r->ends[r->depth] = end;
+		r->depth++;
+		common = end;
+	}
+	return r->depth ? r->fds[r->depth - 1] : r->stage;
+}
+
+static int write_fail(struct restore *r, const char *name, int e)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		return member_fail(r, 507, name, "not enough disk space");
+	if (e == ENOTDIR)
+		return member_fail(r, 400, name, "its path goes through a symbolic link or a file");
+	if (e == EIO || e == ENOMEM || e == EMFILE || e == ENFILE)
+		return member_fail(r, 500, name, strerror(e));
+	return member_fail(r, 400, name, strerror(e));
+}
+
+/* Makes room for a new entry base in pfd: an entry already there (an
+ * archive may name a path twice) goes, unless it is a directory that is
+ * not empty. 0 or -errno. */
+static int clear_slot(int pfd, const char *base)
+{
+	struct stat st;
+
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (unlinkat(pfd, base, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+		return errno == ENOTEMPTY ? -EEXIST : -errno;
+	return 0;
+}
+
+static int write_file(struct restore *r, struct archive *ar, struct archive_entry *e, int pfd, const char *base,
+		      const char *name)
+{
+	const struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+					{ archive_entry_mtime(e), archive_entry_mtime_nsec(e) } };
+	mode_t perm = archive_entry_perm(e) & 0777;
+	int64_t size = archive_entry_size(e), end = 0;
+	int fd, err;
+
+	fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, perm);
+	if (fd < 0 && errno == EEXIST) {
+		if ((err = clear_slot(pfd, base)) < 0)
+			return write_fail(r, name, -err);
+		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, perm);
+	}
+	if (fd < 0)
+		return write_fail(r, name, errno);
 	for (;;) {
 		const void *buf;
-		size_t size;
-		la_int64_t offset;
-		int rc = archive_read_data_block(ar, &buf, &size, &offset);
+		size_t n;
+		la_int64_t off;
+		int rc = archive_read_data_block(ar, &buf, &n, &off);
 
 		if (rc == ARCHIVE_EOF)
-			return 0;
-		if (rc < ARCHIVE_WARN)
+			break;
+		if (rc < ARCHIVE_WARN) {
+			close(fd);
 			return member_fail(r, 400, name, archive_error_string(ar));
-		if (archive_write_data_block(disk, buf, size, offset) < ARCHIVE_WARN) {
-			int e = archive_errno(disk);
-
-			if (e == ENOSPC || e == EDQUOT)
-				return member_fail(r, 507, name, "not enough disk space");
-			return member_fail(r, 500, name, archive_error_string(disk));
 		}
-		r->note.bytes += (int64_t)size;
+		for (size_t done = 0; done < n;) {
+			ssize_t w = pwrite(fd, (const char *)buf + done, n - done, off + (off_t)done);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				err = w < 0 ? errno : EIO;
+				close(fd);
+				return write_fail(r, name, err);
+			}
+			done += (size_t)w;
+		}
+		if (off + (int64_t)n > end)
+			end = off + (int64_t)n;
+		r->note.bytes += (int64_t)n;
 	}
+	/* A sparse member's last hole. */
+	if ((end < size && ftruncate(fd, size) < 0) || futimens(fd, ts) < 0) {
+		err = errno;
+		close(fd);
+		return write_fail(r, name, err);
+	}
+	if (close(fd) < 0 && errno != EINTR)
+		return write_fail(r, name, errno);
+	return 0;
+}
+
+static int write_symlink(struct restore *r, struct archive_entry *e, int pfd, const char *base, const char *name)
+{
+	const struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+					{ archive_entry_mtime(e), archive_entry_mtime_nsec(e) } };
+	const char *target = archive_entry_symlink(e);
+	int err;
+
+	if (!target || !*target)
+		return member_fail(r, 400, name, "a symbolic link without a target");
+	if (symlinkat(target, pfd, base) < 0) {
+		if (errno != EEXIST)
+			return write_fail(r, name, errno);
+		if ((err = clear_slot(pfd, base)) < 0)
+			return write_fail(r, name, -err);
+		if (symlinkat(target, pfd, base) < 0)
+			return write_fail(r, name, errno);
+	}
+	utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
+	return 0;
+}
+
+/* Directories are made 0700 and get their mode and time once everything
+ * in them is written (finish_dirs). */
+static int write_dir(struct restore *r, struct archive_entry *e, int pfd, const char *base, const char *rel,
+		     const char *name)
+{
+	struct stat st;
+	struct dir_fix *f;
+
+	if (mkdirat(pfd, base, 0700) < 0) {
+		if (errno != EEXIST)
+			return write_fail(r, name, errno);
+		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return write_fail(r, name, errno);
+		if (!S_ISDIR(st.st_mode)) {
+			if (unlinkat(pfd, base, 0) < 0 || mkdirat(pfd, base, 0700) < 0)
+				return write_fail(r, name, errno);
+		} else {
+			fchmodat(pfd, base, 0700, 0);
+		}
+	}
+	if (r->nfix == r->fixcap) {
+		size_t cap = r->fixcap ? r->fixcap * 2 : 256;
+
+		f = realloc(r->fix, cap * sizeof(*f));
+		if (!f)
+			return fail(r, 500, "out of memory");
+		r->fix = f;
+		r->fixcap = cap;
+	}
+	f = &r->fix[r->nfix];
+	f->off = r->fixnames.len;
+	f->mode = archive_entry_perm(e) & 0777;
+	f->mtime.tv_sec = archive_entry_mtime(e);
+	f->mtime.tv_nsec = archive_entry_mtime_nsec(e);
+	if (hbuf_put(&r->fixnames, rel, strlen(rel) + 1) < 0)
+		return fail(r, 500, "out of memory");
+	r->nfix++;
+	return 0;
+}
+
+static int cmp_fix_desc(const void *x, const void *y, void *names)
+{
+	const struct dir_fix *a = x, *b = y;
+
+	return strcmp((const char *)names + b->off, (const char *)names + a->off);
+}
+
+/* Each directory's mode and time, deepest first, so a directory that
+ * allows no writing is closed only once what it holds is in place. */
+static int finish_dirs(struct restore *r)
+{
+	if (r->nfix)
+		qsort_r(r->fix, r->nfix, sizeof(*r->fix), cmp_fix_desc, r->fixnames.data);
+	stack_clear(r);
+	for (size_t i = 0; i < r->nfix; i++) {
+		const char *rel = r->fixnames.data + r->fix[i].off;
+		const char *slash = strrchr(rel, '/'), *base = slash ? slash + 1 : rel;
+		const struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, r->fix[i].mtime };
+		int pfd = open_parent(r, rel);
+		struct stat st;
+
+		if (pfd < 0)
+			return write_fail(r, rel, -pfd);
+		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+			continue; /* replaced by a later member */
+		if (utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(pfd, base, r->fix[i].mode, 0) < 0)
+			return write_fail(r, rel, errno);
+	}
+	stack_clear(r);
+	return 0;
 }
 
 static int extract(struct restore *r)
 {
-	struct archive *ar = archive_read_new(), *disk = archive_write_disk_new();
+	struct archive *ar = archive_read_new();
 	struct archive_entry *e;
+	struct hbuf rel = HBUF_INIT;
 	char last[512] = "";
 	long count = 0;
 	int rc = 0;
 
-	if (!ar || !disk || archive_read_support_format_tar(ar) != ARCHIVE_OK ||
-	    archive_write_disk_set_options(disk, EXTRACT_FLAGS) != ARCHIVE_OK) {
+	if (!ar || archive_read_support_format_tar(ar) != ARCHIVE_OK) {
 		rc = fail(r, 500, "cannot set up extraction");
 		goto out;
 	}
@@ -571,10 +833,12 @@ static int extract(struct restore *r)
 		rc = fail(r, 400, "not a tar archive: %s", archive_error_string(ar));
 		goto out;
 	}
+	/* Modes come from the archive, not from the umask. */
+	umask(0);
 	for (;;) {
-		const char *name, *norm, *why;
+		const char *name, *norm, *why, *base;
 		la_int64_t before;
-		int h;
+		int h, pfd;
 
 		if (count > 0 && archive_read_data_skip(ar) < ARCHIVE_WARN) {
 			rc = member_fail(r, 400, last, archive_error_string(ar));
@@ -615,45 +879,43 @@ static int extract(struct restore *r)
 		}
 		if (!norm)
 			continue; /* "./": the workspace itself */
-		if (norm != name) {
-			char *copy = strdup(norm);
-
-			if (!copy) {
-				rc = fail(r, 500, "out of memory");
-				break;
-			}
-			archive_entry_copy_pathname(e, copy);
-			free(copy);
-		}
-		archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
-		if (archive_write_header(disk, e) < ARCHIVE_WARN) {
-			rc = disk_fail(r, disk, name);
+		if (normalize(norm, &rel) < 0) {
+			rc = fail(r, 500, "out of memory");
 			break;
 		}
+		if (rel.len == 0)
+			continue;
+		pfd = open_parent(r, rel.data);
+		if (pfd < 0) {
+			rc = write_fail(r, name, -pfd);
+			break;
+		}
+		base = strrchr(rel.data, '/');
+		base = base ? base + 1 : rel.data;
 		switch (archive_entry_filetype(e)) {
 		case AE_IFREG:
 			r->note.files++;
-			rc = copy_data(r, ar, disk, name);
+			rc = write_file(r, ar, e, pfd, base, name);
 			break;
 		case AE_IFDIR:
 			r->note.dirs++;
+			rc = write_dir(r, e, pfd, base, rel.data, name);
 			break;
 		default:
 			r->note.symlinks++;
+			rc = write_symlink(r, e, pfd, base, name);
 			break;
 		}
-		if (rc == 0 && archive_write_finish_entry(disk) < ARCHIVE_WARN)
-			rc = disk_fail(r, disk, name);
 		if (rc < 0)
 			break;
 	}
-	/* Directory modes and times are set last, once their contents are in. */
-	if (rc == 0 && archive_write_close(disk) < ARCHIVE_WARN)
-		rc = fail(r, archive_errno(disk) == ENOSPC ? 507 : 500, "cannot finish extraction: %s",
-			  archive_error_string(disk));
+	if (rc == 0)
+		rc = finish_dirs(r);
+	umask(022);
 out:
+	stack_clear(r);
+	hbuf_free(&rel);
 	archive_read_free(ar);
-	archive_write_free(disk);
 	return rc;
 }
 

@@ -795,3 +795,45 @@ def test_the_worker_mode_run_by_hand_gains_nothing(shared_tmp, as_user):
         status, err = _run_worker(args, user=as_user)
         assert status == 2, (args, status, err)
     assert snapshot(ws) == before and staging_dirs(ws) == []
+
+
+def test_odd_but_harmless_archives_extract_as_tar_would(client, tmp_path):
+    """Parents left out, "./" and "//" in names, a path named twice, and
+    directories that allow no writing once their contents are in."""
+    ws = tmp_path / "ws"
+    os.makedirs(ws)
+    body = tar_of([
+        (info("deep/er/file.txt"), b"no parents listed"),
+        (info("./dot/.//twice.txt"), b"first"),
+        (info("dot/twice.txt"), b"second"),
+        (info("was-a-file"), b"x"),
+        (info("was-a-file/", tarfile.DIRTYPE, 0o755), None),
+        (info("was-a-file/inside"), b"y"),
+        (info("locked/", tarfile.DIRTYPE, 0o500), None),
+        (info("locked/sub/", tarfile.DIRTYPE, 0o555), None),
+        (info("locked/sub/f", mode=0o400), b"z"),
+        (info("link-then-file", tarfile.SYMTYPE, 0o777, linkname="/etc/passwd"), None),
+        (info("link-then-file"), b"a file now"),
+    ])
+    r = restore(client, ws, body)
+    assert r.status == 200, r
+    with open(ws / "deep/er/file.txt", "rb") as f:
+        assert f.read() == b"no parents listed"
+    with open(ws / "dot/twice.txt", "rb") as f:
+        assert f.read() == b"second"
+    assert os.path.isdir(ws / "was-a-file") and os.path.exists(ws / "was-a-file/inside")
+    assert stat.S_IMODE(os.stat(ws / "locked").st_mode) == 0o500
+    assert stat.S_IMODE(os.stat(ws / "locked/sub").st_mode) == 0o555
+    assert stat.S_IMODE(os.stat(ws / "locked/sub/f").st_mode) == 0o400
+    assert os.stat(ws / "locked").st_mtime == 1_700_000_000
+    assert not os.path.islink(ws / "link-then-file")
+    with open(ws / "link-then-file", "rb") as f:
+        assert f.read() == b"a file now"
+    os.chmod(ws / "locked", 0o700)
+    os.chmod(ws / "locked/sub", 0o700)
+    # a file over a directory that holds something is refused, and nothing changes
+    before = snapshot(ws)
+    body = tar_of([(info("d/", tarfile.DIRTYPE, 0o755), None), (info("d/x"), b"x"), (info("d"), b"flat")])
+    r = restore(client, ws, body)
+    assert r.status == 400 and r.json()["message"].startswith('member "d"'), r
+    assert snapshot(ws) == before
