@@ -949,6 +949,8 @@ int envd_archive_put(struct envd_client *c, const struct envd_call *call, const 
 	x.rq.upload_size = -1;
 	/* A body that is read as it is made cannot be sent twice. */
 	x.rq.fresh_connect = 1;
+	/* Bulk: fewer, larger chunks and sends. */
+	x.rq.upload_buffer = 1L << 20;
 	if (!rc)
 		rc = archive_url(&x, ws, "mode", mode);
 	if (!rc)

@@ -642,6 +642,8 @@ static int setup(struct xfer *x)
 		curl_easy_setopt(h, CURLOPT_READDATA, x);
 		curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, seek_cb);
 		curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+		if (rq->upload_buffer > 0)
+			curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, rq->upload_buffer);
 		if (rq->upload_size >= 0)
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->upload_size);
 		else if (net_header_add(rq, "Transfer-Encoding: chunked") != 0)
