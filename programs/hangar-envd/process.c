@@ -741,8 +741,12 @@ static int child_main(void *arg)
 		(void)n;
 		close(fd);
 	}
+	/* Raw system calls: glibc's set*id would try to change every thread of
+	 * the daemon whose memory this child shares, taking its locks. */
 	if (envd_cfg.is_root &&
-	    (setgroups((size_t)a->ngroups, a->groups) < 0 || setgid(a->u->gid) < 0 || setuid(a->u->uid) < 0))
+	    (syscall(SYS_setgroups, (size_t)a->ngroups, a->groups) < 0 ||
+	     syscall(SYS_setresgid, a->u->gid, a->u->gid, a->u->gid) < 0 ||
+	     syscall(SYS_setresuid, a->u->uid, a->u->uid, a->u->uid) < 0))
 		child_fail(a->cmd, ": cannot switch user\n", 126);
 	if (chdir(a->cwd) < 0)
 		child_fail(a->cmd, ": cannot enter the working directory\n", 126);
