@@ -217,8 +217,15 @@ void h_livez(struct request *),
 	h_exec(struct request *),
 	h_exec_stream(struct request *),
 	h_file_get(struct request *),
-	h_file_put(struct request *);
+	h_file_put(struct request *),
+	h_session_create(struct request *),
+	h_session_get(struct request *),
+	h_session_suspend(struct request *),
+	h_session_resume(struct request *),
+	h_session_archive(struct request *),
+	h_session_delete(struct request *);
 int fill_sandboxes(struct request *r, cJSON *arr);
+int fill_sessions(struct request *r, cJSON *arr);
 
 /* The embedded OpenAPI document (generated at build time). */
 extern const char hangard_openapi[];

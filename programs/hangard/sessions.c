@@ -1,0 +1,252 @@
+/*
+ * /v1/sessions: create, list, get, suspend, resume, archive and delete, each
+ * one call of the public session API (hangar/session.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hangard.h"
+
+static const char *state_name(int32_t s)
+{
+	switch (s) {
+	case HANGAR_SESSION_ACTIVE:
+		return "active";
+	case HANGAR_SESSION_SUSPENDED:
+		return "suspended";
+	case HANGAR_SESSION_PARKED:
+		return "parked";
+	case HANGAR_SESSION_ARCHIVED:
+		return "archived";
+	}
+	return "unknown";
+}
+
+static const char *resume_name(int32_t r)
+{
+	switch (r) {
+	case HANGAR_RESUME_HOT:
+		return "hot";
+	case HANGAR_RESUME_COLD:
+		return "cold";
+	case HANGAR_RESUME_FRESH:
+		return "fresh";
+	}
+	return "none";
+}
+
+static cJSON *session_json(const hangar_session_info *i)
+{
+	cJSON *o = add_strings(cJSON_CreateObject(), "id", i->id, "state", state_name(i->state), "provider",
+			       i->provider, "sandbox", i->sandbox_id, "checkpoint", i->checkpoint_id, "last_resume",
+			       resume_name(i->last_resume), "last_resume_reason", i->last_resume_reason,
+			       "suspend_reason", i->suspend_reason, "environment", i->environment, "workspace",
+			       i->workspace, "parent", i->parent_id, "fork_group", i->fork_group, NULL);
+	cJSON *labels = cJSON_Parse(i->labels_json ? i->labels_json : "{}");
+	cJSON_AddItemToObject(o, "labels", labels ? labels : cJSON_CreateObject());
+	cJSON_AddBoolToObject(o, "exclusive_credential", (i->flags & HANGAR_SESSION_EXCLUSIVE_CREDENTIAL) != 0);
+	cJSON_AddNumberToObject(o, "created_us", (double)i->created_at_us);
+	cJSON_AddNumberToObject(o, "updated_us", (double)i->updated_at_us);
+	cJSON_AddNumberToObject(o, "parked_since_us", (double)i->parked_since_us);
+	return o;
+}
+
+static void reply_session(struct request *r, hangar_session *s, unsigned status)
+{
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	int rc = hangar_session_get_info(&info, s);
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+		return;
+	}
+	reply_json(r, status, session_json(&info));
+}
+
+static hangar_session *session_open(struct request *r)
+{
+	hangar_session *s = NULL;
+	int rc = hangar_session_open(&s, hangard->ctx, request_param(r));
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+		return NULL;
+	}
+	return s;
+}
+
+/* {"k":"v",...} -> a NULL-terminated "k=v" array the caller frees. */
+static char **labels_array(struct request *r, cJSON *doc, int *failed)
+{
+	return env_array(r, doc, "labels", failed);
+}
+
+void h_session_create(struct request *r)
+{
+	static const char *const fields[] = { "environment", "provider", "tier", "template", "timeout", "env",
+					      "network", "id", "workspace", "user", "labels",
+					      "exclusive_credential", NULL };
+	hangar_create_opts create = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts opts = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+	const char *network = NULL;
+	char **env = NULL, **labels = NULL;
+	int failed, rc;
+	cJSON *doc = request_json(r, fields), *excl;
+
+	if (!doc)
+		return;
+	if (want_string(r, doc, "tier", &create.tier) < 0 || want_string(r, doc, "environment", &opts.environment) < 0 ||
+	    want_string(r, doc, "template", &create.template_id) < 0 ||
+	    want_string(r, doc, "provider", &create.provider) < 0 || want_string(r, doc, "network", &network) < 0 ||
+	    want_string(r, doc, "id", &opts.id) < 0 || want_string(r, doc, "workspace", &opts.workspace) < 0 ||
+	    want_string(r, doc, "user", &opts.user) < 0 ||
+	    want_int(r, doc, "timeout", -1, 31536000, &create.timeout_sec) < 0)
+		goto out;
+	excl = cJSON_GetObjectItemCaseSensitive(doc, "exclusive_credential");
+	if (excl && !cJSON_IsNull(excl)) {
+		if (!cJSON_IsBool(excl)) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"exclusive_credential\" must be true or false");
+			goto out;
+		}
+		if (cJSON_IsTrue(excl))
+			opts.flags |= HANGAR_SESSION_EXCLUSIVE_CREDENTIAL;
+	}
+	if (network) {
+		if (strcmp(network, "on") == 0)
+			create.network = HANGAR_NETWORK_ON;
+		else if (strcmp(network, "off") == 0)
+			create.network = HANGAR_NETWORK_OFF;
+		else if (strcmp(network, "default") != 0) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"network\" is \"on\", \"off\" or \"default\"");
+			goto out;
+		}
+	}
+	env = env_array(r, doc, "env", &failed);
+	if (failed)
+		goto out;
+	labels = labels_array(r, doc, &failed);
+	if (failed)
+		goto out;
+	create.env = (const char *const *)env;
+	create.environment = opts.environment;
+	opts.create = &create;
+	opts.labels = (const char *const *)labels;
+	rc = hangar_session_create(&s, hangard->ctx, &opts);
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+		goto out;
+	}
+	reply_session(r, s, 201);
+out:
+	env_free(env);
+	env_free(labels);
+	hangar_session_unref(s);
+	cJSON_Delete(doc);
+}
+
+static int add_session(const hangar_session_info *info, void *payload)
+{
+	cJSON_AddItemToArray(payload, session_json(info));
+	return 0;
+}
+
+int fill_sessions(struct request *r, cJSON *arr)
+{
+	(void)r;
+	return hangar_session_list(hangard->ctx, add_session, arr);
+}
+
+void h_session_get(struct request *r)
+{
+	hangar_session *s = session_open(r);
+	if (!s)
+		return;
+	reply_session(r, s, 200);
+	hangar_session_unref(s);
+}
+
+/* The blob is taken as the string's bytes, as sent (UTF-8 text such as a
+ * conversation); callers with binary bytes encode them themselves. */
+void h_session_suspend(struct request *r)
+{
+	static const char *const fields[] = { "blob", "labels", "no_park", NULL };
+	hangar_suspend_opts opts = HANGAR_SUSPEND_OPTS_INIT;
+	hangar_session *s = NULL;
+	const char *blob = NULL;
+	char **labels = NULL;
+	int failed, rc;
+	cJSON *doc = request_json(r, fields), *np;
+
+	if (!doc)
+		return;
+	if (want_string(r, doc, "blob", &blob) < 0)
+		goto out;
+	np = cJSON_GetObjectItemCaseSensitive(doc, "no_park");
+	if (np && !cJSON_IsNull(np)) {
+		if (!cJSON_IsBool(np)) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"no_park\" must be true or false");
+			goto out;
+		}
+		if (cJSON_IsTrue(np))
+			opts.flags |= HANGAR_SUSPEND_NO_PARK;
+	}
+	labels = labels_array(r, doc, &failed);
+	if (failed)
+		goto out;
+	opts.blob = blob;
+	opts.blob_len = blob ? strlen(blob) : 0;
+	opts.labels = (const char *const *)labels;
+	s = session_open(r);
+	if (!s)
+		goto out;
+	rc = hangar_session_suspend(s, &opts);
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else
+		reply_session(r, s, 200);
+out:
+	env_free(labels);
+	hangar_session_unref(s);
+	cJSON_Delete(doc);
+}
+
+void h_session_resume(struct request *r)
+{
+	hangar_session *s = session_open(r);
+	hangar_sandbox *sb = NULL;
+	int rc;
+	if (!s)
+		return;
+	rc = hangar_session_resume(s, &sb);
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else
+		reply_session(r, s, 200);
+	hangar_sandbox_unref(sb);
+	hangar_session_unref(s);
+}
+
+static void lifecycle(struct request *r, int (*op)(hangar_session *), unsigned status)
+{
+	hangar_session *s = session_open(r);
+	int rc;
+	if (!s)
+		return;
+	rc = op(s);
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else if (status == 204)
+		reply_empty(r, 204);
+	else
+		reply_session(r, s, status);
+	hangar_session_unref(s);
+}
+
+void h_session_archive(struct request *r)
+{
+	lifecycle(r, hangar_session_archive, 200);
+}
+
+void h_session_delete(struct request *r)
+{
+	lifecycle(r, hangar_session_delete, 204);
+}

@@ -1,0 +1,58 @@
+"""/v1/sessions against real local sandboxes: suspend, hot and cold resume, archive."""
+
+from conftest import READER
+
+
+def test_session_lifecycle(server):
+    s = server.ok("POST", "/v1/sessions", {"labels": {"team": "a"}}, status=201).json()
+    sid, first = s["id"], s["sandbox"]
+    assert s["state"] == "active" and first and s["last_resume"] == "none" and s["labels"] == {"team": "a"}
+    try:
+        ws = s["workspace"]
+        out = server.ok("POST", f"/v1/sandboxes/{first}/exec",
+                        {"command": f"mkdir -p {ws} && echo kept > {ws}/note.txt && cat {ws}/note.txt"}).json()
+        assert out["stdout"] == "kept\n", out
+        assert sid in [x["id"] for x in server.ok("GET", "/v1/sessions", token=READER).json()["sessions"]]
+
+        # A reader cannot suspend.
+        assert server.request("POST", f"/v1/sessions/{sid}/suspend", {}, token=READER).status == 403
+
+        got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {"blob": "the conversation"}).json()
+        assert got["state"] in ("parked", "suspended") and got["checkpoint"], got
+        hot = got["state"] == "parked"
+        got = server.ok("POST", f"/v1/sessions/{sid}/resume").json()
+        assert got["state"] == "active" and got["sandbox"], got
+        if hot:
+            assert got["last_resume"] == "hot" and got["sandbox"] == first, got
+
+        got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {"no_park": True}).json()
+        assert got["state"] == "suspended", got
+        got = server.ok("POST", f"/v1/sessions/{sid}/resume").json()
+        assert got["state"] == "active" and got["last_resume"] == "cold" and got["sandbox"] != first, got
+        out = server.ok("POST", f"/v1/sandboxes/{got['sandbox']}/exec", {"command": f"cat {ws}/note.txt"}).json()
+        assert out["stdout"] == "kept\n", out
+
+        assert server.ok("POST", f"/v1/sessions/{sid}/archive").json()["state"] == "archived"
+        r = server.request("POST", f"/v1/sessions/{sid}/resume")
+        assert r.status == 410 and r.json()["error"]["kind"] == "gone", r
+        r = server.request("POST", f"/v1/sessions/{sid}/suspend", {})
+        assert r.status == 410, r
+    finally:
+        server.request("DELETE", f"/v1/sessions/{sid}")
+    r = server.request("GET", f"/v1/sessions/{sid}")
+    assert r.status == 404 and r.json()["error"]["kind"] == "not_found", r
+
+
+def test_session_bad_requests(server):
+    r = server.request("GET", "/v1/sessions/no-such-session")
+    assert r.status == 404, r
+    r = server.request("POST", "/v1/sessions/no-such-session/resume")
+    assert r.status == 404, r
+    r = server.request("POST", "/v1/sessions", {"no_such_field": 1})
+    assert r.status == 400, r
+    r = server.request("POST", "/v1/sessions", {"exclusive_credential": "yes"})
+    assert r.status == 400, r
+    r = server.request("POST", "/v1/sessions/no-such-session/suspend", {"no_park": 1})
+    assert r.status == 400, r
+    r = server.request("POST", "/v1/sessions", b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status == 400, r
