@@ -502,6 +502,8 @@ static void sort_unique(struct capture *c)
 {
 	size_t k = 0;
 
+	if (c->n == 0)
+		return; /* an empty selection: no array to sort (qsort_r wants one) */
 	qsort_r(c->offs, c->n, sizeof(*c->offs), cmp_names, c->names.data);
 	for (size_t i = 0; i < c->n; i++)
 		if (k == 0 || strcmp(c->names.data + c->offs[k - 1], c->names.data + c->offs[i]) != 0)
