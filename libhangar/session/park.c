@@ -53,14 +53,6 @@ static void free_strv(char **v)
 	free(v);
 }
 
-static int renew_progress(uint64_t done, uint64_t total, void *payload)
-{
-	(void)done;
-	(void)total;
-	sess_lease_renew(payload);
-	return 0;
-}
-
 /*
  * Why sb cannot be parked now (written into reason), or "" when it can; may
  * evict the longest-parked sandbox of another session to make room.
@@ -156,7 +148,7 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 	co.labels = (const char *const *)labels;
 	co.user = *row.user ? row.user : NULL;
 	co.timeout_sec = o->timeout_sec;
-	co.progress = renew_progress;
+	co.progress = sess_renew_progress;
 	co.progress_payload = l;
 	ckpt_rc = hangar_checkpoint_create(&cp, sb, &co);
 	if (ckpt_rc == 0 && cp) {

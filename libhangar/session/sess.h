@@ -37,6 +37,8 @@ int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int w
 /* Extends a held lease when its last renewal is more than a few seconds old. */
 void sess_lease_renew(struct sess_lease *l);
 void sess_lease_give(struct sess_lease *l);
+/* A checkpoint progress callback that renews the lease given as payload (may be NULL). */
+int sess_renew_progress(uint64_t done, uint64_t total, void *payload);
 
 /* ---- records ---------------------------------------------------------------- */
 

@@ -421,7 +421,7 @@ int sess_latest_checkpoint(hangar_ctx *ctx, const struct store_session *row, cha
 	return *id ? 0 : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 }
 
-static int renew_progress(uint64_t done, uint64_t total, void *payload)
+int sess_renew_progress(uint64_t done, uint64_t total, void *payload)
 {
 	(void)done;
 	(void)total;
@@ -440,7 +440,7 @@ int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *c
 		return rc;
 	ro.workspace = *row->workspace ? row->workspace : NULL;
 	ro.user = *row->user ? row->user : NULL;
-	ro.progress = renew_progress;
+	ro.progress = sess_renew_progress;
 	ro.progress_payload = l;
 	rc = hangar_checkpoint_restore(sb, cp, &ro);
 	hangar_checkpoint_unref(cp);
