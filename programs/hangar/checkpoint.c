@@ -343,27 +343,8 @@ int cmd_checkpoint_list(struct cli *cli, int argc, char **argv)
 
 enum one { ONE_INFO, ONE_BLOB, ONE_DELETE };
 
-static int flag_opt(const struct cli *cli, int c, const char *arg, void *payload)
-{
-	(void)cli;
-	(void)arg;
-	if (c != 'j')
-		return EXIT_USAGE;
-	*(int *)payload = 1;
-	return 0;
-}
-
 static int one_checkpoint(struct cli *cli, int argc, char **argv, enum one what)
 {
-	static const struct option json_longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const struct option help_only[] = {
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	hangar_checkpoint_info info;
 	hangar_checkpoint *cp = NULL;
 	hangar_ctx *ctx = NULL;
@@ -372,8 +353,8 @@ static int one_checkpoint(struct cli *cli, int argc, char **argv, enum one what)
 	int json = 0, status;
 
 	status = cli_want(cli,
-		      cli_parse(cli, argc, argv, what == ONE_INFO ? "jh" : "h", what == ONE_INFO ? json_longopts : help_only,
-			    &id, 1, flag_opt, &json),
+		      cli_parse(cli, argc, argv, what == ONE_INFO ? "jh" : "h", what == ONE_INFO ? cli_opts_json : cli_opts_help,
+			    &id, 1, cli_opt_json, &json),
 		      1, "checkpoint id");
 	if (status)
 		return status < 0 ? 0 : status;

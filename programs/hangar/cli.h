@@ -68,6 +68,11 @@ typedef int (*cli_opt_fn)(const struct cli *cli, int c, const char *arg, void *p
 int cli_parse(const struct cli *cli, int argc, char **argv, const char *shortopts, const struct option *longopts,
 	      char **ops, int max, cli_opt_fn fn, void *payload);
 int cli_want(const struct cli *cli, int got, int n, const char *names);
+/* The option tables most commands take: --help alone, or --json (-j) and
+ * --help; cli_opt_json is the cli_opt_fn that sets *(int *)payload on -j. */
+extern const struct option cli_opts_help[];
+extern const struct option cli_opts_json[];
+int cli_opt_json(const struct cli *cli, int c, const char *arg, void *payload);
 /* A whole local file ("-": standard input), at most 256 MiB, into *data (malloc'd). */
 int cli_read_file(const char *path, char **data, size_t *len);
 /* Bounds of what the library takes: a sandbox's lifetime and a command's timeout. */

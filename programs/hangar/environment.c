@@ -6,12 +6,6 @@
 
 #include "cli.h"
 
-static const struct option json_longopts[] = {
-	{ "json", no_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
 struct listing {
 	int json;
 	int count;
@@ -83,7 +77,7 @@ static int args(struct cli *cli, int argc, char **argv, int n, char **op, int *j
 
 	cli_getopt_reset();
 	for (;;) {
-		c = cli_getopt(cli, argc, argv, "jh", json_longopts, &dd);
+		c = cli_getopt(cli, argc, argv, "jh", cli_opts_json, &dd);
 		if (c == -1) {
 			if (optind >= argc)
 				break;

@@ -8,12 +8,6 @@
 
 #include "cli.h"
 
-static const struct option json_longopts[] = {
-	{ "json", no_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
 /*
  * Options (those in longopts, with their short letters in shortopts) and
  * exactly one operand, the sandbox id. Returns 0, OPT_HELP, or EXIT_USAGE
@@ -124,15 +118,6 @@ out:
 
 /* ---- logs and metrics --------------------------------------------------------------- */
 
-static int json_opt(const struct cli *cli, int c, const char *arg, void *data)
-{
-	(void)cli;
-	(void)arg;
-	if (c == 'j')
-		*(int *)data = 1;
-	return 0;
-}
-
 struct printing {
 	int json, n;
 };
@@ -169,7 +154,7 @@ static int print_from_sandbox(struct cli *cli, int argc, char **argv, const char
 	char *id;
 	int status;
 
-	status = one_id(cli, argc, argv, "jh", json_longopts, &id, json_opt, &p.json);
+	status = one_id(cli, argc, argv, "jh", cli_opts_json, &id, cli_opt_json, &p.json);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)

@@ -11,17 +11,6 @@
 
 #include "cli.h"
 
-static const struct option help_only[] = {
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-static const struct option json_longopts[] = {
-	{ "json", no_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
 /*
  * The common shape of the commands below: options anywhere among exactly n
  * operands. Returns 0 with the operands in ops, OPT_HELP when --help was
@@ -353,7 +342,7 @@ int cmd_sandbox_info(struct cli *cli, int argc, char **argv)
 	char *id;
 	int status;
 
-	status = operands(cli, argc, argv, json_longopts, &id, 1, "sandbox id", flags);
+	status = operands(cli, argc, argv, cli_opts_json, &id, 1, "sandbox id", flags);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)
@@ -438,7 +427,7 @@ int cmd_sandbox_cp(struct cli *cli, int argc, char **argv)
 	struct stat st;
 	int status, src_remote, dst_remote, rc;
 
-	status = operands(cli, argc, argv, help_only, ops, 2, "SRC and DST", NULL);
+	status = operands(cli, argc, argv, cli_opts_help, ops, 2, "SRC and DST", NULL);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)
@@ -514,7 +503,7 @@ static int lifecycle(struct cli *cli, int argc, char **argv, enum lifecycle what
 	char *id;
 	int status, rc;
 
-	status = operands(cli, argc, argv, help_only, &id, 1, "sandbox id", NULL);
+	status = operands(cli, argc, argv, cli_opts_help, &id, 1, "sandbox id", NULL);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)
@@ -559,7 +548,7 @@ int cmd_sandbox_timeout(struct cli *cli, int argc, char **argv)
 	int64_t seconds;
 	int status, rc;
 
-	status = operands(cli, argc, argv, help_only, ops, 2, "sandbox id and SECONDS", NULL);
+	status = operands(cli, argc, argv, cli_opts_help, ops, 2, "sandbox id and SECONDS", NULL);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)
@@ -590,7 +579,7 @@ int cmd_sandbox_port(struct cli *cli, int argc, char **argv)
 	char *ops[2], *end;
 	int status, rc;
 
-	status = operands(cli, argc, argv, help_only, ops, 2, "sandbox id and PORT", NULL);
+	status = operands(cli, argc, argv, cli_opts_help, ops, 2, "sandbox id and PORT", NULL);
 	if (status == OPT_HELP)
 		return cli_help_cmd(cli->cmd);
 	if (status)

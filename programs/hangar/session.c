@@ -197,27 +197,6 @@ out:
 
 /* ---- list and info ------------------------------------------------------------------------ */
 
-static int flag_opt(const struct cli *cli, int c, const char *arg, void *payload)
-{
-	(void)cli;
-	(void)arg;
-	if (c != 'j')
-		return EXIT_USAGE;
-	*(int *)payload = 1;
-	return 0;
-}
-
-static const struct option json_longopts[] = {
-	{ "json", no_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-static const struct option help_only[] = {
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
 struct list_state {
 	int json, n;
 };
@@ -248,7 +227,7 @@ int cmd_session_list(struct cli *cli, int argc, char **argv)
 	hangar_ctx *ctx = NULL;
 	int status;
 
-	status = cli_want(cli, cli_parse(cli, argc, argv, "jh", json_longopts, NULL, 0, flag_opt, &l.json), 0, "");
+	status = cli_want(cli, cli_parse(cli, argc, argv, "jh", cli_opts_json, NULL, 0, cli_opt_json, &l.json), 0, "");
 	if (status)
 		return status < 0 ? 0 : status;
 	if ((status = cli_open(cli, &ctx)) != 0)
@@ -274,8 +253,8 @@ static int with_session(struct cli *cli, int argc, char **argv, int allow_json, 
 	int json = 0, status;
 
 	status = cli_want(cli,
-			  cli_parse(cli, argc, argv, allow_json ? "jh" : "h", allow_json ? json_longopts : help_only, &id,
-				    1, flag_opt, &json),
+			  cli_parse(cli, argc, argv, allow_json ? "jh" : "h", allow_json ? cli_opts_json : cli_opts_help, &id,
+				    1, cli_opt_json, &json),
 			  1, "session id");
 	if (status)
 		return status < 0 ? 0 : status;
@@ -523,7 +502,7 @@ int cmd_session_reap(struct cli *cli, int argc, char **argv)
 	uint32_t n = 0;
 	int status;
 
-	status = cli_want(cli, cli_parse(cli, argc, argv, "h", help_only, NULL, 0, NULL, NULL), 0, "");
+	status = cli_want(cli, cli_parse(cli, argc, argv, "h", cli_opts_help, NULL, 0, NULL, NULL), 0, "");
 	if (status)
 		return status < 0 ? 0 : status;
 	if ((status = cli_open(cli, &ctx)) != 0)

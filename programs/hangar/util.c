@@ -587,6 +587,27 @@ int cli_want(const struct cli *cli, int got, int n, const char *names)
 	return 0;
 }
 
+const struct option cli_opts_help[] = {
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+const struct option cli_opts_json[] = {
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+int cli_opt_json(const struct cli *cli, int c, const char *arg, void *payload)
+{
+	(void)cli;
+	(void)arg;
+	if (c != 'j')
+		return EXIT_USAGE;
+	*(int *)payload = 1;
+	return 0;
+}
+
 int cli_read_file(const char *path, char **data, size_t *len)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
