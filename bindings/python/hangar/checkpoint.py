@@ -1,0 +1,112 @@
+"""hangar.Checkpoint: a sandbox's workspace, captured, sealed and stored."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator, List, Optional, Union
+
+from . import _hangar as _h
+from ._types import CheckpointInfo, Labels, _pairs
+from .context import Context
+from .sandbox import Sandbox
+
+Progress = Callable[[int, int], Optional[bool]]
+
+_SELECT_ALL = 1
+_NO_NATIVE = 1
+_RESTORE_MERGE = 1
+_RESTORE_NO_NATIVE = 2
+
+
+def _progress(fn: Optional[Progress]) -> Optional[Callable[[Any], int]]:
+    if fn is None:
+        return None
+    user = fn
+    # Returning True cancels (CanceledError).
+    return lambda t: 1 if user(int(t[0]), int(t[1])) else 0
+
+
+class Checkpoint:
+    """A checkpoint (its index entry). Releasing it never deletes it: delete() does."""
+
+    def __init__(self, ctx: Context, ptr: Any) -> None:
+        self._ctx = ctx
+        self._ptr: Any = ptr
+        self._id: str = _h.hangar_checkpoint_id(ptr)
+
+    @classmethod
+    def create(cls, sb: Sandbox, *, workspace: Optional[str] = None, select_all: bool = False,
+               native: bool = True, session_id: Optional[str] = None, parent_id: Optional[str] = None,
+               blob: Optional[bytes] = None, labels: Optional[Labels] = None, user: Optional[str] = None,
+               timeout: int = 0, progress: Optional[Progress] = None) -> "Checkpoint":
+        """Captures sb's workspace (a git repository's tracked and untracked files unless select_all),
+        seals it with blob (your bytes, e.g. a conversation), stores and indexes it."""
+        ptr = _h.py_checkpoint_create(sb._raw(), workspace, _SELECT_ALL if select_all else 0,
+                                      0 if native else _NO_NATIVE, session_id, parent_id, blob, _pairs(labels),
+                                      user, timeout, _progress(progress))
+        return cls(sb.context, ptr)
+
+    @classmethod
+    def lookup(cls, ctx: Context, id: str) -> "Checkpoint":
+        """Finds a checkpoint by id (NotFoundError)."""
+        _rc, ptr = _h.hangar_checkpoint_lookup(ctx._raw(), id)
+        return cls(ctx, ptr)
+
+    @classmethod
+    def list(cls, ctx: Context, session_id: Optional[str] = None) -> Iterator["Checkpoint"]:
+        """The index, oldest first; only one session's with session_id."""
+        out: List[Checkpoint] = []
+        _h.py_checkpoint_list(ctx._raw(), session_id,
+                              lambda p: out.append(cls(ctx, _h.hangar_checkpoint_ref(p))))
+        return iter(out)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __enter__(self) -> "Checkpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<hangar.Checkpoint {self._id}>"
+
+    def close(self) -> None:
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr is not None:
+            _h.hangar_checkpoint_unref(ptr)
+
+    def _raw(self) -> Any:
+        if self._ptr is None:
+            raise ValueError("the checkpoint handle is closed")
+        return self._ptr
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def info(self) -> CheckpointInfo:
+        return CheckpointInfo._from_raw(_h.py_checkpoint_get_info(self._raw()))
+
+    def read_blob(self) -> bytes:
+        """The blob sealed with it, verified (RefusedError when altered); b"" when none."""
+        _rc, data = _h.hangar_checkpoint_read_blob(self._raw())
+        return bytes(data)
+
+    def delete(self) -> None:
+        """Deletes the stored checkpoint and its index entry."""
+        _h.hangar_checkpoint_delete(self._raw())
+
+    def restore(self, sb: Sandbox, *, workspace: Optional[str] = None, merge: bool = False, native: bool = True,
+                user: Optional[str] = None, timeout: int = 0, progress: Optional[Progress] = None) -> None:
+        """Restores into sb, replacing the workspace (or merging); a failure leaves it as it was."""
+        flags = (1 if merge else 0) | (0 if native else _RESTORE_NO_NATIVE)
+        _h.py_checkpoint_restore(sb._raw(), self._raw(), None, workspace, flags, user, timeout,
+                                 _progress(progress))
+
+    def export(self, local_path: Union[str, "os.PathLike[str]"], *, timeout: int = 0,
+               progress: Optional[Progress] = None) -> None:
+        """Writes the checkpoint as a plain tar.zst file, only once verified whole."""
+        _h.py_checkpoint_restore(None, self._raw(), os.fspath(local_path), None, 0, None, timeout,
+                                 _progress(progress))

@@ -1,0 +1,135 @@
+"""hangar.Process: a background process or terminal in a sandbox."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+from . import _hangar as _h
+from ._types import SIGKILL, SIGTERM, Env, _pairs
+from .context import _Holder
+from .sandbox import Sandbox
+
+OutputCallback = Callable[[int, bytes], None]
+
+
+class Process:
+    """Follows one process in a sandbox.
+
+    Output reaches on_output(stream, data) from a library thread (with the
+    GIL held) from the first byte on; an exception it raises is re-raised by
+    the next wait(). Releasing the handle (close(), or dropping it) stops
+    following the process; the process keeps running.
+    """
+
+    def __init__(self, sb: Sandbox, ptr: Any, holder: Optional[_Holder]) -> None:
+        self._sb = sb
+        self._ptr: Any = ptr
+        self._holder = holder
+        self._pid = int(_h.hangar_process_pid(ptr))
+
+    @classmethod
+    def start(cls, sb: Sandbox, command: Optional[str] = None, *, pty: bool = False, cols: int = 0, rows: int = 0,
+              stdin: bool = False, cwd: Optional[str] = None, user: Optional[str] = None,
+              env: Optional[Env] = None, timeout: int = 0,
+              on_output: Optional[OutputCallback] = None) -> "Process":
+        """Starts bash -lc command in the background; with pty=True and no command, a login shell.
+
+        stdin=True keeps a pipe's stdin open for write(). timeout: lifetime in
+        seconds (0: none).
+        """
+        return cls._open(sb, command, 0, on_output, cwd, user, env, pty, cols, rows, stdin, timeout)
+
+    @classmethod
+    def attach(cls, sb: Sandbox, pid: int, *, on_output: Optional[OutputCallback] = None) -> "Process":
+        """Follows a running process by pid; output from now on. NotFoundError when there is none."""
+        return cls._open(sb, None, pid, on_output, None, None, None, False, 0, 0, False, 0)
+
+    @classmethod
+    def _open(cls, sb: Sandbox, command: Optional[str], pid: int, on_output: Optional[OutputCallback],
+              cwd: Optional[str], user: Optional[str], env: Optional[Env], pty: bool, cols: int, rows: int,
+              stdin: bool, timeout: int) -> "Process":
+        holder = None
+        if on_output is not None:
+            fn = on_output
+            holder = _Holder(lambda t: fn(t[0], t[1]))
+        try:
+            ptr = _h.py_process_start(sb._raw(), command, pid, cwd, user, _pairs(env), int(pty), cols, rows,
+                                      int(stdin), timeout, None if holder is None else holder.ptr)
+        except BaseException:
+            if holder is not None:
+                holder.free()
+            raise
+        return cls(sb, ptr, holder)
+
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops following the process (no more callbacks once this returns)."""
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr is None:
+            return
+        _h.hangar_process_unref(ptr)
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            holder.free()
+
+    def _raw(self) -> Any:
+        if self._ptr is None:
+            raise ValueError("the process handle is closed")
+        return self._ptr
+
+    @property
+    def pid(self) -> int:
+        """The process id inside the sandbox."""
+        return self._pid
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sb
+
+    def write(self, data: Union[bytes, bytearray, memoryview, str]) -> None:
+        """Writes to stdin (stdin=True) or the terminal (str as UTF-8)."""
+        _h.hangar_process_write(self._raw(), data.encode() if isinstance(data, str) else data)
+
+    def close_stdin(self) -> None:
+        """Closes stdin so the process reads EOF (on a terminal, write "\\x04")."""
+        _h.hangar_process_close_stdin(self._raw())
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Resizes the terminal (UnsupportedError without one)."""
+        _h.hangar_process_resize(self._raw(), cols, rows)
+
+    def signal(self, sig: int = SIGTERM) -> None:
+        """Sends SIGTERM or SIGKILL to the process."""
+        _h.hangar_process_signal(self._raw(), sig)
+
+    def kill(self) -> None:
+        self.signal(SIGKILL)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Waits for the exit and returns its status (-1: killed by a signal).
+
+        timeout in seconds (None: as long as it takes); DeadlineError when
+        it is still running. Re-raises what on_output raised.
+        """
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        try:
+            _rc, code = _h.hangar_process_wait(self._raw(), ms)
+        finally:
+            if self._holder is not None:
+                self._holder.check()
+        return int(code)
+
+    def check(self) -> None:
+        """Raises what on_output raised since the last check, if anything."""
+        if self._holder is not None:
+            self._holder.check()
+
+
