@@ -94,7 +94,7 @@ class FileError(HangarError):
 
 class TooLargeError(HangarError):
     """Something is larger than the limit that applies to it (HANGAR_ETOOLARGE)."""
-    code, name = -10, "toolarge"
+    code, name = -10, "too_large"
 
 
 class DeadlineError(HangarError):
@@ -123,7 +123,7 @@ class ProtocolError(HangarError):
 
 class NotFoundError(HangarError):
     """No such process, provider, session or checkpoint (HANGAR_ENOTFOUND)."""
-    code, name = -15, "notfound"
+    code, name = -15, "not_found"
 
 
 class SystemCallError(HangarError):

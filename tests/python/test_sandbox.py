@@ -1,0 +1,257 @@
+"""The sandbox API from Python, on local sandboxes and on the e2b fake (cloud)."""
+
+import os
+import threading
+
+import pytest
+
+import hangar
+from conftest import wait_for
+
+
+def test_exec_result(sandbox):
+    r = sandbox.exec("printf 'out\\n'; printf 'err\\n' >&2; exit 3")
+    assert isinstance(r, hangar.ExecResult)
+    assert r.exit_code == 3 and not r.ok
+    assert r.stdout == b"out\n" and r.stderr == b"err\n"
+    assert isinstance(r.stdout, bytes) and r.stdout.text == "out\n"
+    assert not r.timed_out and not r.truncated
+    assert r.stdout_bytes == 4 and r.duration > 0
+
+
+def test_exec_options(sandbox):
+    r = sandbox.exec("echo $A-$B; pwd; cat", env={"A": "1"}, cwd="/tmp", stdin=b"fed\n")
+    assert r.stdout.text.splitlines() == ["1-", "/tmp", "fed"]
+    r = sandbox.exec("echo $B", env=["B=two"])
+    assert r.stdout == b"two\n"
+    r = sandbox.exec("id -un", user="root")
+    assert r.stdout == b"root\n"
+
+
+def test_exec_binary_and_invalid_utf8(sandbox):
+    r = sandbox.exec("printf '\\000\\377a'")
+    assert r.stdout == b"\x00\xffa"
+    assert r.stdout.text == "\x00\ufffda"
+
+
+def test_exec_timeout_is_a_result(sandbox):
+    r = sandbox.exec("sleep 30", timeout=1)
+    assert r.timed_out and r.exit_code == 124
+
+
+def test_exec_truncated(sandbox):
+    r = sandbox.exec("head -c 5000 /dev/zero | tr '\\0' x", output_limit=100)
+    assert r.truncated and r.stdout_bytes == 5000
+    assert r.stdout.startswith(b"x" * 50) and r.stdout.endswith(b"x" * 50)
+    assert b"4900 bytes of output omitted" in r.stdout
+
+
+def test_exec_live_output(sandbox):
+    seen = []
+    r = sandbox.exec("echo one; echo two >&2", on_output=lambda s, d: seen.append((s, d)))
+    assert r.exit_code == 0
+    assert b"".join(d for s, d in seen if s == hangar.STDOUT) == b"one\n"
+    assert b"".join(d for s, d in seen if s == hangar.STDERR) == b"two\n"
+
+
+def test_exec_cancel(sandbox):
+    with pytest.raises(hangar.CanceledError):
+        sandbox.exec("sleep 30", cancel=lambda: True)
+
+
+def test_files(sandbox, tmp_path):
+    data = bytes(range(256)) * 40
+    sandbox.write_file("/tmp/py/d/f.bin", data)
+    assert sandbox.read_file("/tmp/py/d/f.bin") == data
+    sandbox.write_file("/tmp/py/t.txt", "héllo")
+    assert sandbox.read_file("/tmp/py/t.txt") == "héllo".encode()
+    assert sandbox.exists("/tmp/py/d/f.bin") and not sandbox.exists("/tmp/py/none")
+    entries = sandbox.list_files("/tmp/py")
+    assert iter(entries) is entries  # an iterator, not a list
+    by_name = {e.name: e for e in entries}
+    assert by_name["d"].is_dir and by_name["t.txt"].is_file and by_name["t.txt"].bytes == 6
+    st = sandbox.stat("/tmp/py/d/f.bin")
+    assert st.bytes == len(data) and st.path == "/tmp/py/d/f.bin"
+    sandbox.mkdir("/tmp/py/new/deep")
+    with pytest.raises(hangar.ExistsError):
+        sandbox.mkdir("/tmp/py/new/deep")
+    sandbox.rename("/tmp/py/t.txt", "/tmp/py/new/u.txt")
+    assert sandbox.read_file("/tmp/py/new/u.txt") == "héllo".encode()
+    local = tmp_path / "in.bin"
+    local.write_bytes(data * 3)
+    sandbox.copy_in(local, "/tmp/py/copied.bin")
+    sandbox.copy_out("/tmp/py/copied.bin", tmp_path / "out.bin")
+    assert (tmp_path / "out.bin").read_bytes() == data * 3
+    sandbox.remove("/tmp/py")
+    assert not sandbox.exists("/tmp/py")
+    with pytest.raises(hangar.FileError):
+        sandbox.read_file("/tmp/py/d/f.bin")
+
+
+def test_info_and_listing(target, sandbox):
+    ctx, provider = target
+    info = sandbox.info()
+    assert info.id == sandbox.id and info.provider == provider == sandbox.provider
+    assert info.state == hangar.RUNNING and not info.paused
+    assert sandbox.id in {s.id for s in ctx.sandboxes(provider)}
+
+
+def test_pause_resume(sandbox):
+    sandbox.write_file("/tmp/kept", b"1")
+    sandbox.pause()
+    assert sandbox.info().paused
+    with pytest.raises(hangar.PausedError):
+        sandbox.exec("true")
+    sandbox.resume()
+    assert sandbox.read_file("/tmp/kept") == b"1"
+
+
+def test_with_block_kills_unless_kept(target):
+    ctx, provider = target
+    with hangar.Sandbox.create(ctx, provider=provider) as sb:
+        sid = sb.id
+    with pytest.raises(hangar.GoneError):
+        hangar.Sandbox.attach(ctx, sid)
+    with hangar.Sandbox.create(ctx, provider=provider, keep=True) as sb:
+        sid = sb.id
+    again = hangar.Sandbox.attach(ctx, sid)
+    assert again.exec("echo alive").stdout == b"alive\n"
+    again.kill()
+    with pytest.raises(hangar.GoneError):
+        again.exec("true")
+
+
+def test_exception_in_block_still_kills(target):
+    ctx, provider = target
+    with pytest.raises(KeyError):
+        with hangar.Sandbox.create(ctx, provider=provider) as sb:
+            sid = sb.id
+            raise KeyError("x")
+    with pytest.raises(hangar.GoneError):
+        hangar.Sandbox.attach(ctx, sid)
+
+
+def test_process_stdin_and_output(sandbox):
+    got = []
+    lock = threading.Lock()
+
+    def out(stream, data):
+        with lock:
+            got.append((stream, data))
+
+    with sandbox.start("cat; echo done >&2", stdin=True, on_output=out) as p:
+        assert p.pid > 0
+        p.write(b"hello\n")
+        p.write("wörld\n")
+        wait_for("echo of stdin", lambda: b"".join(d for s, d in list(got) if s == 1) == "hello\nwörld\n".encode())
+        p.close_stdin()
+        assert p.wait(30) == 0
+    assert (hangar.STDERR, b"done\n") in got
+
+
+def test_process_signal_and_wait_deadline(sandbox):
+    p = hangar.Process.start(sandbox, "sleep 60")
+    with pytest.raises(hangar.DeadlineError):
+        p.wait(0.2)
+    p.signal(hangar.SIGKILL)
+    assert p.wait(30) == -1
+    p.close()
+    p.close()  # twice is harmless
+    with pytest.raises(ValueError):
+        p.wait()
+
+
+def test_process_attach(sandbox):
+    p = sandbox.start("sleep 60")
+    q = hangar.Process.attach(sandbox, p.pid)
+    q.kill()
+    assert p.wait(30) == -1
+    with pytest.raises(hangar.NotFoundError):
+        hangar.Process.attach(sandbox, 999999)
+
+
+def test_pty_resize(sandbox):
+    got = []
+    p = sandbox.start(pty=True, cols=80, rows=24, on_output=lambda s, d: got.append(d))
+    p.resize(100, 40)
+    p.write("stty size; exit\n")
+    assert p.wait(30) == 0
+    assert b"40 100" in b"".join(got)
+    q = sandbox.start("sleep 1")
+    with pytest.raises(hangar.UnsupportedError):
+        q.resize(10, 10)
+    q.kill()
+
+
+def test_metrics_and_logs(sandbox):
+    samples = list(sandbox.metrics())
+    assert samples and samples[0].cpu_count > 0 and samples[0].mem_total_bytes > 0
+    assert all(isinstance(e, hangar.LogEntry) for e in sandbox.logs())
+
+
+def test_local_ports_and_no_fork(ctx):
+    with hangar.Sandbox.create(ctx, provider="local") as sb:
+        addr = sb.expose_port(8000)
+        host, port = addr.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        assert sb.expose_port(8000) == addr
+        with pytest.raises(hangar.UnsupportedError):
+            sb.fork(1)
+
+
+def test_cloud_fork_and_snapshot(cloud_ctx):
+    with hangar.Sandbox.create(cloud_ctx, provider="e2b") as sb:
+        sb.write_file("/tmp/m", b"mark")
+        forks = sb.fork(2)
+        assert [f.index for f in forks] == [0, 1]
+        for f in forks:
+            assert f.error is None and f.sandbox is not None
+            with f.sandbox as child:
+                assert child.id != sb.id
+                assert child.read_file("/tmp/m") == b"mark"
+        snap = sb.snapshot("py-snap")
+        assert snap
+        with hangar.Sandbox.create(cloud_ctx, provider="e2b", template=snap) as from_snap:
+            assert from_snap.read_file("/tmp/m") == b"mark"
+
+
+def test_settings_tiers_environments(ctx, tmp_path):
+    names = [s.name for s in ctx.settings()]
+    assert "HANGAR_DEFAULT_PROVIDER" in names and "HANGAR_E2B_API_KEY" in names
+    own = [s.name for s in ctx.settings(all=False)]
+    assert "HANGAR_E2B_API_KEY" not in own and "HANGAR_STATE_DIR" in own
+    ctx.set("HANGAR_E2B_API_KEY", "e2b_secret_value_do_not_show")
+    masked = {s.name: s for s in ctx.settings("e2b", all=False)}
+    assert masked["HANGAR_E2B_API_KEY"].value != "e2b_secret_value_do_not_show"
+    assert masked["HANGAR_E2B_API_KEY"].source == hangar.SETTING_EXPLICIT
+    tiers = {t.name: t for t in ctx.tiers()}
+    assert list(tiers) == ["fast", "isolated", "default", "heavy"]
+    assert "local" in tiers["default"].providers
+    envs = tmp_path / "environments.json"
+    envs.write_text('{"py": {"description": "for tests", "tier": "default", "env": {"X": "y"}}}')
+    ctx.set("HANGAR_ENVIRONMENTS_FILE", str(envs))
+    (e,) = list(ctx.environments())
+    assert e.name == "py" and e.env == {"X": "y"} and ctx.environment("py").description == "for tests"
+    with pytest.raises(hangar.NotFoundError):
+        ctx.environment("nope")
+    with hangar.Sandbox.create(ctx, environment="py") as sb:
+        assert sb.exec("echo $X").stdout == b"y\n"
+
+
+def test_events(tmp_path):
+    events = []
+    ctx = hangar.Context(on_event=lambda name, data: events.append((name, data)))
+    with hangar.Sandbox.create(ctx) as sb:
+        sid = sb.id
+    names = [n for n, _ in events]
+    assert "sandbox.created" in names and "sandbox.killed" in names
+    assert dict(events)["sandbox.created"]["id"] == sid
+
+
+def test_templates_on_the_fake(cloud_ctx):
+    tid = cloud_ctx.build_template("py-tpl", "docker.io/library/python:3.12", provider="e2b",
+                                   progress=lambda status, msg: None)
+    assert tid
+    assert tid in {t.template_id for t in cloud_ctx.templates("e2b")}
+    with pytest.raises(hangar.UnsupportedError):
+        list(cloud_ctx.templates("local"))
