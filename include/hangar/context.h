@@ -216,6 +216,74 @@ typedef void (*hangar_event_fn)(const char *name, const char *json, void *payloa
  */
 HANGAR_EXTERN(void) hangar_ctx_set_event(hangar_ctx *ctx, hangar_event_fn fn, void *payload);
 
+/* ---- the reaper, one process at a time -------------------------------------- */
+
+/** What one call of hangar_ctx_reap() did. */
+typedef struct hangar_reap_result {
+	uint32_t version;
+	uint32_t size;
+	int32_t leader;                /**< 1: this context holds the lease and reaped; 0: another holder does */
+	uint32_t sessions_reaped;      /**< parked sandboxes destroyed, as hangar_session_reap() counts them */
+	uint32_t records_forgotten;    /**< records of sandboxes their provider says are gone (expired) */
+	uint32_t reserved0;
+	int64_t lease_expires_us;      /**< wall clock: when this context's lease runs out unless renewed; 0 when not leader */
+} hangar_reap_result;
+
+#define HANGAR_REAP_RESULT_VERSION 1
+#define HANGAR_REAP_RESULT_INIT HANGAR_STRUCT_INIT(hangar_reap_result, HANGAR_REAP_RESULT_VERSION)
+
+/**
+ * Runs one reaping pass, but only in the context that holds the state
+ * store's lease named lease: several processes sharing one store (hangard
+ * replicas on one PostgreSQL database) each call this periodically and one
+ * of them at a time reaps.
+ *
+ * The lease is a row in the store with an expiry, held by this context's
+ * instance name (host, process and a random part, fixed when the context
+ * is opened): the call takes it when nobody holds it or its holder let it
+ * run out, renews it when this context holds it, and otherwise does
+ * nothing and reports leader 0. No session or advisory lock is used, so
+ * it works behind a transaction-pooling proxy, and a holder that dies
+ * loses the lease lease_seconds after its last renewal. The holder reaps:
+ * records of sandboxes their provider reports gone (they expired or were
+ * killed elsewhere) are forgotten, for every provider that has records,
+ * as a full hangar_sandbox_list() would; then hangar_session_reap() runs.
+ * The lease is renewed once more after the pass, so a long pass does not
+ * hand it over midway.
+ *
+ * Call it more often than lease_seconds (a third of it is a good
+ * interval); holders compare their own wall clocks, so keep lease_seconds
+ * well above their skew.
+ *
+ * @param out           caller-initialised with HANGAR_REAP_RESULT_INIT;
+ *                      filled on success, and on a failure of the pass
+ *                      (leader then says whether this context held the lease).
+ * @param ctx           the context.
+ * @param lease         the lease's name: 1 to 64 characters of [A-Za-z0-9._-],
+ *                      e.g. "reaper"; every process that shares the duty uses the same.
+ * @param lease_seconds how long the lease lasts without renewal, 1 to 86400.
+ * @return 0 (leader or not), HANGAR_EINVAL, HANGAR_EOS (the state store), or
+ *         the failure of hangar_session_reap().
+ * **Ownership:** lease is copied when it is needed.
+ * **Thread safety:** safe from any thread; calls from several threads of one
+ * context share its lease.
+ */
+HANGAR_EXTERN(int) hangar_ctx_reap(hangar_reap_result *out, hangar_ctx *ctx, const char *lease,
+				   uint32_t lease_seconds);
+
+/**
+ * Gives the lease named lease up if this context holds it, so another
+ * process takes the reaper's duty on its next hangar_ctx_reap() instead of
+ * waiting for the lease to run out. Call it on a clean shutdown.
+ *
+ * @param released receives 1 when this context held the lease and gave it
+ *                 up, else 0; may be NULL.
+ * @return 0, HANGAR_EINVAL or HANGAR_EOS.
+ * **Thread safety:** safe from any thread; a hangar_ctx_reap() running at the
+ * same time may take the lease again.
+ */
+HANGAR_EXTERN(int) hangar_ctx_reap_release(hangar_ctx *ctx, const char *lease, int *released);
+
 
 HANGAR_END_DECL
 

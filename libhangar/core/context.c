@@ -3,14 +3,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <sodium.h>
 
 #include "../envd/client.h"
 #include "../store/store.h"
 #include "../tier/tier.h"
 #include "context.h"
 #include "environment.h"
+
+/*
+ * The context's name as a lease holder: the host and process say who it is
+ * in a log or a lease row; the random part keeps two contexts of one
+ * process (or a reused pid) apart.
+ */
+static void name_instance(hangar_ctx *ctx)
+{
+	char host[64] = "";
+	unsigned char raw[6];
+
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		snprintf(host, sizeof(host), "host");
+	host[sizeof(host) - 1] = '\0';
+	if (sodium_init() < 0)
+		memset(raw, 0, sizeof(raw));   /* the host and pid still tell processes apart */
+	else
+		randombytes_buf(raw, sizeof(raw));
+	snprintf(ctx->instance, sizeof(ctx->instance), "%s:%ld:%02x%02x%02x%02x%02x%02x", host, (long)getpid(),
+		 raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
+}
 
 int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 {
@@ -25,6 +48,7 @@ int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	atomic_init(&ctx->refs, 1);
 	pthread_mutex_init(&ctx->mu, NULL);
+	name_instance(ctx);
 	r = settings_load(ctx, !(flags & HANGAR_CTX_NO_ENV));
 	/* The default environments file is checked here (one named explicitly was, as a setting). */
 	if (r == 0)

@@ -51,6 +51,10 @@ struct hangar_ctx {
 
 	hangar_session_hook_fn session_hook;
 	void *session_hook_payload;
+
+	/* Who this context is among the holders of a store lease (the reaper's):
+	 * host, process and a random part, fixed at open. */
+	char instance[96];
 };
 
 int settings_load(hangar_ctx *ctx, int from_env);

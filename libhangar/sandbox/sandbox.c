@@ -465,11 +465,13 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
  * After a full list from p: rows the store keeps for p that the list did
  * not show are asked about one by one (a sandbox created meanwhile, or one
  * the list leaves out, is still there), and forgotten when p says gone.
+ * Returns how many were forgotten.
  */
-static void prune_store(hangar_ctx *ctx, struct hangar_provider *p, const struct hangar_sys_list *list)
+static uint32_t prune_store(hangar_ctx *ctx, struct hangar_provider *p, const struct hangar_sys_list *list)
 {
 	struct herr_saved saved;
 	char **ids = NULL;
+	uint32_t n = 0;
 
 	herr_save(&saved);
 	if (store_ids(ctx, p->ops.name, PRUNE_MAX, &ids) == 0) {
@@ -483,13 +485,63 @@ static void prune_store(hangar_ctx *ctx, struct hangar_provider *p, const struct
 				continue;
 			if (PROVIDER_CALL(p, "status", connect, *id, &desc) == HANGAR_EGONE) {
 				hlog(ctx, HANGAR_LOG_INFO, "forgetting sandbox %s: %s says it is gone", *id, p->ops.name);
-				store_forget(ctx, *id);
+				if (store_forget(ctx, *id) == 0)
+					n++;
 			}
 			sysbox_clear(&desc);
 		}
 		store_ids_free(ids);
 	}
 	herr_restore(&saved);
+	return n;
+}
+
+static void list_free(struct hangar_sys_list *list)
+{
+	struct hangar_sys_sandbox *d, *next;
+
+	for (d = list->head; d; d = next) {
+		next = d->next;
+		sysbox_clear(d);
+		free(d);
+	}
+	list->head = NULL;
+}
+
+int sandbox_prune(hangar_ctx *ctx, uint32_t *forgotten)
+{
+	int rc = 0;
+
+	*forgotten = 0;
+	/* Providers are only ever appended, so walking without the lock is safe. */
+	for (struct hangar_provider *p = ctx->providers; p; p = p->next) {
+		struct hangar_sys_list list = { NULL, &list.head };
+		struct hangar_provider *q;
+		char **ids = NULL;
+		int r;
+
+		/* A provider with no records has nothing to prune: it is not even set up. */
+		if (!p->ops.list)
+			continue;
+		if ((r = store_ids(ctx, p->ops.name, 1, &ids)) != 0) {
+			rc = rc ? rc : r;
+			continue;
+		}
+		r = ids[0] != NULL;
+		store_ids_free(ids);
+		if (!r)
+			continue;
+		q = provider_get(ctx, p->ops.name);
+		if (!q || (r = PROVIDER_CALL(q, "list", list, &list)) != 0) {
+			/* A provider that cannot list now is asked again next time. */
+			hlog(ctx, HANGAR_LOG_WARNING, "reaper: cannot list %s: %s", p->ops.name, hangar_error_last()->message);
+			list_free(&list);
+			continue;
+		}
+		*forgotten += prune_store(ctx, q, &list);
+		list_free(&list);
+	}
+	return rc;
 }
 
 /* Lists p's sandboxes; *stopped set when fn's non-zero value is what rc is. */

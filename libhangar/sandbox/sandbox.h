@@ -73,6 +73,13 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 
 /* Asks the provider about the sandbox again (its connect) and replaces its view. */
 int sandbox_refresh(struct hangar_sandbox *sb);
+/*
+ * For every provider the store has records for: lists it and forgets the
+ * records of sandboxes it says are gone, as a full hangar_sandbox_list()
+ * does. *forgotten counts them. A provider that cannot list is skipped
+ * (logged); 0 or the store's failure.
+ */
+int sandbox_prune(hangar_ctx *ctx, uint32_t *forgotten);
 
 /* One event of a process stream (Start or Connect), decoded. */
 struct proc_event {

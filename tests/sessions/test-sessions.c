@@ -753,11 +753,17 @@ START_TEST(cap_evicts_longest_parked)
 		ck_assert_uint_eq(n, 0);
 	}
 	{
-		/* An hour ago, with a 30-minute limit. */
+		/* An hour ago, with a 30-minute limit, reaped through the leased
+		 * reaper: not while another context holds the lease, then at once. */
+		hangar_ctx *other = ctx_for(T_LOCAL);
+		hangar_reap_result r = HANGAR_REAP_RESULT_INIT;
 		char path[4400], sql[256];
 		sqlite3 *db = NULL;
-		uint32_t n = 0;
+		int released = 0;
 
+		ck_assert_int_eq(hangar_ctx_reap(&r, other, "reaper", 60), 0);
+		ck_assert_int_eq(r.leader, 1);
+		ck_assert_uint_eq(r.sessions_reaped, 0);
 		snprintf(path, sizeof(path), "%s/hangar.db", state_dir);
 		ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
 		sqlite3_busy_timeout(db, 5000);
@@ -766,8 +772,18 @@ START_TEST(cap_evicts_longest_parked)
 		ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 		sqlite3_close(db);
 		set(ctx, "HANGAR_SESSION_HOT_RESUME_MINUTES", "30");
-		ck_assert_int_eq(hangar_session_reap(ctx, &n), 0);
-		ck_assert_uint_eq(n, 1);
+		ck_assert_int_eq(hangar_ctx_reap(&r, ctx, "reaper", 60), 0);
+		ck_assert_int_eq(r.leader, 0);
+		ck_assert_uint_eq(r.sessions_reaped, 0);
+		info_of(s[2], &i);
+		ck_assert_int_eq(i.state, HANGAR_SESSION_PARKED);
+		ck_assert_int_eq(hangar_ctx_reap_release(other, "reaper", &released), 0);
+		ck_assert_int_eq(released, 1);
+		ck_assert_int_eq(hangar_ctx_reap(&r, ctx, "reaper", 60), 0);
+		ck_assert_int_eq(r.leader, 1);
+		ck_assert_uint_eq(r.sessions_reaped, 1);
+		ck_assert_int_eq(hangar_ctx_reap_release(ctx, "reaper", NULL), 0);
+		hangar_ctx_unref(other);
 		info_of(s[2], &i);
 		ck_assert_int_eq(i.state, HANGAR_SESSION_SUSPENDED);
 		ck_assert_ptr_nonnull(strstr(i.suspend_reason, "reaped"));
