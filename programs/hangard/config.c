@@ -41,6 +41,8 @@ static const struct key {
 	{ "HANGARD_EVENT_HEARTBEAT_SECONDS", K_UINT, F(event_heartbeat_s), 1, 3600, "15" },
 	{ "HANGARD_TOKEN_RATE", K_UINT, F(token_rate), 0, 1000000, "0" },
 	{ "HANGARD_TOKEN_BURST", K_UINT, F(token_burst), 1, 1000000, "100" },
+	{ "HANGARD_REAPER_INTERVAL_SECONDS", K_UINT, F(reaper_interval_s), 0, 86400, "30" },
+	{ "HANGARD_REAPER_LEASE_SECONDS", K_UINT, F(reaper_lease_s), 2, 86400, "90" },
 #undef F
 };
 
@@ -164,6 +166,13 @@ int config_load(struct hangard_config *cfg, struct hangard_setting **lib, size_t
 		}
 		if (set_key(cfg, k, flags[i].value, "command line") < 0)
 			return -1;
+	}
+	if (cfg->reaper_interval_s && cfg->reaper_lease_s <= cfg->reaper_interval_s) {
+		/* A holder that renews less often than its lease lasts loses it between passes. */
+		fprintf(stderr,
+			"hangard: HANGARD_REAPER_LEASE_SECONDS (%u) must be more than HANGARD_REAPER_INTERVAL_SECONDS (%u)\n",
+			cfg->reaper_lease_s, cfg->reaper_interval_s);
+		return -1;
 	}
 	if (!cfg->tmpdir) {
 		const char *t = getenv("TMPDIR");

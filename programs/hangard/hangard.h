@@ -42,6 +42,8 @@ struct hangard_config {
 	unsigned event_heartbeat_s;
 	unsigned token_rate;
 	unsigned token_burst;
+	unsigned reaper_interval_s;
+	unsigned reaper_lease_s;
 };
 
 /** One NAME=VALUE the configuration holds, in the order it applies. */
@@ -182,6 +184,15 @@ void metrics_record(size_t route, unsigned status, int64_t duration_us);
 /* Renders the exposition; the sandbox gauges come from a list. */
 char *metrics_render(hangar_ctx *ctx, size_t *len);
 void metrics_count_fallback(void);
+
+/* ---- the reaper (reaper.c) -------------------------------------------------- */
+
+/* Starts the reaper's thread (none when HANGARD_REAPER_INTERVAL_SECONDS is 0). */
+int reaper_start(struct server *srv);
+/* Stops it after the pass in progress and gives the lease up. */
+void reaper_stop(struct server *srv);
+/* The reaper's lines of /metrics into buf; their length. */
+size_t reaper_metrics(char *buf, size_t cap);
 
 /* ---- request helpers (sandboxes.c) ---------------------------------------- */
 

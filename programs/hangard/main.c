@@ -140,7 +140,7 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	events_init(&srv);
-	if (server_start(&srv, &port) < 0) {
+	if (server_start(&srv, &port) < 0 || reaper_start(&srv) < 0) {
 		server_stop(&srv);
 		goto out;
 	}
@@ -163,6 +163,8 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	cJSON_AddStringToObject(line, "msg", "stopping");
 	cJSON_AddStringToObject(line, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	log_line(line);
+	/* The lease first: another replica can reap while requests here drain. */
+	reaper_stop(&srv);
 	server_stop(&srv);
 	rc = 0;
 out:

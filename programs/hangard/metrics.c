@@ -209,6 +209,11 @@ char *metrics_render(hangar_ctx *ctx, size_t *len)
 		"# TYPE hangard_tier_fallbacks_total counter\nhangard_tier_fallbacks_total %" PRIu64 "\n", fb);
 	put(&o, "# HELP hangard_event_subscribers Clients following /v1/events.\n"
 		"# TYPE hangard_event_subscribers gauge\nhangard_event_subscribers %zu\n", events_subscribers());
+	{
+		char rb[1536];
+		size_t rn = reaper_metrics(rb, sizeof(rb));
+		put(&o, "%.*s", (int)rn, rb);
+	}
 	free(t);
 	if (o.failed) {
 		free(o.buf);
