@@ -10,9 +10,13 @@
  * provider.
  *
  * usage: lib-exec [-n N] [--warmup N] [--user NAME] [--token TOKEN] URL
+ *        lib-exec [-n N] [--warmup N] --attach ID
  *   URL is http://127.0.0.1:PORT. The user defaults to the one running
  *   lib-exec, which is the daemon's own user when both are started by the
  *   same process: what the SDK gets when it names no user.
+ *   --attach runs against an existing sandbox instead, found by id with the
+ *   HANGAR_* settings of the environment (bench/py-bench.py compares the
+ *   Python bindings with this on one sandbox).
  * Prints one line, "libhangar exec('true')  n=N  p50 X ms  p95 Y ms", in
  * the layout of sdk-run.mjs. Exit status 1 when a call failed.
  */
@@ -90,7 +94,8 @@ static int count_arg(const char *s, int min)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lib-exec [-n N] [--warmup N] [--user NAME] [--token TOKEN] http://127.0.0.1:PORT\n");
+	fprintf(f, "usage: lib-exec [-n N] [--warmup N] [--user NAME] [--token TOKEN] http://127.0.0.1:PORT\n"
+		   "       lib-exec [-n N] [--warmup N] --attach ID\n");
 }
 
 int main(int argc, char **argv)
@@ -105,6 +110,7 @@ int main(int argc, char **argv)
 		.kill = b_kill,
 	};
 	struct target t = { 0 };
+	const char *attach = NULL;
 	hangar_create_opts copts = HANGAR_CREATE_OPTS_INIT;
 	int n = 200, warmup = 20, fail = 0, got = 0, rc;
 	struct passwd *pw = getpwuid(geteuid());
@@ -126,6 +132,8 @@ int main(int argc, char **argv)
 			t.user = argv[++i];
 		else if (strcmp(a, "--token") == 0 && val)
 			t.token = argv[++i];
+		else if (strcmp(a, "--attach") == 0 && val)
+			attach = argv[++i];
 		else if (a[0] != '-' && !t.url)
 			t.url = a;
 		else {
@@ -133,7 +141,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!t.url || n < 1 || warmup < 0) {
+	if (!t.url == !attach || n < 1 || warmup < 0) {
 		usage(stderr);
 		return 2;
 	}
@@ -143,6 +151,14 @@ int main(int argc, char **argv)
 	if (!v)
 		return 1;
 
+	if (attach) {
+		if ((rc = hangar_ctx_new(&ctx, 0)) != 0 || (rc = hangar_sandbox_attach(&sb, ctx, NULL, attach)) != 0) {
+			fprintf(stderr, "lib-exec: attach: %s\n", hangar_error_last()->message);
+			hangar_ctx_unref(ctx);
+			return 1;
+		}
+		goto run;
+	}
 	/* No HANGAR_* environment: the figures must not depend on the caller's settings. */
 	if ((rc = hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV)) != 0 || (rc = hangar_provider_register(ctx, &ops, &t)) != 0) {
 		fprintf(stderr, "lib-exec: %s\n", hangar_error_last()->message);
@@ -154,6 +170,7 @@ int main(int argc, char **argv)
 		hangar_ctx_unref(ctx);
 		return 1;
 	}
+run:
 	for (int i = 0; i < warmup + n; i++) {
 		hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
 		double t0 = now_ms(), ms;
