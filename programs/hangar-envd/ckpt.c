@@ -156,7 +156,7 @@ __attribute__((no_sanitize_address)) static int worker_child(void *arg)
 
 	if (s->switch_user) {
 		/* Raw system calls: glibc's would try to change every thread. */
-		if (syscall(SYS_setgroups, (size_t)s->ngroups, s->groups) < 0 ||
+		if (envd_inner_enter() < 0 || syscall(SYS_setgroups, (size_t)s->ngroups, s->groups) < 0 ||
 		    syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0 ||
 		    syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0)
 			_exit(125);

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,13 +82,39 @@ static int thread_setfsid(uid_t uid, gid_t gid)
 	return 0;
 }
 
+unsigned envd_outer_id(unsigned id)
+{
+	return id == 0 && envd_cfg.root_id ? (unsigned)envd_cfg.root_id : id;
+}
+
+unsigned envd_inner_id(unsigned id)
+{
+	return envd_cfg.root_id && id == (unsigned)envd_cfg.root_id ? 0 : id;
+}
+
+__attribute__((no_sanitize_address)) int envd_inner_enter(void)
+{
+	if (envd_cfg.inner_userns < 0)
+		return 0;
+	/* Root of the namespace first, so that leaving root for a user then drops every capability, as it does here. */
+	if (syscall(SYS_setns, envd_cfg.inner_userns, (long)CLONE_NEWUSER) < 0 ||
+	    syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+		return -1;
+	/* Entering gave every capability in the namespace: keep no more than the daemon holds. */
+	for (int cap = 0; cap <= envd_cfg.cap_last && cap < 64; cap++)
+		if (!(envd_cfg.caps >> cap & 1) && syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+			return -1;
+	return 0;
+}
+
 int envd_creds_enter(const struct envd_user *u, struct envd_creds *saved)
 {
 	gid_t groups[ENVD_MAX_GROUPS];
-	int n, rc;
+	int n, rc, root = u->uid == 0;
 
 	memset(saved, 0, sizeof(*saved));
-	if (!envd_cfg.is_root || u->uid == 0)
+	/* Root acts as itself, unless the sandbox's root is another uid (root_id). */
+	if (!envd_cfg.is_root || (root && !envd_cfg.root_id))
 		return 0;
 	saved->fsuid = (uid_t)setfsuid((uid_t)-1);
 	saved->fsgid = (gid_t)setfsgid((gid_t)-1);
@@ -98,14 +126,19 @@ int envd_creds_enter(const struct envd_user *u, struct envd_creds *saved)
 	if (rc < 0)
 		return rc;
 	n = envd_user_groups(u, groups, ENVD_MAX_GROUPS);
+	for (int i = 0; i < n; i++)
+		groups[i] = (gid_t)envd_outer_id((unsigned)groups[i]);
 	saved->active = 1;
 	rc = thread_setgroups(n, groups);
 	if (rc == 0)
-		rc = thread_setfsid(u->uid, u->gid);
-	/* Changing the fsuid away from 0 already dropped the file capabilities;
-	 * the others (CAP_SYS_PTRACE for /proc, CAP_SYS_ADMIN, ...) go too. */
+		rc = thread_setfsid((uid_t)envd_outer_id((unsigned)u->uid), (gid_t)envd_outer_id((unsigned)u->gid));
+	/*
+	 * Changing the fsuid away from 0 already dropped the file capabilities;
+	 * the others (CAP_SYS_PTRACE for /proc, CAP_SYS_ADMIN, ...) go too. The
+	 * sandbox's root (root_id) keeps them, as root acting as itself would.
+	 */
 	if (rc == 0)
-		rc = set_effective(0);
+		rc = set_effective(root);
 	if (rc < 0) {
 		envd_creds_leave(saved);
 		return rc;

@@ -14,6 +14,17 @@
  * the raw setgroups system call is used because glibc's setgroups() changes
  * every thread of the process. A thread created inside a scope starts with
  * the user's credentials.
+ *
+ * The commands' user namespace. In a local sandbox the jail gives the daemon
+ * a user namespace below its own (-userns-fd), whose root is another uid,
+ * root_id, of the daemon's namespace, and whose other ids are the same as
+ * the daemon's. Every process the daemon starts for a user (commands and
+ * archive workers) enters it first (envd_inner_enter), so the sandbox's
+ * root has capabilities over that namespace only: it can neither signal,
+ * trace nor read the daemon, which stays root of the namespace above, nor
+ * touch files of the daemon's uid (its socket directory). File operations
+ * made for root run with root_id as file system uid and gid and the
+ * daemon's capabilities, so what they create is the sandbox root's.
  */
 #pragma once
 
@@ -43,6 +54,17 @@ int envd_creds_enter(const struct envd_user *u, struct envd_creds *saved);
  * daemon if the kernel refuses: a thread left half-switched must not serve
  * the next request. */
 void envd_creds_leave(struct envd_creds *saved);
+
+/*
+ * In the child of a clone(CLONE_VM) about to become a request user: enters
+ * the commands' user namespace when there is one, as its root, with the
+ * daemon's bounding set. Raw system calls only. 0, or -1 with errno.
+ */
+int envd_inner_enter(void);
+
+/* An id of the sandbox's /etc as the daemon's namespace sees it (root: root_id), and back. */
+unsigned envd_outer_id(unsigned id);
+unsigned envd_inner_id(unsigned id);
 
 /* u's supplementary groups (getgrouplist, cached until /etc/group changes),
  * at most max of them; returns how many. */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "pjson.h"
 
 /*
@@ -151,8 +152,9 @@ cJSON *envd_entry_from_stat(const char *path, const struct stat *lst)
 	base_name(path, name, sizeof(name));
 	entry_type(path, lst, &type, &mode);
 	mode_string(lst->st_mode, perms);
-	id_name(0, lst->st_uid, owner, sizeof(owner));
-	id_name(1, lst->st_gid, group, sizeof(group));
+	/* The sandbox's root owns what it made under root_id: named as the sandbox names it. */
+	id_name(0, envd_inner_id((unsigned)lst->st_uid), owner, sizeof(owner));
+	id_name(1, envd_inner_id((unsigned)lst->st_gid), group, sizeof(group));
 
 	cJSON_AddStringToObject(e, "name", name);
 	if (type)

@@ -35,6 +35,17 @@ struct envd_config {
 	char **default_env;         /* "K=V" strings, NULL-terminated */
 	int is_root;                /* may switch users */
 	int verbose;
+	/*
+	 * -userns-fd, -root-id: the user namespace every process started for a
+	 * user enters (see creds.h), -1 when none; root of it is root_id in
+	 * the daemon's own namespace (0: no such namespace). caps: the
+	 * daemon's own capabilities, the bounding set of those processes.
+	 */
+	int inner_userns;
+	uid_t root_id;
+	uint64_t caps;
+	int cap_last;
+	int single_uid;             /* -single-uid: commands as any uid but the daemon's are refused */
 };
 extern struct envd_config envd_cfg;
 

@@ -5,12 +5,17 @@
 #include <malloc.h>
 #include <microhttpd.h>
 #include <pwd.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <linux/nsfs.h>
+#include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,7 +45,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH] [-token-file PATH | -token-fd FD]\n"
 	      "                   [-token-env NAME] [-user NAME] [-workdir DIR] [-env KEY=VALUE]...\n"
-	      "                   [-ready-fd FD] [-v] [-version]\n",
+	      "                   [-ready-fd FD] [-userns-fd FD -root-id ID] [-single-uid] [-v] [-version]\n",
 	      f);
 }
 
@@ -153,13 +158,59 @@ static const char *arg_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
+/*
+ * -userns-fd and -root-id (creds.h): a user namespace whose parent is the
+ * daemon's own, and the daemon running as root, which owns it. Records the
+ * daemon's bounding set for the processes that enter it. 0, or -1 said.
+ */
+static int inner_userns(int fd)
+{
+	struct stat ns, self;
+
+	if (fd < 0 && !envd_cfg.root_id)
+		return 0;
+	if (fd < 0 || !envd_cfg.root_id) {
+		fprintf(stderr, "hangar-envd: -userns-fd and -root-id go together\n");
+		return -1;
+	}
+	{
+		int parent = ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER ? ioctl(fd, NS_GET_PARENT) : -1;
+
+		if (parent < 0 || fstat(parent, &ns) < 0 || stat("/proc/self/ns/user", &self) < 0 ||
+		    ns.st_ino != self.st_ino || ns.st_dev != self.st_dev || !envd_cfg.is_root) {
+			fprintf(stderr, "hangar-envd: -userns-fd %d is not a user namespace below this one, "
+				"or the daemon is not its root\n", fd);
+			if (parent >= 0)
+				close(parent);
+			return -1;
+		}
+		close(parent);
+	}
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -1;
+	envd_cfg.inner_userns = fd;
+	/* What bwrap left the daemon (permitted: bwrap leaves the bounding set as it was). */
+	{
+		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+		struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
+
+		memset(c, 0, sizeof(c));
+		if (syscall(SYS_capget, &h, c) < 0)
+			return -1;
+		envd_cfg.caps = (uint64_t)c[1].permitted << 32 | c[0].permitted;
+	}
+	for (int cap = 0; cap < 64 && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+		envd_cfg.cap_last = cap;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct server_opts so = { .port = ENVD_DEFAULT_PORT, .listen_fd = -1 };
 	const char *token_file = NULL, *token_env = TOKEN_ENV_DEFAULT, *user = NULL;
 	char **envs;
 	size_t nenv = 0;
-	int ready_fd = -1, token_fd = -1;
+	int ready_fd = -1, token_fd = -1, userns_fd = -1;
 	struct MHD_Daemon *d;
 	sigset_t set;
 	int sig;
@@ -222,6 +273,20 @@ int main(int argc, char **argv)
 				fprintf(stderr, "hangar-envd: invalid -ready-fd %s\n", argv[i]);
 				return 2;
 			}
+		} else if (strcmp(a, "-userns-fd") == 0 || strcmp(a, "-root-id") == 0) {
+			char *end;
+			long v = strtol(arg_value(argc, argv, &i), &end, 10);
+
+			if (*end || !argv[i][0] || v < (a[1] == 'u' ? 0 : 1) || v > 0xfffffffeL) {
+				fprintf(stderr, "hangar-envd: invalid %s %s\n", a, argv[i]);
+				return 2;
+			}
+			if (a[1] == 'u')
+				userns_fd = (int)v;
+			else
+				envd_cfg.root_id = (uid_t)v;
+		} else if (strcmp(a, "-single-uid") == 0) {
+			envd_cfg.single_uid = 1;
 		} else if (strcmp(a, "-isnotfc") == 0) {
 			/* upstream compatibility: nothing to do */
 		} else if (strcmp(a, "-v") == 0) {
@@ -244,6 +309,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	envd_cfg.is_root = geteuid() == 0;
+	envd_cfg.inner_userns = -1;
+	if (inner_userns(userns_fd) < 0)
+		return 2;
 	/*
 	 * Before the token is read: not dumpable, so no process in the sandbox
 	 * (root there included, which keeps no CAP_SYS_PTRACE) can read this

@@ -731,6 +731,9 @@ static int child_main(void *arg)
 	}
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(126);
+	/* Before the descriptors go: the namespace's is one of them. */
+	if (envd_inner_enter() < 0)
+		child_fail(a->cmd, ": cannot enter the sandbox's user namespace\n", 126);
 	syscall(SYS_close_range, 3, ~0U, 0);
 
 	/* Children go first when memory runs out, so the daemon survives. */
@@ -903,6 +906,11 @@ static int do_start(struct envd_req *r, const cJSON *in, struct envd_stream *s, 
 	int rc;
 
 	rc = parse_start(in, &sr, &config, err);
+	if (rc == 0 && envd_cfg.single_uid && r->user.uid != geteuid())
+		rc = rpc_fail(err, CONNECT_PERMISSION_DENIED,
+			      "user '%s' cannot run commands here: every process of this sandbox has hangar-envd's "
+			      "own uid (its caller has no subordinate ids), so '%s' would be hangar-envd itself",
+			      r->user.name, r->user.name);
 	if (rc == 0 && cwd_for(r, &sr, cwd, sizeof(cwd), err) < 0)
 		rc = err->code;
 	if (rc == 0 && proc_new(&p) < 0)
