@@ -41,7 +41,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <net/if.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -590,8 +592,12 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 	const char *at = stage();
 	char rw[PATH_MAX], opts[64];
 	struct sbfds f = { -1, -1, -1, -1 };
-	/* The sandbox's root as the stage's builder names it: inside already (sub), or on the host. */
-	unsigned sroot = r->sub ? 0 : r->base;
+	/*
+	 * The sandbox's envd (its namespace's root) and root (top of that
+	 * namespace, root of the commands' namespace below) as the stage's
+	 * builder names them: inside already (sub), or on the host.
+	 */
+	unsigned sroot = r->sub ? 0 : r->base, top = sroot + uid_range_top(r);
 
 	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
@@ -611,7 +617,7 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 	snprintf(opts, sizeof(opts), "mode=0755,size=%um", disk_mb);
 	if (mkdir(rw, 0755) < 0 || mount("hangar", rw, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0 ||
 	    mkdir_owned(rw, "workspace", sroot + 1000, 0755) < 0 || mkdir_owned(rw, "home", sroot + 1000, 0755) < 0 ||
-	    mkdir_owned(rw, "tmp", sroot, 01777) < 0) {
+	    mkdir_owned(rw, "tmp", top, 01777) < 0 || mkdir_owned(rw, "root", top, 0700) < 0) {
 		say("cannot make the sandbox's %u MB file system: %s", disk_mb, strerror(errno));
 		return -1;
 	}
@@ -624,7 +630,7 @@ static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/t
 
 static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
 			    int ready_fd, int envd_token_fd, const struct sbfds *f, int userns, unsigned uid,
-			    unsigned gid, unsigned shm_mb, int info_fd, int block_fd)
+			    unsigned gid, unsigned shm_mb, int info_fd, int block_fd, int inner_fd, unsigned top)
 {
 	static const char *const caps[] = {
 		/*
@@ -653,7 +659,9 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "--unshare-ipc");
 	add(a, "--unshare-uts");
 	add(a, "--unshare-cgroup-try");
-	add(a, "--unshare-net"); /* "on": slirp4netns gives it a way out (net.c) */
+	/* "on": slirp4netns gives it a way out (net.c). With userns, the child made it (own_netns). */
+	if (!userns)
+		add(a, "--unshare-net");
 	if (info_fd >= 0) {
 		add(a, "--info-fd");
 		addf(a, "%d", info_fd);
@@ -715,10 +723,17 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "/home");
 	add(a, "--dir");
 	add(a, "/run");
-	add(a, "--perms");
-	add(a, "0700");
-	add(a, "--dir");
-	add(a, "/root");
+	if (userns) {
+		/* The sandbox's root's, on the size-limited file system. */
+		add(a, "--bind");
+		addf(a, "%s/root", rw);
+		add(a, "/root");
+	} else {
+		add(a, "--perms");
+		add(a, "0700");
+		add(a, "--dir");
+		add(a, "/root");
+	}
 	add(a, "--bind");
 	addf(a, "%s/workspace", rw);
 	add(a, "/workspace");
@@ -770,6 +785,16 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	}
 	add(a, "-ready-fd");
 	addf(a, "%d", ready_fd);
+	if (userns) {
+		/* Commands run in the namespace below envd's, as another uid (userns.c). */
+		add(a, "-userns-fd");
+		addf(a, "%d", inner_fd);
+		add(a, "-root-id");
+		addf(a, "%u", top);
+	} else {
+		/* One uid for everything: root would be envd itself (userns.c). */
+		add(a, "-single-uid");
+	}
 	return 0;
 }
 
@@ -786,14 +811,10 @@ static int wait_byte(int fd)
 
 /*
  * The child's half of the user namespace: unshare, let the parent write the
- * maps, become root of the namespace, and forbid namespaces below it (the
- * count is the namespace's own; only CAP_SYS_RESOURCE in it could raise it,
- * and the sandbox keeps no such capability and sees /proc read-only).
+ * maps, become root of the namespace.
  */
 static int enter_userns(int to_parent, int from_parent)
 {
-	int fd;
-
 	if (unshare(CLONE_NEWUSER) < 0) {
 		say("cannot make a user namespace: %s", strerror(errno));
 		return -1;
@@ -806,6 +827,25 @@ static int enter_userns(int to_parent, int from_parent)
 		say("cannot become root of the sandbox's user namespace: %s", strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * As root of the sandbox's user namespace: makes the commands' namespace
+ * below it (envd's -userns-fd, on descriptor at), then forbids any further
+ * namespace below (the count is the namespace's own; only CAP_SYS_RESOURCE
+ * in it could raise it, and the sandbox keeps no such capability and sees
+ * /proc read-only).
+ */
+static int inner_userns(const struct uid_range *r, int at)
+{
+	int fd = uid_range_inner(uid_range_top(r));
+
+	if (fd < 0 || dup2(fd, at) < 0) {
+		say("cannot make the commands' user namespace: %s", strerror(errno));
+		return -1;
+	}
+	close(fd);
 	fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, "0", 1) != 1)
 		say("cannot limit nested user namespaces (the seccomp filter still refuses them): %s",
@@ -816,12 +856,46 @@ static int enter_userns(int to_parent, int from_parent)
 }
 
 /*
+ * As root of the sandbox's user namespace: the sandbox's network namespace,
+ * made here rather than by bwrap so that it can be set up as that root
+ * before anything runs in it: loopback up (as bwrap would), and every port
+ * free to bind. Commands run in the namespace below, where
+ * CAP_NET_BIND_SERVICE does not reach this network namespace: without it
+ * the sandbox's root could no longer serve on port 80. 0, or -1 said.
+ */
+static int own_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int s;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		say("cannot make the sandbox's network namespace: %s", strerror(errno));
+		return -1;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ||
+	    (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(s, SIOCSIFFLAGS, &ifr)) < 0) {
+		say("cannot bring the sandbox's loopback up: %s", strerror(errno));
+		if (s >= 0)
+			close(s);
+		return -1;
+	}
+	close(s);
+	if (lstate_write_str("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0") < 0) {
+		say("cannot open ports below 1024 to the sandbox: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Runs bwrap; keep[] (the token pipe, the sandbox's descriptors) are the
  * close-on-exec descriptors it keeps. With range, the child first moves into
  * a user namespace of its own whose ids the parent maps to the range.
  */
 static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struct uid_range *range,
-			 const char *envd, unsigned disk_mb)
+			 const char *envd, unsigned disk_mb, int inner_at)
 {
 	char procs[PATH_MAX + 32];
 	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
@@ -880,14 +954,16 @@ static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struc
 		 * afresh). The stage is built inside, where the mounts are ours.
 		 */
 		prctl(PR_SET_DUMPABLE, 1);
-		if (enter_userns(up[1], down[0]) < 0 || build_stage(envd, range, disk_mb) < 0)
+		if (enter_userns(up[1], down[0]) < 0 || build_stage(envd, range, disk_mb) < 0 ||
+		    inner_userns(range, inner_at) < 0 || own_netns() < 0)
 			_exit(126);
 		close(up[1]);
 		close(down[0]);
 	} else if (range) {
 		close(up[0]);
 		close(down[1]);
-		if (build_stage(envd, range, disk_mb) < 0 || enter_userns(up[1], down[0]) < 0)
+		if (build_stage(envd, range, disk_mb) < 0 || enter_userns(up[1], down[0]) < 0 ||
+		    inner_userns(range, inner_at) < 0 || own_netns() < 0)
 			_exit(126);
 		close(up[1]);
 		close(down[0]);
@@ -1103,6 +1179,7 @@ int main(int argc, char **argv)
 {
 	const char *bwrap = NULL, *envd = NULL;
 	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, status = 0, done = 0;
+	int inner_fd;
 	struct argv av = { 0 };
 	struct sbfds fds = { -1, -1, -1, -1 };
 	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 }, envd_ready[2] = { -1, -1 };
@@ -1255,9 +1332,12 @@ int main(int argc, char **argv)
 		teardown(-1, 1);
 		return 1;
 	}
-	if (prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
+	/* A descriptor number for the commands' namespace, which the child puts there. */
+	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, envd_ready[1] >= 0 ? envd_ready[1] : ready_fd, envd_token, &fds,
-			     own_userns(), uid, gid, lim.shm_mb, net_info[1], net_block[0]) < 0) {
+			     own_userns(), uid, gid, lim.shm_mb, net_info[1], net_block[0], inner_fd,
+			     own_userns() ? uid_range_top(&ids) : 0) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
@@ -1275,8 +1355,9 @@ int main(int argc, char **argv)
 		}
 		if (envd_ready[1] >= 0)
 			keep[nkeep++] = envd_ready[1];
-		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &ids : NULL, envd, lim.disk_mb);
+		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &ids : NULL, envd, lim.disk_mb, inner_fd);
 	}
+	close(inner_fd);
 	if (envd_ready[1] >= 0)
 		close(envd_ready[1]);
 	lstate_meta_clear(&m);

@@ -59,6 +59,15 @@ int uid_range_subids(struct uid_range *r);
 /* Writes pid's uid_map and gid_map: 0..count-1 inside is base.. outside (sub: see
  * above). 0 or -errno. */
 int uid_range_map(pid_t pid, const struct uid_range *r);
+/* The highest id inside r's namespace: the sandbox's root in the commands' namespace below it. */
+unsigned uid_range_top(const struct uid_range *r);
+/*
+ * From root of the sandbox's user namespace: the commands' namespace below
+ * it (see userns.c), root inside being top, every other id 1..top-1 the
+ * same as in the sandbox's. A descriptor for it (close-on-exec), or -1 with
+ * errno.
+ */
+int uid_range_inner(unsigned top);
 
 /*
  * etc.c: the sandbox's own /etc in dir/rootfs/etc: users and groups of its

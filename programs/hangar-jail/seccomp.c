@@ -12,8 +12,11 @@
  *   - the kernel keyring: keyctl, add_key, request_key (keyrings are never
  *     shared with the host or other sandboxes)
  *   - mounts and namespaces: mount, umount2, pivot_root, move_mount,
- *     open_tree, fsopen, fsconfig, fsmount, fspick, mount_setattr, setns,
- *     unshare and clone with CLONE_NEWUSER (no nested user namespaces)
+ *     open_tree, fsopen, fsconfig, fsmount, fspick, mount_setattr,
+ *     unshare and clone with CLONE_NEWUSER (no nested user namespaces), setns
+ *     but into a user namespace (how envd's children enter the commands'
+ *     namespace the jail made; entering one needs CAP_SYS_ADMIN over it,
+ *     which nothing below envd has over any namespace but its own)
  *   - the host's clock, swap, reboot, accounting, quotas, kernel log:
  *     settimeofday, clock_settime, clock_adjtime, adjtimex, swapon, swapoff,
  *     reboot, acct, quotactl, syslog, vhangup
@@ -37,7 +40,7 @@ static const char *const denied[] = {
 	"perf_event_open", "lookup_dcookie",
 	"keyctl", "add_key", "request_key",
 	"mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
-	"fspick", "mount_setattr", "setns",
+	"fspick", "mount_setattr",
 	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "swapon", "swapoff", "reboot", "acct",
 	"quotactl", "quotactl_fd", "syslog", "vhangup",
 	"io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "ioperm", "iopl", "uselib",
@@ -73,6 +76,9 @@ int seccomp_filter_fd(void)
 	if (r == 0)
 		r = seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 				     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+	if (r == 0)
+		r = seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setns), 1,
+				     SCMP_A1(SCMP_CMP_NE, (scmp_datum_t)CLONE_NEWUSER));
 	if (r == 0)
 		r = seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	if (r == 0)

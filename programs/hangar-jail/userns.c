@@ -16,13 +16,24 @@
  *
  * An unprivileged caller can map only ids it was given: its own and, through
  * the setuid newuidmap and newgidmap, its ranges in /etc/subuid and
- * /etc/subgid. With them, root inside is the caller (envd runs as it) and
+ * /etc/subgid. With them, id 0 inside is the caller (envd runs as it) and
  * every other id inside, `user` among them, is one of the caller's
- * subordinate ids, which share nothing with the caller: so a sandbox's user
- * can neither signal, trace nor read envd, nor enter envd's socket
- * directory. Every sandbox of one caller uses the same range. Without them,
- * the sandbox runs as the caller alone (bwrap's own user namespace), and
- * `user` is envd's uid.
+ * subordinate ids, which share nothing with the caller. Every sandbox of one
+ * caller uses the same range.
+ *
+ * Either way, envd is root of that namespace and nothing else is: commands
+ * run in a second namespace below it (uid_range_inner), where every id is
+ * the same but root, which is the first namespace's highest id (top). So the
+ * sandbox's root, like its user, is another uid than envd, and its
+ * capabilities hold over the second namespace only: it can neither signal,
+ * trace nor read envd, nor enter envd's socket directory (envd's uid's,
+ * which the second namespace does not map). This is how the host keeps a
+ * root caller's jails from host root, one level down.
+ *
+ * Without subordinate ids an unprivileged caller has one uid to give, and
+ * one uid cannot be made two: the sandbox runs as the caller alone (bwrap's
+ * own user namespace), `user` is envd's uid, and envd refuses commands as
+ * root (-single-uid), which would be envd itself under root's name.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,7 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -262,4 +275,68 @@ int uid_range_map(pid_t pid, const struct uid_range *r)
 	if (rc == 0)
 		rc = write_map(pid, "gid_map", r);
 	return rc;
+}
+
+unsigned uid_range_top(const struct uid_range *r)
+{
+	/* Root-caller ranges are 0..count-1 inside; subordinate ones 0 (the caller) and 1..count. */
+	return r->sub ? r->count : r->count - 1;
+}
+
+/* Writes text to /proc/pid/name. 0 or -1 with errno. */
+static int write_proc(pid_t pid, const char *name, const char *text)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	return lstate_write_str(path, text) < 0 ? -1 : 0;
+}
+
+int uid_range_inner(unsigned top)
+{
+	int up[2], down[2], fd = -1, e = 0, status;
+	char map[64], path[64], c;
+	pid_t p;
+
+	if (top < 2 || pipe2(up, O_CLOEXEC) < 0)
+		return errno = EINVAL, -1;
+	if (pipe2(down, O_CLOEXEC) < 0) {
+		e = errno;
+		close(up[0]);
+		close(up[1]);
+		return errno = e, -1;
+	}
+	p = fork();
+	if (p == 0) {
+		/* Holds the namespace until its parent has it open. Dumpable, so its /proc entries are its parent's to write. */
+		close(up[0]);
+		close(down[1]);
+		if (unshare(CLONE_NEWUSER) < 0 || prctl(PR_SET_DUMPABLE, 1) < 0 || write(up[1], "u", 1) != 1)
+			_exit(1);
+		while (read(down[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	if (p < 0) {
+		e = errno;
+	} else if (read(up[0], &c, 1) != 1) {
+		e = ECHILD;
+	} else {
+		/* Root is top; every other id is the same as above. */
+		snprintf(map, sizeof(map), "0 %u 1\n1 1 %u\n", top, top - 1);
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)p);
+		if (write_proc(p, "uid_map", map) < 0 || write_proc(p, "gid_map", map) < 0 ||
+		    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			e = errno;
+	}
+	close(up[0]);
+	close(down[1]);
+	if (p > 0)
+		while (waitpid(p, &status, 0) < 0 && errno == EINTR)
+			;
+	if (fd < 0)
+		errno = e ? e : EIO;
+	return fd;
 }

@@ -289,6 +289,30 @@ START_TEST(host_paths_unreachable)
 }
 END_TEST
 
+/* The host ids behind sb's user namespace, as the host sees them: its bwrap's uid_map (the jail's first child). */
+static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
+{
+	char path[PATH_MAX];
+	int jail = 0, bwrap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, hangar_sandbox_id(sb));
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail, jail);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &bwrap), 1);
+	fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", bwrap);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(map, (int)size, f));
+	fclose(f);
+}
+
 /* Another sandbox's envd socket, jail socket and /workspace, by every path root inside could try. */
 START_TEST(other_sandbox_unreachable)
 {
@@ -316,11 +340,11 @@ START_TEST(other_sandbox_unreachable)
 		      "sandbox a reached b: %s", o.text);
 	/* Each sandbox is its own range of host ids. */
 	if (geteuid() == 0) {
-		struct out oa, ob;
+		char ma[256], mb[256];
 
-		sh(a, "root", "awk '{ print $2 }' /proc/self/uid_map", &oa);
-		sh(b, "root", "awk '{ print $2 }' /proc/self/uid_map", &ob);
-		ck_assert_msg(strcmp(oa.text, ob.text) != 0, "both sandboxes map root to %s", oa.text);
+		sandbox_uid_map(a, ma, sizeof(ma));
+		sandbox_uid_map(b, mb, sizeof(mb));
+		ck_assert_msg(strcmp(ma, mb) != 0, "both sandboxes map to %s", ma);
 	}
 	hangar_sandbox_kill(a);
 	hangar_sandbox_kill(b);
@@ -570,12 +594,11 @@ static void token_nowhere(hangar_sandbox *sb, const char *user, const char *tok)
 
 /*
  * envd holds the token: no program in the sandbox reads it from envd's
- * memory or /proc files, traces it, or finds it anywhere. The sandbox's
- * user is another uid than envd, with a root caller (the sandbox's range)
- * and with an unprivileged one (its /etc/subuid range), so it cannot even
- * signal envd. Root inside is envd's uid, without CAP_SYS_PTRACE and with
- * fewer capabilities than envd, which the kernel also requires of a tracer
- * (root may signal envd, as it may any process of the sandbox). Being not
+ * memory or /proc files, traces it, signals it, or finds it anywhere.
+ * Neither the sandbox's user nor its root is envd's uid, with a root caller
+ * (the sandbox's range) and with an unprivileged one (its /etc/subuid
+ * range): commands run in a user namespace below envd's, whose root is
+ * another uid and has capabilities over that namespace only. Being not
  * dumpable is what holds with the same uid and no capabilities: see
  * envd_same_uid_not_dumpable.
  */
@@ -590,7 +613,7 @@ START_TEST(envd_out_of_reach)
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
 	expect(sb, "user", ENVD_PROBE, "environ:13 mem:13 ptrace:1 vm:1 kill:1 uid:other");
-	expect(sb, "root", ENVD_PROBE " | cut -d' ' -f1-4", "environ:13 mem:13 ptrace:1 vm:1");
+	expect(sb, "root", ENVD_PROBE, "environ:13 mem:13 ptrace:1 vm:1 kill:1 uid:other");
 	envd_token(sb, tok, sizeof(tok));
 	token_nowhere(sb, "user", tok);
 	token_nowhere(sb, "root", tok);
@@ -605,6 +628,8 @@ END_TEST
  * An unprivileged caller without subordinate ids (HANGAR_LOCAL_SUBIDS=off
  * stands in for a host without them): the sandbox's user is envd's uid, and
  * envd being not dumpable is what keeps its memory and /proc files closed.
+ * One uid cannot be made two: a command as root, which would be envd itself
+ * with root's name, is refused, saying why.
  */
 START_TEST(envd_same_uid_not_dumpable)
 {
@@ -618,6 +643,19 @@ START_TEST(envd_same_uid_not_dumpable)
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_SUBIDS", "off"), 0);
 	sb = create(ctx, HANGAR_NETWORK_OFF);
 	expect(sb, "user", ENVD_PROBE " | cut -d' ' -f1-4,6", "environ:13 mem:13 ptrace:1 vm:1 uid:same");
+	{
+		hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+		hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+		int rc;
+
+		eo.user = "root";
+		eo.timeout_sec = 60;
+		rc = hangar_sandbox_exec(&r, sb, "echo ran", &eo);
+		ck_assert_msg(rc < 0 && strstr(hangar_error_last()->message, "hangar-envd's own uid"), "root: %d %s", rc,
+			      hangar_error_last()->message);
+		ck_assert_uint_eq(r.out.size, 0);
+		hangar_exec_result_dispose(&r);
+	}
 	envd_token(sb, tok, sizeof(tok));
 	token_nowhere(sb, "user", tok);
 	explicit_bzero(tok, sizeof(tok));
@@ -629,11 +667,12 @@ END_TEST
 
 /*
  * envd's socket stays where the library looks for it: its directory is
- * closed to the sandbox's user (another uid than its owner, envd's), and
- * with a root caller it is host root's once envd listens, so even the
- * sandbox's root can neither move the socket away nor plant anything beside
- * it. (An unprivileged caller is root inside its sandboxes and owns the
- * directory: hangar(1) says so.)
+ * closed to the sandbox's user and root (other uids than its owner, with
+ * no capability over it): with a root caller it is host root's once envd
+ * listens; with an unprivileged one it is the caller's, envd's uid, which
+ * the sandbox's root (another uid, with capabilities over the commands'
+ * namespace only) is not. Neither can move the socket away nor plant
+ * anything beside it.
  */
 START_TEST(envd_socket_sealed)
 {
@@ -651,7 +690,7 @@ START_TEST(envd_socket_sealed)
 		return;
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	for (int u = geteuid() == 0 ? 0 : 1; u < 2; u++) {
+	for (int u = 0; u < 2; u++) {
 		const char *who = u ? "user" : "root";
 
 		sh(sb, who, attempts, &o);
@@ -670,6 +709,48 @@ START_TEST(envd_socket_sealed)
 		hangar_sandbox_unref(same);
 		hangar_ctx_unref(again);
 	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static int owner_cb(const hangar_file_info *info, void *payload)
+{
+	snprintf(payload, 64, "%s", info->owner ? info->owner : "(none)");
+	return 0;
+}
+
+/*
+ * The sandbox's root is no less root for being another uid than envd: it
+ * owns /root and its files there, gives files to other users, signals
+ * their processes, serves on port 80, and what it makes is root's as envd
+ * reports it. It keeps the capabilities it had, and no more.
+ */
+START_TEST(root_still_root)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char owner[64];
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "root", "echo x > /root/f && touch /workspace/mine && chown user /workspace/mine && "
+			   "stat -c '%U %U' /root/f /workspace/mine | tr '\\n' ' '",
+	       "root root user user ");
+	expect(sb, "root", "id -u; cd && pwd", "0");
+	expect(sb, "root", "python3 -c \"import socket; socket.socket().bind(('127.0.0.1', 80)); print('bound')\"",
+	       "bound");
+	expect(sb, "root", "touch /tmp/by-root && stat -c %U /tmp/by-root", "root");
+	expect(sb, "user", "(sleep 60 >/dev/null 2>&1 &) ; echo started", "started");
+	expect(sb, "root", "pkill -u user -x sleep && echo signalled", "signalled");
+	/* CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE: bounded too. */
+	expect(sb, "root", "grep -e CapEff -e CapBnd /proc/self/status | awk '{ print $2 }' | sort -u",
+	       "00000000000004ff");
+	ck_assert_int_eq(hangar_sandbox_stat(sb, "/tmp/by-root", owner_cb, owner), 0);
+	ck_assert_str_eq(owner, "root");
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -1089,6 +1170,7 @@ static Suite *isolation_suite(void)
 	tcase_add_test(tc, envd_same_uid_not_dumpable);
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
 	tcase_add_loop_test(tc, envd_socket_sealed, 0, 2);
+	tcase_add_loop_test(tc, root_still_root, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, oom_kill_is_the_commands);
