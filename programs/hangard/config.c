@@ -32,7 +32,7 @@ static const struct key {
 	{ "HANGARD_IDLE_TIMEOUT_SECONDS", K_UINT, F(idle_timeout_s), 1, 86400, "30" },
 	{ "HANGARD_MAX_BODY_BYTES", K_SIZE, F(max_body), 2, 1u << 30, "1048576" },
 	{ "HANGARD_MAX_UPLOAD_BYTES", K_U64, F(max_upload), 1, UINT64_C(1) << 40, "1073741824" },
-	{ "HANGARD_HEADER_LIMIT_BYTES", K_SIZE, F(header_limit), 4096, 1u << 24, "32768" },
+	{ "HANGARD_HEADER_LIMIT_BYTES", K_SIZE, F(header_limit), 4096, 1u << 24, "8192" },
 	{ "HANGARD_THREADS", K_UINT, F(threads), 1, 64, "2" },
 	{ "HANGARD_WORKERS", K_UINT, F(workers), 1, 4096, "32" },
 	{ "HANGARD_QUEUE", K_UINT, F(queue), 1, 1000000, "1024" },

@@ -7,10 +7,12 @@
  *   hangard routes | errors | version
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +80,29 @@ static int make_dirs(const char *path)
 	return rc;
 }
 
+/*
+ * Room for every connection HANGARD_MAX_CONNECTIONS allows, and the files
+ * and sockets the library opens besides: the soft file limit (often 1024)
+ * goes up to the hard one when it is short.
+ */
+static void raise_file_limit(const struct hangard_config *cfg)
+{
+	rlim_t want = (rlim_t)cfg->max_connections + 256;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want) {
+		cJSON *line = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(line, "msg", "the file limit is below HANGARD_MAX_CONNECTIONS");
+		cJSON_AddNumberToObject(line, "limit", (double)rl.rlim_cur);
+		cJSON_AddNumberToObject(line, "max_connections", cfg->max_connections);
+		log_line(line);
+	}
+}
+
 static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n_lib, int ready_fd)
 {
 	struct server srv = { .cfg = cfg };
@@ -87,6 +112,15 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	int sig, rc = 1;
 	char *tmp = NULL;
 
+	/*
+	 * Every worker thread that mallocs would otherwise get an arena of its
+	 * own and keep its pages: two arenas serve a pool of short handlers as
+	 * well, and keep the resident set down after a burst of requests.
+	 */
+#ifdef M_ARENA_MAX
+	mallopt(M_ARENA_MAX, 2);
+#endif
+	raise_file_limit(cfg);
 	if (!cfg->tokens_file) {
 		fprintf(stderr, "hangard: HANGARD_TOKENS_FILE (or -tokens) is required: no token, no access\n");
 		return 1;

@@ -650,11 +650,19 @@ int server_start(struct server *srv, unsigned *port)
 	struct hangard_config *cfg = srv->cfg;
 	struct sockaddr_storage ss;
 	struct MHD_OptionItem opts[16];
+	/*
+	 * Turbo: libmicrohttpd reads a new connection and writes an answer at
+	 * once instead of first waiting for epoll to report the socket ready,
+	 * which takes a loop iteration (and, on a busy machine, a scheduling
+	 * delay) out of every request.
+	 */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-			 MHD_USE_ERROR_LOG;
+			 MHD_USE_ERROR_LOG | MHD_USE_TURBO;
 	size_t n = 0;
 
 	hangard = srv;
+	/* First, so that libmicrohttpd's complaints about the options after it come here too. */
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL };
 	memset(&ss, 0, sizeof(ss));
 	if (strchr(cfg->addr, ':')) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
@@ -695,7 +703,6 @@ int server_start(struct server *srv, unsigned *port)
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->header_limit, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 
