@@ -5,7 +5,10 @@
  * real hangard on loopback and straight through libhangar, with 1, 10 and
  * 100 concurrent clients; then hangard's resident memory idle and at its
  * peak under that load. The loader is here: one thread per client, each on
- * one keep-alive connection, timing every request.
+ * one keep-alive connection, timing every request. Last, a hold test: 1,000
+ * connections (HANGARD_BENCH_HOLD) opened at once and kept, each asking for
+ * the sandbox's state twice, every one of them counted, with hangard's RSS
+ * while it holds them.
  *
  * usage: hangard-bench HANGARD [SECONDS_PER_RUN]
  *   needs HANGAR_ENVD_PATH and HANGAR_JAIL_PATH (meson sets them) and what
@@ -23,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +40,7 @@ static unsigned port;
 static char sandbox_id[128];
 static hangar_ctx *ctx;
 static double run_seconds = 3;
+static int quiet;   /* a warm-up: nothing printed */
 
 enum call { CALL_STATUS, CALL_EXEC };
 
@@ -162,6 +168,26 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
+static pid_t hangard_pid;
+static long rss_peak_load_kib;   /* the most VmRSS seen while the loader ran */
+
+static long rss_kib(pid_t pid, const char *field);
+
+static void *rss_sampler(void *arg)
+{
+	const double *end_ms = arg;
+
+	while (now_ms() < *end_ms) {
+		long v = rss_kib(hangard_pid, "VmRSS:");
+		struct timespec pause = { 0, 20 * 1000000L };
+
+		if (v > rss_peak_load_kib)
+			rss_peak_load_kib = v;
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
 static void run(const char *label, enum call call, int via_http, int clients)
 {
 	struct client *cs = calloc((size_t)clients, sizeof(*cs));
@@ -172,10 +198,14 @@ static void run(const char *label, enum call call, int via_http, int clients)
 
 	if (!cs)
 		return;
+	double end = start + run_seconds * 1000;
+	pthread_t sampler;
+	int sampling = via_http && pthread_create(&sampler, NULL, rss_sampler, &end) == 0;
+
 	for (int i = 0; i < clients; i++) {
 		cs[i].call = call;
 		cs[i].via_http = via_http;
-		cs[i].end_ms = start + run_seconds * 1000;
+		cs[i].end_ms = end;
 		pthread_create(&cs[i].tid, NULL, client_main, &cs[i]);
 	}
 	for (int i = 0; i < clients; i++) {
@@ -183,6 +213,8 @@ static void run(const char *label, enum call call, int via_http, int clients)
 		total += cs[i].n;
 		errors += cs[i].errors;
 	}
+	if (sampling)
+		pthread_join(sampler, NULL);
 	double secs = (now_ms() - start) / 1000;
 	all = malloc((total ? total : 1) * sizeof(*all));
 	size_t k = 0;
@@ -192,11 +224,11 @@ static void run(const char *label, enum call call, int via_http, int clients)
 		k += cs[i].n;
 		free(cs[i].lat);
 	}
-	if (all && total) {
+	if (!quiet && all && total) {
 		stats_of(all, total, &st);
 		printf("%-28s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  n=%zu errors=%d\n", label, clients,
 		       (double)total / secs, st.p50, st.p99, total, errors);
-	} else {
+	} else if (!quiet) {
 		printf("%-28s c=%-3d no successful calls, errors=%d\n", label, clients, errors);
 	}
 	fflush(stdout);
@@ -217,6 +249,76 @@ static long rss_kib(pid_t pid, const char *field)
 			v = strtol(line + strlen(field), NULL, 10);
 	fclose(f);
 	return v;
+}
+
+/*
+ * Opens n connections to hangard and keeps every one open; on each, in two
+ * rounds, sends a status request, then reads every answer. Prints how many
+ * connections got both answers, how long each round took, and hangard's RSS
+ * while it held them all.
+ */
+static void hold(int n)
+{
+	char req[512];
+	int *fds = calloc((size_t)n, sizeof(*fds)), opened = 0, answered[2] = { 0, 0 };
+	long rss_held = -1;
+	double round_ms[2] = { 0, 0 };
+	size_t len = (size_t)snprintf(req, sizeof(req),
+				      "GET /v1/sandboxes/%s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " TOKEN "\r\n\r\n",
+				      sandbox_id);
+
+	if (!fds)
+		return;
+	for (int i = 0; i < n; i++) {
+		fds[i] = connect_hangard();
+		if (fds[i] >= 0)
+			opened++;
+	}
+	for (int round = 0; round < 2; round++) {
+		double t0 = now_ms();
+
+		/* Every request goes out before any answer is read: all n are in flight together. */
+		for (int i = 0; i < n; i++)
+			if (fds[i] >= 0 && send(fds[i], req, len, MSG_NOSIGNAL) != (ssize_t)len) {
+				close(fds[i]);
+				fds[i] = -1;
+			}
+		for (int i = 0; i < n; i++) {
+			struct pollfd p = { fds[i], POLLIN, 0 };
+
+			if (fds[i] < 0)
+				continue;
+			/* An answer that has not come within 30 s counts as none. */
+			if (poll(&p, 1, 30000) == 1 && http_call(fds[i], "", 0) == 200) {
+				answered[round]++;
+			} else {
+				close(fds[i]);
+				fds[i] = -1;
+			}
+		}
+		round_ms[round] = now_ms() - t0;
+		if (round == 0)
+			rss_held = rss_kib(hangard_pid, "VmRSS:");
+	}
+	printf("hold %d connections: %d opened, %d answered in round 1 (%.0f ms), %d again on the same"
+	       " connections in round 2 (%.0f ms); hangard RSS holding them: %ld KiB\n",
+	       n, opened, answered[0], round_ms[0], answered[1], round_ms[1], rss_held);
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+}
+
+/* Room for n sockets of our own: the soft limit up to the hard one. */
+static void raise_nofile(int n)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 64) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (rlim_t)n + 64 ? (rlim_t)n + 64 : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			perror("hangard-bench: RLIMIT_NOFILE");
+	}
 }
 
 int main(int argc, char **argv)
@@ -242,7 +344,13 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/state", dir);
 	setenv("HANGAR_STATE_DIR", path, 1);
 	setenv("HANGARD_TMPDIR", dir, 1);
-	setenv("HANGARD_MAX_CONNECTIONS", "2048", 1);
+	/* hangard's own default connection limit (1024) and file limit are what is measured. */
+	const char *hold_env = getenv("HANGARD_BENCH_HOLD");
+	int hold_n = hold_env ? atoi(hold_env) : 1000;
+	struct rlimit nofile_before;
+
+	getrlimit(RLIMIT_NOFILE, &nofile_before);
+	raise_nofile(hold_n + 200);
 
 	/* The tokens file, through hangard's own hash-token. */
 	snprintf(path, sizeof(path), "printf %%s '%s' | '%s' hash-token bench read,write > '%s/tokens'", TOKEN,
@@ -257,11 +365,14 @@ int main(int argc, char **argv)
 		int devnull = open("/dev/null", O_WRONLY);
 		close(pipefd[0]);
 		dup2(devnull, 2); /* one log line per request: not what is measured here */
+		/* hangard starts with the file limit it would get, not the loader's. */
+		setrlimit(RLIMIT_NOFILE, &nofile_before);
 		snprintf(rfd_s, sizeof(rfd_s), "%d", pipefd[1]);
 		execl(argv[1], argv[1], "-tokens", path, "-port", "0", "-ready-fd", rfd_s, (char *)NULL);
 		_exit(127);
 	}
 	close(pipefd[1]);
+	hangard_pid = pid;
 	FILE *rf = fdopen(pipefd[0], "r");
 	if (!rf || !fgets(line, sizeof(line), rf) || sscanf(line, "ready %u", &port) != 1) {
 		fprintf(stderr, "hangard-bench: hangard did not start\n");
@@ -276,7 +387,32 @@ int main(int argc, char **argv)
 	}
 	snprintf(sandbox_id, sizeof(sandbox_id), "%s", hangar_sandbox_id(sb));
 	printf("hangard-bench: %.1f s per run, sandbox %s (local provider)\n", run_seconds, sandbox_id);
-	printf("hangard RSS idle: %ld KiB\n", rss_kib(pid, "VmRSS:"));
+	printf("hangard RSS idle: %ld KiB before any request", rss_kib(pid, "VmRSS:"));
+	/*
+	 * A sandbox that has just been made is still settling (its jail, its
+	 * network): the first runs would measure that. An unmeasured warm-up of
+	 * both paths first.
+	 */
+	{
+		hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+		double keep = run_seconds;
+
+		if (hangar_sandbox_exec(&res, sb, "true", NULL) != 0) {
+			fprintf(stderr, "hangard-bench: the sandbox does not answer: %s\n", hangar_error_last()->message);
+			kill(pid, SIGTERM);
+			return 1;
+		}
+		hangar_exec_result_dispose(&res);
+		run_seconds = 0.5;
+		quiet = 1;
+		run("warm-up", CALL_STATUS, 1, 10);
+		run("warm-up", CALL_EXEC, 1, 10);
+		run("warm-up", CALL_EXEC, 0, 10);
+		quiet = 0;
+		run_seconds = keep;
+		rss_peak_load_kib = 0;
+		printf(", %ld KiB after a warm-up\n", rss_kib(pid, "VmRSS:"));
+	}
 
 	static const int conc[] = { 1, 10, 100 };
 	for (size_t i = 0; i < sizeof(conc) / sizeof(conc[0]); i++) {
@@ -287,7 +423,10 @@ int main(int argc, char **argv)
 		run("exec true via hangard", CALL_EXEC, 1, conc[i]);
 		run("exec true via libhangar", CALL_EXEC, 0, conc[i]);
 	}
-	printf("hangard RSS after load: %ld KiB, peak %ld KiB\n", rss_kib(pid, "VmRSS:"), rss_kib(pid, "VmHWM:"));
+	printf("hangard RSS under load: %ld KiB at most (sampled every 20 ms); after: %ld KiB, peak %ld KiB\n",
+	       rss_peak_load_kib, rss_kib(pid, "VmRSS:"), rss_kib(pid, "VmHWM:"));
+	if (hold_n > 0)
+		hold(hold_n);
 
 	/* hangard first (SIGTERM: a clean stop), then the sandbox, then the files. */
 	kill(pid, SIGTERM);
