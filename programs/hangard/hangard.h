@@ -234,9 +234,15 @@ void h_livez(struct request *),
 	h_session_suspend(struct request *),
 	h_session_resume(struct request *),
 	h_session_archive(struct request *),
-	h_session_delete(struct request *);
+	h_session_delete(struct request *),
+	h_session_fork(struct request *),
+	h_session_keep(struct request *),
+	h_checkpoint_get(struct request *),
+	h_checkpoint_delete(struct request *),
+	h_sandbox_checkpoint(struct request *);
 int fill_sandboxes(struct request *r, cJSON *arr);
 int fill_sessions(struct request *r, cJSON *arr);
+int fill_session_checkpoints(struct request *r, cJSON *arr);
 
 /* The embedded OpenAPI document (generated at build time). */
 extern const char hangard_openapi[];

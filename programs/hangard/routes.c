@@ -151,6 +151,7 @@ const struct route hangard_routes[] = {
 	{ "PUT", "/v1/sandboxes/{id}/files", h_file_put, W, ROUTE_UPLOAD },
 	{ "POST", "/v1/sandboxes/{id}/fork", h_sandbox_fork, W, 0 },
 	{ "POST", "/v1/sandboxes/{id}/snapshot", h_sandbox_snapshot, W, 0 },
+	{ "POST", "/v1/sandboxes/{id}/checkpoints", h_sandbox_checkpoint, W, 0 },
 	{ "POST", "/v1/sessions", h_session_create, W, 0 },
 	{ "GET", "/v1/sessions", h_list, R, 0, "sessions", fill_sessions },
 	{ "GET", "/v1/sessions/{id}", h_session_get, R, 0 },
@@ -158,5 +159,10 @@ const struct route hangard_routes[] = {
 	{ "POST", "/v1/sessions/{id}/suspend", h_session_suspend, W, 0 },
 	{ "POST", "/v1/sessions/{id}/resume", h_session_resume, W, 0 },
 	{ "POST", "/v1/sessions/{id}/archive", h_session_archive, W, 0 },
+	{ "POST", "/v1/sessions/{id}/fork", h_session_fork, W, 0 },
+	{ "POST", "/v1/sessions/{id}/keep", h_session_keep, W, 0 },
+	{ "GET", "/v1/sessions/{id}/checkpoints", h_list, R, 0, "checkpoints", fill_session_checkpoints },
+	{ "GET", "/v1/checkpoints/{id}", h_checkpoint_get, R, 0 },
+	{ "DELETE", "/v1/checkpoints/{id}", h_checkpoint_delete, W, 0 },
 };
 const size_t hangard_n_routes = sizeof(hangard_routes) / sizeof(hangard_routes[0]);

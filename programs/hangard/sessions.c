@@ -250,3 +250,108 @@ void h_session_delete(struct request *r)
 {
 	lifecycle(r, hangar_session_delete, 204);
 }
+
+struct fork_out {
+	cJSON *forks;
+};
+
+static const char *fork_method_name(int32_t m)
+{
+	switch (m) {
+	case HANGAR_FORK_NATIVE:
+		return "native";
+	case HANGAR_FORK_SNAPSHOT:
+		return "snapshot";
+	case HANGAR_FORK_CHECKPOINT:
+		return "checkpoint";
+	}
+	return "unknown";
+}
+
+/* One entry per fork: the new session, or why this one failed. The library
+ * reports every fork, so a partial failure is a 200 whose entries say it. */
+static void add_session_fork(const hangar_session_fork_result *f, void *payload)
+{
+	struct fork_out *out = payload;
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	cJSON *o = cJSON_CreateObject();
+	int rc = f->error;
+	const char *msg = f->message;
+
+	cJSON_AddNumberToObject(o, "index", f->index);
+	cJSON_AddStringToObject(o, "method", fork_method_name(f->method));
+	if (rc == 0) {
+		rc = hangar_session_get_info(&info, f->session);
+		if (rc == 0)
+			cJSON_AddItemToObject(o, "session", session_json(&info));
+		else
+			msg = hangar_error_last()->message;
+	}
+	if (rc != 0) {
+		cJSON *e = cJSON_AddObjectToObject(o, "error");
+		cJSON_AddStringToObject(e, "kind", hangar_error_name(rc));
+		cJSON_AddNumberToObject(e, "code", rc);
+		cJSON_AddStringToObject(e, "message", msg ? msg : "");
+	}
+	cJSON_AddItemToArray(out->forks, o);
+}
+
+void h_session_fork(struct request *r)
+{
+	static const char *const fields[] = { "count", NULL };
+	cJSON *doc = request_json(r, fields), *body;
+	struct fork_out out;
+	hangar_session *s;
+	int64_t count = 1;
+	int rc;
+
+	if (!doc)
+		return;
+	if (want_int(r, doc, "count", 1, 100, &count) < 0)
+		goto done;
+	s = session_open(r);
+	if (!s)
+		goto done;
+	body = cJSON_CreateObject();
+	out.forks = cJSON_AddArrayToObject(body, "forks");
+	rc = hangar_session_fork(s, (uint32_t)count, add_session_fork, &out);
+	if (rc < 0) {
+		cJSON_Delete(body);
+		reply_hangar_error(r, rc);
+	} else {
+		reply_json(r, 200, body);
+	}
+	hangar_session_unref(s);
+done:
+	cJSON_Delete(doc);
+}
+
+void h_session_keep(struct request *r)
+{
+	static const char *const fields[] = { NULL };
+	cJSON *doc = request_json(r, fields);
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	hangar_session *s;
+	uint32_t archived = 0;
+	int rc;
+
+	if (!doc)
+		return;
+	s = session_open(r);
+	if (!s)
+		goto done;
+	rc = hangar_session_keep(s, &archived);
+	if (rc == 0)
+		rc = hangar_session_get_info(&info, s);
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+	} else {
+		cJSON *body = cJSON_CreateObject();
+		cJSON_AddNumberToObject(body, "archived", archived);
+		cJSON_AddItemToObject(body, "session", session_json(&info));
+		reply_json(r, 200, body);
+	}
+	hangar_session_unref(s);
+done:
+	cJSON_Delete(doc);
+}
