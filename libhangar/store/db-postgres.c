@@ -300,7 +300,8 @@ static void result_error(struct pg *pg, PGresult *res)
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	int code = HANGAR_EOS, cat = HANGAR_ERRCAT_OS;
 
-	if (PQstatus(pg->conn) != CONNECTION_OK || (state && !strncmp(state, "08", 2)) || /* connection */
+	/* No SQLSTATE: libpq's own failure, not the server's answer (the connection). */
+	if (PQstatus(pg->conn) != CONNECTION_OK || !state || !strncmp(state, "08", 2) || /* connection */
 	    (state && (!strcmp(state, "57P01") || !strcmp(state, "57P03"))))             /* shutting down */
 		code = HANGAR_EUNAVAILABLE, cat = HANGAR_ERRCAT_NET;
 	else if (state && !strcmp(state, "23505")) /* unique_violation */
@@ -328,11 +329,11 @@ static PGresult *run(struct pg *pg, const char *sql, int nparams, const struct p
 		lens[i] = p[i].len;
 		formats[i] = p[i].format;
 	}
-	for (int reset = 0;;) {
+	for (int reset = 0, broken = 0;;) {
 		PGresult *res;
 		ExecStatusType s;
 
-		if (PQstatus(pg->conn) != CONNECTION_OK) {
+		if (broken || PQstatus(pg->conn) != CONNECTION_OK) {
 			if (pg->base.in_tx || reset) {
 				pg_err(pg, HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "the connection broke",
 				       PQerrorMessage(pg->conn));
@@ -354,7 +355,13 @@ static PGresult *run(struct pg *pg, const char *sql, int nparams, const struct p
 		s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 			return res;
-		if (PQstatus(pg->conn) == CONNECTION_OK || pg->base.in_tx || reset) {
+		/*
+		 * A server that went away under an idle connection (stopped, crashed)
+		 * can leave libpq reporting CONNECTION_OK with a failure of its own,
+		 * one without SQLSTATE: that is a broken connection too.
+		 */
+		broken = PQstatus(pg->conn) != CONNECTION_OK || !res || !PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (!broken || pg->base.in_tx || reset) {
 			result_error(pg, res);
 			PQclear(res);
 			return NULL;
