@@ -284,6 +284,25 @@ HANGAR_EXTERN(int) hangar_ctx_reap(hangar_reap_result *out, hangar_ctx *ctx, con
  */
 HANGAR_EXTERN(int) hangar_ctx_reap_release(hangar_ctx *ctx, const char *lease, int *released);
 
+/**
+ * Checks that the context's state store answers now: opens it when no call
+ * has yet (creating and migrating it, as any first use does), then reads one
+ * of its tables. On SQLite it also checks that the database file at its path
+ * is still the one opened: a file moved, replaced or deleted under an open
+ * connection goes on answering, but what is written to it is lost. Meant for
+ * readiness probes; it changes nothing.
+ *
+ * @param ctx the context.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNAVAILABLE (the PostgreSQL server
+ *         cannot be reached or refuses the credentials), HANGAR_ECONFIG
+ *         (HANGAR_STORE is unusable, or the schema is newer than this
+ *         library), HANGAR_EOS (the database file cannot be read or
+ *         written, is not a database, or was moved, replaced or deleted).
+ * **Thread safety:** safe from any thread; it waits for the connection as
+ * every call on the store does.
+ */
+HANGAR_EXTERN(int) hangar_ctx_ping_store(hangar_ctx *ctx);
+
 
 HANGAR_END_DECL
 

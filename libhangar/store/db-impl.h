@@ -28,6 +28,8 @@ struct db_ops {
 	int (*migrate_lock)(struct db *db);
 	int (*version_get)(struct db *db);
 	int (*version_set)(struct db *db, int v);
+	/* What the engine can check about the connection beyond a query; NULL: nothing. */
+	int (*ping)(struct db *db);
 	/* BEGIN as the engine does it best for a writer. */
 	const char *begin_sql;
 };

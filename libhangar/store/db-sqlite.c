@@ -240,6 +240,26 @@ static int lite_version_set(struct db *db, int v)
 	return lite_exec(db, sql);
 }
 
+/*
+ * A database file renamed, replaced or deleted under an open connection
+ * still answers, from the old inode: everything written from then on is
+ * lost to every other process. SQLite can tell (SQLITE_FCNTL_HAS_MOVED).
+ */
+static int lite_ping(struct db *db)
+{
+	int moved = 0;
+	int rc = sqlite3_file_control(LITE(db)->h, "main", SQLITE_FCNTL_HAS_MOVED, &moved);
+
+	if (rc != SQLITE_OK)
+		return fail(db, rc, "check");
+	if (moved)
+		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS,
+			    "state store %s: the file was moved, replaced or deleted since it was opened; "
+			    "what is written now would be lost",
+			    db->name);
+	return 0;
+}
+
 const struct db_ops db_sqlite_ops = {
 	.engine = DB_SQLITE,
 	.close = lite_close,
@@ -257,6 +277,7 @@ const struct db_ops db_sqlite_ops = {
 	.migrate_lock = lite_migrate_lock,
 	.version_get = lite_version_get,
 	.version_set = lite_version_set,
+	.ping = lite_ping,
 	/* IMMEDIATE: the write lock first, so reads in the transaction see what it will write over. */
 	.begin_sql = "BEGIN IMMEDIATE",
 };

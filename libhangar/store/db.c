@@ -65,6 +65,30 @@ int db_exec(struct db *db, const char *sql)
 	return rc;
 }
 
+int db_ping(struct db *db)
+{
+	struct db_stmt *st;
+	int rc = 0;
+
+	if (db->ops->ping) {
+		pthread_mutex_lock(&db->mu);
+		rc = db->ops->ping(db);
+		pthread_mutex_unlock(&db->mu);
+		if (rc)
+			return rc;
+	}
+	/* leases: a table of the schema's (so the schema is there) that stays small. */
+	if ((rc = db_prepare(db, &st, "SELECT count(*) FROM leases")) != 0)
+		return rc;
+	rc = db_step(st);
+	db_finalize(st);
+	if (rc == DB_ROW)
+		return 0;
+	if (rc < 0)
+		return rc;
+	return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "state store %s: a count answered no row", db->name);
+}
+
 int db_begin(struct db *db)
 {
 	int rc;

@@ -67,6 +67,13 @@ int db_migrate(struct db *db, const struct db_migration *steps, int n);
 /* The schema version (0: none yet), or a negative code. */
 int db_schema_version(struct db *db);
 
+/*
+ * Whether the database answers now: a read of one of the schema's tables,
+ * after what the engine can tell beyond it (SQLite: the file at its path is
+ * still the one opened). 0, or the failure's code.
+ */
+int db_ping(struct db *db);
+
 /* Runs sql (one statement or several, no parameters, no rows wanted). */
 int db_exec(struct db *db, const char *sql);
 

@@ -142,6 +142,19 @@ void store_close(struct db *db)
 	db_close(db);
 }
 
+int hangar_ctx_ping_store(hangar_ctx *ctx)
+{
+	struct db *db;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	if (!(db = store_db(ctx)))
+		return hangar_error_last()->code;
+	if ((rc = db_ping(db)) == 0)
+		herr_clear();
+	return rc;
+}
+
 int store_schema_version(void)
 {
 	return SCHEMA_VERSION;

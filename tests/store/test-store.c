@@ -721,6 +721,93 @@ END_TEST
 
 /* ---- PostgreSQL: broken connections and credentials --------------------------------- */
 
+/* ---- readiness ------------------------------------------------------------------- */
+
+/* hangar_ctx_ping_store() opens the store when nothing has yet, and answers. */
+START_TEST(ping_opens_and_answers)
+{
+	hangar_ctx *ctx = ctx_new();
+	char *p = NULL;
+
+	ck_assert_int_eq(hangar_ctx_ping_store(NULL), HANGAR_EINVAL);
+	must(hangar_ctx_ping_store(ctx), "ping a store nothing opened yet");
+	ck_assert_int_eq(version_of(ctx), store_schema_version());
+	must(store_record(ctx, "sb-1", "local"), "record");
+	must(hangar_ctx_ping_store(ctx), "ping again");
+	must(store_lookup(ctx, "sb-1", &p), "the ping changed nothing");
+	ck_assert_str_eq(p, "local");
+	free(p);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* Copies path to path.new and renames it over path: same bytes, another file. */
+static void replace_file(const char *path)
+{
+	char tmp[4200], buf[65536];
+	FILE *in = fopen(path, "rb"), *out;
+	size_t n;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	ck_assert_ptr_nonnull(in);
+	out = fopen(tmp, "wb");
+	ck_assert_ptr_nonnull(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	ck_assert_int_eq(fclose(out), 0);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* A database file replaced or deleted under the open connection still
+ * answers queries, from the old file: the ping must not call that ready. */
+START_TEST(ping_sqlite_file_replaced_or_deleted)
+{
+	hangar_ctx *ctx = ctx_new();
+	char path[4200];
+	const hangar_error *e;
+
+	snprintf(path, sizeof(path), "%s/hangar.db", dir);
+	must(store_record(ctx, "sb-1", "local"), "record");
+	must(hangar_ctx_ping_store(ctx), "ping");
+	replace_file(path);
+	ck_assert_int_eq(hangar_ctx_ping_store(ctx), HANGAR_EOS);
+	e = hangar_error_last();
+	ck_assert_ptr_nonnull(strstr(e->message, "moved, replaced or deleted"));
+	ck_assert_ptr_nonnull(strstr(e->message, path));
+	hangar_ctx_unref(ctx);
+
+	/* a new context opens the file that is there now, and is ready */
+	ctx = ctx_new();
+	must(hangar_ctx_ping_store(ctx), "ping the replacement");
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(hangar_ctx_ping_store(ctx), HANGAR_EOS);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A file that is not a database (overwritten in place) fails a new context's ping. */
+START_TEST(ping_sqlite_not_a_database)
+{
+	hangar_ctx *ctx = ctx_new();
+	char path[4200], junk[8192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/hangar.db", dir);
+	must(hangar_ctx_ping_store(ctx), "ping");
+	hangar_ctx_unref(ctx);
+	memset(junk, 'x', sizeof(junk));
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+	ck_assert_int_eq(fclose(f), 0);
+	ctx = ctx_new();
+	ck_assert_int_eq(hangar_ctx_ping_store(ctx), HANGAR_EOS);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "state store"));
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static int backend_pid(hangar_ctx *ctx)
 {
 	struct db_stmt *st;
@@ -785,6 +872,32 @@ START_TEST(pg_server_restart)
 	must(store_lookup(ctx, "sb-1", &p), "lookup after a restart");
 	ck_assert_str_eq(p, "local");
 	free(p);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* The server stops: the ping says unavailable; it starts again: the ping reconnects. */
+START_TEST(pg_ping_follows_the_server)
+{
+	hangar_ctx *ctx = ctx_new();
+	char cmd[4200], msg[1024];
+	int rc;
+
+	must(hangar_ctx_ping_store(ctx), "ping");
+	kill_connections();
+	must(hangar_ctx_ping_store(ctx), "ping after the server dropped us");
+	snprintf(cmd, sizeof(cmd), "%s stop -m immediate >/dev/null", env("HANGAR_TEST_PG_CTL"));
+	ck_assert_int_eq(system(cmd), 0);
+	rc = hangar_ctx_ping_store(ctx);
+	snprintf(msg, sizeof(msg), "%s", hangar_error_last()->message);
+	/* the server first, so that a failure here does not fail the tests after */
+	/* start (unlike restart) does not reuse the options pg-run.sh gave: the same again */
+	snprintf(cmd, sizeof(cmd), "%s start -o '-k %s -c listen_addresses= -p %s -c fsync=off' >/dev/null",
+		 env("HANGAR_TEST_PG_CTL"), env("HANGAR_TEST_PG_HOST"), env("HANGAR_TEST_PG_PORT"));
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(rc == HANGAR_EUNAVAILABLE, "ping with the server stopped: %d %s", rc, msg);
+	ck_assert_ptr_null(strstr(msg, env("HANGAR_TEST_PG_PASSWORD")));
+	must(hangar_ctx_ping_store(ctx), "ping after the server came back");
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -911,7 +1024,13 @@ static Suite *suite(void)
 	tcase_add_test(tc, lease_rules);
 	tcase_add_test(tc, lease_race);
 	tcase_add_test(tc, threads_share_a_context);
+	tcase_add_test(tc, ping_opens_and_answers);
+	if (!pg) {
+		tcase_add_test(tc, ping_sqlite_file_replaced_or_deleted);
+		tcase_add_test(tc, ping_sqlite_not_a_database);
+	}
 	if (pg) {
+		tcase_add_test(tc, pg_ping_follows_the_server);
 		tcase_add_test(tc, pg_reconnects_once);
 		tcase_add_test(tc, pg_server_restart);
 		tcase_add_test(tc, pg_errors_never_show_the_password);
