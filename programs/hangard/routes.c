@@ -7,10 +7,14 @@
  * /v1/events need read. admin grants every scope.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <microhttpd.h>
 
 #include "hangard.h"
 
@@ -21,25 +25,62 @@ void h_livez(struct request *r)
 	reply_json(r, 200, doc);
 }
 
-/* Ready: the context is open (it is, or we would not serve) and the state
- * directory is there and writable. */
+/* 503 with Retry-After, whatever the library's code: a probe asks again. */
+static void reply_unready(struct request *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void reply_unready(struct request *r, int code, const char *fmt, ...)
+{
+	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
+	struct MHD_Response *resp;
+	char msg[512], *text;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
+	cJSON_AddNumberToObject(err, "code", code);
+	cJSON_AddStringToObject(err, "message", msg);
+	cJSON_AddNumberToObject(err, "retry_after_s", 1);
+	text = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+	if (!resp) {
+		free(text);
+		reply_error(r, 503, "nomem", HANGAR_ENOMEM, "out of memory");
+		return;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Retry-After", "1");
+	reply_response(r, 503, resp);
+}
+
+/* Ready: the state directory is there and writable (checkpoints and
+ * temporary files go there whatever the store), and the state store
+ * answers a query (hangar_ctx_ping_store(): SQLite or PostgreSQL). */
 void h_readyz(struct request *r)
 {
 	hangar_buf dir = HANGAR_BUF_INIT;
 	struct stat st;
 	cJSON *doc;
+	int rc;
 
-	if (hangar_ctx_get(&dir, hangard->ctx, "HANGAR_STATE_DIR") < 0) {
-		reply_hangar_error(r, hangar_error_last()->code);
+	if ((rc = hangar_ctx_get(&dir, hangard->ctx, "HANGAR_STATE_DIR")) < 0) {
+		reply_hangar_error(r, rc);
 		return;
 	}
+	errno = 0;
 	if (stat(dir.ptr, &st) < 0 || !S_ISDIR(st.st_mode) || access(dir.ptr, W_OK | X_OK) < 0) {
-		reply_error(r, 503, "unavailable", HANGAR_EUNAVAILABLE, "the state directory does not answer: %s",
-			    strerror(errno ? errno : ENOTDIR));
+		reply_unready(r, HANGAR_EUNAVAILABLE, "the state directory does not answer: %s",
+			      strerror(errno ? errno : ENOTDIR));
 		hangar_buf_dispose(&dir);
 		return;
 	}
 	hangar_buf_dispose(&dir);
+	if ((rc = hangar_ctx_ping_store(hangard->ctx)) < 0) {
+		reply_unready(r, rc, "the state store does not answer: %s", hangar_error_last()->message);
+		return;
+	}
 	doc = cJSON_CreateObject();
 	cJSON_AddStringToObject(doc, "status", "ready");
 	reply_json(r, 200, doc);
