@@ -94,6 +94,7 @@ class Server:
         self.log_path = os.path.join(workdir, f"hangard-{time.monotonic_ns()}.log")
         self.args = ["-tokens", tokens_file, "-port", "0", *args]
         self.tls_context = None
+        self.preexec = None  # runs in the child before hangard starts (its limits)
         self.proc = None
         self.port = None
 
@@ -102,7 +103,7 @@ class Server:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([binary(), *self.args, "-ready-fd", str(wfd)], env=self.env,
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     pass_fds=(wfd,))
+                                     pass_fds=(wfd,), preexec_fn=self.preexec)
         os.close(wfd)
         with os.fdopen(rfd) as f:
             line = f.readline()
