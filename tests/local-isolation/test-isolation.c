@@ -725,7 +725,8 @@ static int owner_cb(const hangar_file_info *info, void *payload)
  * The sandbox's root is no less root for being another uid than envd: it
  * owns /root and its files there, gives files to other users, signals
  * their processes, serves on port 80, and what it makes is root's as envd
- * reports it. It keeps the capabilities it had, and no more.
+ * reports it, checkpoints included. It keeps the capabilities it had, and
+ * no more.
  */
 START_TEST(root_still_root)
 {
@@ -751,6 +752,69 @@ START_TEST(root_still_root)
 	       "00000000000004ff");
 	ck_assert_int_eq(hangar_sandbox_stat(sb, "/tmp/by-root", owner_cb, owner), 0);
 	ck_assert_str_eq(owner, "root");
+	/* Its checkpoints are made and restored by a worker that is root where its commands are. */
+	{
+		hangar_checkpoint_opts co = HANGAR_CHECKPOINT_OPTS_INIT;
+		hangar_restore_opts ro = HANGAR_RESTORE_OPTS_INIT;
+		hangar_checkpoint *cp = NULL;
+
+		expect(sb, "root", "mkdir /root/ws && echo kept > /root/ws/f && chmod 600 /root/ws/f && echo ok", "ok");
+		co.workspace = "/root/ws";
+		co.user = "root";
+		ck_assert_msg(hangar_checkpoint_create(&cp, sb, &co) == 0, "capture: %s", hangar_error_last()->message);
+		ro.workspace = "/root/ws2";
+		ro.user = "root";
+		ck_assert_msg(hangar_checkpoint_restore(sb, cp, &ro) == 0, "restore: %s", hangar_error_last()->message);
+		expect(sb, "root", "stat -c '%U %a' /root/ws2/f && echo more >> /root/ws2/f", "root 600");
+		hangar_checkpoint_unref(cp);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * The way back up is shut: the sandbox's root (whose seccomp filter lets
+ * setns into a user namespace through, for envd's sake) can enter neither
+ * envd's namespace nor bwrap's, by their /proc entries or by asking the
+ * kernel for its own namespace's parent; nor signal bwrap, pid 1. The
+ * output names each attempt with the errno it met (0: it worked).
+ */
+START_TEST(root_cannot_climb)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	sh(sb, "root",
+	   "P=$(pgrep -x hangar-envd); python3 -c \""
+	   "import ctypes, fcntl, os, sys\n"
+	   "libc = ctypes.CDLL(None, use_errno=True)\n"
+	   "out = []\n"
+	   "def enter(name, fd):\n"
+	   "    r = libc.setns(fd, 0x10000000)\n"
+	   "    out.append('%s:%d' % (name, 0 if r == 0 else ctypes.get_errno()))\n"
+	   "for name, path in (('bwrap', '/proc/1/ns/user'), ('envd', '/proc/%s/ns/user' % sys.argv[1])):\n"
+	   "    try:\n"
+	   "        enter(name, os.open(path, os.O_RDONLY))\n"
+	   "    except OSError as e:\n"
+	   "        out.append('%s-open:%d' % (name, e.errno))\n"
+	   "try:\n"
+	   "    enter('parent', fcntl.ioctl(os.open('/proc/self/ns/user', os.O_RDONLY), 0xb702))\n"
+	   "except OSError as e:\n"
+	   "    out.append('parent-ioctl:%d' % e.errno)\n"
+	   "out.append('kill1:%d' % (0 if libc.kill(1, 0) == 0 else ctypes.get_errno()))\n"
+	   "print(' '.join(out))\n"
+	   "\" $P",
+	   &o);
+	ck_assert_msg(o.exit_code == 0 && strstr(o.text, "kill1:1") && !strstr(o.text, ":0"), "root climbed: %s",
+		      o.text);
+	expect(sb, "user", "echo alive", "alive");
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -1171,6 +1235,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
 	tcase_add_loop_test(tc, envd_socket_sealed, 0, 2);
 	tcase_add_loop_test(tc, root_still_root, 0, 2);
+	tcase_add_loop_test(tc, root_cannot_climb, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, oom_kill_is_the_commands);
