@@ -123,6 +123,52 @@ static int count_sandbox(const hangar_sandbox_info *info, void *payload)
 }
 
 /* Label values are route templates and provider names; escape anyway. */
+/* Sessions by state, parked ones by provider, and the checkpoint index's
+ * totals: what the store holds, read through the public listings. */
+struct held {
+	uint64_t sessions[5]; /* by HANGAR_SESSION_* (1 to 4) */
+	struct {
+		char provider[64];
+		uint64_t n;
+	} parked[64];
+	size_t n_parked;
+	uint64_t checkpoints, checkpoint_bytes;
+};
+
+static int count_session(const hangar_session_info *info, void *payload)
+{
+	struct held *h = payload;
+	size_t i;
+
+	if (info->state >= 1 && info->state <= 4)
+		h->sessions[info->state]++;
+	if (info->state != HANGAR_SESSION_PARKED)
+		return 0;
+	for (i = 0; i < h->n_parked; i++)
+		if (strcmp(h->parked[i].provider, info->provider) == 0)
+			break;
+	if (i == h->n_parked) {
+		if (i == sizeof(h->parked) / sizeof(h->parked[0]))
+			return 0;
+		snprintf(h->parked[i].provider, sizeof(h->parked[i].provider), "%s", info->provider);
+		h->n_parked++;
+	}
+	h->parked[i].n++;
+	return 0;
+}
+
+static int count_checkpoint(hangar_checkpoint *cp, void *payload)
+{
+	struct held *h = payload;
+	hangar_checkpoint_info info = HANGAR_CHECKPOINT_INFO_INIT;
+
+	if (hangar_checkpoint_get_info(&info, cp) == 0) {
+		h->checkpoints++;
+		h->checkpoint_bytes += info.stored_bytes;
+	}
+	return 0;
+}
+
 static const char *label(char *buf, size_t size, const char *s)
 {
 	size_t j = 0;
@@ -147,13 +193,21 @@ char *metrics_render(hangar_ctx *ctx, size_t *len)
 	static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 	struct out o = { 0 };
 	struct tally *t = calloc(1, sizeof(*t));
+	struct held *h = calloc(1, sizeof(*h));
+	static const char *const session_states[] = { "", "active", "suspended", "parked", "archived" };
 	uint64_t fb;
 	char lb[256];
-	int list_rc;
+	int list_rc, store_rc;
 
-	if (!t)
+	if (!t || !h) {
+		free(t);
+		free(h);
 		return NULL;
+	}
 	list_rc = hangar_sandbox_list(ctx, NULL, count_sandbox, t);
+	store_rc = hangar_session_list(ctx, count_session, h);
+	if (store_rc == 0)
+		store_rc = hangar_checkpoint_list(ctx, NULL, count_checkpoint, h);
 	pthread_mutex_lock(&snap_lock);
 	pthread_mutex_lock(&lock);
 	memcpy(snap, stats, sizeof(stats));
@@ -205,6 +259,22 @@ char *metrics_render(hangar_ctx *ctx, size_t *len)
 		    t->v[i].state == HANGAR_SANDBOX_PAUSED ? "paused" : "running", t->v[i].n);
 	put(&o, "# HELP hangard_sandbox_list_ok 1 when every provider answered the list behind hangard_sandboxes.\n"
 		"# TYPE hangard_sandbox_list_ok gauge\nhangard_sandbox_list_ok %d\n", list_rc == 0);
+	put(&o, "# HELP hangard_sessions Sessions the state store holds, by state.\n"
+		"# TYPE hangard_sessions gauge\n");
+	for (int i = 1; i <= 4; i++)
+		put(&o, "hangard_sessions{state=\"%s\"} %" PRIu64 "\n", session_states[i], h->sessions[i]);
+	put(&o, "# HELP hangard_parked_sandboxes Sandboxes paused with their memory for a session's hot resume, by provider.\n"
+		"# TYPE hangard_parked_sandboxes gauge\n");
+	for (size_t i = 0; i < h->n_parked; i++)
+		put(&o, "hangard_parked_sandboxes{provider=\"%s\"} %" PRIu64 "\n",
+		    label(lb, sizeof(lb), h->parked[i].provider), h->parked[i].n);
+	put(&o, "# HELP hangard_checkpoints Checkpoints in the index.\n"
+		"# TYPE hangard_checkpoints gauge\nhangard_checkpoints %" PRIu64 "\n", h->checkpoints);
+	put(&o, "# HELP hangard_checkpoint_bytes Bytes the indexed checkpoints take in the checkpoint store (sealed).\n"
+		"# TYPE hangard_checkpoint_bytes gauge\nhangard_checkpoint_bytes %" PRIu64 "\n", h->checkpoint_bytes);
+	put(&o, "# HELP hangard_store_list_ok 1 when the state store answered the lists behind hangard_sessions, "
+		"hangard_parked_sandboxes and hangard_checkpoint*.\n"
+		"# TYPE hangard_store_list_ok gauge\nhangard_store_list_ok %d\n", store_rc == 0);
 	put(&o, "# HELP hangard_tier_fallbacks_total Creates that moved past a full or unreachable provider.\n"
 		"# TYPE hangard_tier_fallbacks_total counter\nhangard_tier_fallbacks_total %" PRIu64 "\n", fb);
 	put(&o, "# HELP hangard_event_subscribers Clients following /v1/events.\n"
@@ -215,6 +285,7 @@ char *metrics_render(hangar_ctx *ctx, size_t *len)
 		put(&o, "%.*s", (int)rn, rb);
 	}
 	free(t);
+	free(h);
 	if (o.failed) {
 		free(o.buf);
 		return NULL;

@@ -191,3 +191,49 @@ def test_checkpoint_over_the_cap_is_413_and_stores_nothing(make_server):
         s.request("DELETE", f"/v1/sessions/{ses['id']}")
     finally:
         s.request("DELETE", f"/v1/sandboxes/{sb}")
+
+
+def gauges(server):
+    from test_api import parse_prometheus
+    r = server.ok("GET", "/metrics", token=READER)
+    samples, types = parse_prometheus(r.body.decode())
+    for name in ("hangard_sessions", "hangard_parked_sandboxes", "hangard_checkpoints", "hangard_checkpoint_bytes",
+                 "hangard_store_list_ok"):
+        assert types[name] == "gauge", name
+    assert samples[("hangard_store_list_ok", frozenset())] == 1
+
+    def get(name, **labels):
+        return samples.get((name, frozenset(labels.items())), 0)
+    return get
+
+
+def test_metrics_follow_parks_and_checkpoints(server, sessions, sandbox):
+    before = gauges(server)
+    s = server.ok("POST", "/v1/sessions", {}, status=201).json()
+    sid, ws = s["id"], s["workspace"]
+    sessions.append(sid)
+    run(server, s["sandbox"], f"mkdir -p {ws} && head -c 100000 /dev/urandom > {ws}/noise")
+    got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {}).json()
+    # The local provider hot-resumes: the suspend parks.
+    assert got["state"] == "parked", got
+    stored = server.ok("GET", f"/v1/checkpoints/{got['checkpoint']}").json()["stored_bytes"]
+    assert stored > 100000
+    after = gauges(server)
+    assert after("hangard_parked_sandboxes", provider="local") == before("hangard_parked_sandboxes", provider="local") + 1
+    assert after("hangard_sessions", state="parked") == before("hangard_sessions", state="parked") + 1
+    assert after("hangard_checkpoints") == before("hangard_checkpoints") + 1
+    assert after("hangard_checkpoint_bytes") == before("hangard_checkpoint_bytes") + stored
+
+    # Woken: parked no more; the checkpoint stays.
+    server.ok("POST", f"/v1/sessions/{sid}/resume")
+    woken = gauges(server)
+    assert woken("hangard_parked_sandboxes", provider="local") == before("hangard_parked_sandboxes", provider="local")
+    assert woken("hangard_sessions", state="active") == before("hangard_sessions", state="active") + 1
+    assert woken("hangard_checkpoint_bytes") == after("hangard_checkpoint_bytes")
+
+    # A sandbox's checkpoint counts too, and its delete takes it off.
+    run(server, sandbox, "mkdir -p /tmp/m && head -c 50000 /dev/urandom > /tmp/m/x")
+    cp = server.ok("POST", f"/v1/sandboxes/{sandbox}/checkpoints", {"workspace": "/tmp/m"}, status=201).json()
+    assert gauges(server)("hangard_checkpoint_bytes") == woken("hangard_checkpoint_bytes") + cp["stored_bytes"]
+    server.ok("DELETE", f"/v1/checkpoints/{cp['id']}", status=204)
+    assert gauges(server)("hangard_checkpoint_bytes") == woken("hangard_checkpoint_bytes")
