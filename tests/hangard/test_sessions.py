@@ -56,3 +56,48 @@ def test_session_bad_requests(server):
     assert r.status == 400, r
     r = server.request("POST", "/v1/sessions", b"{not json", headers={"Content-Type": "application/json"})
     assert r.status == 400, r
+
+
+def test_session_events_reach_subscribers(server):
+    from test_api import SSE
+    sub = SSE(server)
+    sid = None
+    try:
+        s = server.ok("POST", "/v1/sessions", {}, status=201).json()
+        sid, first = s["id"], s["sandbox"]
+        ev = sub.events("session.created")
+        assert ev["session"] == sid and ev["sandbox"] == first and ev["provider"] == "local", ev
+
+        got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {}).json()
+        assert got["state"] == "parked", got
+        ev = sub.events("session.parked")
+        assert ev["session"] == sid and ev["sandbox"] == first and ev["checkpoint"] == got["checkpoint"], ev
+
+        server.ok("POST", f"/v1/sessions/{sid}/resume")
+        ev = sub.events("session.woken")
+        assert ev["session"] == sid and ev["sandbox"] == first, ev
+
+        got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {"no_park": True}).json()
+        ev = sub.events("session.suspended")
+        assert ev["session"] == sid and ev["checkpoint"] == got["checkpoint"] and ev["reason"], ev
+
+        got = server.ok("POST", f"/v1/sessions/{sid}/resume").json()
+        ev = sub.events("session.restored")
+        assert ev["session"] == sid and ev["sandbox"] == got["sandbox"] != first, ev
+
+        forks = server.ok("POST", f"/v1/sessions/{sid}/fork", {"count": 1}).json()["forks"]
+        kid = forks[0]["session"]
+        ev = sub.events("session.forked")
+        assert ev["session"] == kid["id"] and ev["sandbox"] == kid["sandbox"], ev
+        server.ok("DELETE", f"/v1/sessions/{kid['id']}", status=204)
+        assert sub.events("session.deleted")["session"] == kid["id"]
+
+        server.ok("POST", f"/v1/sessions/{sid}/archive")
+        assert sub.events("session.archived")["session"] == sid
+        server.ok("DELETE", f"/v1/sessions/{sid}", status=204)
+        assert sub.events("session.deleted")["session"] == sid
+        sid = None
+    finally:
+        sub.close()
+        if sid:
+            server.request("DELETE", f"/v1/sessions/{sid}")
