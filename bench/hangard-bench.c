@@ -236,6 +236,91 @@ static void run(const char *label, enum call call, int via_http, int clients)
 	free(cs);
 }
 
+/*
+ * What hangard adds to one call, measured in pairs: one client alternates
+ * the call through hangard and straight through libhangar, so both see the
+ * same machine at the same moment (a shared, busy host moves both alike),
+ * and the median of the pairs' differences is the added cost.
+ */
+static void paired(const char *label, enum call call)
+{
+	static const char body[] = "{\"command\":\"true\"}";
+	size_t cap = 1024, n = 0;
+	double *via = malloc(cap * sizeof(*via)), *direct = malloc(cap * sizeof(*direct)),
+	       *diff = malloc(cap * sizeof(*diff)), end = now_ms() + run_seconds * 1000;
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	hangar_sandbox *sb = NULL;
+	char req[1024];
+	size_t len;
+	int fd = connect_hangard(), errors = 0;
+	struct stats sv, sd, sx;
+
+	if (call == CALL_STATUS)
+		len = (size_t)snprintf(req, sizeof(req),
+				       "GET /v1/sandboxes/%s HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " TOKEN "\r\n\r\n",
+				       sandbox_id);
+	else
+		len = (size_t)snprintf(req, sizeof(req),
+				       "POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " TOKEN
+				       "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+				       sandbox_id, sizeof(body) - 1, body);
+	if (!via || !direct || !diff || fd < 0 || hangar_sandbox_attach(&sb, ctx, NULL, sandbox_id) < 0) {
+		printf("%-28s paired: cannot start\n", label);
+		goto out;
+	}
+	while (now_ms() < end) {
+		double t0 = now_ms(), t1, t2;
+		int ok = http_call(fd, req, len) == 200;
+
+		t1 = now_ms();
+		if (call == CALL_STATUS) {
+			ok = ok && hangar_sandbox_get_info(&info, sb) == 0;
+		} else {
+			ok = ok && hangar_sandbox_exec(&res, sb, "true", NULL) == 0 && res.exit_code == 0;
+			hangar_exec_result_dispose(&res);
+		}
+		t2 = now_ms();
+		if (!ok) {
+			errors++;
+			continue;
+		}
+		if (n == cap) {
+			double *a = realloc(via, 2 * cap * sizeof(*a)), *b = a ? realloc(direct, 2 * cap * sizeof(*b)) : NULL,
+			       *c = b ? realloc(diff, 2 * cap * sizeof(*c)) : NULL;
+
+			via = a ? a : via;
+			direct = b ? b : direct;
+			diff = c ? c : diff;
+			if (!c)
+				break;
+			cap *= 2;
+		}
+		via[n] = t1 - t0;
+		direct[n] = t2 - t1;
+		diff[n] = via[n] - direct[n];
+		n++;
+	}
+	if (n == 0) {
+		printf("%-28s paired: no successful pairs, errors=%d\n", label, errors);
+		goto out;
+	}
+	stats_of(via, n, &sv);
+	stats_of(direct, n, &sd);
+	stats_of(diff, n, &sx);
+	printf("%-28s paired c=1: via hangard p50 %.3f ms, direct p50 %.3f ms, hangard adds p50 %.3f ms"
+	       " (p99 %.3f) n=%zu errors=%d\n",
+	       label, sv.p50, sd.p50, sx.p50, sx.p99, n, errors);
+out:
+	fflush(stdout);
+	if (fd >= 0)
+		close(fd);
+	hangar_sandbox_unref(sb);
+	free(via);
+	free(direct);
+	free(diff);
+}
+
 static long rss_kib(pid_t pid, const char *field)
 {
 	char path[64], line[256];
@@ -423,6 +508,8 @@ int main(int argc, char **argv)
 		run("exec true via hangard", CALL_EXEC, 1, conc[i]);
 		run("exec true via libhangar", CALL_EXEC, 0, conc[i]);
 	}
+	paired("status", CALL_STATUS);
+	paired("exec true", CALL_EXEC);
 	printf("hangard RSS under load: %ld KiB at most (sampled every 20 ms); after: %ld KiB, peak %ld KiB\n",
 	       rss_peak_load_kib, rss_kib(pid, "VmRSS:"), rss_kib(pid, "VmHWM:"));
 	if (hold_n > 0)
