@@ -194,3 +194,25 @@ def test_no_leak_over_a_thousand_cycles(fake):
     if "address" not in os.environ.get("HANGAR_PY_SANITIZE", ""):
         # (ASan keeps freed memory in quarantine: RSS says nothing there.)
         assert grown_rss < 256, f"RSS grew {grown_rss} KiB over 900 cycles"
+
+
+def test_a_process_dropped_in_its_own_callback(ctx):
+    # The library must not release a process from inside its own output
+    # callback (it would free the process under the running callback: ASan
+    # reports it in the sanitizer build); the bindings hand that release to
+    # another thread.
+    with hangar.Sandbox.create(ctx) as sb:
+        done = threading.Event()
+        box = {}
+
+        def out(stream, data):
+            p = box.pop("p", None)
+            if p is not None:
+                p.close()
+                done.set()
+
+        box["p"] = sb.start("echo a; sleep 0.2; echo b; sleep 30", on_output=out)
+        assert done.wait(30)
+        box.clear()
+        gc.collect()
+        assert sb.exec("echo alive").stdout == b"alive\n"

@@ -97,8 +97,9 @@ class Output(bytes):
 
 def _truncated(kept: bytes, produced: int) -> bool:
     # What was kept is the output itself unless the middle was dropped, when
-    # a marker line saying how much stands between head and tail.
-    return len(kept) != produced or (_MARKER in kept and b"\n[... " in kept)
+    # a marker line saying how much stands between head and tail (kept can
+    # then be as long as what was produced, never otherwise shorter).
+    return len(kept) != produced or (produced > 0 and _MARKER in kept)
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,13 @@ class ExecResult:
 
     @classmethod
     def _from_raw(cls, t: Sequence[Any]) -> "ExecResult":
-        out, err = Output(t[2]), Output(t[3])
-        return cls(exit_code=int(t[0]), stdout=out, stderr=err, timed_out=bool(t[1]),
-                   truncated=_truncated(out, int(t[4])) or _truncated(err, int(t[5])),
-                   stdout_bytes=int(t[4]), stderr_bytes=int(t[5]), duration=int(t[6]) / 1e6,
-                   oom_killed=bool(t[7]))
+        # The extension's tuple: (exit_code, timed_out, stdout, stderr,
+        # stdout_bytes, stderr_bytes, duration_us, oom_killed). On every
+        # exec: positional, no conversions the C side already made.
+        code, timed_out, o, e, n_out, n_err, dur, oom = t
+        out, err = Output(o), Output(e)
+        return cls(code, out, err, timed_out != 0, _truncated(out, n_out) or _truncated(err, n_err), n_out, n_err,
+                   dur / 1e6, oom != 0)
 
 
 @dataclass(frozen=True)

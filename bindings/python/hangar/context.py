@@ -18,6 +18,8 @@ class _Holder:
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.ptr: Any = _h.pycb_new(fn)
+        # The thread the callable last ran on, where the caller records it.
+        self.thread: Optional[List[int]] = None
 
     def check(self) -> None:
         """Raises what the callable raised since the last check."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+import threading
+from typing import Any, Callable, List, Optional, Union
 
 from . import _hangar as _h
 from ._types import SIGKILL, SIGTERM, Env, _pairs
@@ -51,7 +52,14 @@ class Process:
         holder = None
         if on_output is not None:
             fn = on_output
-            holder = _Holder(lambda t: fn(t[0], t[1]))
+            seen: List[int] = [0]
+
+            def out(t: Any) -> None:
+                seen[0] = threading.get_ident()
+                fn(t[0], t[1])
+
+            holder = _Holder(out)
+            holder.thread = seen
         try:
             ptr = _h.py_process_start(sb._raw(), command, pid, cwd, user, _pairs(env), int(pty), cols, rows,
                                       int(stdin), timeout, None if holder is None else holder.ptr)
@@ -75,8 +83,18 @@ class Process:
         ptr, self._ptr = getattr(self, "_ptr", None), None
         if ptr is None:
             return
-        _h.hangar_process_unref(ptr)
         holder, self._holder = self._holder, None
+        if holder is not None and holder.thread and holder.thread[0] == threading.get_ident():
+            # Dropped by its own output callback (or collected there): the
+            # library waits for that thread to leave the callback, so the
+            # release happens on another thread.
+            threading.Thread(target=Process._release, args=(ptr, holder), daemon=True).start()
+            return
+        Process._release(ptr, holder)
+
+    @staticmethod
+    def _release(ptr: Any, holder: Optional[_Holder]) -> None:
+        _h.hangar_process_unref(ptr)
         if holder is not None:
             holder.free()
 
