@@ -124,6 +124,9 @@ HANDLE_OUT(hangar_checkpoint)
 %typemap(argout) uint32_t *OUTU32 { $result = SWIG_Python_AppendOutput($result, PyLong_FromUnsignedLong(tmp$argnum)); }
 %apply uint32_t *OUTU32 { uint32_t *reaped, uint32_t *archived };
 
+%typemap(in, numinputs=0) int *released (int tmp = 0) { $1 = &tmp; }
+%typemap(argout) int *released { $result = SWIG_Python_AppendOutput($result, PyBool_FromLong(tmp$argnum)); }
+
 %typemap(in, numinputs=0) int32_t *exit_code (int32_t tmp = 0) { $1 = &tmp; }
 %typemap(argout) int32_t *exit_code { $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum)); }
 
@@ -250,6 +253,7 @@ fail:
 %ignore hangar_session_set_hook;
 %ignore hangar_session_fork;
 %ignore hangar_error_last;
+%ignore hangar_ctx_reap;
 %ignore hangar_create_opts_init;
 %ignore hangar_exec_opts_init;
 %ignore hangar_copy_opts_init;
@@ -283,6 +287,7 @@ fail:
 %ignore hangar_suspend_opts;
 %ignore hangar_session_info;
 %ignore hangar_session_fork_result;
+%ignore hangar_reap_result;
 
 %include <stdint.i>
 %include "hangar/common.h"
@@ -712,17 +717,6 @@ static PyObject *py_session_set_hook(hangar_ctx *ctx, struct pycb *cb)
 	Py_RETURN_NONE;
 }
 
-/* The details of this thread's last error, as raise_last() sees them. */
-static PyObject *py_error_last(void)
-{
-	const hangar_error *e = hangar_error_last();
-
-	return Py_BuildValue("{s:i,s:N,s:i,s:i,s:i,s:N,s:i,s:I}", "code", e->code, "message", pstr(e->message),
-			     "category", e->category, "os_errno", e->os_errno, "http_status", e->http_status,
-			     "provider_code", pstr(e->provider_code), "retry_after", e->retry_after_s, "flags",
-			     e->flags);
-}
-
 static PyObject *py_ctx_settings(hangar_ctx *ctx, const char *provider, int all, PyObject *fn)
 {
 	struct pycb cb = CB_INIT(fn);
@@ -1136,6 +1130,21 @@ static PyObject *py_session_list(hangar_ctx *ctx, PyObject *fn)
 
 	BLOCKING(rc = hangar_session_list(ctx, tr_session_info, &cb));
 	return cb_finish(&cb, rc);
+}
+
+static PyObject *py_ctx_reap(hangar_ctx *ctx, const char *lease, uint32_t lease_seconds)
+{
+	hangar_reap_result r = HANGAR_REAP_RESULT_INIT;
+	int rc;
+
+	BLOCKING(rc = hangar_ctx_reap(&r, ctx, lease, lease_seconds));
+	if (rc < 0) {
+		raise_last(rc);
+		return NULL;
+	}
+	return Py_BuildValue("{s:N,s:I,s:I,s:L}", "leader", PyBool_FromLong(r.leader), "sessions_reaped",
+			     r.sessions_reaped, "records_forgotten", r.records_forgotten, "lease_expires_us",
+			     (long long)r.lease_expires_us);
 }
 
 static PyObject *py_session_fork(hangar_session *s, uint32_t count, PyObject *fn)

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 import hangar
 
 
@@ -18,3 +20,68 @@ def test_a_context_reads_settings(ctx):
     assert ctx.get("HANGAR_EXEC_TIMEOUT_SECONDS") == "42"
     names = {p.name for p in ctx.providers()}
     assert {"local", "e2b"} <= names
+
+
+# Exports the package does not call, each for a reason.
+NOT_FOR_PYTHON = {
+    "hangar_provider_register": "a provider is a table of C functions (hangar/sys/provider.h)",
+    "hangar_ctx_ref": "a Context holds the one reference Python needs; children hold theirs in C",
+    "hangar_process_ref": "one Process object per handle",
+    "hangar_provider_ref": "providers are described, never kept (ProviderInfo)",
+    "hangar_error_last": "read by the extension right after every failing call: the exception's fields",
+    "hangar_strerror": "exceptions carry the library's message",
+    "hangar_error_name": "each class has the name of its code (test_errors checks it)",
+    "hangar_version": "hangar.__version__ is the version the package was built with",
+    "hangar_version_number": "as hangar_version",
+}
+
+
+def test_every_export_reaches_python():
+    # A function added to the library fails this until the package offers
+    # it (through the generated layer or a helper of hangar.i) or it is
+    # listed above with a reason.
+    import glob
+    import re
+
+    root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "libhangar", "libhangar.sym")) as f:
+        exports = {e for e in re.findall(r"\b(hangar_[a-z0-9_]+);", f.read()) if not e.startswith("hangar_sys_")}
+    assert len(exports) > 100
+    with open(os.path.join(root, "bindings", "python", "hangar.i")) as f:
+        interface = f.read()
+    helpers = re.sub(r"%ignore \w+;", "", interface)
+    helpers = helpers[helpers.index("---- callbacks"):]
+    ignored = set(re.findall(r"%ignore (hangar_\w+);", interface))
+    package = ""
+    for path in glob.glob(os.path.join(root, "bindings", "python", "hangar", "*.py")):
+        with open(path) as f:
+            package += f.read()
+    called = set(re.findall(r"_h\.(hangar_\w+)", package))
+    helper_names = set(re.findall(r"_h\.(py_\w+)", package))
+    missing = []
+    for e in sorted(exports):
+        if e in NOT_FOR_PYTHON or e in called:
+            continue
+        if re.search(r"\b" + e + r"\(", helpers) and any(
+                re.search(r"static PyObject \*" + h + r"\((?:(?!\n}\n).)*\b" + e + r"\(", helpers, re.S)
+                for h in helper_names):
+            continue
+        if e.endswith("_opts_init") and e in ignored:
+            continue  # the helpers fill their option structs with the _INIT macros
+        missing.append(e)
+    assert not missing, f"exported but not reachable from the package: {missing}"
+    for e in NOT_FOR_PYTHON:
+        assert e in exports, f"{e} is no longer exported: drop it from NOT_FOR_PYTHON"
+
+
+def test_store_and_reaper_lease(ctx):
+    ctx.ping_store()
+    r = ctx.reap_as_leader("py-reaper", 60)
+    assert r.leader and r.lease_expires_us > 0
+    other = hangar.Context()
+    assert not other.reap_as_leader("py-reaper", 60).leader
+    assert not other.release_lease("py-reaper")
+    assert ctx.release_lease("py-reaper")
+    assert other.reap_as_leader("py-reaper", 60).leader
+    with pytest.raises(hangar.InvalidArgumentError):
+        ctx.reap_as_leader("bad lease name!", 60)

@@ -20,7 +20,7 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_KERNEL_ISOLATIO
                      LOG_WARNING, PAUSED, PTY, RESUME_COLD, RESUME_FRESH, RESUME_HOT, RESUME_NONE, RUNNING,
                      SESSION_ACTIVE, SESSION_ARCHIVED, SESSION_PARKED, SESSION_SUSPENDED, SETTING_DEFAULT,
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
-                     EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, SandboxInfo,
+                     EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, ReapResult, SandboxInfo,
                      SessionInfo, Setting, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .context import Context
@@ -39,7 +39,7 @@ __version__: str = _hangar.HANGAR_VERSION_STRING if hasattr(_hangar, "HANGAR_VER
 __all__ = [
     "Context", "Sandbox", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
-    "EnvironmentInfo", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo",
+    "EnvironmentInfo", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",

@@ -266,6 +266,16 @@ class ProviderInfo:
 
 
 @dataclass(frozen=True)
+class ReapResult:
+    """What one Context.reap_as_leader() pass did."""
+
+    leader: bool
+    sessions_reaped: int
+    records_forgotten: int
+    lease_expires_us: int
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     """What the state store says about a session."""
 

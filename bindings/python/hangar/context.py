@@ -7,7 +7,8 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from . import _hangar as _h
-from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, SandboxInfo, Setting, TemplateInfo, TierInfo)
+from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, ReapResult, SandboxInfo, Setting, TemplateInfo,
+                     TierInfo)
 
 EventCallback = Callable[[str, Dict[str, Any]], None]
 LogCallback = Callable[[int, str], None]
@@ -226,3 +227,17 @@ class Context:
         """Destroys sandboxes parked too long; returns how many (hangar_session_reap(3))."""
         _rc, n = _h.hangar_session_reap(self._raw())
         return int(n)
+
+    def reap_as_leader(self, lease: str, lease_seconds: int) -> ReapResult:
+        """One reaping pass, only in the context holding the store's lease named lease
+        (hangar_ctx_reap(3)): processes sharing a store call it periodically, one reaps."""
+        return ReapResult(**_h.py_ctx_reap(self._raw(), lease, lease_seconds))
+
+    def release_lease(self, lease: str) -> bool:
+        """Gives the reaper's lease up if this context holds it; True when it did."""
+        _rc, released = _h.hangar_ctx_reap_release(self._raw(), lease)
+        return bool(released)
+
+    def ping_store(self) -> None:
+        """Checks that the state store answers now (for readiness probes); raises if not."""
+        _h.hangar_ctx_ping_store(self._raw())
