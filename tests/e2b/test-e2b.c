@@ -865,6 +865,28 @@ static int stop_at_first(const hangar_sandbox_log_entry *e, void *payload)
 	return 7;
 }
 
+/* No address that would reach nothing: the port's host wants the traffic token, which stays here. */
+START_TEST(t_expose_port)
+{
+	hangar_buf addr = HANGAR_BUF_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	sb = create(ctx, 120);
+	ck_assert_int_eq(hangar_sandbox_expose_port(&addr, sb, 8000), HANGAR_EUNSUPPORTED);
+	ck_assert_msg(strstr(hangar_error_last()->message, "traffic token") &&
+			      strstr(hangar_error_last()->message, hangar_sandbox_id(sb)),
+		      "message: %s", hangar_error_last()->message);
+	ck_assert_ptr_null(addr.ptr);
+	ck_assert_int_eq(hangar_sandbox_expose_port(&addr, sb, 0), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(t_metrics_logs)
 {
 	struct collected c = { "", 0 };
@@ -1386,6 +1408,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, t_templates, 0, 3);
 	tcase_add_loop_test(tc, t_fork, 0, 3);
 	tcase_add_loop_test(tc, t_metrics_logs, 0, 3);
+	tcase_add_loop_test(tc, t_expose_port, 0, 3);
 	tcase_add_loop_test(tc, t_alias, 0, 3);
 	tcase_add_loop_test(tc, t_list_pages, 0, 2);
 	tcase_add_test(tc, t_cube_unauthenticated);

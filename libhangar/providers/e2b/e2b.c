@@ -1373,6 +1373,26 @@ static const struct hangar_setting_def e2b_settings[] = {
 };
 
 /*
+ * Not offered, and said why: the platforms route a sandbox's port at
+ * <port>-<id>.<domain>, but every sandbox is created with public traffic off
+ * (see the top of this file), so that host answers 403 to a request without
+ * the traffic token, which never leaves the library. A bare host name would
+ * reach nothing.
+ */
+static int e2b_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr)
+{
+	struct e2b *e = state;
+
+	(void)out_addr;
+	if (!e2b_valid_id(id))
+		return bad_id(id);
+	return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+				"e2b: the %s flavour cannot expose port %u: its host %u-%s.<domain> wants the "
+				"sandbox's traffic token (public traffic is off), which stays in the library",
+				e->fl->name, (unsigned)port, (unsigned)port, id);
+}
+
+/*
  * One table for every flavour: init reads HANGAR_E2B_FLAVOR and reports that
  * flavour's capabilities; the slots a flavour lacks answer
  * HANGAR_EUNSUPPORTED from the flavour's rules. Before init it claims only
@@ -1402,4 +1422,5 @@ const struct hangar_provider_ops e2b_provider_ops = {
 	.logs = e2b_logs,
 	.settings = e2b_settings,
 	.get_capabilities = e2b_capabilities,
+	.expose_port = e2b_expose_port,
 };
