@@ -2,6 +2,7 @@
 hangard, a PostgreSQL server stopped under it (suite postgres, pg-run.sh)."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -72,3 +73,17 @@ def test_readyz_on_postgresql_follows_the_server(make_server):
         pg_ctl("start", "-o", f"-k {PG} -c listen_addresses= -p {os.environ['HANGAR_TEST_PG_PORT']} -c fsync=off")
     assert s.ok("GET", "/readyz").json()["status"] == "ready"
     assert password not in s.log_text()
+
+
+def test_the_man_page_names_every_table_the_store_keeps():
+    # hangard(8)'s "Several replicas" says what moves to PostgreSQL: every
+    # table the store's migrations create, so a new one cannot go unsaid.
+    root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "libhangar", "store", "store.c")) as f:
+        tables = set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", f.read()))
+    with open(os.path.join(root, "man", "hangard.8")) as f:
+        page = f.read()
+    section = page[page.index(".SS Several replicas"):page.index(".SS Reaper")]
+    named = set(re.findall(r"^\.RB \( (\w+)", section, re.M))
+    assert {"sandboxes", "sessions", "leases"} <= tables, tables
+    assert tables <= named, tables - named
