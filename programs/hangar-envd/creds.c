@@ -113,6 +113,12 @@ int envd_creds_enter(const struct envd_user *u, struct envd_creds *saved)
 	int n, rc, root = u->uid == 0;
 
 	memset(saved, 0, sizeof(*saved));
+	/*
+	 * With one uid for the whole sandbox (-single-uid), any other user
+	 * would be the daemon itself with another name: refused, as commands are.
+	 */
+	if (envd_cfg.single_uid && u->uid != geteuid())
+		return -EPERM;
 	/* Root acts as itself, unless the sandbox's root is another uid (root_id). */
 	if (!envd_cfg.is_root || (root && !envd_cfg.root_id))
 		return 0;

@@ -46,7 +46,9 @@ struct envd_creds {
 /*
  * The calling thread takes u's file credentials. A no-op (saved->active 0)
  * when the daemon cannot switch users (it does not run as root) or u is
- * root. Returns 0, or -errno with the thread's credentials unchanged.
+ * root. Returns 0, or -errno with the thread's credentials unchanged:
+ * -EPERM when the daemon runs every user as one uid (-single-uid) and u is
+ * not that uid.
  */
 int envd_creds_enter(const struct envd_user *u, struct envd_creds *saved);
 

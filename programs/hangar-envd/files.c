@@ -736,7 +736,7 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 	rc = envd_creds_enter(&user, &creds);
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "cannot act as user '%s': %s", user.name, strerror(-rc));
-		return fail_response(resp, 500, msg);
+		return fail_response(resp, rc == -EPERM ? 403 : 500, msg);
 	}
 	fd = open_download(path, &st, &status, msg, sizeof(msg));
 	envd_creds_leave(&creds);
@@ -1063,7 +1063,8 @@ static int open_target(struct files_upload *u, const char *path)
 	int rc = envd_creds_enter(&u->user, &creds);
 
 	if (rc < 0)
-		return upload_fail(u, 500, "cannot act as user '%s': %s", u->user.name, strerror(-rc));
+		return upload_fail(u, rc == -EPERM ? 403 : 500, "cannot act as user '%s': %s", u->user.name,
+				   strerror(-rc));
 	rc = open_target_as_user(u, path);
 	envd_creds_leave(&creds);
 	if (rc < 0)
@@ -1094,7 +1095,8 @@ static int close_target(struct files_upload *u)
 		return -1;
 	rc = envd_creds_enter(&u->user, &creds);
 	if (rc < 0)
-		return upload_fail(u, 500, "cannot act as user '%s': %s", u->user.name, strerror(-rc));
+		return upload_fail(u, rc == -EPERM ? 403 : 500, "cannot act as user '%s': %s", u->user.name,
+				   strerror(-rc));
 	rc = envd_metadata_write(u->target, (const char *const *)u->meta_keys,
 				 (const char *const *)u->meta_values, u->meta_n);
 	envd_creds_leave(&creds);

@@ -502,7 +502,8 @@ static int as_user(struct envd_req *r, struct envd_creds *saved, struct rpc_erro
 	int rc = envd_creds_enter(&r->user, saved);
 
 	if (rc < 0)
-		return rpc_fail(err, CONNECT_INTERNAL, "cannot act as user '%s': %s", r->user.name, strerror(-rc));
+		return rpc_fail(err, rc == -EPERM ? CONNECT_PERMISSION_DENIED : CONNECT_INTERNAL,
+				"cannot act as user '%s': %s", r->user.name, strerror(-rc));
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +44,8 @@ void envd_log(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH] [-token-file PATH | -token-fd FD]\n"
+	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH | -listen-fd FD]\n"
+	      "                   [-token-file PATH | -token-fd FD]\n"
 	      "                   [-token-env NAME] [-user NAME] [-workdir DIR] [-env KEY=VALUE]...\n"
 	      "                   [-ready-fd FD] [-userns-fd FD -root-id ID] [-single-uid] [-v] [-version]\n",
 	      f);
@@ -241,6 +243,20 @@ int main(int argc, char **argv)
 			so.bind_addr = arg_value(argc, argv, &i);
 		} else if (strcmp(a, "-socket") == 0) {
 			so.socket_path = arg_value(argc, argv, &i);
+		} else if (strcmp(a, "-listen-fd") == 0) {
+			char *end;
+			int fd = (int)strtol(arg_value(argc, argv, &i), &end, 10);
+			int listening = 0;
+			socklen_t len = sizeof(listening);
+
+			/* A socket its starter bound where the sandbox cannot reach it (hangar-jail). */
+			if (*end || !argv[i][0] || fd < 0 ||
+			    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening) {
+				fprintf(stderr, "hangar-envd: -listen-fd %s is not a listening socket\n", argv[i]);
+				return 2;
+			}
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			so.listen_fd = fd;
 		} else if (strcmp(a, "-token-file") == 0) {
 			token_file = arg_value(argc, argv, &i);
 		} else if (strcmp(a, "-token-fd") == 0) {
@@ -302,6 +318,11 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (so.socket_path && so.listen_fd >= 0) {
+		fprintf(stderr, "hangar-envd: -socket and -listen-fd exclude each other\n");
+		usage(stderr);
+		return 2;
 	}
 	if (token_file && token_fd >= 0) {
 		fprintf(stderr, "hangar-envd: -token-file and -token-fd exclude each other\n");
@@ -373,11 +394,13 @@ int main(int argc, char **argv)
 		return 1;
 	if (so.socket_path)
 		envd_log("listening on %s", so.socket_path);
+	else if (so.listen_fd >= 0)
+		envd_log("listening on descriptor %d", so.listen_fd);
 	else
 		envd_log("listening on port %u", so.bound_port);
 	if (ready_fd >= 0) {
 		char line[32];
-		int len = so.socket_path ? snprintf(line, sizeof(line), "ready\n")
+		int len = so.socket_path || so.listen_fd >= 0 ? snprintf(line, sizeof(line), "ready\n")
 					 : snprintf(line, sizeof(line), "ready %u\n", so.bound_port);
 		ssize_t n = write(ready_fd, line, (size_t)len);
 

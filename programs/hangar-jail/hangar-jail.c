@@ -61,7 +61,6 @@
 
 #define TEARDOWN_DEADLINE_MS 10000
 #define NET_DEADLINE_MS 5000
-#define READY_DEADLINE_MS 30000   /* envd listening, as the library waits for it */
 #define TOKEN_MAX 1024
 
 static const char *dir, *id;
@@ -491,7 +490,6 @@ static void add_usr_links(struct argv *a)
  * As root, the child builds what bwrap binds in a mount namespace of its
  * own, at STAGE (a directory every uid can cross, unlike a state directory
  * under /root, which the sandbox's unprivileged ids could not reach):
- *   STAGE/run   the sandbox's run/ (envd's socket)
  *   STAGE/etc   its /etc (etc.c)
  *   STAGE/envd  hangar-envd
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
@@ -504,12 +502,12 @@ static void add_usr_links(struct argv *a)
 #define STAGE_FALLBACK "/tmp"
 
 struct sbfds {
-	int run, etc, envd, seccomp;
+	int etc, envd, seccomp;
 };
 
 static void close_fds(struct sbfds *f)
 {
-	int *all[] = { &f->run, &f->etc, &f->envd, &f->seccomp };
+	int *all[] = { &f->etc, &f->envd, &f->seccomp };
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (*all[i] >= 0) {
@@ -532,11 +530,10 @@ static int open_in_dir(const char *rest, int flags)
 /* The sources of the stage, and (with filter) the seccomp filter. */
 static int open_fds(struct sbfds *f, const char *envd, int filter)
 {
-	f->run = open_in_dir("run", O_DIRECTORY);
 	f->etc = open_in_dir("rootfs/etc", O_DIRECTORY);
 	f->envd = open(envd, O_PATH | O_CLOEXEC);
 	f->seccomp = filter ? seccomp_filter_fd() : -2;
-	if (f->run < 0 || f->etc < 0 || f->envd < 0 || f->seccomp == -1) {
+	if (f->etc < 0 || f->envd < 0 || f->seccomp == -1) {
 		int e = errno;
 
 		close_fds(f);
@@ -591,7 +588,7 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 {
 	const char *at = stage();
 	char rw[PATH_MAX], opts[64];
-	struct sbfds f = { -1, -1, -1, -1 };
+	struct sbfds f = { -1, -1, -1 };
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
 	 * namespace, root of the commands' namespace below) as the stage's
@@ -606,7 +603,7 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (bind_fd(f.run, at, "run", 0) < 0 || bind_fd(f.etc, at, "etc", 0) < 0 ||
+	if (bind_fd(f.etc, at, "etc", 0) < 0 ||
 	    bind_fd(f.envd, at, "envd", 1) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_fds(&f);
@@ -629,7 +626,7 @@ static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/t
 					   "/proc/sysrq-trigger" };
 
 static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
-			    int ready_fd, int envd_token_fd, const struct sbfds *f, int userns, unsigned uid,
+			    int ready_fd, int envd_token_fd, int envd_listen_fd, const struct sbfds *f, int userns, unsigned uid,
 			    unsigned gid, unsigned shm_mb, int info_fd, int block_fd, int inner_fd, unsigned top)
 {
 	static const char *const caps[] = {
@@ -748,8 +745,17 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "--symlink");
 	add(a, "../tmp");
 	add(a, "/var/tmp");
-	add(a, "--bind");
-	addf(a, "%s/run", src);
+	/*
+	 * envd's binary, in a small read-only file system for envd alone, where
+	 * nothing can be planted, not even by a file operation envd makes for
+	 * root. Its socket is not in the sandbox at all: the jail binds it on
+	 * the host's side (envd.sock in the sandbox's directory, see main).
+	 */
+	add(a, "--perms");
+	add(a, "0700");
+	add(a, "--size");
+	add(a, "65536");
+	add(a, "--tmpfs");
 	add(a, "/run/hangar");
 	if (userns || strncmp(envd, "/usr/", 5) != 0) {
 		envd_inside = "/run/hangar/hangar-envd";
@@ -760,6 +766,8 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 			add(a, envd);
 		add(a, envd_inside);
 	}
+	add(a, "--remount-ro");
+	add(a, "/run/hangar");
 	add(a, "--hostname");
 	add(a, m->id);
 	add(a, "--chdir");
@@ -769,8 +777,8 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "PATH");
 	add(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	add(a, envd_inside);
-	add(a, "-socket");
-	add(a, "/run/hangar/envd.sock");
+	add(a, "-listen-fd");
+	addf(a, "%d", envd_listen_fd);
 	add(a, "-token-fd");
 	addf(a, "%d", envd_token_fd);
 	add(a, "-user");
@@ -1080,23 +1088,10 @@ static void read_limits(struct limits *l)
 	l->shm_mb = l->memory_mb / 4 ? l->memory_mb / 4 : 1;
 }
 
-static int chown_in(const char *rest, unsigned uid, unsigned gid, mode_t mode)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, rest);
-	if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
-		return -1;
-	return 0;
-}
-
 /*
- * As root: claims the sandbox's uid range and gives its writable directories
- * to the ids inside (the sandbox's root owns run/ until envd has made its
- * socket there, then host root: see seal_run). Unprivileged: the caller's
- * subordinate ids when it has them (run/ stays the caller's, root inside).
- * Then makes the seccomp filter. *uid and *gid: `user`'s ids as the sandbox
- * sees them.
+ * As root: claims the sandbox's uid range. Unprivileged: the caller's
+ * subordinate ids when it has them (the caller is root inside). Then makes
+ * the seccomp filter. *uid and *gid: `user`'s ids as the sandbox sees them.
  */
 static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, unsigned *gid, const char *envd)
 {
@@ -1109,63 +1104,14 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 			return -1;
 		}
 		*uid = *gid = 1000;
-		if (chown_in("run", r->base, r->base, 0700) < 0)
-			return -1;
 	} else if (uid_range_subids(r) == 0) {
-		*uid = *gid = 1000; /* run/ stays the caller's, who is root inside */
+		*uid = *gid = 1000;
 	} else {
 		*uid = (unsigned)geteuid();
 		*gid = (unsigned)getegid();
 	}
 	f->seccomp = seccomp_filter_fd();
 	return f->seccomp < 0 ? -1 : 0;
-}
-
-/*
- * With a root caller, envd makes its socket in run/ (the sandbox's
- * /run/hangar) as the sandbox's root, which owns it; once envd listens the
- * directory is given to host root, which the sandbox's ids cannot act as,
- * so no process in the sandbox can enter it, rename the socket or put one
- * of its own in its place. envd keeps listening on its descriptor.
- */
-static int seal_run(void)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/run", dir);
-	return chown(path, 0, 0) < 0 || chmod(path, 0700) < 0 ? -1 : 0;
-}
-
-/*
- * Reads envd's ready line on from (within deadline), seals run/, and passes
- * the line on to the library's ready fd to. Nothing is passed on when envd
- * ends or stays silent: the library then sees EOF.
- */
-static void relay_ready(int from, int to, int64_t deadline)
-{
-	char line[64];
-	size_t have = 0;
-
-	while (have < sizeof(line) && !memchr(line, '\n', have)) {
-		struct pollfd p = { from, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
-		n = read(from, line + have, sizeof(line) - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		have += (size_t)n;
-	}
-	if (seal_run() < 0) {
-		say("cannot close %s/run to the sandbox: %s", dir, strerror(errno));
-		return;
-	}
-	if (write(to, line, have) != (ssize_t)have)
-		say("cannot tell the library envd is ready: %s", strerror(errno));
 }
 
 static void usage(void)
@@ -1177,11 +1123,11 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	const char *bwrap = NULL, *envd = NULL;
-	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, status = 0, done = 0;
+	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, efd, status = 0, done = 0;
 	int inner_fd;
 	struct argv av = { 0 };
-	struct sbfds fds = { -1, -1, -1, -1 };
-	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 }, envd_ready[2] = { -1, -1 };
+	struct sbfds fds = { -1, -1, -1 };
+	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 };
 	const char *slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
 	unsigned uid, gid;
 	struct limits lim;
@@ -1279,6 +1225,19 @@ int main(int argc, char **argv)
 		teardown(-1, 1);
 		return 1;
 	}
+	/*
+	 * envd's socket, bound here on the host's side of the sandbox: no path
+	 * inside leads to it, so nothing in the sandbox (root, or a file
+	 * operation made for root) can move it, replace it or put a link in
+	 * its place. envd gets the listening descriptor.
+	 */
+	efd = listen_unix(dir, "envd.sock", 512);
+	if (efd < 0) {
+		say("cannot listen on %s/envd.sock: %s", dir, strerror(errno));
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
+	}
 	envd_token = token_pipe();
 	if (envd_token < 0) {
 		say("cannot make the token pipe: %s", strerror(errno));
@@ -1324,19 +1283,11 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/limits", dir);
 	if (limits_record(dir, &lcg, &lim) < 0)
 		say("cannot write %s: %s", path, strerror(errno));
-	/* A root caller's envd tells the jail it is ready, which seals run/ first (relay_ready). */
-	if (geteuid() == 0 && (pipe2(envd_ready, O_CLOEXEC) < 0 || fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)) {
-		say("pipe: %s", strerror(errno));
-		lstate_meta_clear(&m);
-		teardown(-1, 1);
-		return 1;
-	}
 	/* A descriptor number for the commands' namespace, which the child puts there. */
 	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
-	    build_bwrap_argv(&av, bwrap, envd, &m, envd_ready[1] >= 0 ? envd_ready[1] : ready_fd, envd_token, &fds,
-			     own_userns(), uid, gid, lim.shm_mb, net_info[1], net_block[0], inner_fd,
-			     own_userns() ? uid_range_top(&ids) : 0) < 0) {
+	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, efd, &fds, own_userns(), uid, gid,
+			     lim.shm_mb, net_info[1], net_block[0], inner_fd, own_userns() ? uid_range_top(&ids) : 0) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
@@ -1345,20 +1296,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	{
-		int keep[5] = { envd_token, fds.seccomp };
-		size_t nkeep = 2;
+		int keep[6] = { envd_token, fds.seccomp, efd };
+		size_t nkeep = 3;
 
 		if (m.network) {
 			keep[nkeep++] = net_info[1];
 			keep[nkeep++] = net_block[0];
 		}
-		if (envd_ready[1] >= 0)
-			keep[nkeep++] = envd_ready[1];
+		keep[nkeep++] = ready_fd;
 		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &ids : NULL, envd, lim.disk_mb, inner_fd);
 	}
 	close(inner_fd);
-	if (envd_ready[1] >= 0)
-		close(envd_ready[1]);
+	close(efd); /* envd's now */
 	lstate_meta_clear(&m);
 	argv_free(&av);
 	close_fds(&fds);
@@ -1370,8 +1319,6 @@ int main(int argc, char **argv)
 		close(net_info[0]);
 		if (child > 0 && slirp < 0) {
 			close(net_block[1]);
-			if (envd_ready[0] >= 0)
-				close(envd_ready[0]);
 			close(ready_fd);
 			close(envd_token);
 			teardown(child, 0);
@@ -1382,12 +1329,7 @@ int main(int argc, char **argv)
 			say("cannot release bwrap: %s", strerror(errno));
 		close(net_block[1]);
 	}
-	/* Only envd (or the relay) keeps the ready pipe: the library sees EOF if it dies first. */
-	if (envd_ready[0] >= 0) {
-		if (child > 0)
-			relay_ready(envd_ready[0], ready_fd, mono_ms() + READY_DEADLINE_MS);
-		close(envd_ready[0]);
-	}
+	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(ready_fd);
 	close(envd_token);
 	if (child < 0) {

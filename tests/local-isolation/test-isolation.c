@@ -328,7 +328,7 @@ START_TEST(other_sandbox_unreachable)
 	b = create(ctx, HANGAR_NETWORK_ON);
 	expect(b, "user", "echo private > /workspace/mine && echo ok", "ok");
 	snprintf(cmd, sizeof(cmd),
-		 "for p in %s/local/%s/run/envd.sock %s/local/%s/jail.sock; do "
+		 "for p in %s/local/%s/envd.sock %s/local/%s/jail.sock; do "
 		 "python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
 		 "print('connected', s.recv(100))\" $p 2>/dev/null; done; "
 		 "cat %s/local/%s/rootfs/workspace/mine 2>/dev/null; "
@@ -666,44 +666,126 @@ START_TEST(envd_same_uid_not_dumpable)
 END_TEST
 
 /*
- * envd's socket stays where the library looks for it: its directory is
- * closed to the sandbox's user and root (other uids than its owner, with
- * no capability over it): with a root caller it is host root's once envd
- * listens; with an unprivileged one it is the caller's, envd's uid, which
- * the sandbox's root (another uid, with capabilities over the commands'
- * namespace only) is not. Neither can move the socket away nor plant
- * anything beside it.
+ * One HTTP request to the sandbox's envd on its socket (outside the
+ * sandbox, where the library reaches it), with the access token: the
+ * status line's code, or -1.
  */
-START_TEST(envd_socket_sealed)
+static int envd_request(hangar_sandbox *sb, const char *tok, const char *method, const char *target,
+			const char *body)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char req[4096], buf[512];
+	size_t have = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status = -1;
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/envd.sock", state_dir, hangar_sandbox_id(sb));
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", sa.sun_path,
+		      strerror(errno));
+	snprintf(req, sizeof(req),
+		 "%s %s HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\nConnection: close\r\n"
+		 "Content-Type: application/octet-stream\r\nContent-Length: %zu\r\n\r\n%s",
+		 method, target, tok, strlen(body), body);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while (have < sizeof(buf) - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		ck_assert_msg(poll(&p, 1, 30000) == 1, "envd did not answer %s %s", method, target);
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (strstr(buf, "\r\n"))
+			break;
+	}
+	buf[have] = '\0';
+	sscanf(buf, "HTTP/1.%*d %d", &status);
+	close(fd);
+	return status;
+}
+
+/*
+ * envd's socket is out of the sandbox's reach: the jail binds it on the
+ * host's side of the sandbox (its directory, which no path inside leads
+ * to) and hands envd the listening descriptor. No process inside, root
+ * or user, finds a socket that answers as envd; nothing can be planted
+ * in /run/hangar, where envd's binary is, not even by a file operation
+ * envd makes for root through a link the sandbox planted. Run with a root
+ * caller, an unprivileged caller with subordinate ids and one without
+ * (HANGAR_LOCAL_SUBIDS=off: every process is envd's uid, so root is
+ * refused and only `user` tries).
+ */
+START_TEST(envd_socket_out_of_reach)
 {
 	static const char *const attempts =
-		"mv /run/hangar/envd.sock /run/hangar/moved && echo MOVED; "
-		"ln -s /tmp /run/hangar/planted && echo PLANTED; "
-		"chmod 777 /run/hangar && echo OPENED; ls /run/hangar && echo LISTED; "
-		"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.bind('/run/hangar/envd.sock')\" "
-		"2>/dev/null && echo REPLACED; true";
+		"python3 -c \""
+		"import os, socket, stat\n"
+		"for d, dirs, files in os.walk('/'):\n"
+		"    if d == '/' : dirs[:] = [x for x in dirs if x not in ('proc', 'sys', 'usr')]\n"
+		"    for f in files:\n"
+		"        p = os.path.join(d, f)\n"
+		"        try:\n"
+		"            if not stat.S_ISSOCK(os.lstat(p).st_mode): continue\n"
+		"            s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(p)\n"
+		"            s.sendall(b'GET /health HTTP/1.1\\\\r\\\\nHost: x\\\\r\\\\n\\\\r\\\\n')\n"
+		"            print('ANSWERED', p, s.recv(64))\n"
+		"        except OSError: pass\n"
+		"    if 'envd.sock' in files: print('FOUND', d)\n"
+		"print('walked')\n"
+		"\"; touch /run/hangar/planted 2>/dev/null && echo PLANTED; "
+		"ln -s /tmp /run/hangar/link 2>/dev/null && echo LINKED; "
+		"mv /run/hangar/hangar-envd /run/hangar/moved 2>/dev/null && echo MOVED; true";
 	hangar_ctx *ctx;
 	hangar_sandbox *sb;
+	char tok[1100];
 	struct out o;
 
-	if (!become_caller(_i))
+	if (!become_caller(_i != 0))
 		return;
 	ctx = new_ctx();
+	if (_i == 2)
+		ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_SUBIDS", "off"), 0);
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	for (int u = 0; u < 2; u++) {
+	for (int u = _i == 2 ? 1 : 0; u < 2; u++) {
 		const char *who = u ? "user" : "root";
 
 		sh(sb, who, attempts, &o);
-		ck_assert_msg(!strstr(o.text, "MOVED") && !strstr(o.text, "PLANTED") && !strstr(o.text, "OPENED") &&
-				      !strstr(o.text, "LISTED") && !strstr(o.text, "REPLACED"),
-			      "sandbox %s changed /run/hangar: %s", who, o.text);
+		ck_assert_msg(strstr(o.text, "walked") && !strstr(o.text, "ANSWERED") && !strstr(o.text, "FOUND") &&
+				      !strstr(o.text, "PLANTED") && !strstr(o.text, "LINKED") && !strstr(o.text, "MOVED"),
+			      "sandbox %s reached envd's socket or directory: %s", who, o.text);
 	}
+	/* A file operation for root (or, with one uid, refused as root) through a planted link. */
+	envd_token(sb, tok, sizeof(tok));
+	expect(sb, "user", "ln -s /run/hangar /workspace/door && echo ok", "ok");
+	for (int u = 0; u < 2; u++) {
+		const char *user = u ? "user" : "root";
+		char target[256];
+		int st;
+
+		snprintf(target, sizeof(target), "/files?path=/workspace/door/planted&username=%s", user);
+		st = envd_request(sb, tok, "POST", target, "x");
+		ck_assert_msg(st >= 400, "an upload as %s through a link into /run/hangar answered %d", user, st);
+		snprintf(target, sizeof(target), "/files?path=/run/hangar/planted&username=%s", user);
+		st = envd_request(sb, tok, "POST", target, "x");
+		ck_assert_msg(st >= 400, "an upload as %s into /run/hangar answered %d", user, st);
+	}
+	/* The control: an upload envd may make is made, as the caller asked. */
+	ck_assert_int_eq(envd_request(sb, tok, "POST", "/files?path=/workspace/fine&username=user", "x"), 200);
+	if (_i == 2)
+		ck_assert_int_eq(envd_request(sb, tok, "POST", "/files?path=/workspace/as-root&username=root", "x"),
+				 403);
+	expect(sb, "user", "ls /run/hangar 2>&1 | grep -c planted; cat /workspace/fine", "0");
+	explicit_bzero(tok, sizeof(tok));
 	/* The library still reaches envd, from this context and a fresh one. */
-	expect(sb, "root", "echo alive", "alive");
+	expect(sb, "user", "echo alive", "alive");
 	{
 		hangar_ctx *again = new_ctx();
 		hangar_sandbox *same = NULL;
 
+		if (_i == 2)
+			ck_assert_int_eq(hangar_ctx_set(again, "HANGAR_LOCAL_SUBIDS", "off"), 0);
 		ck_assert_int_eq(hangar_sandbox_attach(&same, again, "local", hangar_sandbox_id(sb)), 0);
 		expect(same, "user", "echo reached", "reached");
 		hangar_sandbox_unref(same);
@@ -1233,7 +1315,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
 	tcase_add_test(tc, envd_same_uid_not_dumpable);
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
-	tcase_add_loop_test(tc, envd_socket_sealed, 0, 2);
+	tcase_add_loop_test(tc, envd_socket_out_of_reach, 0, 3);
 	tcase_add_loop_test(tc, root_still_root, 0, 2);
 	tcase_add_loop_test(tc, root_cannot_climb, 0, 2);
 	tcase_add_test(tc, process_limit);

@@ -140,7 +140,7 @@ static int health(const char *id, int timeout_ms)
 	size_t have = 0;
 	int fd, status = -1;
 
-	sb_path(sa.sun_path, sizeof(sa.sun_path), id, "/run/envd.sock");
+	sb_path(sa.sun_path, sizeof(sa.sun_path), id, "/envd.sock");
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || write(fd, req, sizeof(req) - 1) < 0) {
@@ -168,26 +168,51 @@ static int health(const char *id, int timeout_ms)
 	return status;
 }
 
-/* The host pid of the sandbox's hangar-envd: the process whose /run/hangar/envd.sock is ours. */
+/* The parent of pid, from /proc/<pid>/stat; 0 when it is gone. */
+static int parent_of(int pid)
+{
+	char path[64], buf[512], *close_paren;
+	int ppid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')))
+		sscanf(close_paren + 1, " %*c %d", &ppid);
+	fclose(f);
+	return ppid;
+}
+
+/*
+ * The host pid of the sandbox's hangar-envd: the hangar-envd process under
+ * the sandbox's jail (its socket is bound by the jail, outside the sandbox,
+ * so no path names it).
+ */
 static int envd_pid(const char *id)
 {
-	char sock[PATH_MAX], path[PATH_MAX];
-	struct stat want, st;
+	char path[PATH_MAX];
 	struct dirent *de;
+	int jail, found = 0;
+	FILE *f;
 	DIR *d;
-	int found = 0;
 
-	sb_path(sock, sizeof(sock), id, "/run/envd.sock");
-	if (stat(sock, &want) < 0)
+	sb_path(path, sizeof(path), id, "/jail.pid");
+	f = fopen(path, "re");
+	if (!f)
 		return 0;
-	d = opendir("/proc");
+	if (fscanf(f, "%d", &jail) != 1)
+		jail = 0;
+	fclose(f);
+	d = jail > 0 ? opendir("/proc") : NULL;
 	while (d && (de = readdir(d)) && !found) {
 		char cmd[256] = "";
-		FILE *f;
+		int pid = atoi(de->d_name), up;
 
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+		if (pid <= 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
 		f = fopen(path, "re");
 		if (!f)
 			continue;
@@ -196,9 +221,10 @@ static int envd_pid(const char *id)
 		fclose(f);
 		if (!strstr(cmd, "hangar-envd") || strstr(cmd, "bwrap"))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/root/run/hangar/envd.sock", de->d_name);
-		if (stat(path, &st) == 0 && st.st_ino == want.st_ino && st.st_dev == want.st_dev)
-			found = atoi(de->d_name);
+		for (up = parent_of(pid); up > 1 && up != jail; up = parent_of(up))
+			;
+		if (up == jail)
+			found = pid;
 	}
 	if (d)
 		closedir(d);

@@ -47,7 +47,7 @@
 #define PORTS_DEADLINE_MS 5000    /* and on ports.sock */
 #define TOKEN_MAX 1024
 #define LOG_TAIL_BYTES 2048
-#define SOCKET_SUFFIX "/sb-0123456789abcdef/run/envd.sock"
+#define SOCKET_SUFFIX "/sb-0123456789abcdef/ports.sock" /* the longest of its sockets */
 #define DIR_MAX 256               /* a sandbox directory: the socket rule keeps it under 108 */
 
 struct local {
@@ -445,7 +445,10 @@ static int describe(const struct local *l, const char *dir, const struct lmeta *
 			return r;
 		token = fetched;
 	}
-	snprintf(path, sizeof(path), "%s/run/envd.sock", dir);
+	/* A sandbox an older jail made has its socket in run/, which was bound inside. */
+	snprintf(path, sizeof(path), "%s/envd.sock", dir);
+	if (access(path, F_OK) < 0)
+		snprintf(path, sizeof(path), "%s/run/envd.sock", dir);
 	r = hangar_sys_sandbox_set_id(out, m->id);
 	if (!r)
 		r = hangar_sys_sandbox_set_envd_socket(out, path);
@@ -561,8 +564,7 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
  */
 static int lay_out(const char *dir, const struct lmeta *m)
 {
-	static const char *const dirs[] = { "run", "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home",
-					    "rootfs/tmp" };
+	static const char *const dirs[] = { "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home", "rootfs/tmp" };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
@@ -571,10 +573,6 @@ static int lay_out(const char *dir, const struct lmeta *m)
 	}
 	snprintf(path, sizeof(path), "%s/rootfs/tmp", dir);
 	if (chmod(path, 01777) < 0)
-		return -errno;
-	/* /run/hangar: envd's socket and binary, for envd (root inside) alone. */
-	snprintf(path, sizeof(path), "%s/run", dir);
-	if (chmod(path, 0700) < 0)
 		return -errno;
 	return lstate_meta_write(dir, m);
 }

@@ -15,7 +15,8 @@
  *                 loopback) or "error WHY\n"
  *   cgroup        "v2 PATH", "v1 PATH" or "none": the sandbox's freezer, from the jail
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
- *   run/          bound at /run/hangar inside: envd.sock
+ *   envd.sock     hangar-envd's socket, 0600, bound by the jail here, outside every
+ *                 path the sandbox sees, and handed to envd as a listening descriptor
  *   rootfs/       workspace/, home/, tmp/, etc/{passwd,group,shadow}
  */
 #pragma once
