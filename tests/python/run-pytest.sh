@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the Python binding tests with pytest against the build tree; exit 77
-# (skip) without pytest.
+# (skip) without pytest, or 1 when the build asked for the bindings
+# (-Dpython=enabled: HANGAR_PY_REQUIRED=1), where a skip would hide them.
 #
 # In a build with AddressSanitizer the extension carries ASan but python3 does
 # not: the runtime must be the first library loaded, so it is preloaded, and
@@ -11,6 +12,10 @@ dir=$(dirname "$0")
 py=${PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 if ! "$py" -c 'import pytest' 2>/dev/null; then
+	if [ "${HANGAR_PY_REQUIRED:-0}" = 1 ]; then
+		echo "pytest is not installed (Debian: python3-pytest), and -Dpython=enabled requires the suite"
+		exit 1
+	fi
 	echo "pytest is not installed (Debian: python3-pytest); skipping"
 	exit 77
 fi
