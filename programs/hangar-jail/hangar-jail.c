@@ -627,7 +627,8 @@ static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/t
 
 static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
 			    int ready_fd, int envd_token_fd, int envd_listen_fd, const struct sbfds *f, int userns, unsigned uid,
-			    unsigned gid, unsigned shm_mb, int info_fd, int block_fd, int inner_fd, unsigned top)
+			    unsigned gid, unsigned shm_mb, unsigned disk_mb, int info_fd, int block_fd, int inner_fd,
+			    unsigned top)
 {
 	static const char *const caps[] = {
 		/*
@@ -648,7 +649,7 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 		snprintf(rw, sizeof(rw), "%s/rw", stage());
 	} else {
 		snprintf(src, sizeof(src), "%s", dir);
-		snprintf(rw, sizeof(rw), "%s/rootfs", dir);
+		rw[0] = '\0';
 	}
 
 	add(a, bwrap);
@@ -731,15 +732,34 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 		add(a, "--dir");
 		add(a, "/root");
 	}
-	add(a, "--bind");
-	addf(a, "%s/workspace", rw);
-	add(a, "/workspace");
-	add(a, "--bind");
-	addf(a, "%s/home", rw);
-	add(a, "/home/user");
-	add(a, "--bind");
-	addf(a, "%s/tmp", rw);
-	add(a, "/tmp");
+	if (userns) {
+		add(a, "--bind");
+		addf(a, "%s/workspace", rw);
+		add(a, "/workspace");
+		add(a, "--bind");
+		addf(a, "%s/home", rw);
+		add(a, "/home/user");
+		add(a, "--bind");
+		addf(a, "%s/tmp", rw);
+		add(a, "/tmp");
+	} else {
+		/*
+		 * One uid, no stage: bubblewrap mounts them, each a file system of
+		 * disk_mb (it cannot bind from one it made), so nothing the
+		 * sandbox writes reaches the host's disk.
+		 */
+		static const char *const at[][2] = { { "/workspace", "0755" }, { "/home/user", "0755" },
+						     { "/tmp", "01777" } };
+
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			add(a, "--perms");
+			add(a, at[i][1]);
+			add(a, "--size");
+			addf(a, "%llu", (unsigned long long)disk_mb << 20);
+			add(a, "--tmpfs");
+			add(a, at[i][0]);
+		}
+	}
 	add(a, "--dir");
 	add(a, "/var");
 	add(a, "--symlink");
@@ -1107,6 +1127,10 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 	} else if (uid_range_subids(r) == 0) {
 		*uid = *gid = 1000;
 	} else {
+		/* Said, so `hangar sandbox logs` tells why root is refused here. */
+		say("sandbox %s has one uid, %u, for envd and every user (no subordinate ids for it: see "
+		    "HANGAR_LOCAL_SUBIDS in hangar(1)): commands and file operations as root are refused",
+		    id, (unsigned)geteuid());
 		*uid = (unsigned)geteuid();
 		*gid = (unsigned)getegid();
 	}
@@ -1287,7 +1311,7 @@ int main(int argc, char **argv)
 	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, efd, &fds, own_userns(), uid, gid,
-			     lim.shm_mb, net_info[1], net_block[0], inner_fd, own_userns() ? uid_range_top(&ids) : 0) < 0) {
+			     lim.shm_mb, lim.disk_mb, net_info[1], net_block[0], inner_fd, own_userns() ? uid_range_top(&ids) : 0) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);

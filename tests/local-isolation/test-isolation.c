@@ -414,8 +414,8 @@ START_TEST(dev_shm_for_every_user)
 	expect(sb, "user", "echo x > /dev/shm/probe && cat /dev/shm/probe", "x");
 	expect(sb, "user", "python3 -c 'import multiprocessing; l = multiprocessing.Lock(); print(\"lock\")'",
 	       "lock");
-	/* Size-limited: not the host's memory. */
-	expect(sb, "user", "test $(stat -f -c '%b' /dev/shm) -gt 0 && echo limited", "limited");
+	/* Size-limited: a quarter of the sandbox's memory (2048 MiB by default), not the host's. */
+	expect(sb, "user", "echo $(( $(stat -f -c '%b * %S' /dev/shm) >> 20 ))", "512");
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -1267,15 +1267,27 @@ START_TEST(disk_limit)
 	struct out o;
 	char cmd[PATH_MAX + 64];
 
-	if (geteuid() != 0)
+	if (!become_caller(_i != 0))
 		return;
-	sb = create_limited(&ctx, "HANGAR_LOCAL_DISK_MB", "16");
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_DISK_MB", "16"), 0);
+	if (_i == 2)
+		ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_SUBIDS", "off"), 0);
+	sb = create(ctx, HANGAR_NETWORK_OFF);
 	sh(sb, "user", "dd if=/dev/zero of=/workspace/big bs=1M count=64", &o);
 	ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "dd: %d %s", o.exit_code,
 		      o.text);
-	sh(sb, "user", "dd if=/dev/zero of=/tmp/big bs=1M count=8", &o);
-	ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "/tmp is the same 16 MB: %s",
-		      o.text);
+	if (_i < 2) {
+		sh(sb, "user", "dd if=/dev/zero of=/tmp/big bs=1M count=8", &o);
+		ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"),
+			      "/tmp is the same 16 MB: %s", o.text);
+	} else {
+		/* One uid, no stage: each writable path is a file system of 16 MB of its own. */
+		sh(sb, "user", "dd if=/dev/zero of=/tmp/big bs=1M count=64", &o);
+		ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "/tmp: %s", o.text);
+		sh(sb, "user", "dd if=/dev/zero of=/home/user/big bs=1M count=64", &o);
+		ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left on device"), "home: %s", o.text);
+	}
 	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
 	ck_assert_uint_eq(m.disk_total_bytes, 16u << 20);
 	ck_assert_uint_ge(m.disk_used_bytes, 15u << 20);
@@ -1321,7 +1333,7 @@ static Suite *isolation_suite(void)
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, oom_kill_is_the_commands);
-	tcase_add_test(tc, disk_limit);
+	tcase_add_loop_test(tc, disk_limit, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -560,20 +560,18 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 
 /*
  * Lays out the sandbox's directory (still under its temporary name). The
- * jail gives the writable parts to the sandbox's ids and writes its /etc.
+ * jail writes its /etc there; what the sandbox writes lives in file systems
+ * of its own (memory, limited in size), never here.
  */
 static int lay_out(const char *dir, const struct lmeta *m)
 {
-	static const char *const dirs[] = { "rootfs", "rootfs/etc", "rootfs/workspace", "rootfs/home", "rootfs/tmp" };
+	static const char *const dirs[] = { "rootfs", "rootfs/etc" };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]) >= (int)sizeof(path) || mkdir(path, 0755) < 0)
 			return -errno;
 	}
-	snprintf(path, sizeof(path), "%s/rootfs/tmp", dir);
-	if (chmod(path, 01777) < 0)
-		return -errno;
 	return lstate_meta_write(dir, m);
 }
 

@@ -17,7 +17,7 @@
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
  *   envd.sock     hangar-envd's socket, 0600, bound by the jail here, outside every
  *                 path the sandbox sees, and handed to envd as a listening descriptor
- *   rootfs/       workspace/, home/, tmp/, etc/{passwd,group,shadow}
+ *   rootfs/etc/   the sandbox's passwd and group, written by the jail
  */
 #pragma once
 
