@@ -24,6 +24,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -479,6 +480,8 @@ START_TEST(network_private)
 		 targets);
 	sh(a, "root", cmd, &o);
 	ck_assert_msg(!strstr(o.text, "reached"), "sandbox a reached b's server: %s", o.text);
+	/* A way out it has, whoever the caller: slirp4netns's tap device, not loopback alone. */
+	expect(a, "user", "grep -c tap0: /proc/net/dev", "1");
 	/* Its own loopback works; its routes are not its root's to change. */
 	expect(a, "user",
 	       "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
@@ -497,6 +500,64 @@ START_TEST(network_private)
 	hangar_sandbox_kill(b);
 	hangar_sandbox_unref(a);
 	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * HANGAR_LOCAL_NET_ALLOW opens the listed ranges again, and only them: a
+ * service on the host's own address (listed, as a /32) is reached from a
+ * sandbox with network on, through slirp4netns, while the host's loopback
+ * stays out of reach. Skipped on a host with no IPv4 address but loopback.
+ */
+START_TEST(network_allow_listed)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct ifaddrs *ifs = NULL;
+	char host[INET_ADDRSTRLEN] = "", allow[64], cmd[2048];
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+	int srv, one = 1;
+
+	if (!become_caller(_i))
+		return;
+	ck_assert_int_eq(getifaddrs(&ifs), 0);
+	for (struct ifaddrs *i = ifs; i && !host[0]; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !(i->ifa_flags & IFF_LOOPBACK))
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof(host));
+	freeifaddrs(ifs);
+	if (!host[0])
+		return;
+	srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(srv, 0);
+	setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(bind(srv, (struct sockaddr *)&sa, sizeof(sa)), 0); /* 0.0.0.0: loopback too */
+	ck_assert_int_eq(listen(srv, 16), 0);
+	ck_assert_int_eq(getsockname(srv, (struct sockaddr *)&sa, &len), 0);
+	snprintf(allow, sizeof(allow), "%s/32", host);
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_NET_ALLOW", allow), 0);
+	sb = create(ctx, HANGAR_NETWORK_ON);
+	snprintf(cmd, sizeof(cmd),
+		 "for h in %s 127.0.0.1; do python3 -c \"import socket, sys\n"
+		 "try:\n"
+		 "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5); print('reached', sys.argv[1])\n"
+		 "except OSError as e:\n"
+		 "    print('not', sys.argv[1], e.errno)\n\" $h %d; done",
+		 host, ntohs(sa.sin_port));
+	sh(sb, "user", cmd, &o);
+	{
+		char want[64];
+
+		snprintf(want, sizeof(want), "reached %s\n", host);
+		ck_assert_msg(strstr(o.text, want) && !strstr(o.text, "reached 127.0.0.1"), "allow %s: %s", allow,
+			      o.text);
+	}
+	close(srv);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -1324,6 +1385,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
+	tcase_add_loop_test(tc, network_allow_listed, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
 	tcase_add_test(tc, envd_same_uid_not_dumpable);
 	tcase_add_loop_test(tc, port_exposed, 0, 4);

@@ -791,6 +791,17 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		hangar_sys_ctx_setting_bool(&net, l->ctx, "HANGAR_LOCAL_NETWORK");
 		m.network = net != 0;
 	}
+	/*
+	 * An unprivileged caller's way out (slirp4netns) needs the tun device:
+	 * without it the sandbox would have loopback only, which is not what
+	 * was asked for. Said now, rather than found out later.
+	 */
+	if (m.network && geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, errno,
+					"network on needs /dev/net/tun, which uid %u cannot open: ask for network "
+					"off, set HANGAR_LOCAL_NETWORK=off, or make the device usable (mode 0666, "
+					"as Debian has it)",
+					(unsigned)geteuid());
 	snprintf(m.template_id, sizeof(m.template_id), "local");
 	m.created_at_us = hnow_us();
 	m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
