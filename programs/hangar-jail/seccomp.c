@@ -21,7 +21,7 @@
  *     settimeofday, clock_settime, clock_adjtime, adjtimex, swapon, swapoff,
  *     reboot, acct, quotactl, syslog, vhangup
  *   - io_uring_setup (its operations bypass this filter), userfaultfd,
- *     ioperm, iopl, uselib, nfsservctl, personality other than the default
+ *     ioperm, iopl, uselib, nfsservctl
  *   - ioctl TIOCSTI and TIOCLINUX (typing into a terminal)
  */
 #define _GNU_SOURCE
