@@ -858,6 +858,97 @@ START_TEST(envd_socket_out_of_reach)
 }
 END_TEST
 
+/*
+ * What a peer of uid `as` gets from one of the jail's sockets after sending
+ * req: the answer (possibly empty), or "(refused)" when it could not even
+ * connect. In a child, so the test keeps its own uid.
+ */
+static void ask_as(uid_t as, const char *path, const char *req, char *buf, size_t size)
+{
+	int p[2];
+	pid_t pid;
+	ssize_t n;
+	size_t have = 0;
+
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		char got[256];
+		int fd;
+
+		close(p[0]);
+		if (setgroups(0, NULL) < 0 || setresgid(as, as, as) < 0 || setresuid(as, as, as) < 0)
+			_exit(2);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			n = write(p[1], "(refused)", 9);
+			_exit(0);
+		}
+		if (*req)
+			n = write(fd, req, strlen(req));
+		while ((n = read(fd, got, sizeof(got))) > 0)
+			if (write(p[1], got, (size_t)n) != n)
+				break;
+		_exit(0);
+	}
+	close(p[1]);
+	while (have < size - 1 && (n = read(p[0], buf + have, size - 1 - have)) > 0)
+		have += (size_t)n;
+	buf[have] = '\0';
+	close(p[0]);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+/*
+ * The jail's sockets answer the library's own uid alone. Their directory
+ * and mode already keep other uids out; opened up here to them, the jail's
+ * own check (SO_PEERCRED) still refuses: no token on jail.sock, no port on
+ * ports.sock. The library's uid is answered on both.
+ */
+START_TEST(jail_sockets_answer_their_uid_only)
+{
+	struct passwd *pw = getpwnam("user");
+	char dir[PATH_MAX], jail[PATH_MAX + 16], ports[PATH_MAX + 16], got[1200];
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	if (geteuid() != 0 || !pw)
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	snprintf(dir, sizeof(dir), "%s/local/%s", state_dir, hangar_sandbox_id(sb));
+	snprintf(jail, sizeof(jail), "%s/jail.sock", dir);
+	snprintf(ports, sizeof(ports), "%s/ports.sock", dir);
+	/* As they are: closed to user. */
+	ask_as(pw->pw_uid, jail, "", got, sizeof(got));
+	ck_assert_str_eq(got, "(refused)");
+	ck_assert_int_eq(chmod(state_dir, 0755), 0);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	{
+		char local[PATH_MAX];
+
+		snprintf(local, sizeof(local), "%s/local", state_dir);
+		ck_assert_int_eq(chmod(local, 0755), 0);
+	}
+	ck_assert_int_eq(chmod(jail, 0666), 0);
+	ck_assert_int_eq(chmod(ports, 0666), 0);
+	ask_as(pw->pw_uid, jail, "", got, sizeof(got));
+	ck_assert_msg(got[0] == '\0', "jail.sock answered uid %u: %zu bytes", (unsigned)pw->pw_uid, strlen(got));
+	ask_as(pw->pw_uid, ports, "expose 8000\n", got, sizeof(got));
+	ck_assert_msg(strncmp(got, "ok", 2) != 0 && !strstr(got, "127.0.0.1"), "ports.sock answered: %s", got);
+	/* The library's own uid is answered. */
+	ask_as(0, jail, "", got, sizeof(got));
+	ck_assert_msg(strlen(got) >= 16, "jail.sock gave root %zu bytes", strlen(got));
+	explicit_bzero(got, sizeof(got));
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static int owner_cb(const hangar_file_info *info, void *payload)
 {
 	snprintf(payload, 64, "%s", info->owner ? info->owner : "(none)");
@@ -1391,6 +1482,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, port_exposed, 0, 4);
 	tcase_add_loop_test(tc, envd_socket_out_of_reach, 0, 3);
 	tcase_add_loop_test(tc, root_still_root, 0, 2);
+	tcase_add_test(tc, jail_sockets_answer_their_uid_only);
 	tcase_add_loop_test(tc, root_cannot_climb, 0, 2);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
