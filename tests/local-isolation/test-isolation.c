@@ -1410,6 +1410,62 @@ START_TEST(oom_kill_is_the_commands)
 }
 END_TEST
 
+/*
+ * HANGAR_LOCAL_CPUS is a CFS quota on the sandbox's cpu cgroup, as the
+ * jail records it in the sandbox's `limits` file: one CPU is one period's
+ * worth of run time per period.
+ */
+START_TEST(cpu_quota)
+{
+	char path[PATH_MAX + 32], line[PATH_MAX + 32], kind[8], cg[PATH_MAX];
+	long long quota = 0, period = 0;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	FILE *f;
+	int found = 0;
+
+	if (geteuid() != 0)
+		return;
+	sb = create_limited(&ctx, "HANGAR_LOCAL_CPUS", "1");
+	snprintf(path, sizeof(path), "%s/local/%s/limits", state_dir, hangar_sandbox_id(sb));
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, "cpu ", 4) && sscanf(line + 4, "%7s %4095s", kind, cg) == 2;
+	fclose(f);
+	ck_assert_msg(found, "no cpu cgroup in %s", path);
+	if (!strcmp(kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cpu.max", cg);
+		f = fopen(path, "re");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(fscanf(f, "%lld %lld", &quota, &period), 2);
+		fclose(f);
+	} else {
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", cg);
+		f = fopen(path, "re");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(fscanf(f, "%lld", &quota), 1);
+		fclose(f);
+		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", cg);
+		f = fopen(path, "re");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(fscanf(f, "%lld", &period), 1);
+		fclose(f);
+	}
+	ck_assert_msg(period > 0 && quota == period, "quota %lld per period %lld", quota, period);
+	/* And the sandbox's processes are in it. */
+	expect(sb, "user", "echo in", "in");
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(fgets(line, sizeof(line), f) != NULL, "no process in %s", cg);
+	fclose(f);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(disk_limit)
 {
 	hangar_ctx *ctx;
@@ -1488,6 +1544,7 @@ static Suite *isolation_suite(void)
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, oom_kill_is_the_commands);
 	tcase_add_loop_test(tc, disk_limit, 0, 3);
+	tcase_add_test(tc, cpu_quota);
 	suite_add_tcase(s, tc);
 	return s;
 }
