@@ -209,6 +209,9 @@ def test_cloud_fork_and_snapshot(cloud_ctx):
             with f.sandbox as child:
                 assert child.id != sb.id
                 assert child.read_file("/tmp/m") == b"mark"
+            # A fork is the caller's as a created sandbox is: the block kills it.
+            with pytest.raises(hangar.GoneError):
+                hangar.Sandbox.attach(cloud_ctx, child.id)
         snap = sb.snapshot("py-snap")
         assert snap
         with hangar.Sandbox.create(cloud_ctx, provider="e2b", template=snap) as from_snap:

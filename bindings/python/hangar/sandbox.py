@@ -49,8 +49,8 @@ class Sandbox:
         self._id: str = _h.hangar_sandbox_id(ptr)
 
     @classmethod
-    def _borrowed(cls, ctx: Context, ptr: Any) -> "Sandbox":
-        return cls(ctx, _h.hangar_sandbox_ref(ptr))
+    def _borrowed(cls, ctx: Context, ptr: Any, *, keep: bool = True) -> "Sandbox":
+        return cls(ctx, _h.hangar_sandbox_ref(ptr), keep=keep)
 
     @classmethod
     def create(cls, ctx: Context, *, provider: Optional[str] = None, template: Optional[str] = None,
@@ -230,7 +230,11 @@ class Sandbox:
         return bytes(sid).decode()
 
     def fork(self, count: int = 1) -> List[ForkResult]:
-        """Forks the sandbox natively (count new ones); each result holds a Sandbox or its error."""
+        """Forks the sandbox natively (count new ones); each result holds a Sandbox or its error.
+
+        Each new sandbox is the caller's as a created one is: a with-block
+        on it kills it unless .keep() was called.
+        """
         from .errors import _from_details
 
         out: List[ForkResult] = []
@@ -241,8 +245,8 @@ class Sandbox:
                 err = _from_details({"code": d["error"], "name": "", "message": d["message"], "http_status": 0,
                                      "retry_after": 0, "os_errno": 0, "provider_code": "", "category": 0,
                                      "flags": 0})
-            out.append(ForkResult(int(d["index"]), None if err else Sandbox._borrowed(self._ctx, d["sandbox"]),
-                                  err))
+            out.append(ForkResult(int(d["index"]),
+                                  None if err else Sandbox._borrowed(self._ctx, d["sandbox"], keep=False), err))
 
         _h.py_sandbox_fork(self._raw(), count, each)
         return out
