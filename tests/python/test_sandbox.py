@@ -258,3 +258,36 @@ def test_templates_on_the_fake(cloud_ctx):
     assert tid in {t.template_id for t in cloud_ctx.templates("e2b")}
     with pytest.raises(hangar.UnsupportedError):
         list(cloud_ctx.templates("local"))
+
+
+def test_every_public_name_has_a_docstring():
+    # help() and editors show them: each public class, function, method and
+    # property of the package says what it does (the header's text, in
+    # Python terms). Inherited members (bytes' for Output) are not ours.
+    import inspect
+
+    missing = []
+    for name in hangar.__all__:
+        obj = getattr(hangar, name)
+        if not (inspect.isclass(obj) or callable(obj)):
+            continue
+        if not inspect.isclass(obj):
+            if not (obj.__doc__ or "").strip():
+                missing.append(name)
+            continue
+        # Its own, not a base class's, nor the signature dataclass writes.
+        doc = (vars(obj).get("__doc__") or "").strip()
+        if not doc or doc.startswith(obj.__name__ + "("):
+            missing.append(name)
+        for attr, member in vars(obj).items():
+            if attr.startswith("_"):
+                continue
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            elif isinstance(member, property):
+                member = member.fget
+            elif not inspect.isfunction(member):
+                continue
+            if not (member.__doc__ or "").strip():
+                missing.append(f"{name}.{attr}")
+    assert not missing, f"no docstring: {missing}"

@@ -92,6 +92,7 @@ class Output(bytes):
 
     @property
     def text(self) -> str:
+        """The output decoded as UTF-8, each invalid byte replaced by U+FFFD."""
         return self.decode("utf-8", "replace")
 
 
@@ -151,6 +152,7 @@ class SandboxInfo:
 
     @property
     def paused(self) -> bool:
+        """True when the sandbox is paused (state PAUSED): commands on it raise PausedError until resumed."""
         return self.state == PAUSED
 
 
@@ -171,10 +173,12 @@ class FileInfo:
 
     @property
     def is_dir(self) -> bool:
+        """True for a directory (type FILE_DIRECTORY; a symlink reports its target's type)."""
         return self.type == FILE_DIRECTORY
 
     @property
     def is_file(self) -> bool:
+        """True for a regular file (type FILE_REGULAR; a symlink reports its target's type)."""
         return self.type == FILE_REGULAR
 
 
@@ -262,6 +266,7 @@ class ProviderInfo:
     capabilities: int
 
     def has(self, cap: int) -> bool:
+        """Whether the provider reported the capability cap (one of the CAP_* bits)."""
         return bool(self.capabilities & cap)
 
 

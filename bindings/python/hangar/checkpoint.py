@@ -73,6 +73,7 @@ class Checkpoint:
         return f"<hangar.Checkpoint {self._id}>"
 
     def close(self) -> None:
+        """Releases the handle; the checkpoint stays stored."""
         ptr, self._ptr = getattr(self, "_ptr", None), None
         if ptr is not None:
             _h.hangar_checkpoint_unref(ptr)
@@ -84,9 +85,11 @@ class Checkpoint:
 
     @property
     def id(self) -> str:
+        """The checkpoint's id ("ckpt-" and 26 lowercase base32 characters)."""
         return self._id
 
     def info(self) -> CheckpointInfo:
+        """What the index says about the checkpoint."""
         return CheckpointInfo._from_raw(_h.py_checkpoint_get_info(self._raw()))
 
     def read_blob(self) -> bytes:

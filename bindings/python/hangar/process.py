@@ -110,6 +110,7 @@ class Process:
 
     @property
     def sandbox(self) -> Sandbox:
+        """The sandbox the process runs in; the handle keeps it (and its context) alive."""
         return self._sb
 
     def write(self, data: Union[bytes, bytearray, memoryview, str]) -> None:
@@ -129,6 +130,7 @@ class Process:
         _h.hangar_process_signal(self._raw(), sig)
 
     def kill(self) -> None:
+        """Sends SIGKILL to the process (not its children); NotFoundError when it has exited."""
         self.signal(SIGKILL)
 
     def wait(self, timeout: Optional[float] = None) -> int:

@@ -116,6 +116,7 @@ class Sandbox:
 
     @property
     def context(self) -> Context:
+        """The context the sandbox was created or attached in; the handle keeps it alive."""
         return self._ctx
 
     @property
@@ -190,6 +191,7 @@ class Sandbox:
         return out[0]
 
     def exists(self, path: str) -> bool:
+        """Whether a path exists; a failure to find out raises, it is never False."""
         return bool(_h.hangar_sandbox_exists(self._raw(), path))
 
     def mkdir(self, path: str) -> None:
@@ -197,6 +199,7 @@ class Sandbox:
         _h.hangar_sandbox_mkdir(self._raw(), path)
 
     def rename(self, src: str, dst: str) -> None:
+        """Renames src to dst, creating dst's parents; replaces an existing file (FileError when src is missing)."""
         _h.hangar_sandbox_rename(self._raw(), src, dst)
 
     def remove(self, path: str) -> None:
@@ -210,6 +213,8 @@ class Sandbox:
         _h.hangar_sandbox_pause(self._raw())
 
     def resume(self) -> None:
+        """Resumes a paused sandbox: its processes continue, and its lifetime starts again
+        from the timeout it was created with (UnsupportedError where the provider cannot pause)."""
         _h.hangar_sandbox_resume(self._raw())
 
     def pause_filesystem(self) -> None:

@@ -78,6 +78,7 @@ class Session:
         return f"<hangar.Session {self._id}>"
 
     def close(self) -> None:
+        """Releases the handle; the session and its sandbox stay as they are."""
         ptr, self._ptr = getattr(self, "_ptr", None), None
         if ptr is not None:
             _h.hangar_session_unref(ptr)
@@ -89,9 +90,11 @@ class Session:
 
     @property
     def id(self) -> str:
+        """The session's id."""
         return self._id
 
     def info(self) -> SessionInfo:
+        """Reads the session's record again and describes it (NotFoundError once deleted)."""
         return SessionInfo._from_raw(_h.py_session_get_info(self._raw()))
 
     def sandbox(self) -> Sandbox:
