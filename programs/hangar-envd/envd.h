@@ -63,7 +63,10 @@ int rpc_fail(struct rpc_error *err, enum connect_code code, const char *fmt, ...
 	__attribute__((format(printf, 3, 4)));
 
 /* The code for a failed file operation: permission_denied for EACCES and
- * EPERM (the request user may not do it), else internal. */
+ * EPERM (the request user may not do it), resource_exhausted for a full
+ * file system, failed_precondition where the file system's state stands in
+ * the way (read-only, another device, not empty, a link loop, ...), else
+ * internal. */
 enum connect_code envd_fs_code(int e);
 
 /* ---- users and paths (user.c) ---------------------------------------- */

@@ -25,7 +25,27 @@ int rpc_fail(struct rpc_error *err, enum connect_code code, const char *fmt, ...
 
 enum connect_code envd_fs_code(int e)
 {
-	return e == EACCES || e == EPERM ? CONNECT_PERMISSION_DENIED : CONNECT_INTERNAL;
+	switch (e) {
+	case EACCES:
+	case EPERM:
+		return CONNECT_PERMISSION_DENIED;
+	case ENOSPC:
+	case EDQUOT:
+		return CONNECT_RESOURCE_EXHAUSTED;
+	/* The file system is not in a state for it: the caller's to change, not a fault of the daemon. */
+	case EROFS:
+	case EXDEV:
+	case EBUSY:
+	case ENOTDIR:
+	case EISDIR:
+	case ENOTEMPTY:
+	case ELOOP:
+	case ENAMETOOLONG:
+	case EINVAL:
+		return CONNECT_FAILED_PRECONDITION;
+	default:
+		return CONNECT_INTERNAL;
+	}
 }
 
 int envd_user_lookup(const char *name, struct envd_user *out)
