@@ -1,7 +1,9 @@
 """Threads, callbacks and handle lifetimes: what the bindings promise beyond the C API."""
 
+import contextlib
 import gc
 import os
+import sys
 import threading
 import time
 import tracemalloc
@@ -92,15 +94,147 @@ def test_exception_in_process_callback_reaches_wait(ctx):
 
 
 def test_exception_in_event_callback_reaches_create():
+    made = []
+
     def on_event(name, data):
+        if name == "sandbox.created":
+            made.append(data["id"])
         raise RuntimeError("event " + name)
 
     ctx = hangar.Context(on_event=on_event)
     with pytest.raises(RuntimeError, match="event sandbox.created"):
         hangar.Sandbox.create(ctx)
-    # The sandbox was made: it is listed, and can be killed.
-    for s in ctx.sandboxes("local"):
-        hangar.Sandbox.attach(ctx, s.id).kill()
+    # The sandbox was made, but the caller never got it: it was killed
+    # before the exception went on, not left running without a handle.
+    assert len(made) == 1
+    assert made[0] not in {s.id for s in ctx.sandboxes("local")}
+
+
+def test_exception_in_event_callback_reaches_create_and_keep_keeps():
+    made = []
+
+    def on_event(name, data):
+        if name == "sandbox.created":
+            made.append(data["id"])
+            raise RuntimeError("event " + name)
+
+    ctx = hangar.Context(on_event=on_event)
+    with pytest.raises(RuntimeError, match="event sandbox.created"):
+        hangar.Sandbox.create(ctx, keep=True)
+    # keep=True: the sandbox outlives the failed create, as it would a block.
+    assert made and made[0] in {s.id for s in ctx.sandboxes("local")}
+    hangar.Sandbox.attach(ctx, made[0]).kill()
+
+
+def test_exception_in_event_callback_reaches_session_create():
+    made = []
+
+    def on_event(name, data):
+        if name == "sandbox.created":
+            made.append(data["id"])
+            raise RuntimeError("event " + name)
+
+    ctx = hangar.Context(on_event=on_event)
+    before = {i.id for i in hangar.Session.list(ctx)}
+    with pytest.raises(RuntimeError, match="event sandbox.created"):
+        hangar.Session.create(ctx)
+    # Neither the session nor its sandbox is left behind.
+    assert made and made[0] not in {s.id for s in ctx.sandboxes("local")}
+    assert {i.id for i in hangar.Session.list(ctx)} == before
+
+
+def test_exception_in_event_callback_reaches_kill():
+    def on_event(name, data):
+        if name == "sandbox.killed":
+            raise RuntimeError("event " + name)
+
+    ctx = hangar.Context(on_event=on_event)
+    sb = hangar.Sandbox.create(ctx)
+    with pytest.raises(RuntimeError, match="event sandbox.killed"):
+        sb.kill()
+    # Raised once, by the call that caused it, not by a later one.
+    assert sb.id not in {s.id for s in ctx.sandboxes("local")}
+    with hangar.Sandbox.create(ctx, keep=True) as other:
+        assert other.exec("echo ok").stdout == b"ok\n"
+    with pytest.raises(RuntimeError, match="event sandbox.killed"):
+        hangar.Sandbox.attach(ctx, other.id).kill()
+
+
+def test_exception_in_event_callback_reaches_the_with_exit():
+    def on_event(name, data):
+        if name == "sandbox.killed":
+            raise RuntimeError("event " + name)
+
+    ctx = hangar.Context(on_event=on_event)
+    with pytest.raises(RuntimeError, match="event sandbox.killed"):
+        with hangar.Sandbox.create(ctx) as sb:
+            sid = sb.id
+    assert sid not in {s.id for s in ctx.sandboxes("local")}
+
+
+def test_exception_in_log_callback_reaches_the_call():
+    fail = threading.Event()
+
+    def on_log(level, msg):
+        if fail.is_set():
+            raise LookupError("log " + msg)
+
+    ctx = hangar.Context(on_log=on_log, log_level=hangar.LOG_DEBUG)
+    sb = hangar.Sandbox.create(ctx)
+    fail.set()
+    # exec logs nothing: nothing is raised; kill logs "killed sandbox ...".
+    assert sb.exec("echo ok").stdout == b"ok\n"
+    with pytest.raises(LookupError, match="log killed sandbox"):
+        sb.kill()
+    fail.clear()
+    assert sb.id not in {s.id for s in ctx.sandboxes("local")}
+
+
+def test_a_callback_that_raised_still_gets_later_events():
+    # The first exception is raised; the callback is not cut off: every
+    # later line still reaches it, and what they raise rides along as notes.
+    lines = []
+
+    def on_log(level, msg):
+        lines.append(msg)
+        raise LookupError("log " + msg)
+
+    ctx = hangar.Context(on_log=on_log, log_level=hangar.LOG_DEBUG)
+    with pytest.raises(LookupError) as ei:
+        hangar.Sandbox.create(ctx)
+    assert len(lines) > 1
+    assert ei.value.args[0] == "log " + lines[0]
+    assert any("LookupError" in n for n in getattr(ei.value, "__notes__", []))
+
+
+def test_a_callback_exception_stays_on_its_thread():
+    # Thread B's kill fires the raising event; thread A's exec, running
+    # meanwhile on the same context, is not the call that raises it.
+    def on_event(name, data):
+        if name == "sandbox.killed":
+            raise RuntimeError("event " + name)
+
+    ctx = hangar.Context(on_event=on_event)
+    a, b = hangar.Sandbox.create(ctx), hangar.Sandbox.create(ctx)
+    try:
+        got = {}
+
+        def run():
+            try:
+                got["a"] = a.exec("sleep 1").exit_code
+            except BaseException as e:  # noqa: B902
+                got["a"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.2)
+        with pytest.raises(RuntimeError, match="event sandbox.killed"):
+            b.kill()
+        t.join(60)
+        assert got["a"] == 0
+    finally:
+        with pytest.raises(RuntimeError, match="event sandbox.killed"):
+            a.kill()
 
 
 def test_log_callback(ctx):
@@ -131,6 +265,87 @@ def test_dropping_the_context_first_is_safe():
     sb.close()
     del sb, ctx2
     gc.collect()
+
+
+def test_close_while_a_call_runs_on_another_thread():
+    # close() on one thread while exec() runs on another with the GIL
+    # released: the call finishes on a handle that is still there, the
+    # reference is dropped once, after it, and later calls say it is closed.
+    ctx = hangar.Context()
+    sb = hangar.Sandbox.create(ctx)
+    sid = sb.id
+    try:
+        got = {}
+
+        def run(sb=sb):
+            try:
+                got["r"] = sb.exec("sleep 1; echo done")
+            except BaseException as e:  # noqa: B902
+                got["r"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.3)
+        sb.close()
+        with pytest.raises(ValueError, match="closed"):
+            sb.exec("true")
+        t.join(60)
+        r = got["r"]
+        assert isinstance(r, hangar.ExecResult) and r.stdout == b"done\n", r
+        sb.close()
+        # The same while the sandbox dies under the call: its failure is
+        # classified on the handle, which must still be there.
+        other, killer = hangar.Sandbox.attach(ctx, sid), hangar.Sandbox.attach(ctx, sid)
+        t = threading.Thread(target=run, args=(other,))
+        t.start()
+        time.sleep(0.3)
+        other.close()
+        killer.kill()
+        t.join(60)
+        assert isinstance(got["r"], hangar.GoneError), got["r"]
+    finally:
+        with contextlib.suppress(hangar.GoneError):
+            hangar.Sandbox.attach(ctx, sid).kill()
+
+
+def test_close_of_a_process_while_wait_runs():
+    with hangar.Sandbox.create(hangar.Context()) as sb:
+        p = sb.start("sleep 1; exit 7", on_output=lambda s, d: None)
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("code", p.wait(30)))
+        t.start()
+        time.sleep(0.3)
+        p.close()
+        t.join(60)
+        assert got.get("code") == 7
+
+
+def test_closing_from_several_threads_at_once_releases_once():
+    # Each handle owns one reference: a second unref of the same one would
+    # drop the reference of the other handle to the same sandbox (the
+    # sanitizer build sees the use after free; here, the call on it fails).
+    ctx = hangar.Context()
+    with hangar.Sandbox.create(ctx) as keeper:
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for _ in range(50):
+                s = hangar.Sandbox.attach(ctx, keeper.id)
+                barrier = threading.Barrier(4)
+
+                def close(s=s, barrier=barrier):
+                    barrier.wait()
+                    s.close()
+
+                threads = [threading.Thread(target=close) for _ in range(4)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(30)
+                del s
+        finally:
+            sys.setswitchinterval(old)
+        assert keeper.exec("echo alive").stdout == b"alive\n"
 
 
 def test_any_release_order(ctx):

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 
 from . import _hangar as _h
 from ._types import CheckpointInfo, Labels, _pairs
-from .context import Context
+from .context import Context, _Adopt, _Handle
 from .sandbox import Sandbox
 
 Progress = Callable[[int, int], Optional[bool]]
@@ -30,8 +30,8 @@ class Checkpoint:
     """A checkpoint (its index entry). Releasing it never deletes it: delete() does."""
 
     def __init__(self, ctx: Context, ptr: Any) -> None:
+        self._handle = _Handle(ptr, _h.hangar_checkpoint_unref, "checkpoint handle", ctx._cbs)
         self._ctx = ctx
-        self._ptr: Any = ptr
         self._id: str = _h.hangar_checkpoint_id(ptr)
 
     @classmethod
@@ -41,24 +41,28 @@ class Checkpoint:
                timeout: int = 0, progress: Optional[Progress] = None) -> "Checkpoint":
         """Captures sb's workspace (a git repository's tracked and untracked files unless select_all),
         seals it with blob (your bytes, e.g. a conversation), stores and indexes it."""
-        ptr = _h.py_checkpoint_create(sb._raw(), workspace, _SELECT_ALL if select_all else 0,
-                                      0 if native else _NO_NATIVE, session_id, parent_id, blob, _pairs(labels),
-                                      user, timeout, _progress(progress))
-        return cls(sb.context, ptr)
+        with _Adopt(Checkpoint.close) as own, sb._handle as p:
+            return own(cls(sb.context, _h.py_checkpoint_create(
+                p, workspace, _SELECT_ALL if select_all else 0, 0 if native else _NO_NATIVE, session_id, parent_id,
+                blob, _pairs(labels), user, timeout, _progress(progress))))
 
     @classmethod
     def lookup(cls, ctx: Context, id: str) -> "Checkpoint":
         """Finds a checkpoint by id (NotFoundError)."""
-        _rc, ptr = _h.hangar_checkpoint_lookup(ctx._raw(), id)
-        return cls(ctx, ptr)
+        with _Adopt(Checkpoint.close) as own, ctx._handle as c:
+            _rc, ptr = _h.hangar_checkpoint_lookup(c, id)
+            return own(cls(ctx, ptr))
 
     @classmethod
     def list(cls, ctx: Context, session_id: Optional[str] = None) -> Iterator["Checkpoint"]:
         """The index, oldest first; only one session's with session_id."""
-        out: List[Checkpoint] = []
-        _h.py_checkpoint_list(ctx._raw(), session_id,
-                              lambda p: out.append(cls(ctx, _h.hangar_checkpoint_ref(p))))
-        return iter(out)
+        with _Adopt(Checkpoint.close) as own, ctx._handle as c:
+
+            def each(p: Any) -> None:
+                own(cls(ctx, _h.hangar_checkpoint_ref(p)))
+
+            _h.py_checkpoint_list(c, session_id, each)
+        return iter(own.made)
 
     def __del__(self) -> None:
         self.close()
@@ -73,15 +77,14 @@ class Checkpoint:
         return f"<hangar.Checkpoint {self._id}>"
 
     def close(self) -> None:
-        """Releases the handle; the checkpoint stays stored."""
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr is not None:
-            _h.hangar_checkpoint_unref(ptr)
+        """Releases the handle; the checkpoint stays stored.
 
-    def _raw(self) -> Any:
-        if self._ptr is None:
-            raise ValueError("the checkpoint handle is closed")
-        return self._ptr
+        Calls running on it on other threads finish first; new ones raise
+        ValueError. Closing twice, or from several threads, is harmless.
+        """
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
 
     @property
     def id(self) -> str:
@@ -90,26 +93,29 @@ class Checkpoint:
 
     def info(self) -> CheckpointInfo:
         """What the index says about the checkpoint."""
-        return CheckpointInfo._from_raw(_h.py_checkpoint_get_info(self._raw()))
+        with self._handle as p:
+            return CheckpointInfo._from_raw(_h.py_checkpoint_get_info(p))
 
     def read_blob(self) -> bytes:
         """The blob sealed with it, verified (RefusedError when altered); b"" when none."""
-        _rc, data = _h.hangar_checkpoint_read_blob(self._raw())
+        with self._handle as p:
+            _rc, data = _h.hangar_checkpoint_read_blob(p)
         return bytes(data)
 
     def delete(self) -> None:
         """Deletes the stored checkpoint and its index entry."""
-        _h.hangar_checkpoint_delete(self._raw())
+        with self._handle as p:
+            _h.hangar_checkpoint_delete(p)
 
     def restore(self, sb: Sandbox, *, workspace: Optional[str] = None, merge: bool = False, native: bool = True,
                 user: Optional[str] = None, timeout: int = 0, progress: Optional[Progress] = None) -> None:
         """Restores into sb, replacing the workspace (or merging); a failure leaves it as it was."""
         flags = (1 if merge else 0) | (0 if native else _RESTORE_NO_NATIVE)
-        _h.py_checkpoint_restore(sb._raw(), self._raw(), None, workspace, flags, user, timeout,
-                                 _progress(progress))
+        with sb._handle as s, self._handle as p:
+            _h.py_checkpoint_restore(s, p, None, workspace, flags, user, timeout, _progress(progress))
 
     def export(self, local_path: Union[str, "os.PathLike[str]"], *, timeout: int = 0,
                progress: Optional[Progress] = None) -> None:
         """Writes the checkpoint as a plain tar.zst file, only once verified whole."""
-        _h.py_checkpoint_restore(None, self._raw(), os.fspath(local_path), None, 0, None, timeout,
-                                 _progress(progress))
+        with self._handle as p:
+            _h.py_checkpoint_restore(None, p, os.fspath(local_path), None, 0, None, timeout, _progress(progress))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
 
 from . import _hangar as _h
 from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, ReapResult, SandboxInfo, Setting, TemplateInfo,
@@ -12,6 +12,13 @@ from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, ReapResult, Sandbo
 
 EventCallback = Callable[[str, Dict[str, Any]], None]
 LogCallback = Callable[[int, str], None]
+
+
+_T = TypeVar("_T")
+
+# Exceptions a callback raises again before its first one reached a caller
+# ride along on that one as notes, up to this many (then a count).
+_MAX_NOTES = 8
 
 
 class _Holder:
@@ -32,6 +39,188 @@ class _Holder:
             self.ptr = None
 
 
+class _Pending:
+    """What a context's callbacks raised for one thread, not raised yet."""
+
+    def __init__(self, first: BaseException) -> None:
+        self.first = first
+        self.later: List[BaseException] = []
+        self.more = 0
+
+    def add(self, e: BaseException) -> None:
+        if len(self.later) < _MAX_NOTES:
+            self.later.append(e)
+        else:
+            self.more += 1
+
+    def exception(self) -> BaseException:
+        for e in self.later:
+            self.first.add_note(f"hangar: the callback raised again: {type(e).__name__}: {e}")
+        if self.more:
+            self.first.add_note(f"hangar: and {self.more} more times")
+        return self.first
+
+
+class _Callbacks:
+    """A context's on_event, on_log and session hook, and what they raised.
+
+    The library calls them on the thread where the event happens: the one
+    running a call on the context or on a handle of it, or a thread of the
+    library's own. An exception raised on a thread that is in such a call
+    is raised by that call as it returns; one raised anywhere else, by the
+    next call on the context to return, on any thread. Either way the
+    callback goes on getting every later event and log line, and what it
+    raises before its first exception reached a caller becomes notes on
+    that one. None of this refers to the Context, which the library's
+    references to the callbacks would otherwise keep from being collected.
+    """
+
+    def __init__(self) -> None:
+        self.holders: List[_Holder] = []
+        self.hook: Optional[_Holder] = None
+        # Hooks replaced while the library may still be calling them.
+        self.retired: List[_Holder] = []
+        self.lock = threading.RLock()
+        self.pending: Dict[Optional[int], _Pending] = {}
+        self.calls = threading.local()
+
+    def wrap(self, fn: Callable[[Any], Any], failed: Any) -> Callable[[Any], Any]:
+        """fn for the library: what it raises is kept, and failed returned instead."""
+
+        def call(args: Any) -> Any:
+            try:
+                return fn(args)
+            except BaseException as e:
+                self.keep(e)
+                return failed
+
+        return call
+
+    def keep(self, e: BaseException) -> None:
+        key = threading.get_ident() if getattr(self.calls, "depth", 0) else None
+        with self.lock:
+            p = self.pending.get(key)
+            if p is None:
+                self.pending[key] = _Pending(e)
+            else:
+                p.add(e)
+
+    def enter(self) -> None:
+        self.calls.depth = getattr(self.calls, "depth", 0) + 1
+
+    def leave(self) -> None:
+        self.calls.depth -= 1
+
+    def check(self) -> None:
+        """Raises what a callback raised for this thread, or on no caller's thread."""
+        for h in self.holders:
+            h.check()
+        if self.pending:
+            with self.lock:
+                p = self.pending.pop(threading.get_ident(), None) or self.pending.pop(None, None)
+            if p is not None:
+                raise p.exception()
+
+    def undelivered(self) -> Optional[BaseException]:
+        with self.lock:
+            ps = list(self.pending.values())
+            self.pending.clear()
+        return ps[0].exception() if ps else None
+
+    def release(self, ptr: Any) -> None:
+        """Releases the context: the callbacks stop before their holders go."""
+        _h.py_ctx_set_event(ptr, None)
+        _h.py_ctx_set_log(ptr, 0, None)
+        _h.py_session_set_hook(ptr, None)
+        _h.hangar_ctx_unref(ptr)
+        for h in self.holders + self.retired + ([self.hook] if self.hook is not None else []):
+            h.free()
+        self.holders, self.retired, self.hook = [], [], None
+
+
+class _Handle:
+    """The one C reference of a Python object, and the calls running on it.
+
+    Every call on the object runs as `with obj._handle as ptr:` and on its
+    way out raises what the context's callbacks raised meanwhile. close()
+    may come from any thread while calls run on others with the GIL
+    released: it refuses new calls at once, and the reference is dropped by
+    whichever of close() and the last running call comes last, exactly once.
+    """
+
+    __slots__ = ("ptr", "closed", "_release", "_what", "_cbs", "_lock", "_busy")
+
+    def __init__(self, ptr: Any, release: Callable[[Any], Any], what: str, cbs: _Callbacks) -> None:
+        self.ptr = ptr
+        self.closed = False
+        self._release = release
+        self._what = what
+        self._cbs = cbs
+        self._lock = threading.Lock()
+        self._busy = 0
+
+    def __enter__(self) -> Any:
+        with self._lock:
+            if self.closed:
+                raise ValueError(f"the {self._what} is closed")
+            self._busy += 1
+        self._cbs.enter()
+        return self.ptr
+
+    def __exit__(self, *exc: object) -> None:
+        self._cbs.leave()
+        with self._lock:
+            self._busy -= 1
+            ptr = self.ptr
+            last = self.closed and self._busy == 0 and ptr is not None
+            if last:
+                self.ptr = None
+        if last:
+            self._release(ptr)
+        self._cbs.check()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._busy:
+                return  # the last call running on it releases it
+            ptr, self.ptr = self.ptr, None
+        if ptr is not None:
+            self._release(ptr)
+
+
+class _Adopt(Generic[_T]):
+    """The objects a call made, undone if the call raises after making them.
+
+    The C call may succeed and a callback raise after it: the caller then
+    never gets what was made. `with _Adopt(undo) as own, x._handle as ptr:`
+    with own(obj) around each new owner runs undo(obj) (kill, delete or
+    close) before the exception goes on, so nothing is left without one.
+    """
+
+    def __init__(self, undo: Callable[[_T], None]) -> None:
+        self.made: List[_T] = []
+        self._undo = undo
+
+    def __call__(self, obj: _T) -> _T:
+        self.made.append(obj)
+        return obj
+
+    def __enter__(self) -> "_Adopt[_T]":
+        return self
+
+    def __exit__(self, et: object, e: Optional[BaseException], tb: object) -> None:
+        if e is None:
+            return
+        for obj in self.made:
+            try:
+                self._undo(obj)
+            except BaseException as u:
+                e.add_note(f"hangar: undoing what the call made ({obj!r}) failed: {type(u).__name__}: {u}")
+
+
 class Context:
     """A library context: the HANGAR_* settings, the providers, and callbacks.
 
@@ -40,10 +229,19 @@ class Context:
     set: a wrong value raises ConfigError naming the variable.
 
     on_event(name, details) receives audit events ("sandbox.created",
-    "sandbox.tier_fallback", ...; see hangar_ctx_set_event(3)), on_log(level,
-    message) log lines up to log_level. Both may run on library threads.
-    An exception either raises is re-raised by the next call on this
-    context (or on a sandbox of it) that returns.
+    "sandbox.killed", "sandbox.tier_fallback", ...; see
+    hangar_ctx_set_event(3)), on_log(level, message) log lines up to
+    log_level. Both run on the thread where the event happens, the caller's
+    or one of the library's. An exception either raises (or the session
+    hook) is raised by the call it happened in, as that call returns: the
+    kill() or with-block that fired "sandbox.killed", the create that fired
+    "sandbox.created". One raised on a library thread outside any call is
+    raised by the next call on this context or a handle of it. The
+    callback is not cut off: it gets every later event and line, and what
+    it raises before its first exception was raised is added to that one
+    as notes. When a create (or attach, open, fork, resume) succeeded in C
+    and then raises so, what it made is killed (a created sandbox, unless
+    keep=True), deleted (a created session) or released first.
 
     Sandboxes, sessions and checkpoints keep their context alive: it is
     released when the last of them is.
@@ -52,11 +250,9 @@ class Context:
     def __init__(self, settings: Optional[Mapping[str, Optional[str]]] = None, *, use_environment: bool = True,
                  on_event: Optional[EventCallback] = None, on_log: Optional[LogCallback] = None,
                  log_level: int = LOG_INFO) -> None:
-        self._ptr: Any = None
-        self._holders: List[_Holder] = []
-        self._hook: Optional[_Holder] = None
-        self._lock = threading.Lock()
-        _rc, self._ptr = _h.hangar_ctx_new(0 if use_environment else 1)
+        self._cbs = cbs = _Callbacks()
+        _rc, ptr = _h.hangar_ctx_new(0 if use_environment else 1)
+        self._handle = _Handle(ptr, cbs.release, "context", cbs)
         for name, value in (settings or {}).items():
             self.set(name, value)
         if on_event is not None:
@@ -66,48 +262,28 @@ class Context:
                 name, data = args
                 ev(name, json.loads(data) if data else {})
 
-            h = _Holder(event)
-            self._holders.append(h)
-            _h.py_ctx_set_event(self._ptr, h.ptr)
+            h = _Holder(cbs.wrap(event, None))
+            cbs.holders.append(h)
+            _h.py_ctx_set_event(ptr, h.ptr)
         if on_log is not None:
             lg = on_log
 
             def log(args: Any) -> None:
                 lg(args[0], args[1])
 
-            h = _Holder(log)
-            self._holders.append(h)
-            _h.py_ctx_set_log(self._ptr, log_level, h.ptr)
+            h = _Holder(cbs.wrap(log, None))
+            cbs.holders.append(h)
+            _h.py_ctx_set_log(ptr, log_level, h.ptr)
 
     def __del__(self) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr is None:
+        handle = getattr(self, "_handle", None)
+        if handle is None:
             return
-        # Nothing of Python uses the context any more (its children hold it):
-        # stop the callbacks before their holders go.
-        _h.py_ctx_set_event(ptr, None)
-        _h.py_ctx_set_log(ptr, 0, None)
-        _h.py_session_set_hook(ptr, None)
-        _h.hangar_ctx_unref(ptr)
-        for h in self._holders:
-            h.free()
-        if self._hook is not None:
-            self._hook.free()
-
-    def _raw(self) -> Any:
-        if self._ptr is None:
-            raise ValueError("the context is closed")
-        return self._ptr
-
-    def _check_callbacks(self) -> None:
-        """Raises what an event, log or hook callback raised meanwhile."""
-        for h in self._holders:
-            h.check()
-        if self._hook is not None:
-            self._hook.check()
+        handle.close()
+        e = self._cbs.undelivered()
+        if e is not None:
+            # Nothing is left to raise it: Python reports it as unraisable.
+            raise e
 
     def __enter__(self) -> "Context":
         return self
@@ -119,11 +295,13 @@ class Context:
 
     def set(self, name: str, value: Optional[str]) -> None:
         """Overrides one setting (None restores its default); ConfigError names a bad value."""
-        _h.hangar_ctx_set(self._raw(), name, value)
+        with self._handle as c:
+            _h.hangar_ctx_set(c, name, value)
 
     def get(self, name: str) -> str:
         """The effective value of a setting ("" when unset). Secrets come back in clear."""
-        _rc, value = _h.hangar_ctx_get(self._raw(), name)
+        with self._handle as c:
+            _rc, value = _h.hangar_ctx_get(c, name)
         return bytes(value).decode("utf-8", "surrogateescape")
 
     def settings(self, provider: Optional[str] = None, *, all: bool = True) -> Iterator[Setting]:
@@ -132,8 +310,9 @@ class Context:
         With all=False, only the library's own (provider None) or one provider's.
         """
         out: List[Setting] = []
-        _h.py_ctx_settings(self._raw(), provider, 1 if all and provider is None else 0,
-                           lambda t: out.append(Setting(t[0], t[1], t[2])))
+        with self._handle as c:
+            _h.py_ctx_settings(c, provider, 1 if all and provider is None else 0,
+                               lambda t: out.append(Setting(t[0], t[1], t[2])))
         return iter(out)
 
     # ---- providers, tiers, environments, templates ------------------------------------
@@ -141,40 +320,46 @@ class Context:
     def providers(self) -> Iterator[ProviderInfo]:
         """The registered providers, built-in first."""
         out: List[ProviderInfo] = []
-        _h.py_provider_foreach(self._raw(), lambda p: out.append(
-            ProviderInfo(_h.hangar_provider_name(p), int(_h.hangar_provider_capabilities(p)))))
+        with self._handle as c:
+            _h.py_provider_foreach(c, lambda p: out.append(
+                ProviderInfo(_h.hangar_provider_name(p), int(_h.hangar_provider_capabilities(p)))))
         return iter(out)
 
     def provider(self, name: Optional[str] = None) -> ProviderInfo:
         """One provider by name (None: HANGAR_DEFAULT_PROVIDER), set up; NotFoundError if none."""
-        _rc, p = _h.hangar_provider_lookup(self._raw(), name)
-        try:
-            return ProviderInfo(_h.hangar_provider_name(p), int(_h.hangar_provider_capabilities(p)))
-        finally:
-            _h.hangar_provider_unref(p)
+        with self._handle as c:
+            _rc, p = _h.hangar_provider_lookup(c, name)
+            try:
+                return ProviderInfo(_h.hangar_provider_name(p), int(_h.hangar_provider_capabilities(p)))
+            finally:
+                _h.hangar_provider_unref(p)
 
     def tiers(self) -> Iterator[TierInfo]:
         """The four tiers (fast, isolated, default, heavy) with their providers and cooldowns."""
         out: List[TierInfo] = []
-        _h.py_tier_foreach(self._raw(), lambda d: out.append(TierInfo(**d)))
+        with self._handle as c:
+            _h.py_tier_foreach(c, lambda d: out.append(TierInfo(**d)))
         return iter(out)
 
     def environments(self) -> Iterator[EnvironmentInfo]:
         """The environments of HANGAR_ENVIRONMENTS_FILE, sorted by name."""
         out: List[EnvironmentInfo] = []
-        _h.py_environment_list(self._raw(), None, lambda d: out.append(EnvironmentInfo._from_raw(d)))
+        with self._handle as c:
+            _h.py_environment_list(c, None, lambda d: out.append(EnvironmentInfo._from_raw(d)))
         return iter(out)
 
     def environment(self, name: str) -> EnvironmentInfo:
         """One environment; NotFoundError when there is none of that name."""
         out: List[EnvironmentInfo] = []
-        _h.py_environment_list(self._raw(), name, lambda d: out.append(EnvironmentInfo._from_raw(d)))
+        with self._handle as c:
+            _h.py_environment_list(c, name, lambda d: out.append(EnvironmentInfo._from_raw(d)))
         return out[0]
 
     def templates(self, provider: Optional[str] = None) -> Iterator[TemplateInfo]:
         """The templates a provider can create sandboxes from (UnsupportedError where it has none)."""
         out: List[TemplateInfo] = []
-        _h.py_template_list(self._raw(), provider, lambda d: out.append(TemplateInfo(**d)))
+        with self._handle as c:
+            _h.py_template_list(c, provider, lambda d: out.append(TemplateInfo(**d)))
         return iter(out)
 
     def build_template(self, name: str, image: str, *, provider: Optional[str] = None, cpu_millis: int = 0,
@@ -182,7 +367,8 @@ class Context:
                        progress: Optional[Callable[[str, str], None]] = None) -> str:
         """Builds a template from an OCI image and waits until it is ready; returns its id."""
         cb = None if progress is None else (lambda t, p=progress: p(t[0], t[1]))
-        tid: str = _h.py_template_build(self._raw(), provider, name, image, cpu_millis, memory_mb, disk_mb, cb)
+        with self._handle as c:
+            tid: str = _h.py_template_build(c, provider, name, image, cpu_millis, memory_mb, disk_mb, cb)
         return tid
 
     # ---- sandboxes and sessions ---------------------------------------------------------
@@ -190,22 +376,23 @@ class Context:
     def sandboxes(self, provider: Optional[str] = None) -> Iterator[SandboxInfo]:
         """The sandboxes of one provider, or of every one that answers (provider None)."""
         out: List[SandboxInfo] = []
-        _h.py_sandbox_list(self._raw(), provider, lambda d: out.append(SandboxInfo(**d)))
+        with self._handle as c:
+            _h.py_sandbox_list(c, provider, lambda d: out.append(SandboxInfo(**d)))
         return iter(out)
 
     def set_session_hook(self, fn: Optional[Callable[[Any, Any, int], bool]]) -> None:
         """Sets the hook called as fn(session, sandbox, hook) on park, wake and cold resumes.
 
         Return True (or None) to go on, False to refuse; see hangar_session_set_hook(3).
+        An exception it raises refuses too, and is raised by the suspend or
+        resume it ran in.
         """
         from .sandbox import Sandbox
         from .session import Session
 
-        old = self._hook
-        if fn is None:
-            _h.py_session_set_hook(self._raw(), None)
-            self._hook = None
-        else:
+        cbs = self._cbs
+        new = None
+        if fn is not None:
             user = fn
 
             def hook(t: Any) -> int:
@@ -218,26 +405,35 @@ class Context:
                     sb.close()
                 return 0 if r is None or r else 1
 
-            self._hook = _Holder(hook)
-            _h.py_session_set_hook(self._raw(), self._hook.ptr)
-        if old is not None:
-            old.free()
+            new = _Holder(cbs.wrap(hook, 1))
+        with self._handle as c:
+            _h.py_session_set_hook(c, None if new is None else new.ptr)
+            with cbs.lock:
+                # A suspend on another thread may still be in the old hook:
+                # it is freed with the context.
+                if cbs.hook is not None:
+                    cbs.retired.append(cbs.hook)
+                cbs.hook = new
 
     def reap(self) -> int:
         """Destroys sandboxes parked too long; returns how many (hangar_session_reap(3))."""
-        _rc, n = _h.hangar_session_reap(self._raw())
+        with self._handle as c:
+            _rc, n = _h.hangar_session_reap(c)
         return int(n)
 
     def reap_as_leader(self, lease: str, lease_seconds: int) -> ReapResult:
         """One reaping pass, only in the context holding the store's lease named lease
         (hangar_ctx_reap(3)): processes sharing a store call it periodically, one reaps."""
-        return ReapResult(**_h.py_ctx_reap(self._raw(), lease, lease_seconds))
+        with self._handle as c:
+            return ReapResult(**_h.py_ctx_reap(c, lease, lease_seconds))
 
     def release_lease(self, lease: str) -> bool:
         """Gives the reaper's lease up if this context holds it; True when it did."""
-        _rc, released = _h.hangar_ctx_reap_release(self._raw(), lease)
+        with self._handle as c:
+            _rc, released = _h.hangar_ctx_reap_release(c, lease)
         return bool(released)
 
     def ping_store(self) -> None:
         """Checks that the state store answers now (for readiness probes); raises if not."""
-        _h.hangar_ctx_ping_store(self._raw())
+        with self._handle as c:
+            _h.hangar_ctx_ping_store(c)

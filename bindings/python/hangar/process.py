@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, List, Optional, Union
 
 from . import _hangar as _h
 from ._types import SIGKILL, SIGTERM, Env, _pairs
-from .context import _Holder
+from .context import _Adopt, _Handle, _Holder
 from .sandbox import Sandbox
 
 OutputCallback = Callable[[int, bytes], None]
@@ -18,13 +19,16 @@ class Process:
 
     Output reaches on_output(stream, data) from a library thread (with the
     GIL held) from the first byte on; an exception it raises is re-raised by
-    the next wait(). Releasing the handle (close(), or dropping it) stops
-    following the process; the process keeps running.
+    the next wait() or check(), and the output that comes meanwhile is
+    dropped (on_output is called again once it was raised). Releasing the
+    handle (close(), or dropping it) stops following the process; the
+    process keeps running.
     """
 
     def __init__(self, sb: Sandbox, ptr: Any, holder: Optional[_Holder]) -> None:
+        self._handle = _Handle(ptr, functools.partial(Process._release, holder), "process handle",
+                               sb.context._cbs)
         self._sb = sb
-        self._ptr: Any = ptr
         self._holder = holder
         self._pid = int(_h.hangar_process_pid(ptr))
 
@@ -60,14 +64,15 @@ class Process:
 
             holder = _Holder(out)
             holder.thread = seen
-        try:
-            ptr = _h.py_process_start(sb._raw(), command, pid, cwd, user, _pairs(env), int(pty), cols, rows,
-                                      int(stdin), timeout, None if holder is None else holder.ptr)
-        except BaseException:
-            if holder is not None:
-                holder.free()
-            raise
-        return cls(sb, ptr, holder)
+        with _Adopt(Process.close) as own, sb._handle as p:
+            try:
+                ptr = _h.py_process_start(p, command, pid, cwd, user, _pairs(env), int(pty), cols, rows,
+                                          int(stdin), timeout, None if holder is None else holder.ptr)
+            except BaseException:
+                if holder is not None:
+                    holder.free()
+                raise
+            return own(cls(sb, ptr, holder))
 
     def __enter__(self) -> "Process":
         return self
@@ -79,29 +84,27 @@ class Process:
         self.close()
 
     def close(self) -> None:
-        """Stops following the process (no more callbacks once this returns)."""
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr is None:
-            return
-        holder, self._holder = self._holder, None
+        """Stops following the process: no more callbacks once this returns, or, while
+        calls on the handle run on other threads, once the last of them returns."""
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
+
+    @staticmethod
+    def _release(holder: Optional[_Holder], ptr: Any) -> None:
         if holder is not None and holder.thread and holder.thread[0] == threading.get_ident():
             # Dropped by its own output callback (or collected there): the
             # library waits for that thread to leave the callback, so the
             # release happens on another thread.
-            threading.Thread(target=Process._release, args=(ptr, holder), daemon=True).start()
+            threading.Thread(target=Process._release_now, args=(ptr, holder), daemon=True).start()
             return
-        Process._release(ptr, holder)
+        Process._release_now(ptr, holder)
 
     @staticmethod
-    def _release(ptr: Any, holder: Optional[_Holder]) -> None:
+    def _release_now(ptr: Any, holder: Optional[_Holder]) -> None:
         _h.hangar_process_unref(ptr)
         if holder is not None:
             holder.free()
-
-    def _raw(self) -> Any:
-        if self._ptr is None:
-            raise ValueError("the process handle is closed")
-        return self._ptr
 
     @property
     def pid(self) -> int:
@@ -115,19 +118,23 @@ class Process:
 
     def write(self, data: Union[bytes, bytearray, memoryview, str]) -> None:
         """Writes to stdin (stdin=True) or the terminal (str as UTF-8)."""
-        _h.hangar_process_write(self._raw(), data.encode() if isinstance(data, str) else data)
+        with self._handle as p:
+            _h.hangar_process_write(p, data.encode() if isinstance(data, str) else data)
 
     def close_stdin(self) -> None:
         """Closes stdin so the process reads EOF (on a terminal, write "\\x04")."""
-        _h.hangar_process_close_stdin(self._raw())
+        with self._handle as p:
+            _h.hangar_process_close_stdin(p)
 
     def resize(self, cols: int, rows: int) -> None:
         """Resizes the terminal (UnsupportedError without one)."""
-        _h.hangar_process_resize(self._raw(), cols, rows)
+        with self._handle as p:
+            _h.hangar_process_resize(p, cols, rows)
 
     def signal(self, sig: int = SIGTERM) -> None:
         """Sends SIGTERM or SIGKILL to the process."""
-        _h.hangar_process_signal(self._raw(), sig)
+        with self._handle as p:
+            _h.hangar_process_signal(p, sig)
 
     def kill(self) -> None:
         """Sends SIGKILL to the process (not its children); NotFoundError when it has exited."""
@@ -140,16 +147,16 @@ class Process:
         it is still running. Re-raises what on_output raised.
         """
         ms = -1 if timeout is None else max(0, int(timeout * 1000))
-        try:
-            _rc, code = _h.hangar_process_wait(self._raw(), ms)
-        finally:
-            if self._holder is not None:
-                self._holder.check()
+        with self._handle as p:
+            try:
+                _rc, code = _h.hangar_process_wait(p, ms)
+            finally:
+                if self._holder is not None:
+                    self._holder.check()
         return int(code)
 
     def check(self) -> None:
         """Raises what on_output raised since the last check, if anything."""
-        if self._holder is not None:
-            self._holder.check()
-
-
+        with self._handle:
+            if self._holder is not None:
+                self._holder.check()

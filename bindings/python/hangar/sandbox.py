@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
 from . import _hangar as _h
 from ._types import (NETWORK_DEFAULT, NETWORK_OFF, NETWORK_ON, Env, ExecResult, FileInfo, LogEntry, Metric,
                      SandboxInfo, _pairs)
-from .context import Context
+from .context import Context, _Adopt, _Handle
 from .errors import GoneError
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ class Sandbox:
 
     def __init__(self, ctx: Context, ptr: Any, *, keep: bool = True) -> None:
         # The handle owns one reference on ptr; ctx is kept alive with it.
+        self._handle = _Handle(ptr, _h.hangar_sandbox_unref, "sandbox handle", ctx._cbs)
         self._ctx = ctx
-        self._ptr: Any = ptr
         self._keep = keep
         self._id: str = _h.hangar_sandbox_id(ptr)
 
@@ -64,27 +64,35 @@ class Sandbox:
         HANGAR_SANDBOX_TIMEOUT_SECONDS, negative: none). env: variables for
         every command. network: on/off (None: the provider's setting).
         environment: a name in HANGAR_ENVIRONMENTS_FILE filling what is
-        left unset. keep: not killed when a with-block ends.
+        left unset. keep: not killed when a with-block ends, nor when a
+        context callback raises after the sandbox was made (the create
+        raises that exception; without keep the sandbox is killed first).
         """
-        try:
-            ptr = _h.py_sandbox_create(ctx._raw(), provider, template, timeout, _pairs(env), _network(network),
-                                       tier, environment)
-        finally:
-            ctx._check_callbacks()
-        return cls(ctx, ptr, keep=keep)
+        with _Adopt(Sandbox._discard) as own, ctx._handle as c:
+            return own(cls(ctx, _h.py_sandbox_create(c, provider, template, timeout, _pairs(env),
+                                                     _network(network), tier, environment), keep=keep))
 
     @classmethod
     def attach(cls, ctx: Context, id: str, *, provider: Optional[str] = None) -> "Sandbox":
         """Attaches to an existing sandbox by id (GoneError when there is none); never killed by a with-block."""
-        _rc, ptr = _h.hangar_sandbox_attach(ctx._raw(), provider, id)
-        return cls(ctx, ptr, keep=True)
+        with _Adopt(Sandbox.close) as own, ctx._handle as c:
+            _rc, ptr = _h.hangar_sandbox_attach(c, provider, id)
+            return own(cls(ctx, ptr, keep=True))
+
+    def _discard(self) -> None:
+        """Undoes a create whose caller never got the sandbox: kills it unless kept."""
+        try:
+            if not self._keep:
+                self.kill()
+        finally:
+            self.close()
 
     def __enter__(self) -> "Sandbox":
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if not self._keep and self._ptr is not None:
+            if not self._keep and not self._handle.closed:
                 try:
                     self.kill()
                 except GoneError:
@@ -99,20 +107,19 @@ class Sandbox:
         return f"<hangar.Sandbox {self._id}>"
 
     def close(self) -> None:
-        """Releases the handle (the sandbox lives on until killed or expired)."""
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr is not None:
-            _h.hangar_sandbox_unref(ptr)
+        """Releases the handle (the sandbox lives on until killed or expired).
+
+        Calls running on it on other threads finish first; new ones raise
+        ValueError. Closing twice, or from several threads, is harmless.
+        """
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
 
     def keep(self) -> "Sandbox":
         """Keeps the sandbox running when the with-block ends."""
         self._keep = True
         return self
-
-    def _raw(self) -> Any:
-        if self._ptr is None:
-            raise ValueError("the sandbox handle is closed")
-        return self._ptr
 
     @property
     def context(self) -> Context:
@@ -127,12 +134,14 @@ class Sandbox:
     @property
     def provider(self) -> str:
         """The name of the sandbox's provider."""
-        name: str = _h.py_sandbox_provider_name(self._raw())
+        with self._handle as p:
+            name: str = _h.py_sandbox_provider_name(p)
         return name
 
     def info(self) -> SandboxInfo:
         """Asks the provider for the sandbox's current state."""
-        return SandboxInfo(**_h.py_sandbox_get_info(self._raw()))
+        with self._handle as p:
+            return SandboxInfo(**_h.py_sandbox_get_info(p))
 
     # ---- commands -------------------------------------------------------------------
 
@@ -148,9 +157,11 @@ class Sandbox:
         command and is raised here. cancel() is polled at least once a second;
         returning True stops the command with CanceledError.
         """
-        return ExecResult._from_raw(_h.py_sandbox_exec(
-            self._raw(), command, timeout, cwd, user, _pairs(env), output_limit, stdin,
-            None if on_output is None else (lambda t, f=on_output: f(t[0], t[1])), cancel))
+        with self._handle as p:
+            raw = _h.py_sandbox_exec(p, command, timeout, cwd, user, _pairs(env), output_limit, stdin,
+                                     None if on_output is None else (lambda t, f=on_output: f(t[0], t[1])),
+                                     cancel)
+        return ExecResult._from_raw(raw)
 
     def start(self, command: Optional[str] = None, **kw: Any) -> "Process":
         """Starts a background process: see Process.start()."""
@@ -162,76 +173,92 @@ class Sandbox:
 
     def read_file(self, path: str) -> bytes:
         """A whole file's bytes (TooLargeError over HANGAR_READ_LIMIT_BYTES, FileError when missing)."""
-        _rc, data = _h.hangar_sandbox_read_file(self._raw(), path)
+        with self._handle as p:
+            _rc, data = _h.hangar_sandbox_read_file(p, path)
         return bytes(data)
 
     def write_file(self, path: str, data: Union[bytes, bytearray, memoryview, str]) -> None:
         """Writes a whole file, creating its parents (str is written as UTF-8)."""
-        _h.hangar_sandbox_write_file(self._raw(), path, data.encode() if isinstance(data, str) else data)
+        with self._handle as p:
+            _h.hangar_sandbox_write_file(p, path, data.encode() if isinstance(data, str) else data)
 
     def copy_in(self, local_path: PathLike, remote_path: str) -> None:
         """Copies a local file into the sandbox, streaming it."""
-        _h.hangar_sandbox_copy_in(self._raw(), os.fspath(local_path), remote_path)
+        with self._handle as p:
+            _h.hangar_sandbox_copy_in(p, os.fspath(local_path), remote_path)
 
     def copy_out(self, remote_path: str, local_path: PathLike, *, limit: int = 0, timeout: int = 0,
                  cancel: Optional[Callable[[], bool]] = None) -> None:
         """Copies a file out of the sandbox; local_path appears only once it is complete."""
-        _h.py_sandbox_copy_out(self._raw(), remote_path, os.fspath(local_path), limit, timeout, cancel)
+        with self._handle as p:
+            _h.py_sandbox_copy_out(p, remote_path, os.fspath(local_path), limit, timeout, cancel)
 
     def list_files(self, path: str, depth: int = 1) -> Iterator[FileInfo]:
         """The entries of a directory, depth levels deep."""
         out: List[FileInfo] = []
-        _h.py_sandbox_list_files(self._raw(), path, depth, 0, lambda d: out.append(FileInfo(**d)))
+        with self._handle as p:
+            _h.py_sandbox_list_files(p, path, depth, 0, lambda d: out.append(FileInfo(**d)))
         return iter(out)
 
     def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself); FileError when missing."""
         out: List[FileInfo] = []
-        _h.py_sandbox_list_files(self._raw(), path, 0, 1, lambda d: out.append(FileInfo(**d)))
+        with self._handle as p:
+            _h.py_sandbox_list_files(p, path, 0, 1, lambda d: out.append(FileInfo(**d)))
         return out[0]
 
     def exists(self, path: str) -> bool:
         """Whether a path exists; a failure to find out raises, it is never False."""
-        return bool(_h.hangar_sandbox_exists(self._raw(), path))
+        with self._handle as p:
+            return bool(_h.hangar_sandbox_exists(p, path))
 
     def mkdir(self, path: str) -> None:
         """Creates a directory and its parents (ExistsError when it is there)."""
-        _h.hangar_sandbox_mkdir(self._raw(), path)
+        with self._handle as p:
+            _h.hangar_sandbox_mkdir(p, path)
 
     def rename(self, src: str, dst: str) -> None:
         """Renames src to dst, creating dst's parents; replaces an existing file (FileError when src is missing)."""
-        _h.hangar_sandbox_rename(self._raw(), src, dst)
+        with self._handle as p:
+            _h.hangar_sandbox_rename(p, src, dst)
 
     def remove(self, path: str) -> None:
         """Removes a file or a whole tree; a missing path is not an error."""
-        _h.hangar_sandbox_remove(self._raw(), path)
+        with self._handle as p:
+            _h.hangar_sandbox_remove(p, path)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
     def pause(self) -> None:
         """Pauses the sandbox keeping its memory (UnsupportedError where the provider cannot)."""
-        _h.hangar_sandbox_pause(self._raw())
+        with self._handle as p:
+            _h.hangar_sandbox_pause(p)
 
     def resume(self) -> None:
         """Resumes a paused sandbox: its processes continue, and its lifetime starts again
         from the timeout it was created with (UnsupportedError where the provider cannot pause)."""
-        _h.hangar_sandbox_resume(self._raw())
+        with self._handle as p:
+            _h.hangar_sandbox_resume(p)
 
     def pause_filesystem(self) -> None:
         """Pauses keeping only the filesystem: processes end, resume boots afresh."""
-        _h.hangar_sandbox_pause_filesystem(self._raw())
+        with self._handle as p:
+            _h.hangar_sandbox_pause_filesystem(p)
 
     def set_timeout(self, seconds: int) -> None:
         """Sets the remaining lifetime from now (0: no limit)."""
-        _h.hangar_sandbox_set_timeout(self._raw(), seconds)
+        with self._handle as p:
+            _h.hangar_sandbox_set_timeout(p, seconds)
 
     def kill(self) -> None:
         """Destroys the sandbox; the handle stays usable and calls on it raise GoneError."""
-        _h.hangar_sandbox_kill(self._raw())
+        with self._handle as p:
+            _h.hangar_sandbox_kill(p)
 
     def snapshot(self, name: Optional[str] = None) -> str:
         """Takes a persistent snapshot, usable as a template; returns its id."""
-        _rc, sid = _h.hangar_sandbox_snapshot(self._raw(), name)
+        with self._handle as p:
+            _rc, sid = _h.hangar_sandbox_snapshot(p, name)
         return bytes(sid).decode()
 
     def fork(self, count: int = 1) -> List[ForkResult]:
@@ -243,32 +270,36 @@ class Sandbox:
         from .errors import _from_details
 
         out: List[ForkResult] = []
+        with _Adopt(Sandbox._discard) as own, self._handle as p:
 
-        def each(d: Any) -> None:
-            err = None
-            if d["error"]:
-                err = _from_details({"code": d["error"], "name": "", "message": d["message"], "http_status": 0,
-                                     "retry_after": 0, "os_errno": 0, "provider_code": "", "category": 0,
-                                     "flags": 0})
-            out.append(ForkResult(int(d["index"]),
-                                  None if err else Sandbox._borrowed(self._ctx, d["sandbox"], keep=False), err))
+            def each(d: Any) -> None:
+                err = None
+                if d["error"]:
+                    err = _from_details({"code": d["error"], "name": "", "message": d["message"],
+                                         "http_status": 0, "retry_after": 0, "os_errno": 0, "provider_code": "",
+                                         "category": 0, "flags": 0})
+                child = None if err else own(Sandbox._borrowed(self._ctx, d["sandbox"], keep=False))
+                out.append(ForkResult(int(d["index"]), child, err))
 
-        _h.py_sandbox_fork(self._raw(), count, each)
+            _h.py_sandbox_fork(p, count, each)
         return out
 
     def metrics(self) -> Iterator[Metric]:
         """Recent resource samples, oldest first."""
         out: List[Metric] = []
-        _h.py_sandbox_metrics(self._raw(), lambda d: out.append(Metric(**d)))
+        with self._handle as p:
+            _h.py_sandbox_metrics(p, lambda d: out.append(Metric(**d)))
         return iter(out)
 
     def logs(self) -> Iterator[LogEntry]:
         """The sandbox's platform log, oldest first."""
         out: List[LogEntry] = []
-        _h.py_sandbox_logs(self._raw(), lambda d: out.append(LogEntry(**d)))
+        with self._handle as p:
+            _h.py_sandbox_logs(p, lambda d: out.append(LogEntry(**d)))
         return iter(out)
 
     def expose_port(self, port: int) -> str:
         """Makes a TCP port of the sandbox reachable; returns "host:port" or a host name."""
-        _rc, addr = _h.hangar_sandbox_expose_port(self._raw(), port)
+        with self._handle as p:
+            _rc, addr = _h.hangar_sandbox_expose_port(p, port)
         return bytes(addr).decode()

@@ -6,7 +6,7 @@ from typing import Any, Iterator, List, Optional
 
 from . import _hangar as _h
 from ._types import Env, Labels, SessionInfo, _pairs
-from .context import Context
+from .context import Context, _Adopt, _Handle
 from .errors import HangarError, _from_details
 from .sandbox import Sandbox, _network
 
@@ -29,8 +29,8 @@ class Session:
     """A session handle. Releasing it never changes the session; archive() and delete() do."""
 
     def __init__(self, ctx: Context, ptr: Any) -> None:
+        self._handle = _Handle(ptr, _h.hangar_session_unref, "session handle", ctx._cbs)
         self._ctx = ctx
-        self._ptr: Any = ptr
         self._id: str = _h.hangar_session_id(ptr)
 
     @classmethod
@@ -43,27 +43,37 @@ class Session:
                env: Optional[Env] = None, network: Optional[bool] = None, tier: Optional[str] = None,
                workspace: Optional[str] = None, user: Optional[str] = None, labels: Optional[Labels] = None,
                exclusive_credential: bool = False) -> "Session":
-        """Creates a session and its first sandbox (as Sandbox.create() with these options)."""
-        try:
-            ptr = _h.py_session_create(ctx._raw(), id, environment, provider, template, timeout, _pairs(env),
-                                       _network(network), tier, workspace, user, _pairs(labels),
-                                       _EXCLUSIVE_CREDENTIAL if exclusive_credential else 0)
-        finally:
-            ctx._check_callbacks()
-        return cls(ctx, ptr)
+        """Creates a session and its first sandbox (as Sandbox.create() with these options).
+
+        When a context callback raises after the session was made, it is
+        deleted (its sandbox with it) before the exception goes on.
+        """
+        with _Adopt(Session._discard) as own, ctx._handle as c:
+            return own(cls(ctx, _h.py_session_create(c, id, environment, provider, template, timeout, _pairs(env),
+                                                     _network(network), tier, workspace, user, _pairs(labels),
+                                                     _EXCLUSIVE_CREDENTIAL if exclusive_credential else 0)))
 
     @classmethod
     def open(cls, ctx: Context, id: str) -> "Session":
         """Opens a session by id (NotFoundError)."""
-        _rc, ptr = _h.hangar_session_open(ctx._raw(), id)
-        return cls(ctx, ptr)
+        with _Adopt(Session.close) as own, ctx._handle as c:
+            _rc, ptr = _h.hangar_session_open(c, id)
+            return own(cls(ctx, ptr))
 
     @classmethod
     def list(cls, ctx: Context) -> Iterator[SessionInfo]:
         """The sessions of the state store, oldest first."""
         out: List[SessionInfo] = []
-        _h.py_session_list(ctx._raw(), lambda d: out.append(SessionInfo._from_raw(d)))
+        with ctx._handle as c:
+            _h.py_session_list(c, lambda d: out.append(SessionInfo._from_raw(d)))
         return iter(out)
+
+    def _discard(self) -> None:
+        """Undoes a create or fork whose caller never got the session."""
+        try:
+            self.delete()
+        finally:
+            self.close()
 
     def __del__(self) -> None:
         self.close()
@@ -78,15 +88,14 @@ class Session:
         return f"<hangar.Session {self._id}>"
 
     def close(self) -> None:
-        """Releases the handle; the session and its sandbox stay as they are."""
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr is not None:
-            _h.hangar_session_unref(ptr)
+        """Releases the handle; the session and its sandbox stay as they are.
 
-    def _raw(self) -> Any:
-        if self._ptr is None:
-            raise ValueError("the session handle is closed")
-        return self._ptr
+        Calls running on it on other threads finish first; new ones raise
+        ValueError. Closing twice, or from several threads, is harmless.
+        """
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
 
     @property
     def id(self) -> str:
@@ -95,60 +104,56 @@ class Session:
 
     def info(self) -> SessionInfo:
         """Reads the session's record again and describes it (NotFoundError once deleted)."""
-        return SessionInfo._from_raw(_h.py_session_get_info(self._raw()))
+        with self._handle as p:
+            return SessionInfo._from_raw(_h.py_session_get_info(p))
 
     def sandbox(self) -> Sandbox:
         """The live sandbox, resuming the session first when it is not active."""
-        try:
-            _rc, ptr = _h.hangar_session_sandbox(self._raw())
-        finally:
-            self._ctx._check_callbacks()
-        return Sandbox(self._ctx, ptr, keep=True)
+        with _Adopt(Sandbox.close) as own, self._handle as p:
+            _rc, ptr = _h.hangar_session_sandbox(p)
+            return own(Sandbox(self._ctx, ptr, keep=True))
 
     def suspend(self, *, blob: Optional[bytes] = None, labels: Optional[Labels] = None, park: bool = True,
                 timeout: int = 0) -> None:
         """Checkpoints the workspace (with blob), then parks the sandbox where allowed, else destroys it."""
-        try:
-            _h.py_session_suspend(self._raw(), blob, _pairs(labels), 0 if park else _SUSPEND_NO_PARK, timeout)
-        finally:
-            self._ctx._check_callbacks()
+        with self._handle as p:
+            _h.py_session_suspend(p, blob, _pairs(labels), 0 if park else _SUSPEND_NO_PARK, timeout)
 
     def resume(self) -> Sandbox:
         """Brings the session back (hot when the parked sandbox can be trusted, else cold)."""
-        try:
-            _rc, ptr = _h.hangar_session_resume(self._raw())
-        finally:
-            self._ctx._check_callbacks()
-        return Sandbox(self._ctx, ptr, keep=True)
+        with _Adopt(Sandbox.close) as own, self._handle as p:
+            _rc, ptr = _h.hangar_session_resume(p)
+            return own(Sandbox(self._ctx, ptr, keep=True))
 
     def archive(self) -> None:
         """Destroys its sandbox and keeps its record and checkpoints; it cannot be resumed."""
-        _h.hangar_session_archive(self._raw())
+        with self._handle as p:
+            _h.hangar_session_archive(p)
 
     def delete(self) -> None:
         """Destroys its sandbox, deletes its checkpoints and its record."""
-        _h.hangar_session_delete(self._raw())
+        with self._handle as p:
+            _h.hangar_session_delete(p)
 
     def fork(self, count: int = 1) -> List[SessionForkResult]:
         """Forks count new sessions from this one's current state."""
         out: List[SessionForkResult] = []
+        with _Adopt(Session._discard) as own, self._handle as p:
 
-        def each(d: Any) -> None:
-            err = None
-            if d["error"]:
-                err = _from_details({"code": d["error"], "name": "", "message": d["message"], "http_status": 0,
-                                     "retry_after": 0, "os_errno": 0, "provider_code": "", "category": 0,
-                                     "flags": 0})
-            out.append(SessionForkResult(int(d["index"]), int(d["method"]),
-                                         None if err else Session._borrowed(self._ctx, d["session"]), err))
+            def each(d: Any) -> None:
+                err = None
+                if d["error"]:
+                    err = _from_details({"code": d["error"], "name": "", "message": d["message"],
+                                         "http_status": 0, "retry_after": 0, "os_errno": 0, "provider_code": "",
+                                         "category": 0, "flags": 0})
+                child = None if err else own(Session._borrowed(self._ctx, d["session"]))
+                out.append(SessionForkResult(int(d["index"]), int(d["method"]), child, err))
 
-        try:
-            _h.py_session_fork(self._raw(), count, each)
-        finally:
-            self._ctx._check_callbacks()
+            _h.py_session_fork(p, count, each)
         return out
 
     def keep(self) -> int:
         """Keeps this fork and archives the others of its fork group; returns how many."""
-        _rc, n = _h.hangar_session_keep(self._raw())
+        with self._handle as p:
+            _rc, n = _h.hangar_session_keep(p)
         return int(n)
