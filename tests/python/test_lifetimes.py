@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import weakref
 
 import pytest
 
@@ -246,7 +247,12 @@ def test_log_callback(ctx):
 
 
 def test_dropping_the_context_first_is_safe():
-    ctx = hangar.Context()
+    # With callbacks: the events and log lines of calls made after the
+    # caller dropped the context still reach them, and nothing is freed
+    # under the library.
+    events, lines = [], []
+    ctx = hangar.Context(on_event=lambda name, data: events.append((name, data["id"])),
+                         on_log=lambda level, msg: lines.append(msg), log_level=hangar.LOG_DEBUG)
     sb = hangar.Sandbox.create(ctx)
     p = sb.start("sleep 30")
     del ctx
@@ -261,10 +267,26 @@ def test_dropping_the_context_first_is_safe():
     sb = p.sandbox
     del p
     gc.collect()
-    sb.kill()
-    sb.close()
-    del sb, ctx2
+    sid = sb.id
+    del ctx2
     gc.collect()
+    n = len(lines)
+    sb.kill()
+    assert ("sandbox.killed", sid) in events and len(lines) > n
+    sb.close()
+    del sb
+    gc.collect()
+
+
+def test_a_context_with_callbacks_is_collected():
+    # The library holds the callbacks, out of the garbage collector's
+    # sight: none of them may hold the context itself.
+    ctx = hangar.Context(on_event=lambda name, data: None, on_log=lambda level, msg: None)
+    ctx.set_session_hook(lambda session, sandbox, kind: True)
+    ref = weakref.ref(ctx)
+    del ctx
+    gc.collect()
+    assert ref() is None
 
 
 def test_close_while_a_call_runs_on_another_thread():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
 
 from . import _hangar as _h
@@ -394,10 +395,16 @@ class Context:
         new = None
         if fn is not None:
             user = fn
+            # The library holds the hook, where the garbage collector cannot
+            # see it: a reference to the context would keep it forever.
+            me = weakref.ref(self)
 
             def hook(t: Any) -> int:
-                s = Session._borrowed(self, t[0])
-                sb = Sandbox._borrowed(self, t[1])
+                ctx = me()
+                if ctx is None:
+                    return 0
+                s = Session._borrowed(ctx, t[0])
+                sb = Sandbox._borrowed(ctx, t[1])
                 try:
                     r = user(s, sb, int(t[2]))
                 finally:
