@@ -233,6 +233,9 @@ void reply_error(struct request *r, unsigned status, const char *kind, int code,
 	cJSON_AddNumberToObject(err, "code", code);
 	cJSON_AddStringToObject(err, "message", msg);
 	reply_json(r, status, doc);
+	/* Every 503 says when to ask again (the OpenAPI document promises it). */
+	if (status == 503 && r->resp)
+		MHD_add_response_header(r->resp, "Retry-After", "1");
 }
 
 void reply_hangar_error(struct request *r, int code)
@@ -561,7 +564,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (submit(r) < 0) {
 		MHD_resume_connection(conn);
 		reply_error(r, 503, "capacity", HANGAR_ECAPACITY, "every worker is busy");
-		MHD_add_response_header(r->resp, "Retry-After", "1");
 		return queue_now(r);
 	}
 	return MHD_YES;

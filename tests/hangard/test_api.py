@@ -277,6 +277,40 @@ def test_every_route_is_documented_and_every_documented_route_served(server):
             (method, path, r)
 
 
+def test_every_503_and_429_in_the_openapi_document_declares_retry_after(server):
+    doc = server.ok("GET", "/v1/openapi.json").json()
+
+    def resolve(obj):
+        while "$ref" in obj:
+            node = doc
+            for part in obj["$ref"].lstrip("#/").split("/"):
+                node = node[part]
+            obj = node
+        return obj
+
+    checked = 0
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if method not in ("get", "put", "post", "delete", "patch"):
+                continue
+            responses = op["responses"]
+            # Any route is 503 while the server stops (and past a full queue),
+            # any route behind a token 429 past its rate: each must say so.
+            assert "503" in responses, (method, path)
+            if op.get("security", doc["security"]):
+                assert "429" in responses, (method, path)
+            for status in ("503", "429"):
+                if status not in responses:
+                    continue
+                headers = {k.lower(): v for k, v in resolve(responses[status]).get("headers", {}).items()}
+                assert "retry-after" in headers, (method, path, status)
+                h = resolve(headers["retry-after"])
+                assert h.get("required") is True, (method, path, status, h)
+                assert h["schema"]["type"] == "integer" and h["schema"].get("minimum", 0) >= 1, h
+                checked += 1
+    assert checked > 50, checked
+
+
 def test_every_library_error_code_has_a_status(server):
     root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
     with open(os.path.join(root, "include", "hangar", "errors.h")) as f:

@@ -343,6 +343,49 @@ def test_sigterm_ends_event_streams_and_bounds_the_wait(make_server):
     s2.ok("DELETE", f"/v1/sandboxes/{sid}", status=204)
 
 
+def test_a_request_while_stopping_is_503_with_retry_after(make_server):
+    s = make_server().start()
+    sid = s.ok("POST", "/v1/sandboxes", {}, status=201).json()["id"]
+    auth = {"Authorization": f"Bearer {WRITER}"}
+    # Keep-alive connections opened before the signal, idle when it comes:
+    # one for a route behind a token, one for /livez.
+    idle = []
+    for _ in range(2):
+        conn = s.connection()
+        conn.request("GET", "/v1/tiers", headers=auth)
+        r = conn.getresponse()
+        assert r.status == 200
+        r.read()
+        idle.append(conn)
+    # A request in flight holds the server in its drain.
+    c = s.connection()
+    c.request("POST", f"/v1/sandboxes/{sid}/exec/stream",
+              body=json.dumps({"command": "echo started; sleep 2; echo finished"}), headers=auth)
+    stream = c.getresponse()
+    assert json.loads(stream.readline())["data"] == "started\n"
+    s.proc.send_signal(signal.SIGTERM)
+    # The listener closes once the server is stopping (the log line comes earlier).
+    def refused():
+        try:
+            socket.create_connection(("127.0.0.1", s.port), timeout=5).close()
+            return False
+        except OSError:
+            return True
+    wait_for("the listener to close", refused)
+    for conn, path, headers in ((idle[0], "/v1/tiers", auth), (idle[1], "/livez", {})):
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        body = json.loads(r.read())
+        conn.close()
+        assert r.status == 503 and body["error"]["kind"] == "unavailable", (path, r.status, body)
+        assert int(r.getheader("Retry-After")) >= 1, (path, r.getheaders())
+    assert json.loads(stream.read().decode().splitlines()[-1])["exit_code"] == 0
+    c.close()
+    assert s.proc.wait(timeout=60) == 0
+    s2 = make_server(state_dir=s.state_dir).start()
+    s2.ok("DELETE", f"/v1/sandboxes/{sid}", status=204)
+
+
 # ---- per-token rate, event streams that stall -----------------------------------
 
 def test_per_token_request_rate(make_server):
