@@ -56,6 +56,13 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
  */
 #define SUB_MIN 1001u /* `user` is 1000 inside */
 int uid_range_subids(struct uid_range *r);
+/* 1 when the sandbox will have the jail's own user namespaces: a root caller, or subordinate ids. */
+int uid_range_planned(void);
+/*
+ * RLIMIT_NPROC for the commands' namespace (uid_range_inner), 0: none.
+ * limits_setup sets it when no pids cgroup holds the sandbox.
+ */
+extern unsigned uid_range_nproc;
 /* Writes pid's uid_map and gid_map: 0..count-1 inside is base.. outside (sub: see
  * above). 0 or -errno. */
 int uid_range_map(pid_t pid, const struct uid_range *r);
@@ -77,18 +84,37 @@ int uid_range_inner(unsigned top);
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, struct argv *a);
 
-/* limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1). */
+/* limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC. */
 struct limits {
 	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
 };
 #define LIMIT_CONTROLLERS 3 /* memory, pids, cpu */
 struct limit_cgroups {
-	char path[LIMIT_CONTROLLERS][4096]; /* "": not limited */
+	char path[LIMIT_CONTROLLERS][4096]; /* "": no cgroup limits it */
 	int v2[LIMIT_CONTROLLERS];
+	char why[LIMIT_CONTROLLERS][1100];  /* path "": why not */
+	unsigned nproc;                     /* no pids cgroup: RLIMIT_NPROC of the commands' namespace, or 0 */
 };
-/* Where the v1 controllers' hierarchies are mounted: /sys/fs/cgroup (tests point it elsewhere). */
-extern const char *limits_v1_root;
-/* Makes and sets the cgroups; v2_cgroup: the sandbox's v2 cgroup, or NULL. Says what it cannot limit. */
+/* What limits.c asks of the system; the unit test points it at a model of the kernel's files. */
+struct limits_sys {
+	const char *v1_root;                                /* the v1 hierarchies: /sys/fs/cgroup */
+	const char *self_cgroup;                            /* the jail's cgroups: /proc/self/cgroup */
+	int (*write)(const char *path, const char *value);  /* a cgroup file: 0 or -errno */
+	int (*mkdir)(const char *path);                     /* a cgroup: 0 or -errno */
+	int (*own_userns)(void);                            /* uid_range_planned */
+	int (*ucounts)(void);                               /* 1: RLIMIT_NPROC counts per user namespace */
+};
+extern struct limits_sys limits_sys;
+/*
+ * HANGAR_JAIL_CGROUP (the library's HANGAR_LOCAL_CGROUP): a delegated cgroup
+ * v2 directory holding no processes, for hangar-jail.c to make the
+ * sandbox's cgroup in (BASE/hangar/ID), or NULL.
+ */
+const char *limits_v2_base(void);
+/*
+ * Makes and sets the cgroups; v2_cgroup: the sandbox's v2 cgroup, or NULL.
+ * Says what it cannot limit, and why (c->why); sets uid_range_nproc.
+ */
 void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *id, const char *v2_cgroup);
 /* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */
 int limits_join(const struct limit_cgroups *c, pid_t pid);

@@ -1,34 +1,92 @@
 /*
- * A sandbox's resource limits: memory, processes and CPU in cgroups.
+ * A sandbox's resource limits: memory, processes and CPU.
  *
- * cgroup v2 when the sandbox's v2 cgroup (the freezer's, from hangar-jail.c)
- * has the controller, which takes a delegated or root hierarchy whose parent
- * enables it; otherwise the cgroup v1 controller of that name, in
- * /sys/fs/cgroup/<controller>/hangar/<id>. A controller found in neither is
- * reported once and left unlimited (the size of the sandbox's file system
- * and of /dev/shm is enforced elsewhere, by tmpfs).
+ * cgroup v2 first, in the sandbox's v2 cgroup (the freezer's, from
+ * hangar-jail.c), which is BASE/hangar/ID: BASE is HANGAR_JAIL_CGROUP (the
+ * library's HANGAR_LOCAL_CGROUP) when hangar-jail.c put it there, else the
+ * jail's own v2 cgroup or the hierarchy's root. A controller reaches the
+ * sandbox only when BASE and BASE/hangar both list it in
+ * cgroup.subtree_control, and the kernel lets a cgroup hand controllers to
+ * its children only while it holds no processes itself (the root excepted:
+ * "no internal processes", Documentation/admin-guide/cgroup-v2.rst). The
+ * jail's own cgroup usually holds the jail and its caller, so it cannot be
+ * BASE for limits: HANGAR_LOCAL_CGROUP names a delegated cgroup that holds
+ * none. The jail enables what it needs in BASE and BASE/hangar and never
+ * writes above BASE.
  *
- * The jail records what it set in dir/limits, one "key value" per line,
- * for the library (usage in `hangar sandbox info`, limit events in `hangar
+ * Otherwise the cgroup v1 controller of that name, in a cgroup nested under
+ * the jail's own cgroup of that controller (its line in /proc/self/cgroup),
+ * so a sandbox stays inside whatever limit the caller itself is under:
+ * <v1 root>/<controller><own path>/hangar/<id>. Only when that is not
+ * writable does it go at the hierarchy's root, and the jail says so.
+ *
+ * Without a pids cgroup, a sandbox in the jail's own user namespaces (a root
+ * caller, or an unprivileged one with subordinate ids: userns.c) still gets
+ * a process limit: the commands' user namespace is made with RLIMIT_NPROC at
+ * the limit, and since Linux 5.14 the kernel counts every process of a user
+ * namespace against the limit its creator had (ucounts), whatever their uids
+ * or the ids other sandboxes have. envd, bwrap and every command count; a
+ * fork past it fails with EAGAIN. Memory and CPU have no such fallback.
+ *
+ * The jail records what holds in dir/limits, one "key value" per line, for
+ * the library (usage in `hangar sandbox info`, limit events in `hangar
  * sandbox logs`, clean-up after a jail that died):
  *   memory_mb N / pids N / cpus N / disk_mb N
- *   memory v1|v2 PATH / pids v1|v2 PATH / cpu v1|v2 PATH
+ *   memory v1|v2 PATH / pids v1|v2 PATH / cpu v1|v2 PATH   a cgroup holds it
+ *   pids rlimit N                                         RLIMIT_NPROC holds it
+ *   memory none WHY / pids none WHY / cpu none WHY        nothing holds it
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "jail.h"
 #include "lstate.h"
 
 static const char *const controllers[LIMIT_CONTROLLERS] = { "memory", "pids", "cpu" };
+static const char *const what[LIMIT_CONTROLLERS] = { "memory", "process count", "CPU time" };
 
-const char *limits_v1_root = "/sys/fs/cgroup";
+static int real_mkdir(const char *path)
+{
+	return mkdir(path, 0755) < 0 ? -errno : 0;
+}
+
+/* 1 when the kernel counts RLIMIT_NPROC per user namespace (ucounts, Linux 5.14). */
+static int kernel_ucounts(void)
+{
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+
+	if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return 0;
+	return major > 5 || (major == 5 && minor >= 14);
+}
+
+struct limits_sys limits_sys = {
+	.v1_root = "/sys/fs/cgroup",
+	.self_cgroup = "/proc/self/cgroup",
+	.write = lstate_write_str,
+	.mkdir = real_mkdir,
+	.own_userns = uid_range_planned,
+	.ucounts = kernel_ucounts,
+};
+
+/* why = the reason a limit does not hold (a path in it may be cut short). */
+static void __attribute__((format(printf, 3, 4))) note(char *why, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, size, fmt, ap);
+	va_end(ap);
+}
 
 static int has(const char *cg, const char *file)
 {
@@ -44,43 +102,166 @@ static int set(const char *cg, const char *file, const char *value)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", cg, file);
-	r = lstate_write_str(path, value);
+	r = limits_sys.write(path, value);
 	if (r < 0)
 		say("cannot set %s to %s: %s", path, value, strerror(-r));
 	return r;
 }
 
-/* v2: asks the parent of cg to hand controller down to cg (best effort). */
-static void v2_enable(const char *cg, const char *controller)
+/* 1 when word is one of the space-separated words of dir/file (cgroup.controllers, cgroup.subtree_control). */
+static int listed(const char *dir, const char *file, const char *word)
 {
-	char parent[PATH_MAX], path[PATH_MAX + 32], op[32];
-	char *slash;
+	char path[PATH_MAX + 64], *text, *tok, *save = NULL;
+	int found = 0;
 
-	snprintf(parent, sizeof(parent), "%s", cg);
-	slash = strrchr(parent, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", parent);
-	snprintf(op, sizeof(op), "+%s", controller);
-	lstate_write_str(path, op);
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	text = lstate_read_file(path, 4096, NULL);
+	if (!text)
+		return 0;
+	for (tok = strtok_r(text, " \t\n", &save); tok && !found; tok = strtok_r(NULL, " \t\n", &save))
+		found = !strcmp(tok, word);
+	free(text);
+	return found;
 }
 
-static int v1_make(const char *controller, const char *id, char *out, size_t size)
+/* out = path without its last component. 0, or -1 when there is none. */
+static int parent_of(const char *path, char *out, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash || slash == path || (size_t)(slash - path) >= size)
+		return -1;
+	memcpy(out, path, (size_t)(slash - path));
+	out[slash - path] = '\0';
+	return 0;
+}
+
+/* "+controller" into dir/cgroup.subtree_control; on failure, why says what the kernel refused. */
+static int v2_hand_down(const char *dir, const char *controller, char *why, size_t wsize)
+{
+	char path[PATH_MAX + 32], op[32];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+	snprintf(op, sizeof(op), "+%s", controller);
+	r = limits_sys.write(path, op);
+	if (r == -EBUSY)
+		note(why, wsize,
+			 "cgroup v2: %s holds processes, so the kernel hands no controller down from it "
+			 "(set HANGAR_LOCAL_CGROUP to a delegated cgroup that holds none)",
+			 dir);
+	else if (r < 0)
+		note(why, wsize, "cgroup v2: cannot enable %s in %s: %s", controller, path, strerror(-r));
+	return r;
+}
+
+/*
+ * v2: hands controller down to cg (BASE/hangar/ID) from BASE, where it must
+ * be delegated already: enables it in BASE's, then BASE/hangar's,
+ * cgroup.subtree_control as needed. 0, or -1 with why said.
+ */
+static int v2_enable(const char *cg, const char *controller, const char *file, char *why, size_t wsize)
+{
+	char mid[PATH_MAX], base[PATH_MAX];
+
+	if (parent_of(cg, mid, sizeof(mid)) < 0 || parent_of(mid, base, sizeof(base)) < 0) {
+		note(why, wsize, "cgroup v2: %s is not BASE/hangar/ID", cg);
+		return -1;
+	}
+	if (!listed(mid, "cgroup.controllers", controller)) {
+		if (!listed(base, "cgroup.controllers", controller)) {
+			note(why, wsize, "cgroup v2: %s is not delegated to %s (not in its cgroup.controllers)",
+				 controller, base);
+			return -1;
+		}
+		if (v2_hand_down(base, controller, why, wsize) < 0)
+			return -1;
+	}
+	if (!listed(mid, "cgroup.subtree_control", controller) && v2_hand_down(mid, controller, why, wsize) < 0)
+		return -1;
+	if (!has(cg, file)) {
+		note(why, wsize, "cgroup v2: %s has no %s although its parent hands %s down", cg, file,
+			 controller);
+		return -1;
+	}
+	return 0;
+}
+
+/* The jail's own cgroup of v1 controller (from its "N:a,b:/path" line), into out; "/" when it has none. */
+static void own_v1(const char *controller, char *out, size_t size)
+{
+	char *text = lstate_read_file(limits_sys.self_cgroup, 1 << 20, NULL), *line, *save = NULL;
+
+	snprintf(out, size, "/");
+	if (!text)
+		return;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *list = strchr(line, ':'), *path, *tok, *tsave = NULL;
+		int match = 0;
+
+		if (!list || !(path = strchr(list + 1, ':')))
+			continue;
+		*path++ = '\0';
+		for (tok = strtok_r(list + 1, ",", &tsave); tok && !match; tok = strtok_r(NULL, ",", &tsave))
+			match = !strcmp(tok, controller);
+		if (match && path[0] == '/' && !strstr(path, "..") && strlen(path) < size) {
+			snprintf(out, size, "%s", path);
+			break;
+		}
+	}
+	free(text);
+}
+
+/* Makes parent/hangar/id into out. 0 or -errno. */
+static int make_under(const char *parent, const char *id, char *out, size_t size)
 {
 	char hangar[PATH_MAX];
+	int r = -ENOENT;
 
-	snprintf(hangar, sizeof(hangar), "%s/%s", limits_v1_root, controller);
-	if (access(hangar, F_OK) < 0)
+	if (snprintf(hangar, sizeof(hangar), "%s/hangar", parent) >= (int)sizeof(hangar) ||
+	    snprintf(out, size, "%s/%s", hangar, id) >= (int)size)
+		return -ENAMETOOLONG;
+	/* ENOENT: another jail removed an empty hangar/ between the two mkdirs (limits_remove); again. */
+	for (int tries = 0; tries < 3 && r == -ENOENT; tries++) {
+		r = limits_sys.mkdir(hangar);
+		if (r < 0 && r != -EEXIST)
+			return r;
+		r = limits_sys.mkdir(out);
+		if (r == -EEXIST)
+			r = 0;
+	}
+	return r;
+}
+
+/* v1: the sandbox's cgroup of controller, under the jail's own one when it can be. 0, or -1 with why said. */
+static int v1_make(const char *controller, const char *id, char *out, size_t size, char *why, size_t wsize)
+{
+	char hier[PATH_MAX], own[PATH_MAX], nested[PATH_MAX * 2];
+	int r;
+
+	snprintf(hier, sizeof(hier), "%s/%s", limits_sys.v1_root, controller);
+	if (access(hier, F_OK) < 0) {
+		note(why, wsize, "cgroup v1: no %s hierarchy at %s", controller, hier);
 		return -1;
-	snprintf(hangar, sizeof(hangar), "%s/%s/hangar", limits_v1_root, controller);
-	if (mkdir(hangar, 0755) < 0 && errno != EEXIST)
-		return -1;
-	if (snprintf(out, size, "%s/%s", hangar, id) >= (int)size)
-		return -1;
-	if (mkdir(out, 0755) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
+	}
+	own_v1(controller, own, sizeof(own));
+	if (strcmp(own, "/") != 0) {
+		snprintf(nested, sizeof(nested), "%s%s", hier, own);
+		r = make_under(nested, id, out, size);
+		if (r == 0)
+			return 0;
+		if (make_under(hier, id, out, size) == 0) {
+			say("cannot make the sandbox's %s cgroup under the jail's own, %s (%s): it is at the "
+			    "hierarchy's root instead, outside the limits the caller is under",
+			    controller, nested, strerror(-r));
+			return 0;
+		}
+	} else if ((r = make_under(hier, id, out, size)) == 0) {
+		return 0;
+	}
+	note(why, wsize, "cgroup v1: cannot make %s/hangar/%s: %s", strcmp(own, "/") ? nested : hier, id,
+		 strerror(-r));
+	return -1;
 }
 
 static void apply(struct limit_cgroups *c, int i, const struct limits *l)
@@ -119,30 +300,70 @@ static void apply(struct limit_cgroups *c, int i, const struct limits *l)
 	}
 }
 
+const char *limits_v2_base(void)
+{
+	const char *base = getenv("HANGAR_JAIL_CGROUP");
+
+	/* The library checked it (a cgroup2 directory under /sys/fs/cgroup holding no processes). */
+	return base && base[0] == '/' && !strstr(base, "..") && strlen(base) < PATH_MAX - 64 ? base : NULL;
+}
+
+/* 1 when path is base or below it. */
+static int below(const char *path, const char *base)
+{
+	size_t n = strlen(base);
+
+	while (n > 1 && base[n - 1] == '/')
+		n--;
+	return !strncmp(path, base, n) && (path[n] == '/' || path[n] == '\0');
+}
+
 void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *id, const char *v2_cgroup)
 {
 	static const char *const v2_files[LIMIT_CONTROLLERS] = { "memory.max", "pids.max", "cpu.max" };
+	const char *base = limits_v2_base();
+	char unlimited[64] = "";
 
 	memset(c, 0, sizeof(*c));
+	uid_range_nproc = 0;
+	if (v2_cgroup && !*v2_cgroup)
+		v2_cgroup = NULL;
+	if (base && (!v2_cgroup || !below(v2_cgroup, base)))
+		say("HANGAR_JAIL_CGROUP is %s, but the sandbox's cgroup v2 is %s: its limits cannot come from there",
+		    base, v2_cgroup ? v2_cgroup : "none");
 	for (int i = 0; i < LIMIT_CONTROLLERS; i++) {
-		if (v2_cgroup && *v2_cgroup) {
-			if (!has(v2_cgroup, v2_files[i]))
-				v2_enable(v2_cgroup, controllers[i]);
-			if (has(v2_cgroup, v2_files[i])) {
-				snprintf(c->path[i], sizeof(c->path[i]), "%s", v2_cgroup);
-				c->v2[i] = 1;
-				apply(c, i, l);
-				continue;
-			}
+		char v2why[512] = "cgroup v2: the sandbox has no cgroup v2 of its own", v1why[512];
+
+		if (v2_cgroup && (has(v2_cgroup, v2_files[i]) ||
+				  v2_enable(v2_cgroup, controllers[i], v2_files[i], v2why, sizeof(v2why)) == 0)) {
+			snprintf(c->path[i], sizeof(c->path[i]), "%s", v2_cgroup);
+			c->v2[i] = 1;
+			apply(c, i, l);
+			continue;
 		}
-		if (v1_make(controllers[i], id, c->path[i], sizeof(c->path[i])) == 0) {
+		if (v1_make(controllers[i], id, c->path[i], sizeof(c->path[i]), v1why, sizeof(v1why)) == 0) {
 			apply(c, i, l);
 			continue;
 		}
 		c->path[i][0] = '\0';
-		say("no %s cgroup controller: the sandbox's %s is not limited", controllers[i],
-		    i == 0 ? "memory" : i == 1 ? "process count" : "CPU time");
+		note(c->why[i], sizeof(c->why[i]), "%s; %s", v2why, v1why);
+		if (i == 1 && limits_sys.own_userns() && limits_sys.ucounts()) {
+			c->nproc = l->pids; /* recorded as such: no need to say more */
+			continue;
+		}
+		if (i == 1)
+			note(c->why[i] + strlen(c->why[i]), sizeof(c->why[i]) - strlen(c->why[i]), "; %s",
+			     limits_sys.own_userns()
+				     ? "RLIMIT_NPROC: this kernel counts it per uid, not per user namespace"
+				     : "RLIMIT_NPROC: the sandbox has no user namespace of the jail's to hold it");
+		snprintf(unlimited + strlen(unlimited), sizeof(unlimited) - strlen(unlimited), "%s%s",
+			 *unlimited ? ", " : "", what[i]);
 	}
+	/* One short line (the reasons are long, and in the record): the log's tail is what a failed create shows. */
+	if (*unlimited)
+		say("not limited in this sandbox: %s (`hangar sandbox logs` says why)", unlimited);
+	/* For uid_range_inner, which the jail's child calls when it makes the commands' namespace. */
+	uid_range_nproc = c->nproc;
 }
 
 int limits_join(const struct limit_cgroups *c, pid_t pid)
@@ -151,33 +372,50 @@ int limits_join(const struct limit_cgroups *c, pid_t pid)
 
 	snprintf(text, sizeof(text), "%d", (int)pid);
 	for (int i = 0; i < LIMIT_CONTROLLERS; i++) {
+		int r;
+
 		if (!c->path[i][0] || c->v2[i])
 			continue; /* v2: the freezer's cgroup, joined already */
 		snprintf(path, sizeof(path), "%s/cgroup.procs", c->path[i]);
-		if (lstate_write_str(path, text) < 0)
-			return -1;
+		r = limits_sys.write(path, text);
+		if (r < 0)
+			return errno = -r, -1;
 	}
 	return 0;
 }
 
 void limits_remove(const struct limit_cgroups *c)
 {
-	for (int i = 0; i < LIMIT_CONTROLLERS; i++)
-		if (c->path[i][0] && !c->v2[i] && rmdir(c->path[i]) < 0 && errno != ENOENT)
+	for (int i = 0; i < LIMIT_CONTROLLERS; i++) {
+		char parent[PATH_MAX];
+
+		if (!c->path[i][0] || c->v2[i])
+			continue;
+		if (rmdir(c->path[i]) < 0 && errno != ENOENT)
 			say("cannot remove cgroup %s: %s", c->path[i], strerror(errno));
+		/* hangar/ too once empty, so it never keeps the caller's own cgroup from going away. */
+		else if (parent_of(c->path[i], parent, sizeof(parent)) == 0)
+			rmdir(parent);
+	}
 }
 
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l)
 {
-	char text[4 * PATH_MAX], path[PATH_MAX];
+	char text[4 * PATH_MAX + 4096], path[PATH_MAX];
 	size_t n;
 
 	n = (size_t)snprintf(text, sizeof(text), "memory_mb %u\npids %u\ncpus %u\ndisk_mb %u\n", l->memory_mb,
 			     l->pids, l->cpus, l->disk_mb);
-	for (int i = 0; i < LIMIT_CONTROLLERS && n < sizeof(text); i++)
+	for (int i = 0; i < LIMIT_CONTROLLERS && n < sizeof(text); i++) {
 		if (c->path[i][0])
 			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s %s %s\n", controllers[i],
 					      c->v2[i] ? "v2" : "v1", c->path[i]);
+		else if (i == 1 && c->nproc)
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "pids rlimit %u\n", c->nproc);
+		else
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s none %.*s\n", controllers[i],
+					      (int)strcspn(c->why[i], "\n"), c->why[i][0] ? c->why[i] : "unknown");
+	}
 	if (n >= sizeof(text))
 		return -ENAMETOOLONG;
 	snprintf(path, sizeof(path), "%s/limits", dir);

@@ -47,6 +47,7 @@
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -196,18 +197,36 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
 #define NEWUIDMAP "/usr/bin/newuidmap"
 #define NEWGIDMAP "/usr/bin/newgidmap"
 
-int uid_range_subids(struct uid_range *r)
+unsigned uid_range_nproc;
+
+/* The caller's subordinate uid and gid ranges, when it may use them. 0 or -1. */
+static int subids(unsigned *us, unsigned *uc, unsigned *gs, unsigned *gc)
 {
 	const char *set = getenv("HANGAR_JAIL_SUBIDS");
-	unsigned us, uc, gs, gc;
 
-	memset(r, 0, sizeof(*r));
-	r->slot = -1;
 	/* HANGAR_JAIL_SUBIDS (the library's HANGAR_LOCAL_SUBIDS): off turns them down. */
 	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
 		return -1;
 	if (access(NEWUIDMAP, X_OK) < 0 || access(NEWGIDMAP, X_OK) < 0 ||
-	    own_range("/etc/subuid", SUB_MIN, &us, &uc) < 0 || own_range("/etc/subgid", SUB_MIN, &gs, &gc) < 0)
+	    own_range("/etc/subuid", SUB_MIN, us, uc) < 0 || own_range("/etc/subgid", SUB_MIN, gs, gc) < 0)
+		return -1;
+	return 0;
+}
+
+int uid_range_planned(void)
+{
+	unsigned us, uc, gs, gc;
+
+	return geteuid() == 0 || subids(&us, &uc, &gs, &gc) == 0;
+}
+
+int uid_range_subids(struct uid_range *r)
+{
+	unsigned us, uc, gs, gc;
+
+	memset(r, 0, sizeof(*r));
+	r->slot = -1;
+	if (subids(&us, &uc, &gs, &gc) < 0)
 		return -1;
 	/* 1..count inside: up to 65535, so that 65534 (nobody) is the last id inside as usual. */
 	r->count = uc < gc ? uc : gc;
@@ -308,10 +327,20 @@ int uid_range_inner(unsigned top)
 	}
 	p = fork();
 	if (p == 0) {
-		/* Holds the namespace until its parent has it open. Dumpable, so its /proc entries are its parent's to write. */
+		/*
+		 * Holds the namespace until its parent has it open. Dumpable, so
+		 * its /proc entries are its parent's to write. Made under
+		 * uid_range_nproc: the kernel counts every process of the
+		 * namespace, and of its parent's root, against the limit its
+		 * creator had (Linux 5.14, ucounts), so the limit holds for the
+		 * whole sandbox without lowering anyone else's.
+		 */
+		struct rlimit rl = { uid_range_nproc, uid_range_nproc };
+
 		close(up[0]);
 		close(down[1]);
-		if (unshare(CLONE_NEWUSER) < 0 || prctl(PR_SET_DUMPABLE, 1) < 0 || write(up[1], "u", 1) != 1)
+		if ((uid_range_nproc && setrlimit(RLIMIT_NPROC, &rl) < 0) || unshare(CLONE_NEWUSER) < 0 ||
+		    prctl(PR_SET_DUMPABLE, 1) < 0 || write(up[1], "u", 1) != 1)
 			_exit(1);
 		while (read(down[0], &c, 1) < 0 && errno == EINTR)
 			;
