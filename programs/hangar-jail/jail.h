@@ -35,7 +35,7 @@ int seccomp_filter_fd(void);
  */
 struct uid_range {
 	unsigned base, count;
-	int slot;              /* -1: none claimed */
+	int slot;              /* the slot claimed (sub: of the caller's ranges); -1: none */
 	/*
 	 * 1: an unprivileged caller's own ids (uid_range_subids): 0 inside is
 	 * the caller, 1..count inside are base.. (uids) and gid_base.. (gids)
@@ -47,14 +47,19 @@ struct uid_range {
 };
 /* Claims a free range for sandbox id. 0, or -errno with a message said. */
 int uid_range_claim(const char *root, const char *id, struct uid_range *r);
-/* Gives the range back (only when it is still id's). */
+/* Gives the range back (only when it is still id's; sub: lets go of the slot). */
 void uid_range_release(const char *root, const char *id, const struct uid_range *r);
 /*
  * Unprivileged: the caller's subordinate ids, when newuidmap and newgidmap
  * are installed and /etc/subuid and /etc/subgid give the caller ranges of at
- * least SUB_MIN ids. 0, or -1 (the sandbox then runs as the caller alone).
+ * least SUB_MIN ids: one slot of SUB_SLOT ids of each range per sandbox
+ * (the whole range, if smaller, as the one slot), claimed for as long as the
+ * jail lives (userns.c). 0, or -1 (the sandbox then runs as the caller
+ * alone). 0 with count 0: every slot is in use, and uid_range_map refuses
+ * (-ENOSPC), so the sandbox does not start.
  */
-#define SUB_MIN 1001u /* `user` is 1000 inside */
+#define SUB_MIN 1001u  /* `user` is 1000 inside */
+#define SUB_SLOT 4096u /* ids 1..4096 inside: `user`, system ids, the sandbox's root (4096) */
 int uid_range_subids(struct uid_range *r);
 /* 1 when the sandbox will have the jail's own user namespaces: a root caller, or subordinate ids. */
 int uid_range_planned(void);

@@ -18,8 +18,19 @@
  * the setuid newuidmap and newgidmap, its ranges in /etc/subuid and
  * /etc/subgid. With them, id 0 inside is the caller (envd runs as it) and
  * every other id inside, `user` among them, is one of the caller's
- * subordinate ids, which share nothing with the caller. Every sandbox of one
- * caller uses the same range.
+ * subordinate ids, which share nothing with the caller. Those ranges are cut
+ * in slots of SUB_SLOT ids (1..4096 inside: root, `user` 1000, system ids
+ * below it, the sandbox's root at 4096; nobody, 65534, is not mapped), one
+ * per running sandbox, so that no two sandboxes share a uid and with it the
+ * kernel's per-user counts (pipe buffers, key quotas, RLIMIT_NPROC before
+ * Linux 5.14) or each other's files. The usual 65536 ids make 16 slots; a
+ * range smaller than SUB_SLOT is one slot. When every slot is in use the
+ * sandbox is refused, as a root caller's is when its pool is used up: it
+ * never shares. A slot is claimed by an flock() on the file named by its
+ * first uid in ~/.local/state/hangar/subids (the home directory from the
+ * password database), which the jail holds for as long as it lives and the
+ * kernel lets go of when it dies: every jail of the caller sees the same
+ * claims, whatever state directory it serves and however it ended.
  *
  * Either way, envd is root of that namespace and nothing else is: commands
  * run in a second namespace below it (uid_range_inner), where every id is
@@ -58,6 +69,9 @@
 #define RANGE_SIZE 65536u
 #define DEFAULT_START 1000000000u
 #define DEFAULT_COUNT (1024u * RANGE_SIZE)
+
+/* An unprivileged caller's claimed slot: its lock, held until the jail ends. */
+static int sub_lock = -1;
 
 static int parse_range(const char *s, unsigned min, unsigned *start, unsigned *count)
 {
@@ -185,6 +199,12 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
 {
 	char path[PATH_MAX], *text;
 
+	if (r->sub) {
+		if (sub_lock >= 0)
+			close(sub_lock); /* the file stays, for the next claim */
+		sub_lock = -1;
+		return;
+	}
 	if (r->slot < 0)
 		return;
 	snprintf(path, sizeof(path), "%s/.uids/%d", root, r->slot);
@@ -220,21 +240,93 @@ int uid_range_planned(void)
 	return geteuid() == 0 || subids(&us, &uc, &gs, &gc) == 0;
 }
 
+/* ~/.local/state/hangar/subids, made 0700 where missing, as a directory descriptor. -errno on failure. */
+static int slots_dir(char *path, size_t size)
+{
+	static const char *const parts[] = { ".local", "state", "hangar", "subids" };
+	struct passwd *pw = getpwuid(geteuid());
+	struct stat st;
+	int fd;
+
+	if (!pw || pw->pw_dir[0] != '/' || snprintf(path, size, "%s", pw->pw_dir) >= (int)size)
+		return -ENOENT;
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		size_t n = strlen(path);
+
+		if (snprintf(path + n, size - n, "/%s", parts[i]) >= (int)(size - n))
+			return -ENAMETOOLONG;
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* Only the caller may take or free a claim there. */
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* Claims the first free one of slots slots of size ids from first: its index, or -errno (-ENOSPC: none free). */
+static int sub_claim(unsigned first, unsigned slots, unsigned size, char *dir, size_t dsize)
+{
+	int dfd = slots_dir(dir, dsize), rc = -ENOSPC;
+
+	if (dfd < 0)
+		return dfd;
+	for (unsigned n = 0; n < slots; n++) {
+		char name[16];
+		int fd;
+
+		snprintf(name, sizeof(name), "%u", first + n * size);
+		fd = openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			rc = -errno;
+			break;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			sub_lock = fd;
+			rc = (int)n;
+			break;
+		}
+		close(fd); /* EWOULDBLOCK: another sandbox's */
+	}
+	close(dfd);
+	return rc;
+}
+
 int uid_range_subids(struct uid_range *r)
 {
-	unsigned us, uc, gs, gc;
+	unsigned us, uc, gs, gc, count, size;
+	char dir[PATH_MAX];
+	int n;
 
 	memset(r, 0, sizeof(*r));
 	r->slot = -1;
 	if (subids(&us, &uc, &gs, &gc) < 0)
 		return -1;
-	/* 1..count inside: up to 65535, so that 65534 (nobody) is the last id inside as usual. */
-	r->count = uc < gc ? uc : gc;
-	if (r->count > RANGE_SIZE - 1)
-		r->count = RANGE_SIZE - 1;
-	r->base = us;
-	r->gid_base = gs;
+	count = uc < gc ? uc : gc;
+	size = count < SUB_SLOT ? count : SUB_SLOT;
 	r->sub = 1;
+	n = sub_claim(us, count / size, size, dir, sizeof(dir));
+	if (n < 0) {
+		/* count 0: uid_range_map refuses, so the sandbox does not start. */
+		if (n == -ENOSPC)
+			say("each of the %u slots of %u ids in uid %u's subordinate ranges (%u:%u, gids %u:%u) is another "
+			    "running sandbox's: not starting one more (a sandbox needs %u ids of each; larger ranges in "
+			    "/etc/subuid and /etc/subgid make room)",
+			    count / size, size, (unsigned)geteuid(), us, uc, gs, gc, SUB_SLOT);
+		else
+			say("cannot claim a slot of uid %u's subordinate ids in %s: %s: not starting the sandbox",
+			    (unsigned)geteuid(), dir, strerror(-n));
+		return 0;
+	}
+	r->slot = n;
+	r->count = size;
+	r->base = us + (unsigned)n * size;
+	r->gid_base = gs + (unsigned)n * size;
 	return 0;
 }
 
@@ -284,6 +376,10 @@ int uid_range_map(pid_t pid, const struct uid_range *r)
 {
 	int rc;
 
+	if (r->sub && !r->count) {
+		errno = ENOSPC; /* no slot was free (uid_range_subids) */
+		return -ENOSPC;
+	}
 	if (r->sub) {
 		rc = run_idmap(NEWUIDMAP, pid, (unsigned)geteuid(), r->base, r->count);
 		if (rc == 0)
