@@ -3,6 +3,7 @@
 meson passes the binaries (HANGARD, HANGAR_ENVD_PATH, HANGAR_JAIL_PATH).
 Each server gets a port from the kernel (-port 0), reported on -ready-fd,
 a tokens file of its own and, unless it shares one, a state directory.
+make_fake starts the e2b fake (FAKE_E2B) of a flavour, for the e2b provider.
 """
 
 import http.client
@@ -21,6 +22,8 @@ TOKENS = {
     "reader": ("r-" + "5" * 40, "read"),
     "boss": ("a-" + "3" * 40, "admin"),
 }
+# The e2b fake's API key (fake-e2b --api-key), which hangard is given.
+FAKE_API_KEY = "e2b_test_fedcba9876543210fedcba9876543210"
 WRITER = TOKENS["writer"][0]
 READER = TOKENS["reader"][0]
 ADMIN = TOKENS["boss"][0]
@@ -202,3 +205,80 @@ def sandbox(server):
     sid = r.json()["id"]
     yield sid
     server.request("DELETE", f"/v1/sandboxes/{sid}")
+
+
+class Fake:
+    """One fake-e2b process of a flavour, with its test hooks (/_fake/)."""
+
+    def __init__(self, workdir, flavour):
+        path, envd = os.environ.get("FAKE_E2B"), os.environ.get("HANGAR_ENVD_PATH")
+        if not path or not envd:
+            pytest.skip("FAKE_E2B and HANGAR_ENVD_PATH are not set (run through meson test)")
+        self.flavour = flavour
+        rfd, wfd = os.pipe()
+        self.log = open(os.path.join(workdir, f"fake-e2b-{flavour}-{id(self)}.log"), "wb")
+        self.proc = subprocess.Popen([path, "--flavour", flavour, "--envd", envd, "--ready-fd", str(wfd),
+                                      "--api-key", FAKE_API_KEY], pass_fds=(wfd,), stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=self.log)
+        os.close(wfd)
+        with os.fdopen(rfd) as f:
+            line = f.readline().split()
+        if len(line) != 3 or line[0] != "ready":
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"the e2b fake ({flavour}) did not start: {line}")
+        self.api, self.edge = int(line[1]), int(line[2])
+
+    def hook(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.api, timeout=30)
+        try:
+            c.request(method, path, body=json.dumps(body) if body is not None else None,
+                      headers={"Content-Type": "application/json"} if body is not None else {})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def fault(self, **spec):
+        """Queues a fault (fake-e2b.c, "Test hooks"): route, status, retry_after, delay_ms, ..."""
+        status, body = self.hook("POST", "/_fake/faults", spec)
+        assert status == 204, (status, body)
+
+    def sandboxes(self):
+        """The fake's live sandboxes by id."""
+        status, body = self.hook("GET", "/_fake/sandboxes")
+        assert status == 200, (status, body)
+        return {s["id"]: s for s in json.loads(body)}
+
+    def env(self):
+        """What hangard needs to reach this fake as its e2b provider."""
+        e = {
+            "HANGAR_E2B_FLAVOR": self.flavour,
+            "HANGAR_E2B_API_URL": f"http://127.0.0.1:{self.api}",
+            "HANGAR_E2B_SANDBOX_URL": f"http://127.0.0.1:{self.edge}",
+            "HANGAR_E2B_API_KEY": FAKE_API_KEY,
+        }
+        if self.flavour == "cube":
+            # CubeSandbox mints no envd token: its proxy's traffic token guards envd.
+            e["HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD"] = "true"
+        return e
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+        self.log.close()
+
+
+@pytest.fixture
+def make_fake(workdir):
+    """make(flavour): a fake of that flavour, stopped after the test."""
+    fakes = []
+
+    def make(flavour="cloud"):
+        f = Fake(workdir, flavour)
+        fakes.append(f)
+        return f
+
+    yield make
+    for f in fakes:
+        f.stop()
