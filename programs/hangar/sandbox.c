@@ -313,20 +313,33 @@ static int keep_metric(const hangar_sandbox_metric *m, void *payload)
 	return 0;
 }
 
-/* Limits and usage, where the provider reports them (local sandboxes do); nothing otherwise. */
+/*
+ * Limits and usage, where the provider reports them (local sandboxes do);
+ * nothing otherwise. A CPU count or memory total of 0 is a limit that does
+ * not hold (`sandbox logs` says why); processes counted with no maximum, the
+ * same.
+ */
 static void print_usage(hangar_sandbox *sb)
 {
 	hangar_sandbox_metric m = { 0 };
+	int pids = 0;
 
 	if (hangar_sandbox_metrics(sb, keep_metric, &m) != 0 || !m.version)
 		return;
 	if (m.cpu_count)
 		printf("cpus:      %u\n", (unsigned)m.cpu_count);
+	else
+		printf("cpus:      not limited\n");
 	if (m.mem_total_bytes)
 		printf("memory:    %llu of %llu MiB\n", (unsigned long long)(m.mem_used_bytes >> 20),
 		       (unsigned long long)(m.mem_total_bytes >> 20));
-	if (m.size >= offsetof(hangar_sandbox_metric, pids_max) + sizeof(m.pids_max) && m.pids_max)
+	else
+		printf("memory:    not limited\n");
+	pids = m.size >= offsetof(hangar_sandbox_metric, pids_max) + sizeof(m.pids_max);
+	if (pids && m.pids_max)
 		printf("processes: %u of %u\n", (unsigned)m.pids_used, (unsigned)m.pids_max);
+	else if (pids && m.pids_used)
+		printf("processes: %u, not limited\n", (unsigned)m.pids_used);
 	if (m.disk_total_bytes)
 		printf("disk:      %llu of %llu MiB\n", (unsigned long long)(m.disk_used_bytes >> 20),
 		       (unsigned long long)(m.disk_total_bytes >> 20));

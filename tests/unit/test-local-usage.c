@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "providers/local/usage.h"
@@ -108,7 +109,7 @@ END_TEST
 
 START_TEST(v2_oom_kills_and_events)
 {
-	char msgs[USAGE_EVENTS][256];
+	char msgs[USAGE_EVENTS][USAGE_MSG_MAX];
 	const char *levels[USAGE_EVENTS];
 
 	ck_assert_int_eq(usage_oom_kills(dir, ID), 2);
@@ -173,6 +174,91 @@ START_TEST(v1_files_and_removal)
 }
 END_TEST
 
+/*
+ * What an unprivileged caller's jail records here: no cgroup, a process
+ * limit from RLIMIT_NPROC, and why the others do not hold. The metric
+ * reports only the limit that holds (0 for the others), processes counted
+ * without a cgroup; the logs say what is not limited, and why.
+ */
+START_TEST(limits_that_do_not_hold)
+{
+	char msgs[USAGE_EVENTS][USAGE_MSG_MAX];
+	const char *levels[USAGE_EVENTS];
+	hangar_sandbox_metric m;
+	struct usage_limits u;
+
+	put(dir, "limits",
+	    "memory_mb 64\npids 32\ncpus 2\ndisk_mb 100\n"
+	    "memory none cgroup v2: the sandbox has no cgroup v2 of its own; cgroup v1: cannot make x: Permission denied\n"
+	    "pids rlimit 32\n"
+	    "cpu none cgroup v1: no cpu hierarchy at /sys/fs/cgroup/cpu\n");
+	ck_assert_int_eq(usage_read_limits(dir, ID, &u), 0);
+	ck_assert_uint_eq(u.memory_mb, 64);
+	ck_assert_uint_eq(u.pids, 32);
+	ck_assert_int_eq(u.rlimit_pids, 1);
+	ck_assert_str_eq(u.cgroup[0], "");
+	ck_assert_str_eq(u.why[0],
+			 "cgroup v2: the sandbox has no cgroup v2 of its own; cgroup v1: cannot make x: Permission denied");
+	ck_assert_str_eq(u.why[1], "");
+	ck_assert_str_eq(u.why[2], "cgroup v1: no cpu hierarchy at /sys/fs/cgroup/cpu");
+	ck_assert(!USAGE_HOLDS(&u, 0) && USAGE_HOLDS(&u, 1) && !USAGE_HOLDS(&u, 2));
+	/* The test itself as the "jail": its children are counted (itself first, with its threads). */
+	ck_assert_int_eq(usage_metric(dir, ID, 0, &m), 0);
+	ck_assert_uint_eq(m.mem_total_bytes, 0);
+	ck_assert_uint_eq(m.cpu_count, 0);
+	ck_assert_uint_eq(m.pids_max, 32);
+	ck_assert_int_eq(usage_oom_kills(dir, ID), -1);
+	ck_assert_int_eq(usage_events(dir, ID, 0, msgs, levels), 2);
+	ck_assert_str_eq(msgs[0], "the sandbox's memory is not limited: cgroup v2: the sandbox has no cgroup v2 of its "
+				  "own; cgroup v1: cannot make x: Permission denied");
+	ck_assert_str_eq(levels[0], "warn");
+	ck_assert_str_eq(msgs[1], "the sandbox's CPU time is not limited: cgroup v1: no cpu hierarchy at "
+				  "/sys/fs/cgroup/cpu");
+	/* A jail from before these lines: no cgroup named is no limit, said without a reason. */
+	put(dir, "limits", "memory_mb 64\npids 32\ncpus 2\ndisk_mb 100\n");
+	ck_assert_int_eq(usage_metric(dir, ID, 0, &m), 0);
+	ck_assert_uint_eq(m.mem_total_bytes, 0);
+	ck_assert_uint_eq(m.pids_max, 0);
+	ck_assert_int_eq(usage_events(dir, ID, 0, msgs, levels), 3);
+	ck_assert_str_eq(msgs[1], "the sandbox's process count is not limited");
+}
+END_TEST
+
+/* Processes counted without a cgroup: every task of the jail's first child and below. */
+START_TEST(processes_counted_without_cgroup)
+{
+	hangar_sandbox_metric m;
+	int p[2];
+	pid_t jail;
+	char c;
+
+	put(dir, "limits", "memory_mb 64\npids 32\ncpus 2\ndisk_mb 100\npids rlimit 32\n");
+	ck_assert_int_eq(pipe(p), 0);
+	/* A "jail" whose first child ("bwrap") has two children of its own: 3 tasks. */
+	jail = fork();
+	ck_assert_int_ge(jail, 0);
+	if (jail == 0) {
+		/* Each waits for EOF on the pipe, which comes when the test closes its end. */
+		close(p[1]);
+		if (fork() == 0) /* "bwrap" */
+			for (int i = 0; i < 2 && fork() != 0; i++)
+				;
+		_exit(read(p[0], &c, 1) < 0);
+	}
+	for (int tries = 0; tries < 200; tries++) {
+		ck_assert_int_eq(usage_metric(dir, ID, jail, &m), 0);
+		if (m.pids_used == 3)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(m.pids_used, 3);
+	ck_assert_uint_eq(m.pids_max, 32);
+	close(p[1]);
+	close(p[0]);
+	waitpid(jail, NULL, 0);
+}
+END_TEST
+
 static Suite *usage_suite(void)
 {
 	Suite *s = suite_create("local-usage");
@@ -184,6 +270,8 @@ static Suite *usage_suite(void)
 	tcase_add_test(tc, v2_oom_kills_and_events);
 	tcase_add_test(tc, foreign_cgroups_ignored);
 	tcase_add_test(tc, v1_files_and_removal);
+	tcase_add_test(tc, limits_that_do_not_hold);
+	tcase_add_test(tc, processes_counted_without_cgroup);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1281,7 +1281,7 @@ static int l_logs(void *state, const char *id, int (*fn)(const struct hangar_san
 		  void *payload)
 {
 	struct local *l = state;
-	char dir[DIR_MAX], msgs[USAGE_EVENTS][256];
+	char dir[DIR_MAX], msgs[USAGE_EVENTS][USAGE_MSG_MAX];
 	const char *levels[USAGE_EVENTS];
 	int pid, n, r = find_alive(l, id, dir, sizeof(dir), &pid);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "../../core/internal.h"
@@ -39,16 +40,25 @@ int usage_read_limits(const char *dir, const char *id, struct usage_limits *u)
 	if (!text)
 		return -errno;
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char key[16], kind[4], cg[PATH_MAX];
+		char key[16], kind[8], cg[PATH_MAX];
 		unsigned long long v;
+		int i = -1, at = 0;
 
-		if (sscanf(line, "%15s %3s %4095s", key, kind, cg) == 3 && cg[0] == '/') {
-			for (int i = 0; i < 3; i++)
-				if (!strcmp(key, controllers[i]) && sane_cgroup(cg, id) &&
-				    strlen(cg) < sizeof(u->cgroup[i])) {
-					strcpy(u->cgroup[i], cg);
-					u->v2[i] = !strcmp(kind, "v2");
-				}
+		if (sscanf(line, "%15s %7s %n", key, kind, &at) != 2)
+			continue;
+		for (int k = 0; k < 3; k++)
+			if (!strcmp(key, controllers[k]))
+				i = k;
+		if (i >= 0 && !strcmp(kind, "none")) {
+			/* "memory none WHY": nothing limits it, and why. */
+			snprintf(u->why[i], sizeof(u->why[i]), "%s", line + at);
+		} else if (i == 1 && !strcmp(kind, "rlimit")) {
+			u->rlimit_pids = 1;
+		} else if (i >= 0 && sscanf(line, "%15s %3s %4095s", key, kind, cg) == 3 && cg[0] == '/') {
+			if (sane_cgroup(cg, id) && strlen(cg) < sizeof(u->cgroup[i])) {
+				strcpy(u->cgroup[i], cg);
+				u->v2[i] = !strcmp(kind, "v2");
+			}
 		} else if (sscanf(line, "%15s %llu", key, &v) == 2) {
 			if (!strcmp(key, "memory_mb"))
 				u->memory_mb = v;
@@ -98,25 +108,75 @@ static long long single(const char *cg, const char *file)
 	return v;
 }
 
+/* The first child of pid, or 0. */
+static int first_child(int pid)
+{
+	char path[96];
+	FILE *f;
+	int child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &child) != 1)
+		child = 0;
+	if (f)
+		fclose(f);
+	return child;
+}
+
 /* The sandbox's pid 1 on the host: the jail's child (bwrap), then bwrap's child. 0 when none. */
 static int sandbox_init(int jail_pid)
 {
-	char path[96];
 	int pid = jail_pid;
 
-	for (int depth = 0; depth < 2 && pid > 0; depth++) {
-		FILE *f;
-		int child = 0;
-
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-		f = fopen(path, "re");
-		if (!f || fscanf(f, "%d", &child) != 1)
-			child = 0;
-		if (f)
-			fclose(f);
-		pid = child;
-	}
+	for (int depth = 0; depth < 2 && pid > 0; depth++)
+		pid = first_child(pid);
 	return pid;
+}
+
+#define TREE_MAX 65536
+
+/*
+ * Tasks (threads) of pid and every process below it, as pids.current and
+ * RLIMIT_NPROC count them: each thread's children, since a child belongs
+ * to the thread that forked it. At most TREE_MAX processes; 0 when pid is gone.
+ */
+static long long tree_tasks(int pid)
+{
+	int *stack = malloc(TREE_MAX * sizeof(int)), n = 0;
+	long long tasks = 0;
+
+	if (!stack)
+		return 0;
+	stack[n++] = pid;
+	for (int seen = 0; n > 0 && seen < TREE_MAX; seen++) {
+		char path[64];
+		int p = stack[--n];
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", p);
+		d = opendir(path);
+		while (d && (de = readdir(d))) {
+			char cpath[320];
+			FILE *f;
+			int c;
+
+			if (de->d_name[0] == '.')
+				continue;
+			tasks++;
+			snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children", p, de->d_name);
+			f = fopen(cpath, "re");
+			while (f && n < TREE_MAX && fscanf(f, "%d", &c) == 1)
+				stack[n++] = c;
+			if (f)
+				fclose(f);
+		}
+		if (d)
+			closedir(d);
+	}
+	free(stack);
+	return tasks;
 }
 
 int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_metric *m)
@@ -132,18 +192,25 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 	m->version = HANGAR_SANDBOX_METRIC_VERSION;
 	m->size = sizeof(*m);
 	m->timestamp_us = hnow_us();
-	m->cpu_count = (uint32_t)u.cpus;
-	m->mem_total_bytes = u.memory_mb << 20;
+	/* A limit is reported only where it holds (the record says which do). */
+	if (USAGE_HOLDS(&u, 2))
+		m->cpu_count = (uint32_t)u.cpus;
 	if (u.cgroup[0][0]) {
 		long long used = single(u.cgroup[0], u.v2[0] ? "memory.current" : "memory.usage_in_bytes");
 
+		m->mem_total_bytes = u.memory_mb << 20;
 		m->mem_used_bytes = used > 0 ? (uint64_t)used : 0;
 	}
-	/* Only where a cgroup enforces it (an unprivileged caller's sandboxes have none). */
+	if (USAGE_HOLDS(&u, 1))
+		m->pids_max = u.pids <= UINT32_MAX ? (uint32_t)u.pids : UINT32_MAX;
 	if (u.cgroup[1][0]) {
 		long long used = single(u.cgroup[1], "pids.current");
 
-		m->pids_max = u.pids <= UINT32_MAX ? (uint32_t)u.pids : UINT32_MAX;
+		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
+	} else if (jail_pid > 0) {
+		/* No pids cgroup counts them: bwrap and everything below it, as RLIMIT_NPROC does. */
+		long long used = tree_tasks(first_child(jail_pid));
+
 		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	}
 	init = sandbox_init(jail_pid);
@@ -167,7 +234,8 @@ long long usage_oom_kills(const char *dir, const char *id)
 	return keyed(u.cgroup[0], u.v2[0] ? "memory.events" : "memory.oom_control", "oom_kill");
 }
 
-int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_EVENTS][256], const char **levels)
+int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_EVENTS][USAGE_MSG_MAX],
+		 const char **levels)
 {
 	struct usage_limits u;
 	struct hangar_sandbox_metric m;
@@ -179,7 +247,7 @@ int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_
 		long long kills = usage_oom_kills(dir, id);
 
 		if (kills > 0) {
-			snprintf(msgs[n], 256, "memory limit of %llu MB reached: the OOM killer killed %lld process%s",
+			snprintf(msgs[n], USAGE_MSG_MAX, "memory limit of %llu MB reached: the OOM killer killed %lld process%s",
 				 u.memory_mb, kills, kills == 1 ? "" : "es");
 			levels[n++] = "error";
 		}
@@ -188,16 +256,25 @@ int usage_events(const char *dir, const char *id, int jail_pid, char msgs[USAGE_
 		long long refused = keyed(u.cgroup[1], "pids.events", "max");
 
 		if (refused > 0) {
-			snprintf(msgs[n], 256, "process limit of %llu reached: %lld fork%s refused", u.pids, refused,
+			snprintf(msgs[n], USAGE_MSG_MAX, "process limit of %llu reached: %lld fork%s refused", u.pids, refused,
 				 refused == 1 ? "" : "s");
 			levels[n++] = "warn";
 		}
 	}
 	if (usage_metric(dir, id, jail_pid, &m) == 0 && m.disk_total_bytes > 0 &&
 	    m.disk_used_bytes >= m.disk_total_bytes) {
-		snprintf(msgs[n], 256, "disk limit of %llu MB reached: the sandbox's file system is full", u.disk_mb);
+		snprintf(msgs[n], USAGE_MSG_MAX, "disk limit of %llu MB reached: the sandbox's file system is full", u.disk_mb);
 		levels[n++] = "warn";
 	}
+	/* What does not hold, and why, as the jail recorded it (a record without a line for it: no reason). */
+	for (int i = 0; i < 3; i++)
+		if (!USAGE_HOLDS(&u, i)) {
+			static const char *const what[3] = { "memory", "process count", "CPU time" };
+
+			snprintf(msgs[n], USAGE_MSG_MAX, "the sandbox's %s is not limited%s%s", what[i],
+				 u.why[i][0] ? ": " : "", u.why[i]);
+			levels[n++] = "warn";
+		}
 	return n;
 }
 
@@ -207,7 +284,16 @@ void usage_remove_cgroups(const char *dir, const char *id)
 
 	if (usage_read_limits(dir, id, &u) < 0)
 		return;
-	for (int i = 0; i < 3; i++)
-		if (u.cgroup[i][0] && !u.v2[i])
+	for (int i = 0; i < 3; i++) {
+		char *slash;
+
+		if (!u.cgroup[i][0] || u.v2[i] || rmdir(u.cgroup[i]) < 0)
+			continue;
+		/* The jail's hangar/ too once empty (limits.c), so it never holds up the cgroup it is in. */
+		slash = strrchr(u.cgroup[i], '/');
+		*slash = '\0';
+		slash = strrchr(u.cgroup[i], '/');
+		if (slash && !strcmp(slash, "/hangar"))
 			rmdir(u.cgroup[i]);
+	}
 }
