@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -485,6 +487,58 @@ static void l_fini(void *state)
 	free(l);
 }
 
+/*
+ * HANGAR_LOCAL_CGROUP, as the jail needs it: a cgroup v2 directory this
+ * uid may make cgroups in and hand controllers down from, which holds no
+ * process (the kernel hands nothing down from a cgroup that does) and was
+ * given at least one of memory, pids and cpu. 0, or an error naming it.
+ */
+static int check_cgroup_dir(const char *cg)
+{
+	static const char *const wanted[] = { "memory", "pids", "cpu" };
+	char path[PATH_MAX], *text;
+	struct statfs fs;
+	int any = 0;
+
+	if (statfs(cg, &fs) < 0)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, errno, "HANGAR_LOCAL_CGROUP: %s is not a cgroup v2 directory",
+					cg);
+	if (fs.f_type != CGROUP2_SUPER_MAGIC)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_LOCAL_CGROUP: %s is not a cgroup v2 directory", cg);
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", cg);
+	if (access(cg, W_OK) < 0 || access(path, W_OK) < 0)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, errno,
+					"HANGAR_LOCAL_CGROUP: %s is not delegated to uid %u (it cannot make cgroups there "
+					"or write its cgroup.subtree_control)",
+					cg, (unsigned)geteuid());
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	text = lstate_read_file(path, 1 << 20, NULL);
+	if (!text || text[strspn(text, " \n")]) {
+		free(text);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_LOCAL_CGROUP: %s holds processes, and the kernel hands no controller down "
+					"from a cgroup that does: move them to a cgroup of their own beside it",
+					cg);
+	}
+	free(text);
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", cg);
+	text = lstate_read_file(path, 4096, NULL);
+	for (size_t i = 0; text && i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		char *tok, *save = NULL, *copy = strdup(text);
+
+		for (tok = copy ? strtok_r(copy, " \n", &save) : NULL; tok; tok = strtok_r(NULL, " \n", &save))
+			any |= !strcmp(tok, wanted[i]);
+		free(copy);
+	}
+	free(text);
+	if (!any)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_LOCAL_CGROUP: %s has none of the memory, pids and cpu controllers (its "
+					"parent's cgroup.subtree_control must enable them)",
+					cg);
+	return 0;
+}
+
 static int l_init(void **state, hangar_ctx *ctx, void *data)
 {
 	const char *bwrap = hangar_sys_ctx_setting(ctx, "HANGAR_BWRAP_PATH");
@@ -541,6 +595,14 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 						"COUNT >= 65536)", range);
 		}
 	}
+	{
+		const char *cg = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_CGROUP");
+
+		if (cg && *cg && (r = check_cgroup_dir(cg)) < 0) {
+			l_fini(l);
+			return r;
+		}
+	}
 	r = mkdir_p(buf, 0700);
 	if (r < 0 || chmod(buf, 0700) < 0) {
 		l_fini(l);
@@ -593,6 +655,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 		{ "HANGAR_LOCAL_UID_RANGE", "HANGAR_JAIL_UID_RANGE" },
 		{ "HANGAR_LOCAL_NET_ALLOW", "HANGAR_JAIL_NET_ALLOW" },
 		{ "HANGAR_LOCAL_SUBIDS", "HANGAR_JAIL_SUBIDS" },
+		{ "HANGAR_LOCAL_CGROUP", "HANGAR_JAIL_CGROUP" },
 	};
 	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
 			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
@@ -1413,6 +1476,16 @@ static int check_uid_range(const char *name, const char *value)
 	return 0;
 }
 
+/* HANGAR_LOCAL_CGROUP: a cgroup directory under /sys/fs/cgroup/ (where the library reads cgroups), no "..". */
+static int check_cgroup_path(const char *name, const char *value)
+{
+	if (strncmp(value, "/sys/fs/cgroup/", 15) != 0 || strstr(value, "..") || strlen(value) >= 1024)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"%s: \"%s\" is not a cgroup v2 directory under /sys/fs/cgroup/ (no \"..\")",
+					name, value);
+	return 0;
+}
+
 /* HANGAR_LOCAL_NET_ALLOW: "A.B.C.D/N,..." IPv4 ranges. */
 static int check_net_allow(const char *name, const char *value)
 {
@@ -1459,6 +1532,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "private IPv4 ranges local sandboxes may reach, A.B.C.D/N,...", check_net_allow },
 	{ "HANGAR_LOCAL_SUBIDS", HANGAR_SETTING_TYPE_BOOL, 0, "on", 0, 0, NULL,
 	  "non-root callers: sandbox users on the caller's /etc/subuid ids", NULL },
+	{ "HANGAR_LOCAL_CGROUP", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+	  "a delegated cgroup v2 holding no processes, for local sandboxes' limits", check_cgroup_path },
 	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 
