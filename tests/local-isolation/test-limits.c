@@ -1,0 +1,678 @@
+/*
+ * A local sandbox's limits and ids as the host sees them, from outside the
+ * sandbox (its /proc entries, the cgroups it is in, the record its jail
+ * writes), since inside its cgroup and user namespaces hide them:
+ *   - a v1 memory cgroup below the jail's own, so the caller's own limit
+ *     holds for its sandboxes too;
+ *   - one range of host ids per sandbox, for an unprivileged caller too;
+ *   - a process limit for both callers (a cgroup for root, RLIMIT_NPROC
+ *     of the commands' namespace for an unprivileged one), per sandbox;
+ *   - what does not hold is recorded and reported, never silently absent;
+ *   - HANGAR_LOCAL_CGROUP refused at open time when it cannot work.
+ *
+ * Tests with a loop run twice: _i == 0 with the caller as root, _i == 1 as
+ * the unprivileged test user `user` (skipped when not started as root).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hangar/hangar.h>
+
+static char state_dir[64];
+
+/* _i == 1: become `user` for the rest of the test (Check forks each test). 0: skip the test. */
+static int become_caller(int unprivileged)
+{
+	struct passwd *pw;
+
+	if (!unprivileged)
+		return geteuid() == 0;
+	if (geteuid() != 0 || !(pw = getpwnam("user")))
+		return 0;
+	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
+	ck_assert_int_eq(setgroups(0, NULL), 0);
+	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
+	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid), 0);
+	return 1;
+}
+
+static void setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-lim-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+}
+
+static void teardown(void)
+{
+	hangar_ctx *ctx = NULL;
+	char dir[PATH_MAX], cmd[PATH_MAX + 32];
+
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(dir, sizeof(dir), "%s/local", state_dir);
+		d = opendir(dir);
+		while (d && (de = readdir(d))) {
+			hangar_sandbox *sb = NULL;
+
+			if (de->d_name[0] == '.')
+				continue;
+			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
+				hangar_sandbox_kill(sb);
+			hangar_sandbox_unref(sb);
+		}
+		if (d)
+			closedir(d);
+	}
+	hangar_ctx_unref(ctx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", state_dir);
+}
+
+static hangar_ctx *new_ctx(void)
+{
+	hangar_ctx *ctx = NULL;
+
+	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
+	return ctx;
+}
+
+static hangar_sandbox *create(hangar_ctx *ctx)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	int rc;
+
+	o.provider = "local";
+	o.timeout_sec = 120;
+	o.network = HANGAR_NETWORK_OFF;
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
+	return sb;
+}
+
+struct out {
+	int exit_code;
+	char text[8192]; /* stdout then stderr */
+};
+
+static void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out *o)
+{
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	eo.user = user;
+	eo.timeout_sec = 60;
+	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
+	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
+	o->exit_code = r.exit_code;
+	snprintf(o->text, sizeof(o->text), "%.*s%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "",
+		 (int)r.err.size, r.err.ptr ? r.err.ptr : "");
+	hangar_exec_result_dispose(&r);
+}
+
+/* cmd must succeed and print want (its first line). */
+static void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want)
+{
+	struct out o;
+
+	sh(sb, user, cmd, &o);
+	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
+	o.text[strcspn(o.text, "\n")] = '\0';
+	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
+}
+
+/* The sandbox's directory file name, read whole into buf. */
+static void sandbox_file(hangar_sandbox *sb, const char *name, char *buf, size_t size)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/local/%s/%s", state_dir, hangar_sandbox_id(sb), name);
+	f = fopen(path, "re");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
+static int first_child(int pid)
+{
+	char path[96];
+	FILE *f;
+	int child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &child) != 1)
+		child = 0;
+	if (f)
+		fclose(f);
+	return child;
+}
+
+/* The jail's pid, and the sandbox's pid 1 as the host numbers it (the jail's child is bwrap, whose child it is). */
+static int jail_of(hangar_sandbox *sb)
+{
+	char text[32];
+
+	sandbox_file(sb, "jail.pid", text, sizeof(text));
+	return atoi(text);
+}
+
+static int init_of(hangar_sandbox *sb)
+{
+	int pid = first_child(first_child(jail_of(sb)));
+
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+/* pid's path in the v1 hierarchy of controller ("4:memory:/x" -> "/x"), from the host's view. */
+static void v1_path(int pid, const char *controller, char *out, size_t size)
+{
+	char path[64], line[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *list = strchr(line, ':'), *p = list ? strchr(list + 1, ':') : NULL, *tok, *save = NULL;
+
+		if (!p)
+			continue;
+		*p++ = '\0';
+		p[strcspn(p, "\n")] = '\0';
+		for (tok = strtok_r(list + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (!strcmp(tok, controller))
+				snprintf(out, size, "%s", p);
+	}
+	fclose(f);
+	ck_assert_msg(out[0] == '/', "pid %d has no %s cgroup", pid, controller);
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+struct logs {
+	char text[8192];
+};
+
+static int log_cb(const hangar_sandbox_log_entry *e, void *payload)
+{
+	struct logs *l = payload;
+	size_t n = strlen(l->text);
+
+	snprintf(l->text + n, sizeof(l->text) - n, "%s: %s\n", e->level, e->message);
+	return 0;
+}
+
+static void read_logs(hangar_sandbox *sb, struct logs *l)
+{
+	l->text[0] = '\0';
+	ck_assert_int_eq(hangar_sandbox_logs(sb, log_cb, l), 0);
+}
+
+static int metric_cb(const hangar_sandbox_metric *m, void *payload)
+{
+	*(hangar_sandbox_metric *)payload = *m;
+	return 0;
+}
+
+/* ---- memory: below the caller's own cgroup --------------------------------------------- */
+
+/*
+ * The caller in a v1 memory cgroup of its own, limited to 128 MiB, and a
+ * sandbox allowed 1024: the sandbox's cgroup is below the caller's (the
+ * jail's, which is the caller's), its processes are in it, and 256 MiB in
+ * the sandbox is more than the caller may have, so the sandbox cannot take
+ * it. With the sandbox's cgroup at the hierarchy's root, as before, it could.
+ */
+START_TEST(memory_cgroup_below_the_callers)
+{
+	char own[1024], cg[1200], want[PATH_MAX * 2], rec[8192], path[PATH_MAX * 2], back[PATH_MAX * 2];
+	char self[32];
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+	int jail;
+
+	if (geteuid() != 0 || access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) < 0)
+		return; /* v1 memory cgroups need root and the hierarchy */
+	v1_path(getpid(), "memory", own, sizeof(own));
+	snprintf(back, sizeof(back), "/sys/fs/cgroup/memory%s/cgroup.procs", own);
+	snprintf(cg, sizeof(cg), "%s%shangar-lim-%d", own, strcmp(own, "/") ? "/" : "", (int)getpid());
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", cg);
+	ck_assert_msg(mkdir(path, 0755) == 0, "mkdir %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", cg);
+	ck_assert_int_eq(write_file(path, "134217728"), 0);
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.memsw.limit_in_bytes", cg);
+	if (access(path, F_OK) == 0)
+		ck_assert_int_eq(write_file(path, "134217728"), 0);
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/cgroup.procs", cg);
+	ck_assert_int_eq(write_file(path, self), 0);
+
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_MEMORY_MB", "1024"), 0);
+	sb = create(ctx);
+	jail = jail_of(sb);
+	v1_path(jail, "memory", own, sizeof(own));
+	ck_assert_str_eq(own, cg);
+	/* The record names it, and the sandbox's pid 1 is in it. */
+	snprintf(want, sizeof(want), "memory v1 /sys/fs/cgroup/memory%s/hangar/%s\n", cg, hangar_sandbox_id(sb));
+	sandbox_file(sb, "limits", rec, sizeof(rec));
+	ck_assert_msg(strstr(rec, want), "limits: %s", rec);
+	v1_path(init_of(sb), "memory", path, sizeof(path));
+	snprintf(want, sizeof(want), "%s/hangar/%s", cg, hangar_sandbox_id(sb));
+	ck_assert_str_eq(path, want);
+	/* Inside, the cgroup namespace shows its own cgroup as the root, hiding where it is. */
+	sh(sb, "user", "grep -c ':memory:/$' /proc/self/cgroup", &o);
+	ck_assert_msg(o.exit_code == 0 && !strncmp(o.text, "1", 1), "inside: %s", o.text);
+	/* Within the sandbox's 1024 MiB, beyond the caller's 128: killed. */
+	sh(sb, "user", "python3 -c 'a = bytearray(256 << 20); print(\"allocated\")'", &o);
+	ck_assert_msg((o.exit_code == 137 || o.exit_code == -1) && !strstr(o.text, "allocated"), "exit %d: %s",
+		      o.exit_code, o.text);
+	expect(sb, "user", "echo alive", "alive");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	/* The jail removed the sandbox's cgroup and hangar/ with it: the caller's can go. */
+	ck_assert_int_eq(write_file(back, self), 0);
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", cg);
+	for (int tries = 0; tries < 100 && rmdir(path) < 0; tries++)
+		usleep(20000);
+	ck_assert_msg(access(path, F_OK) < 0, "%s is still there (not empty?)", path);
+}
+END_TEST
+
+/* ---- ids: one range per sandbox ------------------------------------------------------ */
+
+struct extent {
+	unsigned long inside, outside, count;
+};
+
+/* pid's uid_map or gid_map, as the host reads it. */
+static int read_map(int pid, const char *name, struct extent *e, int max)
+{
+	char path[64];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (n < max && fscanf(f, "%lu %lu %lu", &e[n].inside, &e[n].outside, &e[n].count) == 3)
+		n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Two sandboxes of one caller at once: no host id behind one's namespace is
+ * behind the other's, but for the caller's own (id 0 inside an
+ * unprivileged caller's, which is envd, the caller itself), and neither
+ * maps host root.
+ */
+START_TEST(ids_disjoint)
+{
+	static const char *const maps[] = { "uid_map", "gid_map" };
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	unsigned self[2];
+
+	if (!become_caller(_i))
+		return;
+	self[0] = (unsigned)getuid();
+	self[1] = (unsigned)getgid();
+	ctx = new_ctx();
+	a = create(ctx);
+	b = create(ctx);
+	for (int m = 0; m < 2; m++) {
+		struct extent ea[8], eb[8];
+		int na = read_map(init_of(a), maps[m], ea, 8), nb = read_map(init_of(b), maps[m], eb, 8);
+
+		ck_assert_int_gt(na, 0);
+		ck_assert_int_gt(nb, 0);
+		for (int i = 0; i < na; i++) {
+			if (_i == 1 && ea[i].outside == self[m] && ea[i].count == 1)
+				continue; /* envd: the caller */
+			ck_assert_msg(ea[i].outside != 0, "%s maps host root", maps[m]);
+			for (int j = 0; j < nb; j++) {
+				if (_i == 1 && eb[j].outside == self[m] && eb[j].count == 1)
+					continue;
+				ck_assert_msg(ea[i].outside + ea[i].count <= eb[j].outside ||
+						      eb[j].outside + eb[j].count <= ea[i].outside,
+					      "%s: %lu+%lu and %lu+%lu overlap", maps[m], ea[i].outside, ea[i].count,
+					      eb[j].outside, eb[j].count);
+			}
+		}
+		if (_i == 1) {
+			/* An unprivileged caller with subordinate ids: more than its own uid is mapped. */
+			ck_assert_msg(na == 2 && nb == 2, "%s: %d and %d extents (no subordinate ids?)", maps[m], na,
+				      nb);
+		}
+	}
+	hangar_sandbox_kill(a);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- processes: a limit for both callers, per sandbox ---------------------------------- */
+
+/* A fork bomb in miniature: n children that wait, then are killed; prints "refused" or "made N". */
+#define FORKS(n)                                                                                            \
+	"python3 -c \"\n"                                                                                   \
+	"import os, signal, time\n"                                                                          \
+	"kids = []\n"                                                                                        \
+	"refused = 0\n"                                                                                      \
+	"for i in range(" #n "):\n"                                                                          \
+	"    try:\n"                                                                                         \
+	"        pid = os.fork()\n"                                                                          \
+	"    except OSError:\n"                                                                              \
+	"        refused += 1\n"                                                                             \
+	"        continue\n"                                                                                 \
+	"    if pid == 0:\n"                                                                                 \
+	"        time.sleep(30); os._exit(0)\n"                                                              \
+	"    kids.append(pid)\n"                                                                             \
+	"for pid in kids:\n"                                                                                 \
+	"    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"                                             \
+	"print('refused' if refused else 'made %d' % len(kids))\n\""
+
+/*
+ * HANGAR_LOCAL_PIDS=32: forks past it fail inside, as the sandbox's user
+ * and as its root, whoever the caller; the sandbox lives on. The metric
+ * says 32, and the record says what holds it: the pids cgroup for root,
+ * RLIMIT_NPROC for an unprivileged caller, which has none.
+ */
+START_TEST(process_limit_both_callers)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	hangar_sandbox_metric m;
+	char rec[8192];
+	struct logs l;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_PIDS", "32"), 0);
+	sb = create(ctx);
+	sandbox_file(sb, "limits", rec, sizeof(rec));
+	if (_i == 0)
+		ck_assert_msg(strstr(rec, "\npids v1 ") || strstr(rec, "\npids v2 "), "limits: %s", rec);
+	else
+		ck_assert_msg(strstr(rec, "\npids rlimit 32\n"), "limits: %s", rec);
+	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
+	ck_assert_uint_eq(m.pids_max, 32);
+	ck_assert_msg(m.pids_used >= 1 && m.pids_used < 32, "pids used %u", (unsigned)m.pids_used);
+	expect(sb, "user", FORKS(64), "refused");
+	expect(sb, "root", FORKS(64), "refused");
+	expect(sb, "user", FORKS(8), "made 8");
+	if (_i == 0) {
+		read_logs(sb, &l);
+		ck_assert_msg(strstr(l.text, "process limit of 32 reached"), "logs: %s", l.text);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+struct holder {
+	hangar_sandbox *sb;
+	int exit_code;
+};
+
+/* Holds 18 processes in its sandbox for 8 seconds. */
+static void *hold(void *arg)
+{
+	struct holder *h = arg;
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	eo.user = "user";
+	eo.timeout_sec = 60;
+	h->exit_code = -1000;
+	if (hangar_sandbox_exec(&r, h->sb,
+				"python3 -c \"\n"
+				"import os, time\n"
+				"kids = []\n"
+				"for i in range(18):\n"
+				"    pid = os.fork()\n"
+				"    if pid == 0:\n"
+				"        time.sleep(8); os._exit(0)\n"
+				"    kids.append(pid)\n"
+				"for pid in kids:\n"
+				"    os.waitpid(pid, 0)\n\"",
+				&eo) == 0)
+		h->exit_code = r.exit_code;
+	hangar_exec_result_dispose(&r);
+	return NULL;
+}
+
+/*
+ * The limit is each sandbox's own: with 18 processes held in one sandbox,
+ * another of the same caller still makes 18 of its own, although together
+ * they are past 32.
+ */
+START_TEST(process_limit_per_sandbox)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *a, *b;
+	hangar_sandbox_metric m = { 0 };
+	struct holder h = { 0 };
+	pthread_t t;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_PIDS", "32"), 0);
+	a = create(ctx);
+	b = create(ctx);
+	h.sb = a;
+	ck_assert_int_eq(pthread_create(&t, NULL, hold, &h), 0);
+	for (int tries = 0; tries < 100; tries++) {
+		ck_assert_int_eq(hangar_sandbox_metrics(a, metric_cb, &m), 0);
+		if (m.pids_used >= 18)
+			break;
+		usleep(50000);
+	}
+	ck_assert_msg(m.pids_used >= 18, "the holder has %u processes", (unsigned)m.pids_used);
+	expect(b, "user", FORKS(18), "made 18");
+	pthread_join(t, NULL);
+	ck_assert_int_eq(h.exit_code, 0);
+	hangar_sandbox_kill(a);
+	hangar_sandbox_kill(b);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- what does not hold is said ------------------------------------------------------- */
+
+/*
+ * An unprivileged caller here has no cgroup it may write: memory and CPU
+ * are not limited, and that is what the record, the metric (0 for them),
+ * the logs and `hangar sandbox info` say; never a limit that does not hold.
+ * A root caller's are all limited.
+ */
+START_TEST(unlimited_is_said)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	hangar_sandbox_metric m;
+	char rec[8192], cmd[PATH_MAX * 3], info[4096];
+	const char *cli = getenv("HANGAR_CLI");
+	struct logs l;
+	FILE *p;
+	size_t n;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx);
+	sandbox_file(sb, "limits", rec, sizeof(rec));
+	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
+	read_logs(sb, &l);
+	if (cli) {
+		snprintf(cmd, sizeof(cmd), "HANGAR_STATE_DIR='%s' '%s' sandbox info %s", state_dir, cli,
+			 hangar_sandbox_id(sb));
+		p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		n = fread(info, 1, sizeof(info) - 1, p);
+		info[n] = '\0';
+		ck_assert_int_eq(pclose(p), 0);
+	}
+	if (_i == 0) {
+		ck_assert_msg(!strstr(rec, " none "), "limits: %s", rec);
+		ck_assert_uint_eq(m.mem_total_bytes, 2048ull << 20);
+		ck_assert_uint_eq(m.cpu_count, 2);
+		ck_assert_msg(!strstr(l.text, "not limited"), "logs: %s", l.text);
+		if (cli)
+			ck_assert_msg(!strstr(info, "not limited"), "info: %s", info);
+	} else {
+		ck_assert_msg(strstr(rec, "\nmemory none cgroup v") && strstr(rec, "\ncpu none cgroup v"), "limits: %s",
+			      rec);
+		ck_assert_uint_eq(m.mem_total_bytes, 0);
+		ck_assert_uint_eq(m.cpu_count, 0);
+		ck_assert_uint_eq(m.pids_max, 512);
+		ck_assert_msg(strstr(l.text, "warn: the sandbox's memory is not limited: cgroup v") &&
+				      strstr(l.text, "warn: the sandbox's CPU time is not limited: cgroup v") &&
+				      !strstr(l.text, "process count is not limited"),
+			      "logs: %s", l.text);
+		if (cli)
+			ck_assert_msg(strstr(info, "memory:    not limited\n") && strstr(info, "cpus:      not limited\n") &&
+					      strstr(info, " of 512\n"),
+				      "info: %s", info);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- HANGAR_LOCAL_CGROUP ------------------------------------------------------------- */
+
+static int create_fails(const char *cgroup, const char *says)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	hangar_ctx *ctx = new_ctx();
+	int rc = hangar_ctx_set(ctx, "HANGAR_LOCAL_CGROUP", cgroup);
+
+	if (rc == 0) {
+		o.provider = "local";
+		o.network = HANGAR_NETWORK_OFF;
+		rc = hangar_sandbox_create(&sb, ctx, &o);
+	}
+	ck_assert_msg(rc != 0, "HANGAR_LOCAL_CGROUP=%s was taken", cgroup);
+	ck_assert_msg(strstr(hangar_error_last()->message, "HANGAR_LOCAL_CGROUP") &&
+			      strstr(hangar_error_last()->message, says),
+		      "HANGAR_LOCAL_CGROUP=%s: %d %s", cgroup, rc, hangar_error_last()->message);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	return rc;
+}
+
+/*
+ * A cgroup the jail could not use is refused when the provider opens,
+ * naming the setting and the fault: not a cgroup v2 directory, holding
+ * processes, or given none of the controllers. (Which is all this host,
+ * with every controller on v1, can offer: a cgroup v2 that limits is tested
+ * against the model in tests/unit/test-jail-limits.c.)
+ */
+START_TEST(cgroup_setting_checked)
+{
+	char v2[64], procs[96], pid[16];
+	pid_t child;
+
+	ck_assert_int_eq(create_fails("/tmp", "not a cgroup v2 directory under /sys/fs/cgroup/"), HANGAR_ECONFIG);
+	ck_assert_int_eq(create_fails("/sys/fs/cgroup/../../tmp", "no \"..\""), HANGAR_ECONFIG);
+	if (access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) == 0)
+		ck_assert_int_eq(create_fails("/sys/fs/cgroup/memory", "is not a cgroup v2 directory"), HANGAR_ECONFIG);
+	if (geteuid() != 0 || access("/sys/fs/cgroup/unified/cgroup.procs", W_OK) < 0)
+		return;
+	snprintf(v2, sizeof(v2), "/sys/fs/cgroup/unified/hangar-lim-%d", (int)getpid());
+	ck_assert_int_eq(mkdir(v2, 0755), 0);
+	ck_assert_int_eq(create_fails(v2, "has none of the memory, pids and cpu controllers"), HANGAR_ECONFIG);
+	/* With a process in it. */
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", v2);
+	snprintf(pid, sizeof(pid), "%d", (int)child);
+	ck_assert_int_eq(write_file(procs, pid), 0);
+	ck_assert_int_eq(create_fails(v2, "holds processes"), HANGAR_ECONFIG);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	for (int tries = 0; tries < 100 && rmdir(v2) < 0; tries++)
+		usleep(10000);
+	ck_assert_int_eq(access(v2, F_OK), -1);
+}
+END_TEST
+
+static Suite *limits_suite(void)
+{
+	Suite *s = suite_create("local-limits");
+	TCase *tc = tcase_create("limits");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, memory_cgroup_below_the_callers);
+	tcase_add_loop_test(tc, ids_disjoint, 0, 2);
+	tcase_add_loop_test(tc, process_limit_both_callers, 0, 2);
+	tcase_add_loop_test(tc, process_limit_per_sandbox, 0, 2);
+	tcase_add_loop_test(tc, unlimited_is_said, 0, 2);
+	tcase_add_test(tc, cgroup_setting_checked);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(limits_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
