@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -374,13 +375,19 @@ class SSE:
         self.buf += d
 
     def events(self, want, timeout=60):
-        """Reads until an event named want arrives; returns its data."""
-        self.sock.settimeout(timeout)
+        """Reads until an event named want arrives, within timeout seconds in
+        all (heartbeats do not extend it); returns its data. Other events stay
+        buffered for a later call."""
+        deadline = time.monotonic() + timeout
         while True:
             for m in re.finditer(rb"event: (\S+)\r?\ndata: (.*?)\r?\n", self.buf):
                 if m.group(1).decode() == want:
-                    self.buf = self.buf[m.end():]
+                    self.buf = self.buf[:m.start()] + self.buf[m.end():]
                     return json.loads(m.group(2))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {want} event within {timeout} s")
+            self.sock.settimeout(left)
             self._more()
 
     def close(self):
