@@ -36,14 +36,13 @@ enum connect_code envd_fs_code(int e)
 	case EROFS:
 	case EXDEV:
 	case EBUSY:
-	case ENOTDIR:
 	case EISDIR:
 	case ENOTEMPTY:
 	case ELOOP:
 	case ENAMETOOLONG:
 	case EINVAL:
 		return CONNECT_FAILED_PRECONDITION;
-	default:
+	default: /* ENOTDIR among them, as upstream envd has it */
 		return CONNECT_INTERNAL;
 	}
 }

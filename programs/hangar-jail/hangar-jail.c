@@ -165,8 +165,16 @@ static void setup_cgroup(void)
 		v2root = "/sys/fs/cgroup/unified"; /* hybrid hierarchy */
 	if (v2root && (!strcmp(want, "auto") || !strcmp(want, "v2"))) {
 		char *own = own_v2_cgroup();
+		const char *base = limits_v2_base(); /* HANGAR_JAIL_CGROUP: a cgroup that can hand limits down */
 		char parent[PATH_MAX];
 
+		if (base) {
+			if (try_cgroup("v2", base, "cgroup.freeze") == 0) {
+				free(own);
+				return;
+			}
+			say("cannot make the sandbox's cgroup in HANGAR_JAIL_CGROUP %s: %s", base, strerror(errno));
+		}
 		if (own && strcmp(own, "/") != 0 &&
 		    snprintf(parent, sizeof(parent), "%s%s", v2root, own) < (int)sizeof(parent) &&
 		    try_cgroup("v2", parent, "cgroup.freeze") == 0) {
@@ -1071,8 +1079,18 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	}
 	reap(0, NULL);
 	limits_remove(&lcg);
-	if (strcmp(cg_kind, "none") != 0 && rmdir(cg_path) < 0 && errno != ENOENT)
-		say("cannot remove cgroup %s: %s", cg_path, strerror(errno));
+	if (strcmp(cg_kind, "none") != 0) {
+		char *slash;
+
+		if (rmdir(cg_path) < 0 && errno != ENOENT)
+			say("cannot remove cgroup %s: %s", cg_path, strerror(errno));
+		/* And .../hangar once empty, which would keep a delegated base from being removed. */
+		slash = strrchr(cg_path, '/');
+		if (slash) {
+			*slash = '\0';
+			rmdir(cg_path); /* fails while another sandbox is in it: left for the last one */
+		}
+	}
 	snprintf(path, sizeof(path), "%s", dir);
 	r = lstate_rmtree_at(AT_FDCWD, path);
 	if (r < 0)
@@ -1125,6 +1143,10 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 		}
 		*uid = *gid = 1000;
 	} else if (uid_range_subids(r) == 0) {
+		if (!r->count) {
+			errno = ENOSPC; /* every slot of the caller's subordinate ids is another sandbox's (said) */
+			return -1;
+		}
 		*uid = *gid = 1000;
 	} else {
 		/* Said, so `hangar sandbox logs` tells why root is refused here. */
