@@ -1160,6 +1160,23 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 	return f->seccomp < 0 ? -1 : 0;
 }
 
+/*
+ * slirp4netns configures the sandbox's network as root of its user
+ * namespace, which a sandbox of one uid (an unprivileged caller without
+ * subordinate ids) does not have: network on is refused there, said, rather
+ * than given as loopback alone. 0, or -1 with errno.
+ */
+static int single_uid_network(const struct lmeta *m)
+{
+	if (!m->network || own_userns() || geteuid() == 0)
+		return 0;
+	say("network on needs subordinate ids for uid %u (/etc/subuid and /etc/subgid, and HANGAR_LOCAL_SUBIDS on): "
+	    "ask for network off or set HANGAR_LOCAL_NETWORK=off",
+	    (unsigned)geteuid());
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
 static void usage(void)
 {
 	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD -token-fd FD [-daemon]\n", stderr);
@@ -1331,9 +1348,10 @@ int main(int argc, char **argv)
 		say("cannot write %s: %s", path, strerror(errno));
 	/* A descriptor number for the commands' namespace, which the child puts there. */
 	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 ||
+	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 || single_uid_network(&m) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, efd, &fds, own_userns(), uid, gid,
-			     lim.shm_mb, lim.disk_mb, net_info[1], net_block[0], inner_fd, own_userns() ? uid_range_top(&ids) : 0) < 0) {
+			     lim.shm_mb, lim.disk_mb, net_info[1], net_block[0], inner_fd,
+			     own_userns() ? uid_range_top(&ids) : 0) < 0) {
 		say("cannot prepare sandbox %s: %s", id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);

@@ -30,7 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,8 +55,41 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Runs argv with input on stdin and up to size-1 bytes of stdout in out; its exit status or -1. */
-static int run(char *const argv[], const char *input, char *out, size_t size)
+/*
+ * In a child about to run `ip`: enters the sandbox's network namespace (and
+ * first its owner, userns >= 0, for an unprivileged caller) and keeps
+ * CAP_NET_ADMIN there across the exec even when its uid inside is not 0,
+ * as it is not when bubblewrap mapped the caller alone: what nsenter cannot
+ * do, since it would become uid 0 there, which such a namespace lacks.
+ * Raw system calls only (after fork). 0 or -1.
+ */
+static int enter_netns(int userns, int netns)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (userns >= 0 && syscall(SYS_setns, userns, CLONE_NEWUSER) < 0)
+		return -1;
+	if (syscall(SYS_setns, netns, CLONE_NEWNET) < 0)
+		return -1;
+	if (userns < 0)
+		return 0; /* host root: keeps its capabilities */
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -1;
+	d[CAP_TO_INDEX(CAP_NET_ADMIN)].inheritable |= CAP_TO_MASK(CAP_NET_ADMIN);
+	if (syscall(SYS_capset, &h, d) < 0 ||
+	    syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_ADMIN, 0, 0) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Runs argv with input on stdin and up to size-1 bytes of stdout in out,
+ * in the network namespace netns when it is >= 0 (see enter_netns); its exit
+ * status or -1.
+ */
+static int run(char *const argv[], const char *input, char *out, size_t size, int userns, int netns)
 {
 	int in[2], res[2], status;
 	size_t have = 0;
@@ -73,7 +110,9 @@ static int run(char *const argv[], const char *input, char *out, size_t size)
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		dup2(in[0], 0);
 		dup2(res[1], 1);
-		execv(argv[0], argv);
+		if (netns >= 0 && enter_netns(userns, netns) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
 	close(in[0]);
@@ -165,7 +204,7 @@ static int wait_ready(int fd, int64_t deadline)
 
 pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 {
-	char pid[32], ready[48], userns[64], nsuser[64], nsnet[64], script[8192];
+	char pid[32], ready[48], userns[64], nsnet[64], script[8192];
 	char *slirp_argv[12], *ip_batch[8];
 	size_t sa = 0, ia = 0;
 	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
@@ -210,9 +249,9 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	 * which must be entered too: its owner (the sandbox itself may already be
 	 * one namespace further down, for --disable-userns), by our descriptor.
 	 */
-	if (geteuid() != 0) {
-		snprintf(nsnet, sizeof(nsnet), "/proc/%d/ns/net", child);
-		netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
+	snprintf(nsnet, sizeof(nsnet), "/proc/%d/ns/net", child);
+	netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
+	if (geteuid() != 0 || netfd < 0) {
 		ownerfd = netfd >= 0 ? ioctl(netfd, NS_GET_USERNS) : -1;
 		if (ownerfd < 0) {
 			say("cannot find the owner of the sandbox's network namespace: %s", strerror(errno));
@@ -223,12 +262,10 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 			return -1;
 		}
 	}
-	/* Inherited by slirp4netns and nsenter, which open it as their own (this process is not dumpable). */
+	/* Inherited by slirp4netns, which opens it as its own (this process is not dumpable). */
 	if (ownerfd >= 0)
 		fcntl(ownerfd, F_SETFD, 0);
 	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", ownerfd);
-	snprintf(nsuser, sizeof(nsuser), "--user=/proc/self/fd/%d", ownerfd);
-	snprintf(nsnet, sizeof(nsnet), "--net=/proc/%d/ns/net", child);
 	slirp_argv[sa++] = (char *)slirp;
 	/* Unprivileged, the namespace belongs to bwrap's user namespace, which must be entered too. */
 	if (geteuid() != 0)
@@ -242,11 +279,6 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	slirp_argv[sa++] = pid;
 	slirp_argv[sa++] = NET_IF;
 	slirp_argv[sa] = NULL;
-	ip_batch[ia++] = "/usr/bin/nsenter";
-	if (geteuid() != 0)
-		ip_batch[ia++] = nsuser;
-	ip_batch[ia++] = nsnet;
-	ip_batch[ia++] = "--";
 	ip_batch[ia++] = "ip";
 	ip_batch[ia++] = "-batch";
 	ip_batch[ia++] = "-";
@@ -308,7 +340,7 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		if (*allow == ',')
 			allow++;
 	}
-	if (n >= sizeof(script) || run(ip_batch, script, NULL, 0) != 0) {
+	if (n >= sizeof(script) || run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
 		say("cannot restrict the sandbox's routes");
 		kill(p, SIGKILL);
 		waitpid(p, NULL, 0);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -930,6 +931,31 @@ START_TEST(processes_survive_pause)
 }
 END_TEST
 
+/* 1 when uid has ranges in both /etc/subuid and /etc/subgid (by number or by name). */
+static int has_subids(unsigned uid)
+{
+	static const char *const files[] = { "/etc/subuid", "/etc/subgid" };
+	struct passwd *pw = getpwuid(uid);
+	int found = 0;
+
+	for (size_t i = 0; i < 2; i++) {
+		char line[256], num[16];
+		FILE *f = fopen(files[i], "re");
+		int here = 0;
+
+		snprintf(num, sizeof(num), "%u:", uid);
+		while (f && !here && fgets(line, sizeof(line), f)) {
+			size_t n = pw ? strlen(pw->pw_name) : 0;
+
+			here = !strncmp(line, num, strlen(num)) || (pw && !strncmp(line, pw->pw_name, n) && line[n] == ':');
+		}
+		if (f)
+			fclose(f);
+		found += here;
+	}
+	return found == 2;
+}
+
 /* As uid 1000 (no cgroups, a user namespace): create, use, pause, resume, kill. */
 static int unprivileged_child(void)
 {
@@ -945,6 +971,20 @@ static int unprivileged_child(void)
 		return 11;
 	o.provider = "local";
 	o.timeout_sec = 60;
+	/*
+	 * Without subordinate ids (uid 1000 has none here) every process is the
+	 * caller's uid, and network on is refused, saying why, rather than
+	 * given as loopback alone.
+	 */
+	if (!has_subids(1000)) {
+		o.network = HANGAR_NETWORK_ON;
+		if (hangar_sandbox_create(&sb, ctx, &o) == 0 ||
+		    !strstr(hangar_error_last()->message, "network on needs subordinate ids")) {
+			fprintf(stderr, "network on: %s\n", sb ? "created" : hangar_error_last()->message);
+			return 19;
+		}
+		o.network = HANGAR_NETWORK_OFF;
+	}
 	if (hangar_sandbox_create(&sb, ctx, &o)) {
 		fprintf(stderr, "create: %s\n", hangar_error_last()->message);
 		return 12;
