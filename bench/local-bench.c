@@ -816,7 +816,7 @@ static void bench_exec_vs_raw(const struct config *cfg)
 		goto out;
 	}
 	snprintf(dir, sizeof(dir), "%s/%s", g_local, hangar_sandbox_id(sb));
-	snprintf(sock, sizeof(sock), "%s/run/envd.sock", dir);
+	snprintf(sock, sizeof(sock), "%s/envd.sock", dir);
 	if (jail_token(dir, token, sizeof(token)) < 0) {
 		g_failed = 1;
 		row("(not run)", NULL, 0, "no token from %s/jail.sock: %s", dir, strerror(errno));

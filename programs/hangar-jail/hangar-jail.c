@@ -1380,7 +1380,12 @@ int main(int argc, char **argv)
 		close(net_block[0]);
 		if (child > 0)
 			slirp = net_setup(net_info[0], slirp_path, mono_ms() + NET_DEADLINE_MS);
-		close(net_info[0]);
+		/*
+		 * net_info[0] stays open for the jail's life: bubblewrap writes its
+		 * --info-fd in several writes, the last ones after the child's pid
+		 * that net_setup waited for, and a closed pipe there would kill it
+		 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
+		 */
 		if (child > 0 && slirp < 0) {
 			close(net_block[1]);
 			close(ready_fd);
