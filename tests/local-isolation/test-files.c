@@ -15,8 +15,6 @@
  * default user), and as root through a second handle on the same sandbox
  * from a provider of this test's own, "as-root", which describes the local
  * sandbox's envd with root as its user, as the E2B SDK's files API may ask.
- *
- * The helpers down to expect() are copied from test-isolation.c.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -37,117 +35,7 @@
 #include <hangar/hangar.h>
 #include <hangar/sys/provider.h>
 
-static char state_dir[64];
-
-/* _i == 1: become `user` for the rest of the test (Check forks each test). 0: skip the test. */
-static int become_caller(int unprivileged)
-{
-	struct passwd *pw;
-
-	if (!unprivileged)
-		return 1;
-	if (geteuid() != 0 || !(pw = getpwnam("user")))
-		return 0;
-	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
-	ck_assert_int_eq(setgroups(0, NULL), 0);
-	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
-	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid), 0);
-	return 1;
-}
-
-static void setup(void)
-{
-	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-files-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(state_dir));
-}
-
-static void teardown(void)
-{
-	hangar_ctx *ctx = NULL;
-	char dir[PATH_MAX], cmd[PATH_MAX + 32];
-
-	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-		DIR *d;
-		struct dirent *de;
-
-		snprintf(dir, sizeof(dir), "%s/local", state_dir);
-		d = opendir(dir);
-		while (d && (de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
-		if (d)
-			closedir(d);
-	}
-	hangar_ctx_unref(ctx);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", state_dir);
-}
-
-static hangar_ctx *new_ctx(void)
-{
-	hangar_ctx *ctx = NULL;
-
-	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
-	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
-	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
-	return ctx;
-}
-
-static hangar_sandbox *create(hangar_ctx *ctx, int network)
-{
-	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
-	hangar_sandbox *sb = NULL;
-	int rc;
-
-	o.provider = "local";
-	o.timeout_sec = 120;
-	o.network = network;
-	rc = hangar_sandbox_create(&sb, ctx, &o);
-	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
-	return sb;
-}
-
-struct out {
-	int exit_code;
-	int oom_killed;
-	char text[8192];   /* stdout then stderr */
-};
-
-/* Runs cmd as user ("root" or "user") in sb; the exec itself must work. */
-static void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out *o)
-{
-	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
-	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
-	int rc;
-
-	eo.user = user;
-	eo.timeout_sec = 60;
-	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
-	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
-	o->exit_code = r.exit_code;
-	o->oom_killed = r.oom_killed;
-	snprintf(o->text, sizeof(o->text), "%.*s%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "",
-		 (int)r.err.size, r.err.ptr ? r.err.ptr : "");
-	hangar_exec_result_dispose(&r);
-}
-
-/* cmd must succeed and print want (its first line). */
-static void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want)
-{
-	struct out o;
-
-	sh(sb, user, cmd, &o);
-	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
-	o.text[strcspn(o.text, "\n")] = '\0';
-	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
-}
+#include "jail-test.h"
 
 /* ---- the sandbox, as its user and as its root ----------------------------------------- */
 

@@ -32,113 +32,12 @@
 
 #include <hangar/hangar.h>
 
-static char state_dir[64];
+#include "jail-test.h"
 
-/* _i == 1: become `user` for the rest of the test (Check forks each test). 0: skip the test. */
-static int become_caller(int unprivileged)
+/* The caller for loop index unprivileged: `user`, or root (this suite's root tests need root). */
+static int caller(int unprivileged)
 {
-	struct passwd *pw;
-
-	if (!unprivileged)
-		return geteuid() == 0;
-	if (geteuid() != 0 || !(pw = getpwnam("user")))
-		return 0;
-	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
-	ck_assert_int_eq(setgroups(0, NULL), 0);
-	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
-	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid), 0);
-	return 1;
-}
-
-static void setup(void)
-{
-	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-lim-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(state_dir));
-}
-
-static void teardown(void)
-{
-	hangar_ctx *ctx = NULL;
-	char dir[PATH_MAX], cmd[PATH_MAX + 32];
-
-	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-		DIR *d;
-		struct dirent *de;
-
-		snprintf(dir, sizeof(dir), "%s/local", state_dir);
-		d = opendir(dir);
-		while (d && (de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
-		if (d)
-			closedir(d);
-	}
-	hangar_ctx_unref(ctx);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", state_dir);
-}
-
-static hangar_ctx *new_ctx(void)
-{
-	hangar_ctx *ctx = NULL;
-
-	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
-	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
-	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
-	return ctx;
-}
-
-static hangar_sandbox *create(hangar_ctx *ctx)
-{
-	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
-	hangar_sandbox *sb = NULL;
-	int rc;
-
-	o.provider = "local";
-	o.timeout_sec = 120;
-	o.network = HANGAR_NETWORK_OFF;
-	rc = hangar_sandbox_create(&sb, ctx, &o);
-	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
-	return sb;
-}
-
-struct out {
-	int exit_code;
-	char text[8192]; /* stdout then stderr */
-};
-
-static void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out *o)
-{
-	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
-	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
-	int rc;
-
-	eo.user = user;
-	eo.timeout_sec = 60;
-	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
-	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
-	o->exit_code = r.exit_code;
-	snprintf(o->text, sizeof(o->text), "%.*s%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "",
-		 (int)r.err.size, r.err.ptr ? r.err.ptr : "");
-	hangar_exec_result_dispose(&r);
-}
-
-/* cmd must succeed and print want (its first line). */
-static void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want)
-{
-	struct out o;
-
-	sh(sb, user, cmd, &o);
-	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
-	o.text[strcspn(o.text, "\n")] = '\0';
-	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
+	return unprivileged ? become_caller(1) : geteuid() == 0;
 }
 
 /* The sandbox's directory file name, read whole into buf. */
@@ -285,7 +184,7 @@ START_TEST(memory_cgroup_below_the_callers)
 
 	ctx = new_ctx();
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_MEMORY_MB", "1024"), 0);
-	sb = create(ctx);
+	sb = create(ctx, HANGAR_NETWORK_OFF);
 	jail = jail_of(sb);
 	v1_path(jail, "memory", own, sizeof(own));
 	ck_assert_str_eq(own, cg);
@@ -351,13 +250,13 @@ START_TEST(ids_disjoint)
 	hangar_sandbox *a, *b;
 	unsigned self[2];
 
-	if (!become_caller(_i))
+	if (!caller(_i))
 		return;
 	self[0] = (unsigned)getuid();
 	self[1] = (unsigned)getgid();
 	ctx = new_ctx();
-	a = create(ctx);
-	b = create(ctx);
+	a = create(ctx, HANGAR_NETWORK_OFF);
+	b = create(ctx, HANGAR_NETWORK_OFF);
 	for (int m = 0; m < 2; m++) {
 		struct extent ea[8], eb[8];
 		int na = read_map(init_of(a), maps[m], ea, 8), nb = read_map(init_of(b), maps[m], eb, 8);
@@ -426,11 +325,11 @@ START_TEST(process_limit_both_callers)
 	char rec[8192];
 	struct logs l;
 
-	if (!become_caller(_i))
+	if (!caller(_i))
 		return;
 	ctx = new_ctx();
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_PIDS", "32"), 0);
-	sb = create(ctx);
+	sb = create(ctx, HANGAR_NETWORK_OFF);
 	sandbox_file(sb, "limits", rec, sizeof(rec));
 	if (_i == 0)
 		ck_assert_msg(strstr(rec, "\npids v1 ") || strstr(rec, "\npids v2 "), "limits: %s", rec);
@@ -497,12 +396,12 @@ START_TEST(process_limit_per_sandbox)
 	struct holder h = { 0 };
 	pthread_t t;
 
-	if (!become_caller(_i))
+	if (!caller(_i))
 		return;
 	ctx = new_ctx();
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_PIDS", "32"), 0);
-	a = create(ctx);
-	b = create(ctx);
+	a = create(ctx, HANGAR_NETWORK_OFF);
+	b = create(ctx, HANGAR_NETWORK_OFF);
 	h.sb = a;
 	ck_assert_int_eq(pthread_create(&t, NULL, hold, &h), 0);
 	for (int tries = 0; tries < 100; tries++) {
@@ -542,10 +441,10 @@ START_TEST(unlimited_is_said)
 	FILE *p;
 	size_t n;
 
-	if (!become_caller(_i))
+	if (!caller(_i))
 		return;
 	ctx = new_ctx();
-	sb = create(ctx);
+	sb = create(ctx, HANGAR_NETWORK_OFF);
 	sandbox_file(sb, "limits", rec, sizeof(rec));
 	ck_assert_int_eq(hangar_sandbox_metrics(sb, metric_cb, &m), 0);
 	read_logs(sb, &l);
