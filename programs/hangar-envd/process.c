@@ -731,12 +731,12 @@ static int child_main(void *arg)
 	}
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		_exit(126);
-	/* Before the descriptors go: the namespace's is one of them. */
-	if (envd_inner_enter() < 0)
-		child_fail(a->cmd, ": cannot enter the sandbox's user namespace\n", 126);
-	syscall(SYS_close_range, 3, ~0U, 0);
-
-	/* Children go first when memory runs out, so the daemon survives. */
+	/*
+	 * Children go first when memory runs out, so the daemon survives. Here,
+	 * while still the daemon's uid: like the daemon this child is not
+	 * dumpable, so its /proc files are its namespace's root's, and once in
+	 * the commands' namespace it could no longer open them.
+	 */
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		ssize_t n = write(fd, "100", 3);
@@ -744,6 +744,11 @@ static int child_main(void *arg)
 		(void)n;
 		close(fd);
 	}
+	/* Before the descriptors go: the namespace's is one of them. */
+	if (envd_inner_enter() < 0)
+		child_fail(a->cmd, ": cannot enter the sandbox's user namespace\n", 126);
+	syscall(SYS_close_range, 3, ~0U, 0);
+
 	/* Raw system calls: glibc's set*id would try to change every thread of
 	 * the daemon whose memory this child shares, taking its locks. */
 	if (envd_cfg.is_root &&

@@ -630,6 +630,9 @@ static int build_stage(const char *envd, const struct uid_range *r, unsigned dis
 }
 
 /* /proc entries container runtimes hide: kernel memory, keys, timers, scheduler internals. */
+/* /proc entries that change the kernel rather than one process: bound read-only. */
+static const char *const proc_read_only[] = { "/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs",
+					      "/proc/sysrq-trigger" };
 static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
 					   "/proc/sysrq-trigger" };
 
@@ -713,8 +716,19 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 			add(a, "/dev/null");
 			add(a, proc_masked[i]);
 		}
-	add(a, "--remount-ro");
-	add(a, "/proc");
+	/*
+	 * Read-only where the kernel's settings are, as container runtimes have
+	 * it; the rest stays writable, so that a process can still make itself
+	 * the OOM killer's first choice (envd's commands do, so that envd is
+	 * the last). The sandbox's own view of each: sysctls answer for the
+	 * namespaces of whoever reads them.
+	 */
+	for (size_t i = 0; i < sizeof(proc_read_only) / sizeof(proc_read_only[0]); i++)
+		if (exists(proc_read_only[i])) {
+			add(a, "--ro-bind");
+			add(a, proc_read_only[i]);
+			add(a, proc_read_only[i]);
+		}
 	add(a, "--dev");
 	add(a, "/dev");
 	/* bwrap's own /dev/shm is root's alone: a size-limited one for every user. */

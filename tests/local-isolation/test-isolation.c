@@ -89,8 +89,23 @@ START_TEST(proc_is_read_only)
 	ck_assert_msg(o.exit_code != 0, "kernel.hostname was writable");
 	sh(sb, "root", "echo 1 > /proc/sys/user/max_user_namespaces", &o);
 	ck_assert_msg(o.exit_code != 0, "user.max_user_namespaces was writable");
-	sh(sb, "root", "echo 1000 > /proc/self/oom_score_adj", &o);
-	ck_assert_msg(o.exit_code != 0, "/proc/self was writable");
+	/*
+	 * A process may make itself the OOM killer's first choice, and commands
+	 * start so (envd, at 0, stays the last); none goes below envd, nor
+	 * makes itself unkillable.
+	 */
+	expect(sb, "user", "cat /proc/self/oom_score_adj", "100");
+	expect(sb, "root", "cat /proc/self/oom_score_adj", "100");
+	sh(sb, "root", "echo -1 > /proc/self/oom_score_adj", &o);
+	ck_assert_msg(o.exit_code != 0, "root went below envd's oom_score_adj");
+	sh(sb, "root", "echo -1000 > /proc/self/oom_score_adj", &o);
+	ck_assert_msg(o.exit_code != 0, "root made itself unkillable");
+	expect(sb, "user", "echo 1000 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj", "1000");
+	/* Nor can it make envd the first choice. */
+	expect(sb, "root", "P=$(pgrep -x hangar-envd); echo 1000 > /proc/$P/oom_score_adj || cat /proc/$P/oom_score_adj",
+	       "0");
+	sh(sb, "root", "echo 1 > /proc/sysrq-trigger", &o);
+	ck_assert_msg(o.exit_code != 0, "/proc/sysrq-trigger was writable");
 	expect(sb, "root", "test -s /proc/keys && echo visible || echo masked", "masked");
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
