@@ -136,7 +136,29 @@ static int parent_of(const char *path, char *out, size_t size)
 	return 0;
 }
 
-/* "+controller" into dir/cgroup.subtree_control; on failure, why says what the kernel refused. */
+/* 1 when dir is a cgroup v2 other than the root (which has no cgroup.type) holding processes. */
+static int holds_processes(const char *dir)
+{
+	char path[PATH_MAX + 32], *procs;
+	int held;
+
+	snprintf(path, sizeof(path), "%s/cgroup.type", dir);
+	if (access(path, F_OK) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	procs = lstate_read_file(path, 4096, NULL);
+	held = procs && *procs;
+	free(procs);
+	return held;
+}
+
+/*
+ * "+controller" into dir/cgroup.subtree_control; on failure, why says what
+ * the kernel refused. Never in a cgroup that holds processes (the root
+ * excepted): the kernel refuses memory there but takes pids and cpu, which
+ * make it a threaded domain whose children no process can join, the
+ * sandbox's and any other of the caller's.
+ */
 static int v2_hand_down(const char *dir, const char *controller, char *why, size_t wsize)
 {
 	char path[PATH_MAX + 32], op[32];
@@ -144,7 +166,7 @@ static int v2_hand_down(const char *dir, const char *controller, char *why, size
 
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
 	snprintf(op, sizeof(op), "+%s", controller);
-	r = limits_sys.write(path, op);
+	r = holds_processes(dir) ? -EBUSY : limits_sys.write(path, op);
 	if (r == -EBUSY)
 		note(why, wsize,
 			 "cgroup v2: %s holds processes, so the kernel hands no controller down from it "
