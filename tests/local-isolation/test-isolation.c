@@ -1421,6 +1421,48 @@ START_TEST(disk_limit)
 }
 END_TEST
 
+/*
+ * A pause freezes the sandbox's cgroup (the v2 or v1 freezer the jail
+ * records in the sandbox's `cgroup` file), and a resume thaws it: the
+ * kernel's own word on it, from the host.
+ */
+START_TEST(pause_freezes_the_cgroup)
+{
+	char path[PATH_MAX + 32], kind[8] = "", cg[PATH_MAX] = "", *text;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	FILE *f;
+
+	if (geteuid() != 0)
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	snprintf(path, sizeof(path), "%s/local/%s/cgroup", state_dir, hangar_sandbox_id(sb));
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%7s %4095s", kind, cg), 2);
+	fclose(f);
+	ck_assert_msg(!strcmp(kind, "v2") || !strcmp(kind, "v1"), "freezer: %s", kind);
+	snprintf(path, sizeof(path), "%s/%s", cg, !strcmp(kind, "v2") ? "cgroup.events" : "freezer.state");
+	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
+	{
+		char buf[512] = "";
+
+		f = fopen(path, "re");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_gt(fread(buf, 1, sizeof(buf) - 1, f), 0);
+		fclose(f);
+		text = buf;
+		ck_assert_msg(strstr(text, !strcmp(kind, "v2") ? "frozen 1" : "FROZEN"), "%s: %s", path, text);
+	}
+	ck_assert_int_eq(hangar_sandbox_resume(sb), 0);
+	expect(sb, "user", "echo thawed", "thawed");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *isolation_suite(void)
 {
 	Suite *s = suite_create("local-isolation");
@@ -1445,11 +1487,17 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, root_still_root, 0, 2);
 	tcase_add_test(tc, jail_sockets_answer_their_uid_only);
 	tcase_add_loop_test(tc, root_cannot_climb, 0, 2);
+	suite_add_tcase(s, tc);
+	/* Run alone (CK_RUN_CASE=limits) in the cgroup v2 guest: tests/vm. */
+	tc = tcase_create("limits");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
 	tcase_add_test(tc, oom_kill_is_the_commands);
 	tcase_add_loop_test(tc, disk_limit, 0, 3);
 	tcase_add_test(tc, cpu_quota);
+	tcase_add_test(tc, pause_freezes_the_cgroup);
 	suite_add_tcase(s, tc);
 	return s;
 }
