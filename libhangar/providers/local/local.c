@@ -20,6 +20,7 @@
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -640,8 +641,7 @@ static int lay_out(const char *dir, const struct lmeta *m)
 /*
  * Starts hangar-jail, detached, with ready_w as its fd 3, a pipe holding the
  * token as its fd 4, and log as its stdout and stderr. Everything the child
- * needs is prepared before fork(): between fork and exec it makes
- * async-signal-safe calls only.
+ * needs is prepared before the spawn.
  */
 static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log, const char *token)
 {
@@ -679,7 +679,7 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 	envp[ne] = NULL;
 	sigemptyset(&none);
 	/*
-	 * The token goes into a pipe whose write end is closed before fork():
+	 * The token goes into a pipe whose write end is closed before the spawn:
 	 * the jail reads it to EOF. A pipe holds far more than a token, so the
 	 * write cannot block.
 	 */
@@ -713,24 +713,40 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 			close(hi_token);
 		return -e;
 	}
-	pid = fork();
-	if (pid == 0) {
-		if (dup2(devnull, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_ready, 3) < 0 ||
-		    dup2(hi_token, 4) < 0)
-			_exit(127);
-		if (syscall(SYS_close_range, 5U, ~0U, 0) < 0)
-			for (int fd = 5; fd < 65536; fd++)
-				close(fd);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execve(argv[0], argv, envp);
-		_exit(127);
+	/*
+	 * posix_spawn, not fork: glibc's shares the caller's memory with the
+	 * child until it execs (clone with CLONE_VM and CLONE_VFORK), so the
+	 * caller's pages are never made copy-on-write. After a fork, a large
+	 * caller (a Python interpreter, a server) pays a page fault for every
+	 * page it next writes to, hundreds per create.
+	 */
+	{
+		posix_spawn_file_actions_t fa;
+		posix_spawnattr_t at;
+		int rc = posix_spawn_file_actions_init(&fa);
+
+		if (rc == 0 && (rc = posix_spawnattr_init(&at)) != 0)
+			posix_spawn_file_actions_destroy(&fa);
+		if (rc == 0) {
+			if ((rc = posix_spawn_file_actions_adddup2(&fa, devnull, 0)) == 0 &&
+			    (rc = posix_spawn_file_actions_adddup2(&fa, hi_log, 1)) == 0 &&
+			    (rc = posix_spawn_file_actions_adddup2(&fa, hi_log, 2)) == 0 &&
+			    (rc = posix_spawn_file_actions_adddup2(&fa, hi_ready, 3)) == 0 &&
+			    (rc = posix_spawn_file_actions_adddup2(&fa, hi_token, 4)) == 0 &&
+			    (rc = posix_spawn_file_actions_addclosefrom_np(&fa, 5)) == 0 &&
+			    (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
+			    (rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK)) == 0)
+				rc = posix_spawn(&pid, argv[0], &fa, &at, argv, envp);
+			posix_spawnattr_destroy(&at);
+			posix_spawn_file_actions_destroy(&fa);
+		}
+		close(devnull);
+		close(hi_ready);
+		close(hi_log);
+		close(hi_token);
+		if (rc != 0)
+			return -rc;
 	}
-	close(devnull);
-	close(hi_ready);
-	close(hi_log);
-	close(hi_token);
-	if (pid < 0)
-		return -errno;
 	/* The first jail process forks the supervisor and exits at once. */
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
