@@ -59,7 +59,7 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
  * (-ENOSPC), so the sandbox does not start.
  */
 #define SUB_MIN 1001u  /* `user` is 1000 inside */
-#define SUB_SLOT 4096u /* ids 1..4096 inside: `user`, system ids, the sandbox's root (4096) */
+#define SUB_SLOT 1024u /* ids 1..1024 inside: `user`, system ids, the sandbox's root (1024) */
 int uid_range_subids(struct uid_range *r);
 /* 1 when the sandbox will have the jail's own user namespaces: a root caller, or subordinate ids. */
 int uid_range_planned(void);

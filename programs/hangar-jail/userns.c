@@ -19,11 +19,11 @@
  * /etc/subgid. With them, id 0 inside is the caller (envd runs as it) and
  * every other id inside, `user` among them, is one of the caller's
  * subordinate ids, which share nothing with the caller. Those ranges are cut
- * in slots of SUB_SLOT ids (1..4096 inside: root, `user` 1000, system ids
- * below it, the sandbox's root at 4096; nobody, 65534, is not mapped), one
+ * in slots of SUB_SLOT ids (1..1024 inside: root, `user` 1000, system ids
+ * below it, the sandbox's root at 1024; nobody, 65534, is not mapped), one
  * per running sandbox, so that no two sandboxes share a uid and with it the
  * kernel's per-user counts (pipe buffers, key quotas, RLIMIT_NPROC before
- * Linux 5.14) or each other's files. The usual 65536 ids make 16 slots; a
+ * Linux 5.14) or each other's files. The usual 65536 ids make 64 slots; a
  * range smaller than SUB_SLOT is one slot. When every slot is in use the
  * sandbox is refused, as a root caller's is when its pool is used up: it
  * never shares. A slot is claimed by an flock() on the file named by its
