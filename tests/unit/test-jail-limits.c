@@ -68,7 +68,7 @@ static const char *deny_mkdir; /* fake_mkdir: EACCES at and below this path */
 
 static char *slurp(const char *dir, const char *name)
 {
-	char path[PATH_MAX + 256];
+	char path[2 * PATH_MAX]; /* dir may be a cgroup below one of PATH_MAX + 256 */
 	char *t;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -78,7 +78,7 @@ static char *slurp(const char *dir, const char *name)
 
 static void spit(const char *dir, const char *name, const char *text)
 {
-	char path[PATH_MAX + 256];
+	char path[2 * PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	ck_assert_int_eq(lstate_write_atomic(path, text, strlen(text), 0644), 0);
