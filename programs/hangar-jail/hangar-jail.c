@@ -1335,10 +1335,16 @@ int main(int argc, char **argv)
 	}
 	read_limits(&lim);
 	if (m.network && geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
-		/* Never the host's network instead: loopback only, and say why. */
-		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s has loopback only",
+		/*
+		 * Refused, as the library refuses it before starting a jail: never
+		 * loopback alone in place of what was asked for (nor the host's
+		 * network).
+		 */
+		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
 		    (unsigned)geteuid(), id);
-		m.network = 0;
+		lstate_meta_clear(&m);
+		teardown(-1, 1);
+		return 1;
 	}
 	if (m.network) {
 		if (!slirp_path || !*slirp_path)
