@@ -1494,10 +1494,19 @@ static Suite *isolation_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, process_limit);
 	tcase_add_test(tc, memory_limit);
-	tcase_add_test(tc, oom_kill_is_the_commands);
 	tcase_add_loop_test(tc, disk_limit, 0, 3);
 	tcase_add_test(tc, cpu_quota);
 	tcase_add_test(tc, pause_freezes_the_cgroup);
+	suite_add_tcase(s, tc);
+	/*
+	 * Not in the guest: it needs the OOM killer to stop at one victim, which
+	 * the kernel does not promise. Under emulation the first victim frees
+	 * its memory so slowly that a second one is taken, the command beside it.
+	 */
+	tc = tcase_create("oom");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, oom_kill_is_the_commands);
 	suite_add_tcase(s, tc);
 	return s;
 }
