@@ -1121,7 +1121,7 @@ static int find_id_cb(const hangar_sandbox_info *info, void *payload)
 
 START_TEST(silent_supervisor)
 {
-	hangar_ctx *ctx = new_ctx();
+	hangar_ctx *ctx = new_ctx(), *other;
 	hangar_sandbox *sb = create(ctx, 60, 0, NULL), *again = NULL;
 	char id[64], path[PATH_MAX];
 	int jail = 0, rc;
@@ -1136,8 +1136,13 @@ START_TEST(silent_supervisor)
 	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
 	fclose(f);
 	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
+	/* The context that made the sandbox remembers envd's token: no need to ask. */
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id), 0);
+	again = hangar_sandbox_unref(again);
+	/* Another context (another process) must ask the supervisor, and gives up in time. */
+	other = new_ctx();
 	t0 = mono_ms();
-	rc = hangar_sandbox_attach(&again, ctx, "local", id);
+	rc = hangar_sandbox_attach(&again, other, "local", id);
 	{
 		/* A listing needs no token, so a silent supervisor does not hold it up. */
 		int64_t t1 = mono_ms();
@@ -1151,11 +1156,50 @@ START_TEST(silent_supervisor)
 	ck_assert_msg(rc == HANGAR_EUNAVAILABLE, "attach: %d %s", rc, hangar_error_last()->message);
 	ck_assert_msg(mono_ms() - t0 < 20000, "attach gave up after %lld ms", (long long)(mono_ms() - t0));
 	ck_assert_ptr_null(again);
-	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id), 0);
+	ck_assert_int_eq(hangar_sandbox_attach(&again, other, "local", id), 0);
 	expect_output(again, "echo back", "back");
 	ck_assert_int_eq(hangar_sandbox_kill(again), 0);
 	hangar_sandbox_unref(again);
 	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(other);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * A context remembers envd's token of every sandbox it made or attached:
+ * each attach must get its own sandbox's (envd refuses another's), also
+ * after a sandbox in between was killed and its place taken.
+ */
+START_TEST(remembered_tokens_stay_apart)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb[3], *again = NULL;
+	char ids[3][64], cmd[96];
+
+	for (int i = 0; i < 3; i++) {
+		sb[i] = create(ctx, 60, 0, NULL);
+		snprintf(ids[i], sizeof(ids[i]), "%s", hangar_sandbox_id(sb[i]));
+		snprintf(cmd, sizeof(cmd), "echo %d > /tmp/which", i);
+		expect_output(sb[i], cmd, "");
+	}
+	ck_assert_int_eq(hangar_sandbox_kill(sb[1]), 0);
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", ids[1]), HANGAR_EGONE);
+	sb[1] = hangar_sandbox_unref(sb[1]);
+	sb[1] = create(ctx, 60, 0, NULL);
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 3; i += 2) {
+			char want[4];
+
+			ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, NULL, ids[i]), 0);
+			snprintf(want, sizeof(want), "%d", i);
+			expect_output(again, "cat /tmp/which", want);
+			again = hangar_sandbox_unref(again);
+		}
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(hangar_sandbox_kill(sb[i]), 0);
+		hangar_sandbox_unref(sb[i]);
+	}
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -1182,6 +1226,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, unprivileged_caller);
 	tcase_add_test(tc, token_only_in_memory);
 	tcase_add_test(tc, silent_supervisor);
+	tcase_add_test(tc, remembered_tokens_stay_apart);
 	suite_add_tcase(s, tc);
 	return s;
 }

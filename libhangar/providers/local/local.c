@@ -36,6 +36,7 @@
 
 #include "../../core/internal.h"
 #include "lstate.h"
+#include "tokens.h"
 #include "usage.h"
 
 /*
@@ -59,6 +60,7 @@ struct local {
 	char *bwrap;   /* absolute */
 	char *envd;    /* absolute, symlinks resolved */
 	char *jail;    /* absolute */
+	struct ltokens tokens;   /* envd's token of each jail met (tokens.h) */
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -268,11 +270,12 @@ static int remove_cgroup(int v2, const char *cg)
 }
 
 /* Undoes what a dead jail left behind: a thawed, empty cgroup and the directory. */
-static void clean_stale(const struct local *l, const char *id)
+static void clean_stale(struct local *l, const char *id)
 {
 	char dir[DIR_MAX], path[PATH_MAX], *cg;
 	int fd, pid;
 
+	ltokens_forget(&l->tokens, id);
 	sb_dir(dir, sizeof(dir), l, id);
 	fd = lock_dir(dir, LOCK_EX | LOCK_NB);
 	if (fd < 0 && errno != ENOENT)
@@ -301,7 +304,7 @@ static void clean_stale(const struct local *l, const char *id)
  * Finds a live sandbox: 0 with its jail pid, or HANGAR_EGONE (cleaning up
  * what a dead one left).
  */
-static int find_alive(const struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
+static int find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
 {
 	struct stat st;
 
@@ -435,18 +438,23 @@ static const char NO_TOKEN[] = "";
  * or NO_TOKEN for a listing, which needs none (so one stuck supervisor
  * cannot hold up or fail a list).
  */
-static int describe(const struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
+static int describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
 		    int jail_pid, hangar_sys_sandbox *out)
 {
 	char path[PATH_MAX], fetched[TOKEN_MAX + 1];
 	const char *token = known_token;
 	int r;
 
-	if (!token) {
+	if (!token && ltokens_recall(&l->tokens, m->id, jail_pid, fetched, sizeof(fetched)) == 0) {
+		token = fetched;
+	} else if (!token) {
 		r = fetch_token(dir, m->id, jail_pid, fetched);
 		if (r)
 			return r;
 		token = fetched;
+		ltokens_keep(&l->tokens, m->id, jail_pid, token);
+	} else if (token != NO_TOKEN) {
+		ltokens_keep(&l->tokens, m->id, jail_pid, token);
 	}
 	/* A sandbox an older jail made has its socket in run/, which was bound inside. */
 	snprintf(path, sizeof(path), "%s/envd.sock", dir);
@@ -469,7 +477,6 @@ static int describe(const struct local *l, const char *dir, const struct lmeta *
 		r = hangar_sys_sandbox_set_state(out, m->paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
 	if (token == fetched)
 		explicit_bzero(fetched, sizeof(fetched));
-	(void)l;
 	return r;
 }
 
@@ -485,6 +492,7 @@ static void l_fini(void *state)
 	free(l->bwrap);
 	free(l->envd);
 	free(l->jail);
+	ltokens_fini(&l->tokens);
 	free(l);
 }
 
@@ -555,6 +563,7 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	ltokens_init(&l->tokens);
 	l->ctx = ctx;
 	l->bwrap = bwrap && *bwrap ? resolve_exe(bwrap) : NULL;
 	if (!l->bwrap) {
@@ -1016,6 +1025,7 @@ static int l_kill(void *state, const char *id)
 		clean_stale(l, id);
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is already gone", id);
 	}
+	ltokens_forget(&l->tokens, id);
 	pidfd_signal(fd, SIGTERM);
 	if (!pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS)) {
 		/* The jail is stuck: kill it; bwrap dies with it (--die-with-parent). */
