@@ -77,6 +77,9 @@ HANGAR_EXTERN(int) hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, 
  * Attaches to an existing sandbox by id, on whichever provider holds it
  * (provider may be NULL to search all). A paused sandbox stays paused:
  * commands on it fail with HANGAR_EPAUSED until hangar_sandbox_resume().
+ * The context remembers which provider holds the sandbox (and, for a local
+ * one, envd's token), so attaching again costs no store query and no round
+ * trip to the sandbox's supervisor.
  *
  * @return 0, HANGAR_EINVAL, HANGAR_EGONE (no such sandbox, or it is dead),
  *         HANGAR_ENOTFOUND (no such provider) or HANGAR_EUNAVAILABLE.

@@ -84,6 +84,7 @@ hangar_ctx *hangar_ctx_unref(hangar_ctx *ctx)
 		envd_client_free(ctx->envd);
 	if (ctx->db)
 		store_close(ctx->db);
+	store_memo_free(ctx);
 	settings_free(ctx);
 	pthread_mutex_destroy(&ctx->mu);
 	free(ctx);

@@ -40,6 +40,7 @@ struct hangar_ctx {
 	struct hangar_provider *providers;
 	struct envd_client *envd;
 	struct db *db;                    /* the state store, opened on first use */
+	struct holder_memo *holders;      /* which provider holds which sandbox (store/store.c) */
 
 	int log_max;
 	hangar_log_fn log_fn;

@@ -314,22 +314,25 @@ int hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *pro
 			return hangar_error_last()->code;
 		return attach_on(out, ctx, p, id);
 	}
-	/* The provider that created it, when it was created here. */
-	{
+	/* The provider that created it, when it was created here. A provider
+	 * remembered from before that finds it gone is checked in the store. */
+	for (int fresh = 0; fresh < 2; fresh++) {
 		char *recorded = NULL;
+		int rc, remembered = 0;
 
-		if (store_lookup(ctx, id, &recorded) == 0) {
-			int rc;
-
-			p = provider_get(ctx, recorded);
-			free(recorded);
-			if (!p)
-				return hangar_error_last()->code;
-			rc = attach_on(out, ctx, p, id);
-			if (rc == HANGAR_EGONE)
-				store_forget(ctx, id);
+		if ((fresh ? store_lookup(ctx, id, &recorded) : store_holder(ctx, id, &recorded, &remembered)) != 0)
+			break;
+		p = provider_get(ctx, recorded);
+		free(recorded);
+		if (!p)
+			return hangar_error_last()->code;
+		rc = attach_on(out, ctx, p, id);
+		if (rc != HANGAR_EGONE)
 			return rc;
-		}
+		if (remembered)
+			continue;
+		store_forget(ctx, id);
+		return rc;
 	}
 	/* Else ask every provider; only "gone" everywhere means gone. */
 	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {

@@ -175,6 +175,95 @@ static int exec_text(struct db *db, const char *sql, const char *const *params, 
 	return rc < 0 ? rc : 0;
 }
 
+/*
+ * Which provider holds a sandbox does not change once it is recorded, and
+ * attach, which a server does on every request, asks it every time: the
+ * answers are remembered, one direct-mapped slot per hash of the id, so a
+ * busy id costs no query (with PostgreSQL, no round trip). A slot another
+ * id takes is simply asked again.
+ */
+#define MEMO_SLOTS 256
+#define MEMO_ID_MAX 64
+#define MEMO_PROVIDER_MAX 31
+
+struct holder_memo {
+	pthread_mutex_t mu;
+	struct {
+		char id[MEMO_ID_MAX + 1];
+		char provider[MEMO_PROVIDER_MAX + 1];
+	} slot[MEMO_SLOTS];
+};
+
+static size_t memo_slot(const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+		h = (h ^ *c) * 16777619u;
+	return h % MEMO_SLOTS;
+}
+
+static struct holder_memo *memo_get(hangar_ctx *ctx)
+{
+	struct holder_memo *m, *spare = NULL;
+
+	pthread_mutex_lock(&ctx->mu);
+	m = ctx->holders;
+	pthread_mutex_unlock(&ctx->mu);
+	if (m)
+		return m;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL; /* nothing is remembered: every lookup asks the store */
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_mutex_lock(&ctx->mu);
+	if (ctx->holders)
+		spare = m;
+	else
+		ctx->holders = m;
+	m = ctx->holders;
+	pthread_mutex_unlock(&ctx->mu);
+	if (spare) {
+		pthread_mutex_destroy(&spare->mu);
+		free(spare);
+	}
+	return m;
+}
+
+/* Remembers provider for id, or (provider NULL) forgets what was remembered. */
+static void memo_set(hangar_ctx *ctx, const char *id, const char *provider)
+{
+	struct holder_memo *m = memo_get(ctx);
+	size_t i = memo_slot(id);
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->mu);
+	if (provider && strlen(id) <= MEMO_ID_MAX && strlen(provider) <= MEMO_PROVIDER_MAX) {
+		strcpy(m->slot[i].id, id);
+		strcpy(m->slot[i].provider, provider);
+	} else if (strcmp(m->slot[i].id, id) == 0) {
+		m->slot[i].id[0] = '\0';
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* The provider remembered for id (malloc'd), or NULL. */
+static char *memo_find(hangar_ctx *ctx, const char *id)
+{
+	struct holder_memo *m = memo_get(ctx);
+	size_t i = memo_slot(id);
+	char *found = NULL;
+
+	if (!m)
+		return NULL;
+	pthread_mutex_lock(&m->mu);
+	if (m->slot[i].id[0] && strcmp(m->slot[i].id, id) == 0)
+		found = strdup(m->slot[i].provider);
+	pthread_mutex_unlock(&m->mu);
+	return found;
+}
+
 int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 {
 	struct db *db = store_db(ctx);
@@ -193,16 +282,40 @@ int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 	db_bind_int64(st, 3, hnow_us());
 	rc = db_step(st);
 	db_finalize(st);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	memo_set(ctx, id, provider);
+	return 0;
+}
+
+void store_memo_free(hangar_ctx *ctx)
+{
+	if (!ctx->holders)
+		return;
+	pthread_mutex_destroy(&ctx->holders->mu);
+	free(ctx->holders);
+	ctx->holders = NULL;
+}
+
+int store_holder(hangar_ctx *ctx, const char *id, char **provider, int *remembered)
+{
+	*remembered = 0;
+	if ((*provider = memo_find(ctx, id)) != NULL) {
+		*remembered = 1;
+		return 0;
+	}
+	return store_lookup(ctx, id, provider);
 }
 
 int store_lookup(hangar_ctx *ctx, const char *id, char **provider)
 {
-	struct db *db = store_db(ctx);
+	struct db *db;
 	struct db_stmt *st;
 	int rc;
 
 	*provider = NULL;
+	memo_set(ctx, id, NULL);
+	db = store_db(ctx);
 	if (!db)
 		return hangar_error_last()->code;
 	if ((rc = db_prepare(db, &st, "SELECT provider FROM sandboxes WHERE id = $1")) != 0)
@@ -218,6 +331,8 @@ int store_lookup(hangar_ctx *ctx, const char *id, char **provider)
 		rc = herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no record of sandbox %s", id);
 	}
 	db_finalize(st);
+	if (rc == 0)
+		memo_set(ctx, id, *provider);
 	return rc;
 }
 
@@ -227,6 +342,7 @@ int store_forget(hangar_ctx *ctx, const char *id)
 	const char *p[] = { id };
 	int rc;
 
+	memo_set(ctx, id, NULL);
 	if (!db)
 		return hangar_error_last()->code;
 	if ((rc = exec_text(db, "DELETE FROM secrets WHERE id = $1", p, 1)) != 0)

@@ -18,8 +18,18 @@ int store_make_dirs(const char *dir);
 int store_record(hangar_ctx *ctx, const char *id, const char *provider);
 /* The provider recorded for id (*provider malloc'd), or HANGAR_ENOTFOUND. */
 int store_lookup(hangar_ctx *ctx, const char *id, char **provider);
+/*
+ * store_lookup(), answered from memory for what this context has recorded
+ * or looked up before (*remembered then set to 1). Such an answer may be
+ * stale: another process may have forgotten the sandbox or, in theory,
+ * recorded its id under another provider. A caller that finds the sandbox
+ * gone on a remembered provider asks store_lookup().
+ */
+int store_holder(hangar_ctx *ctx, const char *id, char **provider, int *remembered);
 /* Forgets a sandbox and its secrets. A sandbox never recorded is not an error. */
 int store_forget(hangar_ctx *ctx, const char *id);
+/* Frees what store_lookup() remembers; at the context's end. */
+void store_memo_free(hangar_ctx *ctx);
 /*
  * The ids recorded for provider, as a NULL-terminated malloc'd array of
  * malloc'd strings (free with store_ids_free), at most max of them, oldest

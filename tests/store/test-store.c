@@ -261,6 +261,148 @@ START_TEST(records)
 }
 END_TEST
 
+/* store_holder() answers from memory what this context recorded or looked up;
+ * store_lookup() always asks the database, and corrects the memory. */
+START_TEST(holders_remembered)
+{
+	hangar_ctx *a = ctx_new(), *b = ctx_new();
+	static const char *const providers[] = { "local", "cloud", "cube" };
+	char *p = NULL, id[32];
+	int remembered = -1;
+
+	must(store_record(a, "sb-m", "local"), "record");
+	must(store_holder(a, "sb-m", &p, &remembered), "holder");
+	ck_assert_str_eq(p, "local");
+	ck_assert_int_eq(remembered, 1);
+	free(p);
+	/* Another process forgets the id and records it under another provider:
+	 * a's memory is stale (as documented), the store is not. */
+	must(store_forget(b, "sb-m"), "forget in b");
+	must(store_record(b, "sb-m", "cloud"), "record in b");
+	must(store_holder(a, "sb-m", &p, &remembered), "stale holder");
+	ck_assert_str_eq(p, "local");
+	ck_assert_int_eq(remembered, 1);
+	free(p);
+	must(store_lookup(a, "sb-m", &p), "lookup");
+	ck_assert_str_eq(p, "cloud");
+	free(p);
+	must(store_holder(a, "sb-m", &p, &remembered), "holder after the lookup");
+	ck_assert_str_eq(p, "cloud");
+	ck_assert_int_eq(remembered, 1);
+	free(p);
+	/* What b never recorded nor looked up comes from the store. */
+	must(store_record(a, "sb-n", "cube"), "record sb-n");
+	must(store_holder(b, "sb-n", &p, &remembered), "holder in b");
+	ck_assert_str_eq(p, "cube");
+	ck_assert_int_eq(remembered, 0);
+	free(p);
+	/* A lookup that finds no row forgets what was remembered. */
+	must(store_forget(b, "sb-m"), "forget in b again");
+	ck_assert_int_eq(store_lookup(a, "sb-m", &p), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(store_holder(a, "sb-m", &p, &remembered), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(remembered, 0);
+	ck_assert_ptr_null(p);
+	/* Forgetting here forgets the memory too. */
+	must(store_record(a, "sb-o", "local"), "record sb-o");
+	must(store_forget(a, "sb-o"), "forget sb-o");
+	ck_assert_int_eq(store_holder(a, "sb-o", &p, &remembered), HANGAR_ENOTFOUND);
+	/* More ids than the memory has slots: every answer is still the id's own. */
+	for (int i = 0; i < 600; i++) {
+		snprintf(id, sizeof(id), "sb-many-%d", i);
+		must(store_record(a, id, providers[i % 3]), "record many");
+	}
+	for (int i = 599; i >= 0; i--) {
+		snprintf(id, sizeof(id), "sb-many-%d", i);
+		must(store_holder(a, id, &p, &remembered), "holder of many");
+		ck_assert_str_eq(p, providers[i % 3]);
+		free(p);
+	}
+	hangar_ctx_unref(a);
+	hangar_ctx_unref(b);
+}
+END_TEST
+
+/*
+ * Two providers, "p1" that has nothing and "p2" that has every sandbox
+ * asked for, for attach across a stale memory of the holder.
+ */
+static int moved_connects[2];
+static const char providers_p1[] = "p1", providers_p2[] = "p2";
+
+static int moved_init(void **state, hangar_ctx *c, void *data)
+{
+	(void)c;
+	*state = data;
+	return 0;
+}
+
+static int moved_create(void *state, const struct hangar_create_opts *o, hangar_sys_sandbox *out)
+{
+	(void)state;
+	(void)o;
+	(void)out;
+	return hangar_sys_error(HANGAR_EUNAVAILABLE, 503, 0, "no creates here");
+}
+
+static int moved_connect(void *state, const char *id, hangar_sys_sandbox *out)
+{
+	int which = state == (void *)providers_p2;
+
+	moved_connects[which]++;
+	if (!which)
+		return hangar_sys_error(HANGAR_EGONE, 404, 0, "p1 has no sandbox %s", id);
+	if (hangar_sys_sandbox_set_id(out, id) || hangar_sys_sandbox_set_envd_url(out, "http://127.0.0.1:9"))
+		return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
+	return 0;
+}
+
+static int moved_kill(void *state, const char *id)
+{
+	(void)state;
+	(void)id;
+	return 0;
+}
+
+START_TEST(attach_past_a_stale_holder)
+{
+	static const struct hangar_provider_ops p1 = {
+		.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "p1",
+		.init = moved_init, .create = moved_create, .connect = moved_connect, .kill = moved_kill,
+	};
+	static const struct hangar_provider_ops p2 = {
+		.version = HANGAR_PROVIDER_OPS_VERSION, .size = sizeof(struct hangar_provider_ops), .name = "p2",
+		.init = moved_init, .create = moved_create, .connect = moved_connect, .kill = moved_kill,
+	};
+	hangar_ctx *a = ctx_new(), *b = ctx_new();
+	hangar_sandbox *sb = NULL;
+	char *p = NULL;
+
+	must(hangar_provider_register(a, &p1, (void *)providers_p1), "register p1");
+	must(hangar_provider_register(a, &p2, (void *)providers_p2), "register p2");
+	/* a remembers p1; then the store says p2 (another process recorded it so). */
+	must(store_record(a, "sb-moved", "p1"), "record");
+	must(store_record(b, "sb-moved", "p2"), "record in b");
+	memset(moved_connects, 0, sizeof(moved_connects));
+	must(hangar_sandbox_attach(&sb, a, NULL, "sb-moved"), "attach");
+	ck_assert_str_eq(hangar_provider_name(hangar_sandbox_provider(sb)), "p2");
+	ck_assert_int_eq(moved_connects[0], 1); /* the remembered one, which said gone */
+	ck_assert_int_eq(moved_connects[1], 1); /* then the store's */
+	hangar_sandbox_unref(sb);
+	/* p1's "gone" did not make a forget the row p2 holds. */
+	must(store_lookup(b, "sb-moved", &p), "lookup in b");
+	ck_assert_str_eq(p, "p2");
+	free(p);
+	/* And now a remembers p2: one connect, to p2. */
+	memset(moved_connects, 0, sizeof(moved_connects));
+	must(hangar_sandbox_attach(&sb, a, NULL, "sb-moved"), "attach again");
+	ck_assert_int_eq(moved_connects[0], 0);
+	ck_assert_int_eq(moved_connects[1], 1);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(a);
+	hangar_ctx_unref(b);
+}
+END_TEST
+
 START_TEST(secrets)
 {
 	hangar_ctx *ctx = ctx_new();
@@ -1015,6 +1157,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, layer_types_and_parameters);
 	tcase_add_test(tc, layer_conflicts_and_transactions);
 	tcase_add_test(tc, records);
+	tcase_add_test(tc, holders_remembered);
+	tcase_add_test(tc, attach_past_a_stale_holder);
 	tcase_add_test(tc, secrets);
 	tcase_add_test(tc, checkpoint_index);
 	tcase_add_test(tc, migrations_from_empty_and_again);
