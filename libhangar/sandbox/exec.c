@@ -36,17 +36,12 @@ struct capped {
 	size_t tail_cap, tail_len, tail_pos;
 };
 
-static int capped_init(struct capped *c, uint64_t limit)
+/* The tail ring is made when output first overflows the head: most commands never fill it. */
+static void capped_init(struct capped *c, uint64_t limit)
 {
 	memset(c, 0, sizeof(*c));
 	c->limit = limit;
 	c->tail_cap = (size_t)(limit - limit / 2);
-	if (c->tail_cap) {
-		c->tail = malloc(c->tail_cap);
-		if (!c->tail)
-			return -1;
-	}
-	return 0;
 }
 
 static void capped_free(struct capped *c)
@@ -73,6 +68,8 @@ static int capped_add(struct capped *c, const char *data, size_t len)
 		data += len - c->tail_cap;
 		len = c->tail_cap;
 	}
+	if (len > 0 && !c->tail && !(c->tail = malloc(c->tail_cap)))
+		return -1;
 	while (len > 0) {
 		size_t n = c->tail_cap - c->tail_pos;
 
@@ -453,12 +450,8 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	run.input_call.deadline_ms = hctx_int(sb->ctx, HS_REQUEST_TIMEOUT) * 1000;
 	run.sb = sb;
 	run.opts = &o;
-	if (capped_init(&run.out, limit) < 0 || capped_init(&run.err, limit) < 0) {
-		capped_free(&run.out);
-		capped_free(&run.err);
-		sbview_put(v);
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	}
+	capped_init(&run.out, limit);
+	capped_init(&run.err, limit);
 
 	req = start_request(command, &o, timeout);
 	ooms = oom_kills(sb);
