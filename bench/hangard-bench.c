@@ -321,11 +321,11 @@ out:
 	free(diff);
 }
 
-static long rss_kib(pid_t pid, const char *field)
+static long rss_kib_in(const char *file, pid_t pid, const char *field)
 {
 	char path[64], line[256];
 	long v = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
@@ -334,6 +334,18 @@ static long rss_kib(pid_t pid, const char *field)
 			v = strtol(line + strlen(field), NULL, 10);
 	fclose(f);
 	return v;
+}
+
+static long rss_kib(pid_t pid, const char *field)
+{
+	return rss_kib_in("status", pid, field);
+}
+
+/* How much of hangard's RSS is its own: anonymous memory, and Pss (shared pages split among their users). */
+static void print_own(pid_t pid)
+{
+	printf(" (anonymous %ld KiB, Pss %ld KiB)", rss_kib_in("smaps_rollup", pid, "Anonymous:"),
+	       rss_kib_in("smaps_rollup", pid, "Pss:"));
 }
 
 /*
@@ -382,12 +394,15 @@ static void hold(int n)
 			}
 		}
 		round_ms[round] = now_ms() - t0;
-		if (round == 0)
-			rss_held = rss_kib(hangard_pid, "VmRSS:");
+		long v = rss_kib(hangard_pid, "VmRSS:");
+		if (v > rss_held)
+			rss_held = v;
 	}
 	printf("hold %d connections: %d opened, %d answered in round 1 (%.0f ms), %d again on the same"
-	       " connections in round 2 (%.0f ms); hangard RSS holding them: %ld KiB\n",
+	       " connections in round 2 (%.0f ms); hangard RSS holding them: %ld KiB",
 	       n, opened, answered[0], round_ms[0], answered[1], round_ms[1], rss_held);
+	print_own(hangard_pid);
+	printf("\n");
 	for (int i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -473,6 +488,7 @@ int main(int argc, char **argv)
 	snprintf(sandbox_id, sizeof(sandbox_id), "%s", hangar_sandbox_id(sb));
 	printf("hangard-bench: %.1f s per run, sandbox %s (local provider)\n", run_seconds, sandbox_id);
 	printf("hangard RSS idle: %ld KiB before any request", rss_kib(pid, "VmRSS:"));
+	print_own(pid);
 	/*
 	 * A sandbox that has just been made is still settling (its jail, its
 	 * network): the first runs would measure that. An unmeasured warm-up of
@@ -496,7 +512,9 @@ int main(int argc, char **argv)
 		quiet = 0;
 		run_seconds = keep;
 		rss_peak_load_kib = 0;
-		printf(", %ld KiB after a warm-up\n", rss_kib(pid, "VmRSS:"));
+		printf(", %ld KiB after a warm-up", rss_kib(pid, "VmRSS:"));
+		print_own(pid);
+		printf("\n");
 	}
 
 	static const int conc[] = { 1, 10, 100 };
@@ -510,8 +528,10 @@ int main(int argc, char **argv)
 	}
 	paired("status", CALL_STATUS);
 	paired("exec true", CALL_EXEC);
-	printf("hangard RSS under load: %ld KiB at most (sampled every 20 ms); after: %ld KiB, peak %ld KiB\n",
+	printf("hangard RSS under load: %ld KiB at most (sampled every 20 ms); after: %ld KiB, peak %ld KiB",
 	       rss_peak_load_kib, rss_kib(pid, "VmRSS:"), rss_kib(pid, "VmHWM:"));
+	print_own(pid);
+	printf("\n");
 	if (hold_n > 0)
 		hold(hold_n);
 

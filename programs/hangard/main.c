@@ -116,9 +116,16 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	 * Every worker thread that mallocs would otherwise get an arena of its
 	 * own and keep its pages: two arenas serve a pool of short handlers as
 	 * well, and keep the resident set down after a burst of requests.
+	 * The mmap threshold is fixed too: glibc otherwise raises it to the size
+	 * of every large block freed, after which such blocks (a command's
+	 * output, a file in transit) come from the heap and their pages stay
+	 * resident; 8 MiB more after a burst of status requests was seen.
 	 */
 #ifdef M_ARENA_MAX
 	mallopt(M_ARENA_MAX, 2);
+#endif
+#ifdef M_MMAP_THRESHOLD
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 #endif
 	raise_file_limit(cfg);
 	if (!cfg->tokens_file) {
