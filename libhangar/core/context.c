@@ -56,6 +56,8 @@ int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 	if (r == 0)
 		r = tier_state_new(&ctx->tiers);
 	if (r == 0)
+		r = store_memo_new(ctx);
+	if (r == 0)
 		r = providers_builtin(ctx);
 	if (r) {
 		hangar_ctx_unref(ctx);

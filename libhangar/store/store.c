@@ -203,41 +203,32 @@ static size_t memo_slot(const char *id)
 	return h % MEMO_SLOTS;
 }
 
-static struct holder_memo *memo_get(hangar_ctx *ctx)
+int store_memo_new(hangar_ctx *ctx)
 {
-	struct holder_memo *m, *spare = NULL;
+	struct holder_memo *m = calloc(1, sizeof(*m));
 
-	pthread_mutex_lock(&ctx->mu);
-	m = ctx->holders;
-	pthread_mutex_unlock(&ctx->mu);
-	if (m)
-		return m;
-	m = calloc(1, sizeof(*m));
 	if (!m)
-		return NULL; /* nothing is remembered: every lookup asks the store */
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	pthread_mutex_init(&m->mu, NULL);
-	pthread_mutex_lock(&ctx->mu);
-	if (ctx->holders)
-		spare = m;
-	else
-		ctx->holders = m;
-	m = ctx->holders;
-	pthread_mutex_unlock(&ctx->mu);
-	if (spare) {
-		pthread_mutex_destroy(&spare->mu);
-		free(spare);
-	}
-	return m;
+	ctx->holders = m;
+	return 0;
+}
+
+void store_memo_free(hangar_ctx *ctx)
+{
+	if (!ctx->holders)
+		return;
+	pthread_mutex_destroy(&ctx->holders->mu);
+	free(ctx->holders);
+	ctx->holders = NULL;
 }
 
 /* Remembers provider for id, or (provider NULL) forgets what was remembered. */
 static void memo_set(hangar_ctx *ctx, const char *id, const char *provider)
 {
-	struct holder_memo *m = memo_get(ctx);
+	struct holder_memo *m = ctx->holders;
 	size_t i = memo_slot(id);
 
-	if (!m)
-		return;
 	pthread_mutex_lock(&m->mu);
 	if (provider && strlen(id) <= MEMO_ID_MAX && strlen(provider) <= MEMO_PROVIDER_MAX) {
 		strcpy(m->slot[i].id, id);
@@ -251,12 +242,10 @@ static void memo_set(hangar_ctx *ctx, const char *id, const char *provider)
 /* The provider remembered for id (malloc'd), or NULL. */
 static char *memo_find(hangar_ctx *ctx, const char *id)
 {
-	struct holder_memo *m = memo_get(ctx);
+	struct holder_memo *m = ctx->holders;
 	size_t i = memo_slot(id);
 	char *found = NULL;
 
-	if (!m)
-		return NULL;
 	pthread_mutex_lock(&m->mu);
 	if (m->slot[i].id[0] && strcmp(m->slot[i].id, id) == 0)
 		found = strdup(m->slot[i].provider);
@@ -286,15 +275,6 @@ int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 		return rc;
 	memo_set(ctx, id, provider);
 	return 0;
-}
-
-void store_memo_free(hangar_ctx *ctx)
-{
-	if (!ctx->holders)
-		return;
-	pthread_mutex_destroy(&ctx->holders->mu);
-	free(ctx->holders);
-	ctx->holders = NULL;
 }
 
 int store_holder(hangar_ctx *ctx, const char *id, char **provider, int *remembered)

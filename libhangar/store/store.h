@@ -28,7 +28,8 @@ int store_lookup(hangar_ctx *ctx, const char *id, char **provider);
 int store_holder(hangar_ctx *ctx, const char *id, char **provider, int *remembered);
 /* Forgets a sandbox and its secrets. A sandbox never recorded is not an error. */
 int store_forget(hangar_ctx *ctx, const char *id);
-/* Frees what store_lookup() remembers; at the context's end. */
+/* Makes and frees what store_holder() remembers: at the context's start and end. */
+int store_memo_new(hangar_ctx *ctx);
 void store_memo_free(hangar_ctx *ctx);
 /*
  * The ids recorded for provider, as a NULL-terminated malloc'd array of

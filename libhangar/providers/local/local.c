@@ -445,14 +445,15 @@ static int describe(struct local *l, const char *dir, const struct lmeta *m, con
 	const char *token = known_token;
 	int r;
 
-	if (!token && ltokens_recall(&l->tokens, m->id, jail_pid, fetched, sizeof(fetched)) == 0) {
+	if (!token) {
+		/* Remembered from an earlier attach or the create, else asked for once. */
+		if (ltokens_recall(&l->tokens, m->id, jail_pid, fetched, sizeof(fetched)) != 0) {
+			r = fetch_token(dir, m->id, jail_pid, fetched);
+			if (r)
+				return r;
+			ltokens_keep(&l->tokens, m->id, jail_pid, fetched);
+		}
 		token = fetched;
-	} else if (!token) {
-		r = fetch_token(dir, m->id, jail_pid, fetched);
-		if (r)
-			return r;
-		token = fetched;
-		ltokens_keep(&l->tokens, m->id, jail_pid, token);
 	} else if (token != NO_TOKEN) {
 		ltokens_keep(&l->tokens, m->id, jail_pid, token);
 	}
