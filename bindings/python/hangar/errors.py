@@ -166,3 +166,9 @@ def _from_details(d: Mapping[str, Any]) -> HangarError:
     if cls is HangarError:
         err.name = str(d["name"])
     return err
+
+
+def _from_code(code: int, message: str) -> HangarError:
+    """Builds the exception for a bare code and message (one fork's failure, say)."""
+    return _from_details({"code": code, "name": "", "message": message, "http_status": 0, "retry_after": 0,
+                          "os_errno": 0, "provider_code": "", "category": 0, "flags": 0})

@@ -267,17 +267,13 @@ class Sandbox:
         Each new sandbox is the caller's as a created one is: a with-block
         on it kills it unless .keep() was called.
         """
-        from .errors import _from_details
+        from .errors import _from_code
 
         out: List[ForkResult] = []
         with _Adopt(Sandbox._discard) as own, self._handle as p:
 
             def each(d: Any) -> None:
-                err = None
-                if d["error"]:
-                    err = _from_details({"code": d["error"], "name": "", "message": d["message"],
-                                         "http_status": 0, "retry_after": 0, "os_errno": 0, "provider_code": "",
-                                         "category": 0, "flags": 0})
+                err = _from_code(d["error"], d["message"]) if d["error"] else None
                 child = None if err else own(Sandbox._borrowed(self._ctx, d["sandbox"], keep=False))
                 out.append(ForkResult(int(d["index"]), child, err))
 

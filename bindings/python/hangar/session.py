@@ -7,7 +7,7 @@ from typing import Any, Iterator, List, Optional
 from . import _hangar as _h
 from ._types import Env, Labels, SessionInfo, _pairs
 from .context import Context, _Adopt, _Handle
-from .errors import HangarError, _from_details
+from .errors import HangarError, _from_code
 from .sandbox import Sandbox, _network
 
 _EXCLUSIVE_CREDENTIAL = 1
@@ -141,11 +141,7 @@ class Session:
         with _Adopt(Session._discard) as own, self._handle as p:
 
             def each(d: Any) -> None:
-                err = None
-                if d["error"]:
-                    err = _from_details({"code": d["error"], "name": "", "message": d["message"],
-                                         "http_status": 0, "retry_after": 0, "os_errno": 0, "provider_code": "",
-                                         "category": 0, "flags": 0})
+                err = _from_code(d["error"], d["message"]) if d["error"] else None
                 child = None if err else own(Session._borrowed(self._ctx, d["session"]))
                 out.append(SessionForkResult(int(d["index"]), int(d["method"]), child, err))
 
