@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,6 +32,7 @@
 #include "checkpoint/blobstore.h"
 #include "checkpoint/seal.h"
 #include "helpers.h"
+#include "leftovers.h"
 #include "store/store.h"
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
@@ -243,29 +243,14 @@ static void teardown(void)
 {
 	/* Kill the jails a failed test left running, before their directory goes. */
 	hangar_ctx *ctx = NULL;
-	char local[4400];
-	DIR *d;
-	struct dirent *de;
 
-	snprintf(local, sizeof(local), "%s/local", state_dir);
-	if ((d = opendir(local)) && hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 &&
-	    hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
+	if (hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
 		if (getenv("HANGAR_ENVD_PATH"))
 			hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", getenv("HANGAR_ENVD_PATH"));
 		if (getenv("HANGAR_JAIL_PATH"))
 			hangar_ctx_set(ctx, "HANGAR_JAIL_PATH", getenv("HANGAR_JAIL_PATH"));
-		while ((de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
+		kill_local_leftovers(ctx, state_dir);
 	}
-	if (d)
-		closedir(d);
 	hangar_ctx_unref(ctx);
 	fake_stop();
 	rm_tree(dir);

@@ -1,9 +1,9 @@
 /* What the local-isolation tests share (jail-test.h). */
 #define _GNU_SOURCE
 #include "jail-test.h"
+#include "leftovers.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -40,26 +40,10 @@ void setup(void)
 void teardown(void)
 {
 	hangar_ctx *ctx = NULL;
-	char dir[PATH_MAX], cmd[PATH_MAX + 32];
+	char cmd[PATH_MAX + 32];
 
-	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-		DIR *d;
-		struct dirent *de;
-
-		snprintf(dir, sizeof(dir), "%s/local", state_dir);
-		d = opendir(dir);
-		while (d && (de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
-		if (d)
-			closedir(d);
-	}
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0)
+		kill_local_leftovers(ctx, state_dir);
 	hangar_ctx_unref(ctx);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
 	if (system(cmd) != 0)
@@ -115,4 +99,22 @@ void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *w
 	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
 	o.text[strcspn(o.text, "\n")] = '\0';
 	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
+}
+
+void *bg_exec_run(void *arg)
+{
+	struct bg_exec *b = arg;
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	eo.user = "user";
+	eo.timeout_sec = 60;
+	b->o.exit_code = -1000;
+	if (hangar_sandbox_exec(&r, b->sb, b->cmd, &eo) == 0) {
+		b->o.exit_code = r.exit_code;
+		b->o.oom_killed = r.oom_killed;
+		snprintf(b->o.text, sizeof(b->o.text), "%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "");
+	}
+	hangar_exec_result_dispose(&r);
+	return NULL;
 }

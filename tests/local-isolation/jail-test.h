@@ -10,6 +10,8 @@
  */
 #pragma once
 
+#include <pthread.h>
+
 #include <hangar/hangar.h>
 
 /* The test's state directory (HANGAR_STATE_DIR), made by setup(). */
@@ -39,3 +41,14 @@ void sh(hangar_sandbox *sb, const char *user, const char *cmd, struct out *o);
 
 /* cmd must succeed and print want (its first line). */
 void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want);
+
+/* A command run as user on a thread of its own (several may run at once on one sandbox). */
+struct bg_exec {
+	hangar_sandbox *sb;
+	const char *cmd;
+	struct out o;    /* stdout only; exit_code -1000 when the exec itself failed */
+	pthread_t thread;
+};
+
+/* Runs b->cmd into b->o: a pthread start routine, or called directly. Asserts nothing. */
+void *bg_exec_run(void *arg);

@@ -1256,32 +1256,6 @@ START_TEST(memory_limit)
 }
 END_TEST
 
-/* A command run on its own thread (the library lets several run at once on one sandbox). */
-struct bg_exec {
-	hangar_sandbox *sb;
-	const char *cmd;
-	struct out o;
-	pthread_t thread;
-};
-
-static void *bg_exec_run(void *arg)
-{
-	struct bg_exec *b = arg;
-	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
-	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
-
-	eo.user = "user";
-	eo.timeout_sec = 60;
-	b->o.exit_code = -1000; /* the exec itself failed */
-	if (hangar_sandbox_exec(&r, b->sb, b->cmd, &eo) == 0) {
-		b->o.exit_code = r.exit_code;
-		b->o.oom_killed = r.oom_killed;
-		snprintf(b->o.text, sizeof(b->o.text), "%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "");
-	}
-	hangar_exec_result_dispose(&r);
-	return NULL;
-}
-
 /*
  * oom_killed is the command's own: a command running while the OOM killer
  * kills another command's process beside it, and ending normally, is not

@@ -351,37 +351,17 @@ START_TEST(process_limit_both_callers)
 }
 END_TEST
 
-struct holder {
-	hangar_sandbox *sb;
-	int exit_code;
-};
-
 /* Holds 18 processes in its sandbox for 8 seconds. */
-static void *hold(void *arg)
-{
-	struct holder *h = arg;
-	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
-	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
-
-	eo.user = "user";
-	eo.timeout_sec = 60;
-	h->exit_code = -1000;
-	if (hangar_sandbox_exec(&r, h->sb,
-				"python3 -c \"\n"
-				"import os, time\n"
-				"kids = []\n"
-				"for i in range(18):\n"
-				"    pid = os.fork()\n"
-				"    if pid == 0:\n"
-				"        time.sleep(8); os._exit(0)\n"
-				"    kids.append(pid)\n"
-				"for pid in kids:\n"
-				"    os.waitpid(pid, 0)\n\"",
-				&eo) == 0)
-		h->exit_code = r.exit_code;
-	hangar_exec_result_dispose(&r);
-	return NULL;
-}
+static const char hold_18[] = "python3 -c \"\n"
+			      "import os, time\n"
+			      "kids = []\n"
+			      "for i in range(18):\n"
+			      "    pid = os.fork()\n"
+			      "    if pid == 0:\n"
+			      "        time.sleep(8); os._exit(0)\n"
+			      "    kids.append(pid)\n"
+			      "for pid in kids:\n"
+			      "    os.waitpid(pid, 0)\n\"";
 
 /*
  * The limit is each sandbox's own: with 18 processes held in one sandbox,
@@ -393,8 +373,7 @@ START_TEST(process_limit_per_sandbox)
 	hangar_ctx *ctx;
 	hangar_sandbox *a, *b;
 	hangar_sandbox_metric m = { 0 };
-	struct holder h = { 0 };
-	pthread_t t;
+	struct bg_exec h = { .cmd = hold_18 };
 
 	if (!caller(_i))
 		return;
@@ -403,7 +382,7 @@ START_TEST(process_limit_per_sandbox)
 	a = create(ctx, HANGAR_NETWORK_OFF);
 	b = create(ctx, HANGAR_NETWORK_OFF);
 	h.sb = a;
-	ck_assert_int_eq(pthread_create(&t, NULL, hold, &h), 0);
+	ck_assert_int_eq(pthread_create(&h.thread, NULL, bg_exec_run, &h), 0);
 	for (int tries = 0; tries < 100; tries++) {
 		ck_assert_int_eq(hangar_sandbox_metrics(a, metric_cb, &m), 0);
 		if (m.pids_used >= 18)
@@ -412,8 +391,8 @@ START_TEST(process_limit_per_sandbox)
 	}
 	ck_assert_msg(m.pids_used >= 18, "the holder has %u processes", (unsigned)m.pids_used);
 	expect(b, "user", FORKS(18), "made 18");
-	pthread_join(t, NULL);
-	ck_assert_int_eq(h.exit_code, 0);
+	pthread_join(h.thread, NULL);
+	ck_assert_int_eq(h.o.exit_code, 0);
 	hangar_sandbox_kill(a);
 	hangar_sandbox_kill(b);
 	hangar_sandbox_unref(a);

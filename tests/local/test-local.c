@@ -30,6 +30,8 @@
 #include <hangar/hangar.h>
 #include <hangar/sys/provider.h>
 
+#include "leftovers.h"
+
 static char state_dir[64];
 
 static int64_t mono_ms(void)
@@ -67,25 +69,8 @@ static void teardown(void)
 	/* Kill whatever a failed test left running, then remove the directory. */
 	hangar_ctx *ctx = NULL;
 
-	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-		char dir[PATH_MAX];
-		DIR *d;
-		struct dirent *de;
-
-		snprintf(dir, sizeof(dir), "%s/local", state_dir);
-		d = opendir(dir);
-		while (d && (de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
-		if (d)
-			closedir(d);
-	}
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0)
+		kill_local_leftovers(ctx, state_dir);
 	hangar_ctx_unref(ctx);
 	rm_rf(state_dir);
 }

@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "../checkpoints/helpers.h"
+#include "leftovers.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -299,30 +300,15 @@ static void setup(void)
 static void teardown(void)
 {
 	hangar_ctx *ctx = NULL;
-	char local[4400];
-	DIR *d;
-	struct dirent *de;
 
 	/* Kill the jails a failed test left running, before their directory goes. */
-	snprintf(local, sizeof(local), "%s/local", state_dir);
-	if ((d = opendir(local)) && hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 &&
-	    hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
+	if (hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
 		if (getenv("HANGAR_ENVD_PATH"))
 			hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", getenv("HANGAR_ENVD_PATH"));
 		if (getenv("HANGAR_JAIL_PATH"))
 			hangar_ctx_set(ctx, "HANGAR_JAIL_PATH", getenv("HANGAR_JAIL_PATH"));
-		while ((de = readdir(d))) {
-			hangar_sandbox *sb = NULL;
-
-			if (de->d_name[0] == '.')
-				continue;
-			if (hangar_sandbox_attach(&sb, ctx, "local", de->d_name) == 0)
-				hangar_sandbox_kill(sb);
-			hangar_sandbox_unref(sb);
-		}
+		kill_local_leftovers(ctx, state_dir);
 	}
-	if (d)
-		closedir(d);
 	hangar_ctx_unref(ctx);
 	fake_stop();
 	rm_tree(dir);
