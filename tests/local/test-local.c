@@ -826,6 +826,69 @@ static void expect_output(hangar_sandbox *sb, const char *cmd, const char *want)
 	free(got);
 }
 
+/* The jail pid recorded in sandbox id's directory. */
+static int recorded_jail(const char *id)
+{
+	char path[PATH_MAX];
+	int jail = 0;
+	FILE *f;
+
+	sb_path(path, sizeof(path), id, "/jail.pid");
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	return jail;
+}
+
+/*
+ * The context remembers each sandbox's envd token by id and jail pid. When
+ * a's jail is dead and its jail.pid names another live jail (b's, as a
+ * reused pid would), a must still be gone: neither a's remembered token
+ * nor b's jail may answer for it. b is untouched. Two things hold it:
+ * liveness() finds b's command line does not name a, and the memory is
+ * keyed by pid too (test-local-tokens checks that alone); this fails only
+ * when both are gone.
+ */
+START_TEST(another_jail_never_answers_for_a_dead_one)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *a = create(ctx, 60, 0, NULL), *b = create(ctx, 60, 0, NULL), *again = NULL;
+	char id_a[64], id_b[64], path[PATH_MAX];
+	int envd_a, fd;
+	FILE *f;
+
+	snprintf(id_a, sizeof(id_a), "%s", hangar_sandbox_id(a));
+	snprintf(id_b, sizeof(id_b), "%s", hangar_sandbox_id(b));
+	envd_a = envd_pid(id_a);
+	ck_assert_int_gt(envd_a, 0);
+	fd = (int)syscall(SYS_pidfd_open, envd_a, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(kill(recorded_jail(id_a), SIGKILL), 0);
+	{
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	}
+	close(fd);
+	sb_path(path, sizeof(path), id_a, "/jail.pid");
+	f = fopen(path, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%d\n", recorded_jail(id_b));
+	fclose(f);
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id_a), HANGAR_EGONE);
+	ck_assert_ptr_null(again);
+	ck_assert_int_eq(hangar_sandbox_get_info(&(hangar_sandbox_info)HANGAR_SANDBOX_INFO_INIT, a), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_sandbox_attach(&again, ctx, "local", id_b), 0);
+	expect_output(again, "echo still b", "still b");
+	ck_assert_int_eq(hangar_sandbox_kill(again), 0);
+	hangar_sandbox_unref(again);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(inside_the_jail)
 {
 	static const char *const env[] = { "GREETING=hello there", NULL };
@@ -1206,6 +1269,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, bad_settings);
 	tcase_add_test(tc, failed_start_reports_the_log);
 	tcase_add_test(tc, dead_supervisor_means_gone);
+	tcase_add_test(tc, another_jail_never_answers_for_a_dead_one);
 	tcase_add_test(tc, inside_the_jail);
 	tcase_add_test(tc, processes_survive_pause);
 	tcase_add_test(tc, unprivileged_caller);
