@@ -416,7 +416,7 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 	HCHECK_ARG(out, "out is NULL");
 	*out = NULL;
 	HCHECK_ARG(sb, "sb is NULL");
-	if ((rc = HOPTS_COPY(o, opts, HANGAR_CHECKPOINT_OPTS_VERSION, "opts")) != 0)
+	if ((rc = HOPTS_COPY(o, opts, hv_checkpoint_opts, "opts")) != 0)
 		return rc;
 	ws = o.workspace ? o.workspace : hctx_str(sb->ctx, HS_WORKSPACE);
 	HCHECK_ARG(ckpt_valid_workspace(ws), "the workspace must be an absolute path of printable characters");

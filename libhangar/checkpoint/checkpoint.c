@@ -69,11 +69,9 @@ int hangar_checkpoint_get_info(hangar_checkpoint_info *out, const hangar_checkpo
 
 	HCHECK_ARG(out, "out is NULL");
 	HCHECK_ARG(cp, "cp is NULL");
-	if ((rc = hversioned_check(out, HANGAR_CHECKPOINT_INFO_VERSION, "out")) != 0)
+	if ((rc = hversioned_check(out, &hv_checkpoint_info, "out")) != 0)
 		return rc;
 	memset(&i, 0, sizeof(i));
-	i.version = out->version;
-	i.size = out->size;
 	i.id = cp->row.id;
 	i.session_id = cp->row.session_id;
 	i.parent_id = cp->row.parent_id;
@@ -87,7 +85,7 @@ int hangar_checkpoint_get_info(hangar_checkpoint_info *out, const hangar_checkpo
 	i.archive_bytes = cp->row.archive_bytes;
 	i.files = cp->row.files;
 	i.blob_bytes = cp->row.blob_bytes;
-	memcpy(out, &i, out->size < sizeof(i) ? out->size : sizeof(i));
+	hresult_store(out, &i, sizeof(i));
 	return 0;
 }
 
@@ -563,7 +561,7 @@ int hangar_checkpoint_export(hangar_checkpoint *cp, const char *local_path, cons
 	HCHECK_ARG(cp, "cp is NULL");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(strlen(local_path) < sizeof(tmp) - 32, "local_path is too long");
-	if ((rc = HOPTS_COPY(o, opts, HANGAR_RESTORE_OPTS_VERSION, "opts")) != 0)
+	if ((rc = HOPTS_COPY(o, opts, hv_restore_opts, "opts")) != 0)
 		return rc;
 	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= 86400, "opts->timeout_sec must be from 0 to 86400");
 	ckpt_run_init(&run, cp->ctx, "export", o.timeout_sec, o.cancel, o.cancel_payload, o.progress,
@@ -598,20 +596,10 @@ int hangar_checkpoint_export(hangar_checkpoint *cp, const char *local_path, cons
 
 int hangar_checkpoint_opts_init(hangar_checkpoint_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_CHECKPOINT_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_checkpoint_opts);
 }
 
 int hangar_restore_opts_init(hangar_restore_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_RESTORE_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_restore_opts);
 }

@@ -381,7 +381,7 @@ int hangar_checkpoint_restore(hangar_sandbox *sb, hangar_checkpoint *cp, const h
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(cp, "cp is NULL");
-	if ((rc = HOPTS_COPY(o, opts, HANGAR_RESTORE_OPTS_VERSION, "opts")) != 0)
+	if ((rc = HOPTS_COPY(o, opts, hv_restore_opts, "opts")) != 0)
 		return rc;
 	ws = o.workspace ? o.workspace : cp->row.workspace;
 	HCHECK_ARG(ckpt_valid_workspace(ws), "the workspace must be an absolute path of printable characters");

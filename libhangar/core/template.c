@@ -8,12 +8,7 @@
 
 int hangar_template_build_opts_init(hangar_template_build_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_TEMPLATE_BUILD_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_template_build_opts);
 }
 
 static struct hangar_provider *templating(hangar_ctx *ctx, const char *name, int build)
@@ -42,7 +37,7 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 	HCHECK_ARG(out_template_id, "out_template_id is NULL");
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(opts, "opts must be initialised");
-	rc = HOPTS_COPY(o, opts, HANGAR_TEMPLATE_BUILD_OPTS_VERSION, "opts");
+	rc = HOPTS_COPY(o, opts, hv_template_build_opts, "opts");
 	if (rc)
 		return rc;
 	HCHECK_ARG(o.name && *o.name, "opts->name is required");

@@ -1,7 +1,10 @@
 /*
  * The rule for caller-filled structs that start with `uint32_t version;
- * uint32_t size;` (STYLE.md "Options and vtables"), in one place:
+ * uint32_t size;` (libhangar(3), OPTION STRUCTURES), in one place:
  *
+ * - initialising (the *_opts_init() calls): exactly the asked version's
+ *   size is zeroed and stamped, from the struct's table of sizes below, so
+ *   a caller built against an older, smaller struct is never written past;
  * - options (read by the library): a version the library does not know is
  *   refused; min(size, sizeof) bytes are copied into a zeroed full struct,
  *   so fields a caller built against an older header lacks read as 0;
@@ -25,18 +28,42 @@ struct hversioned {
 
 #define HVERSIONED_MIN_SIZE ((uint32_t)sizeof(struct hversioned))
 
+/*
+ * The size of every version of one public struct, oldest first: size[v - 1]
+ * is what a caller built against version v has. A version's size is the
+ * offset of the first field the next version appended (or today's sizeof),
+ * which is never more than that version's own sizeof.
+ */
+struct hversions {
+	const char *what;          /* "create options", for messages */
+	uint32_t newest;           /* the newest version this library knows */
+	const uint32_t *size;      /* newest entries */
+};
+
+/* One per public versioned struct (core/versions.c). */
+extern const struct hversions hv_create_opts, hv_exec_opts, hv_process_opts, hv_copy_opts, hv_checkpoint_opts,
+	hv_restore_opts, hv_session_opts, hv_suspend_opts, hv_template_build_opts;
+extern const struct hversions hv_sandbox_info, hv_exec_result, hv_checkpoint_info, hv_session_info, hv_reap_result;
+
+/*
+ * Zeroes exactly v's size for version of p (a caller's struct) and stamps
+ * version and that size. HANGAR_EINVAL (reported) for NULL or a version
+ * v does not know, else 0.
+ */
+int hversioned_init(void *p, uint32_t version, const struct hversions *v);
+
 /* Checks a caller's struct header: HANGAR_EINVAL (reported) naming what, or 0. */
-static inline int hversioned_check(const void *p, uint32_t known_version, const char *what)
+static inline int hversioned_check(const void *p, const struct hversions *v, const char *what)
 {
 	const struct hversioned *h = p;
 
 	if (h->version < 1 || h->size < HVERSIONED_MIN_SIZE)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
 			    "invalid argument: %s is not initialised (use its _INIT or _init())", what);
-	if (h->version > known_version)
+	if (h->version > v->newest)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
 			    "invalid argument: %s version %u is newer than this library knows (%u)", what,
-			    (unsigned)h->version, (unsigned)known_version);
+			    (unsigned)h->version, (unsigned)v->newest);
 	return 0;
 }
 
@@ -45,7 +72,7 @@ static inline int hversioned_check(const void *p, uint32_t known_version, const 
  * struct of dst_size bytes, which is zeroed first; dst's size becomes
  * dst_size. 0 or HANGAR_EINVAL.
  */
-static inline int hopts_copy(void *dst, size_t dst_size, const void *src, uint32_t known_version, const char *what)
+static inline int hopts_copy(void *dst, size_t dst_size, const void *src, const struct hversions *v, const char *what)
 {
 	struct hversioned *d = dst;
 	int rc;
@@ -54,18 +81,18 @@ static inline int hopts_copy(void *dst, size_t dst_size, const void *src, uint32
 	if (src) {
 		const struct hversioned *s = src;
 
-		rc = hversioned_check(src, known_version, what);
+		rc = hversioned_check(src, v, what);
 		if (rc)
 			return rc;
 		memcpy(dst, src, s->size < dst_size ? s->size : dst_size);
 	} else {
-		d->version = known_version;
+		d->version = v->newest;
 	}
 	d->size = (uint32_t)dst_size;
 	return 0;
 }
 
-#define HOPTS_COPY(dst, src, known_version, what) hopts_copy(&(dst), sizeof(dst), (src), (known_version), (what))
+#define HOPTS_COPY(dst, src, versions, what) hopts_copy(&(dst), sizeof(dst), (src), &(versions), (what))
 
 /* Whether the field at [offset, offset + len) lies within the caller's struct. */
 static inline int hresult_has(const void *out, size_t offset, size_t len)

@@ -131,12 +131,7 @@ static int64_t oom_kills(struct hangar_sandbox *sb)
 
 int hangar_exec_opts_init(hangar_exec_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_EXEC_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_exec_opts);
 }
 
 void hangar_exec_result_dispose(hangar_exec_result *r)
@@ -407,12 +402,12 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	int rc;
 
 	HCHECK_ARG(out, "out is NULL");
-	rc = hversioned_check(out, HANGAR_EXEC_RESULT_VERSION, "out");
+	rc = hversioned_check(out, &hv_exec_result, "out");
 	if (rc)
 		return rc;
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(command, "command is NULL");
-	rc = HOPTS_COPY(o, opts, HANGAR_EXEC_OPTS_VERSION, "opts");
+	rc = HOPTS_COPY(o, opts, hv_exec_opts, "opts");
 	if (rc)
 		return rc;
 	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= EXEC_TIMEOUT_MAX,

@@ -114,12 +114,7 @@ int hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const cha
 
 int hangar_copy_opts_init(hangar_copy_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_COPY_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_copy_opts);
 }
 
 int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const char *local_path,
@@ -139,7 +134,7 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 	HCHECK_ARG(remote_path && *remote_path, "remote_path is empty");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(strlen(local_path) < sizeof(tmp) - 16, "local_path is too long");
-	rc = HOPTS_COPY(o, opts, HANGAR_COPY_OPTS_VERSION, "opts");
+	rc = HOPTS_COPY(o, opts, hv_copy_opts, "opts");
 	if (rc)
 		return rc;
 	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= COPY_TIMEOUT_MAX, "opts->timeout_sec must be from 0 to 86400");

@@ -46,12 +46,7 @@ struct hangar_process {
 
 int hangar_process_opts_init(hangar_process_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_PROCESS_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_process_opts);
 }
 
 static int on_event(const cJSON *msg, void *arg)
@@ -214,7 +209,7 @@ static int launch(hangar_process **out, struct hangar_sandbox *sb, const hangar_
 
 static int copy_opts(hangar_process_opts *o, const hangar_process_opts *opts)
 {
-	int rc = HOPTS_COPY(*o, opts, HANGAR_PROCESS_OPTS_VERSION, "opts");
+	int rc = HOPTS_COPY(*o, opts, hv_process_opts, "opts");
 
 	if (rc)
 		return rc;

@@ -121,12 +121,7 @@ static int sandbox_new(struct hangar_sandbox **out, hangar_ctx *ctx, struct hang
 
 int hangar_create_opts_init(hangar_create_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_CREATE_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_create_opts);
 }
 
 /* The environment's variables, then the create's, a create's value replacing the environment's. */
@@ -221,7 +216,7 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	HCHECK_ARG(out, "out is NULL");
 	*out = NULL;
 	HCHECK_ARG(ctx, "ctx is NULL");
-	rc = HOPTS_COPY(o, opts, HANGAR_CREATE_OPTS_VERSION, "opts");
+	rc = HOPTS_COPY(o, opts, hv_create_opts, "opts");
 	if (rc)
 		return rc;
 	HCHECK_ARG(o.timeout_sec <= SANDBOX_TIMEOUT_MAX, "opts->timeout_sec must be at most 31622400 (366 days)");
@@ -443,7 +438,7 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 	int rc;
 
 	HCHECK_ARG(out, "out is NULL");
-	rc = hversioned_check(out, HANGAR_SANDBOX_INFO_VERSION, "out");
+	rc = hversioned_check(out, &hv_sandbox_info, "out");
 	if (rc)
 		return rc;
 	HCHECK_ARG(sb, "sb is NULL");

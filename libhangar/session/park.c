@@ -204,7 +204,7 @@ int hangar_session_suspend(hangar_session *s, const hangar_suspend_opts *opts)
 	int rc;
 
 	HCHECK_ARG(s, "s is NULL");
-	if ((rc = HOPTS_COPY(o, opts, HANGAR_SUSPEND_OPTS_VERSION, "opts")) != 0)
+	if ((rc = HOPTS_COPY(o, opts, hv_suspend_opts, "opts")) != 0)
 		return rc;
 	HCHECK_ARG(!(o.flags & ~HANGAR_SUSPEND_NO_PARK), "opts->flags has unknown bits");
 	HCHECK_ARG(o.blob || !o.blob_len, "opts->blob is NULL with a length");

@@ -35,7 +35,7 @@ int hangar_ctx_reap(hangar_reap_result *out, hangar_ctx *ctx, const char *lease,
 	int held = 0, rc;
 
 	HCHECK_ARG(out, "out is NULL");
-	if ((rc = hversioned_check(out, HANGAR_REAP_RESULT_VERSION, "out")) != 0)
+	if ((rc = hversioned_check(out, &hv_reap_result, "out")) != 0)
 		return rc;
 	HCHECK_ARG(ctx, "ctx is NULL");
 	if ((rc = check_lease_name(lease)) != 0)

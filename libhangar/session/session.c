@@ -498,22 +498,12 @@ static int valid_session_id(const char *id)
 
 int hangar_session_opts_init(hangar_session_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_SESSION_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_session_opts);
 }
 
 int hangar_suspend_opts_init(hangar_suspend_opts *opts, uint32_t version)
 {
-	HCHECK_ARG(opts, "opts is NULL");
-	HCHECK_ARG(version >= 1 && version <= HANGAR_SUSPEND_OPTS_VERSION, "unsupported options version");
-	memset(opts, 0, sizeof(*opts));
-	opts->version = version;
-	opts->size = sizeof(*opts);
-	return 0;
+	return hversioned_init(opts, version, &hv_suspend_opts);
 }
 
 struct env_view {
@@ -543,12 +533,12 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 	HCHECK_ARG(out, "out is NULL");
 	*out = NULL;
 	HCHECK_ARG(ctx, "ctx is NULL");
-	if ((rc = HOPTS_COPY(o, opts, HANGAR_SESSION_OPTS_VERSION, "opts")) != 0)
+	if ((rc = HOPTS_COPY(o, opts, hv_session_opts, "opts")) != 0)
 		return rc;
 	HCHECK_ARG(!o.id || valid_session_id(o.id), "opts->id must be 1 to 128 of [A-Za-z0-9._-]");
 	HCHECK_ARG(!o.workspace || o.workspace[0] == '/', "opts->workspace must be absolute");
 	HCHECK_ARG(!(o.flags & ~HANGAR_SESSION_EXCLUSIVE_CREDENTIAL), "opts->flags has unknown bits");
-	if (o.create && (rc = HOPTS_COPY(co, o.create, HANGAR_CREATE_OPTS_VERSION, "opts->create")) != 0)
+	if (o.create && (rc = HOPTS_COPY(co, o.create, hv_create_opts, "opts->create")) != 0)
 		return rc;
 	environment = co.environment ? co.environment : o.environment;
 	co.environment = environment;
@@ -688,16 +678,16 @@ int hangar_session_get_info(hangar_session_info *out, hangar_session *s)
 	int rc;
 
 	HCHECK_ARG(out, "out is NULL");
-	HCHECK_ARG(out->version >= 1 && out->size >= offsetof(hangar_session_info, labels_json),
-		   "out must be initialised with HANGAR_SESSION_INFO_INIT");
 	HCHECK_ARG(s, "s is NULL");
+	if ((rc = hversioned_check(out, &hv_session_info, "out")) != 0)
+		return rc;
 	if ((rc = store_session_get(s->ctx, s->id, &row)) != 0)
 		return rc;
 	pthread_mutex_lock(&s->mu);
 	store_session_free(&s->row);
 	s->row = row;
 	fill_info(&i, &s->row);
-	memcpy(out, &i, out->size < sizeof(i) ? out->size : sizeof(i));
+	hresult_store(out, &i, sizeof(i));
 	pthread_mutex_unlock(&s->mu);
 	herr_clear();
 	return 0;
