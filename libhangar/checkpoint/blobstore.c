@@ -101,13 +101,13 @@ int blob_write(struct blob_writer *w, const void *data, size_t len)
 int blob_write_commit(struct blob_writer *w)
 {
 	if (w->failed) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
 		herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
 		     "invalid argument: an earlier write to this blob failed; nothing was kept");
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		w->bs->ops->abort(w);
-		return herr_restore(&saved);
+		return hangar_sys_error_restore(&saved);
 	}
 	return w->bs->ops->commit(w);
 }

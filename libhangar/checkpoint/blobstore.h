@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 
 /* Receives a blob's bytes in order. Returns 0 or a negative code (herr set). */
 typedef int (*blob_sink)(void *payload, const void *data, size_t len);

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/versioned.h"
-#include "../sandbox/sandbox.h"
+#include "core/versioned.h"
+#include "sandbox/sandbox.h"
 #include "blobstore.h"
 #include "ckpt.h"
 #include "seal.h"
@@ -88,7 +88,7 @@ static int call_cancelled(void *arg)
 {
 	const struct ckpt_run *run = arg;
 
-	return (run->cancel && run->cancel(run->cancel_payload)) || hmono_ms() > run->deadline_ms;
+	return (run->cancel && run->cancel(run->cancel_payload)) || clock_mono_ms() > run->deadline_ms;
 }
 
 static int capture_native(struct capture *c, hangar_sandbox *sb, const char *ws, int select, const char *user,
@@ -96,7 +96,7 @@ static int capture_native(struct capture *c, hangar_sandbox *sb, const char *ws,
 {
 	struct envd_status st = { 0 };
 	struct envd_call call;
-	struct envd_client *cl = hctx_envd(sb->ctx);
+	struct envd_client *cl = envd_client_of(sb->ctx);
 	struct sbview *v;
 	int rc;
 
@@ -205,20 +205,20 @@ void ckpt_stderr_tail(char *out, size_t cap, const hangar_exec_result *res)
 void ckpt_remove_temp(hangar_sandbox *sb, const char *path, const char *user, struct ckpt_run *run)
 {
 	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	char env0[256];
 	const char *env[] = { env0, NULL };
 	struct ckpt_run quick = *run;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	/* The clean-up gets its own short deadline: it runs after failures too. */
-	quick.deadline_ms = hmono_ms() + 30000;
+	quick.deadline_ms = clock_mono_ms() + 30000;
 	quick.cancel = NULL;
 	snprintf(env0, sizeof(env0), "HANGAR_CKPT_TMP=%s", path);
 	if (ckpt_run_script(&res, sb, "rm -f -- \"$HANGAR_CKPT_TMP\"", env, user, &quick) != 0 || res.exit_code != 0)
-		hlog(sb->ctx, HANGAR_LOG_WARNING, "sandbox %s: cannot remove %s", sb->id, path);
+		hangar_sys_log(sb->ctx, HANGAR_LOG_WARNING, "sandbox %s: cannot remove %s", sb->id, path);
 	hangar_exec_result_dispose(&res);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 static int fallback_in(void *payload, const void *data, size_t len)
@@ -267,7 +267,7 @@ static int capture_fallback(struct capture *c, hangar_sandbox *sb, const char *w
 	}
 	memcpy(selection, sel + 10, 3);
 	selection[3] = '\0';
-	if (!(cl = hctx_envd(sb->ctx)) || !(v = sandbox_begin(sb, &call, user))) {
+	if (!(cl = envd_client_of(sb->ctx)) || !(v = sandbox_begin(sb, &call, user))) {
 		rc = hangar_error_last()->code;
 		goto cleanup;
 	}
@@ -495,7 +495,7 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 		row.store_url = (char *)blobstore_url(bs);
 		row.content_hash = hash;
 		row.labels_json = labels;
-		row.created_us = hnow_us();
+		row.created_us = clock_wall_us();
 		row.stored_bytes = c.stored;
 		row.archive_bytes = c.archive_bytes;
 		row.files = tarcheck_stats(c.tc)->files + tarcheck_stats(c.tc)->symlinks;
@@ -503,9 +503,9 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 		rc = store_ckpt_put(sb->ctx, &row);
 	}
 	if (rc != 0) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		blob_write_abort(c.bw);
 		if (committed) {
 			/* Stored but not indexed: removed, so nothing is left that looks like a checkpoint. */
@@ -515,7 +515,7 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 			ckpt_blob_name(bname, id);
 			blob_delete(bs, bname);
 		}
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 	}
 	seal_writer_free(c.sw);
 	tarcheck_free(c.tc);
@@ -530,7 +530,7 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 		if (rc == 0)
 			rc = ckpt_handle_new(out, sb->ctx, &copy);
 		if (rc == 0) {
-			hlog(sb->ctx, HANGAR_LOG_INFO,
+			hangar_sys_log(sb->ctx, HANGAR_LOG_INFO,
 			     "checkpoint %s of sandbox %s: %s, %llu files, %llu bytes stored (%s path)", id, sb->id,
 			     selection, (unsigned long long)row.files, (unsigned long long)row.stored_bytes,
 			     native ? "native" : "tar");

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../core/versioned.h"
-#include "../sandbox/sandbox.h"
+#include "core/versioned.h"
+#include "sandbox/sandbox.h"
 #include "blobstore.h"
 #include "ckpt.h"
 #include "seal.h"
@@ -196,7 +196,7 @@ int hangar_checkpoint_delete(hangar_checkpoint *cp)
 		return rc;
 	rc = store_ckpt_delete(cp->ctx, cp->row.id);
 	if (rc == 0) {
-		hlog(cp->ctx, HANGAR_LOG_INFO, "checkpoint %s deleted", cp->row.id);
+		hangar_sys_log(cp->ctx, HANGAR_LOG_INFO, "checkpoint %s deleted", cp->row.id);
 		herr_clear();
 	}
 	return rc;
@@ -225,7 +225,7 @@ void ckpt_run_init(struct ckpt_run *r, hangar_ctx *ctx, const char *what, int64_
 	memset(r, 0, sizeof(*r));
 	r->what = what;
 	r->timeout_sec = timeout_sec > 0 ? timeout_sec : hctx_int(ctx, HS_CHECKPOINT_TIMEOUT);
-	r->deadline_ms = hmono_ms() + r->timeout_sec * 1000;
+	r->deadline_ms = clock_mono_ms() + r->timeout_sec * 1000;
 	r->cancel = cancel;
 	r->cancel_payload = cancel_payload;
 	r->progress = progress;
@@ -238,7 +238,7 @@ int ckpt_run_step(struct ckpt_run *r, uint64_t n)
 	r->done += n;
 	if (r->cancel && r->cancel(r->cancel_payload))
 		return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the checkpoint %s was cancelled", r->what);
-	if (hmono_ms() > r->deadline_ms)
+	if (clock_mono_ms() > r->deadline_ms)
 		return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_SANDBOX,
 			    "the checkpoint %s did not finish within %lld s (HANGAR_CHECKPOINT_TIMEOUT_SECONDS)", r->what,
 			    (long long)r->timeout_sec);
@@ -250,7 +250,7 @@ int ckpt_run_step(struct ckpt_run *r, uint64_t n)
 
 int64_t ckpt_run_left_ms(const struct ckpt_run *r)
 {
-	int64_t left = r->deadline_ms - hmono_ms();
+	int64_t left = r->deadline_ms - clock_mono_ms();
 
 	return left > 0 ? left : 1;
 }
@@ -402,7 +402,7 @@ int ckpt_native(hangar_sandbox *sb, const char *user)
 
 	if (known)
 		return known > 0;
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	v = sandbox_begin(sb, &call, user);
@@ -413,7 +413,7 @@ int ckpt_native(hangar_sandbox *sb, const char *user)
 	if (rc != 0)
 		return sandbox_classify_failure(sb, rc, &st);
 	atomic_store(&sb->archive_api, version >= 1 ? 1 : -1);
-	hlog(sb->ctx, HANGAR_LOG_DEBUG, "sandbox %s: %s", sb->id,
+	hangar_sys_log(sb->ctx, HANGAR_LOG_DEBUG, "sandbox %s: %s", sb->id,
 	     version >= 1 ? "envd has the archive endpoint" : "envd lacks the archive endpoint: checkpoints use tar");
 	return version >= 1;
 }

@@ -11,8 +11,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../core/internal.h"
-#include "../store/store.h"
+#include "core/internal.h"
+#include "store/store.h"
 #include "tarcheck.h"
 
 struct hangar_checkpoint {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../store/store.h"
+#include "core/internal.h"
 #include "blobstore.h"
 
 struct file_store {
@@ -219,7 +219,7 @@ int blobstore_file_open(struct blobstore **out, hangar_ctx *ctx, const char *dir
 	if (dir[0] != '/' || n >= sizeof(fs->dir) - 1)
 		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
 			    "HANGAR_CHECKPOINT_STORE: a file:// store names an absolute directory");
-	if ((rc = store_make_dirs(dir)) < 0)
+	if ((rc = hmkdirs(dir, "HANGAR_CHECKPOINT_STORE")) < 0)
 		return rc;
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)

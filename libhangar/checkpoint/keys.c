@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../store/store.h"
+#include "core/internal.h"
 #include "seal.h"
 
 #define KEY_HEX 64 /* 32 random bytes, hex */
@@ -57,7 +57,7 @@ static int generate(hangar_ctx *ctx, const char *dir, const char *path)
 	unlink(tmp);
 	if (rc == 0) {
 		fsync_dir(dir);
-		hlog(ctx, HANGAR_LOG_INFO,
+		hangar_sys_log(ctx, HANGAR_LOG_INFO,
 		     "HANGAR_SECRET_KEY is unset: checkpoints are sealed with the key generated in %s; "
 		     "a deployment with several machines must set HANGAR_SECRET_KEY",
 		     path);
@@ -111,7 +111,7 @@ static int generated_key(struct seal_keyring *kr, hangar_ctx *ctx)
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, SEAL_KEY_FILE) >= (int)sizeof(path))
 		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
-	if ((rc = store_make_dirs(dir)) < 0)
+	if ((rc = hmkdirs(dir, "HANGAR_STATE_DIR")) < 0)
 		return rc;
 	rc = read_key_file(path, hex);
 	if (rc == 1) {

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/versioned.h"
-#include "../sandbox/sandbox.h"
+#include "core/versioned.h"
+#include "sandbox/sandbox.h"
 #include "blobstore.h"
 #include "ckpt.h"
 #include "seal.h"
@@ -43,7 +43,7 @@ struct restore {
 	size_t head, len;
 	int closed;                 /* the producer ended: 1 whole, -1 failed */
 	int abandoned;              /* the consumer stopped taking bytes */
-	struct herr_saved err;      /* the producer's failure */
+	hangar_sys_saved_error err;      /* the producer's failure */
 };
 
 /* ---- the producer: store -> seal -> zstd -> tarcheck -> ring ------------------------------ */
@@ -140,7 +140,7 @@ static void *produce(void *arg)
 		r->closed = 1;
 	} else {
 		r->closed = -1;
-		herr_save(&r->err);
+		hangar_sys_error_save(&r->err);
 	}
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
@@ -162,7 +162,7 @@ static ssize_t ring_take(void *payload, char *buf, size_t want)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
 		pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-		if (!r->len && !r->closed && hmono_ms() > r->run.deadline_ms + 5000) {
+		if (!r->len && !r->closed && clock_mono_ms() > r->run.deadline_ms + 5000) {
 			pthread_mutex_unlock(&r->mu);
 			herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_SANDBOX,
 			     "the checkpoint restore did not finish within %lld s (HANGAR_CHECKPOINT_TIMEOUT_SECONDS)",
@@ -184,7 +184,7 @@ static ssize_t ring_take(void *payload, char *buf, size_t want)
 		r->len -= (size_t)n;
 		pthread_cond_broadcast(&r->cv);
 	} else if (r->closed < 0) {
-		herr_restore(&r->err);
+		hangar_sys_error_restore(&r->err);
 		n = -1;
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -202,10 +202,10 @@ static void abandon(struct restore *r)
 /* The producer's failure, when it failed for its own reasons (not because we stopped taking). */
 static int producer_failure(struct restore *r)
 {
-	if (r->closed < 0 && r->err.e.code != HANGAR_ECANCELED)
-		return herr_restore(&r->err);
+	if (r->closed < 0 && r->err.error.code != HANGAR_ECANCELED)
+		return hangar_sys_error_restore(&r->err);
 	if (r->closed < 0 && r->run.cancel && r->run.cancel(r->run.cancel_payload))
-		return herr_restore(&r->err);
+		return hangar_sys_error_restore(&r->err);
 	return 0;
 }
 
@@ -223,7 +223,7 @@ static int make_workspace(hangar_sandbox *sb, const char *ws, const char *user)
 {
 	struct envd_status st = { 0 };
 	struct envd_call call;
-	struct envd_client *cl = hctx_envd(sb->ctx);
+	struct envd_client *cl = envd_client_of(sb->ctx);
 	struct sbview *v;
 	cJSON *req, *resp = NULL;
 	int rc;
@@ -258,7 +258,7 @@ static int upload(struct restore *r, hangar_sandbox *sb, const char *ws, const c
 	struct envd_archive_counts counts;
 	struct envd_status st = { 0 };
 	struct envd_call call;
-	struct envd_client *cl = hctx_envd(sb->ctx);
+	struct envd_client *cl = envd_client_of(sb->ctx);
 	struct sbview *v;
 	pthread_t th;
 	int rc, prc;
@@ -294,7 +294,7 @@ static int upload(struct restore *r, hangar_sandbox *sb, const char *ws, const c
 	if (r->closed != 1)
 		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, "the upload ended before the archive did");
 	if (!tmp)
-		hlog(sb->ctx, HANGAR_LOG_DEBUG, "restored %llu files, %llu dirs, %llu symlinks into %s",
+		hangar_sys_log(sb->ctx, HANGAR_LOG_DEBUG, "restored %llu files, %llu dirs, %llu symlinks into %s",
 		     (unsigned long long)counts.files, (unsigned long long)counts.dirs,
 		     (unsigned long long)counts.symlinks, ws);
 	return 0;
@@ -425,11 +425,11 @@ int hangar_checkpoint_restore(hangar_sandbox *sb, hangar_checkpoint *cp, const h
 	if (rc == 0) {
 		const struct tarcheck_stats *s = tarcheck_stats(r.tc);
 
-		hlog(sb->ctx, HANGAR_LOG_INFO, "checkpoint %s restored into sandbox %s:%s: %llu files (%s path)",
+		hangar_sys_log(sb->ctx, HANGAR_LOG_INFO, "checkpoint %s restored into sandbox %s:%s: %llu files (%s path)",
 		     cp->row.id, sb->id, ws, (unsigned long long)(s->files + s->symlinks), native ? "native" : "tar");
 		herr_clear();
 	} else if (rc == HANGAR_EREFUSED) {
-		hlog(sb->ctx, HANGAR_LOG_WARNING, "checkpoint %s refused: %s", cp->row.id, hangar_error_last()->message);
+		hangar_sys_log(sb->ctx, HANGAR_LOG_WARNING, "checkpoint %s refused: %s", cp->row.id, hangar_error_last()->message);
 	}
 	seal_reader_free(r.sr);
 	ckpt_zdec_free(r.zd);

@@ -117,7 +117,7 @@ static int request(struct s3_store *s, const char *method, const char *key, cons
 	free(url);
 	if (rc < 0 && rc != HANGAR_ENOMEM && (!sink || rs->status < 200 || rs->status >= 300))
 		herr_prefix("s3 store %s: %s %s/%s: ", s->base.url, method, s->bucket, key);
-	hlog(s->base.ctx, HANGAR_LOG_DEBUG, "s3 store %s: %s %s/%s%s%s: %ld", s->base.url, method, s->bucket, key,
+	hangar_sys_log(s->base.ctx, HANGAR_LOG_DEBUG, "s3 store %s: %s %s/%s%s%s: %ld", s->base.url, method, s->bucket, key,
 	     query ? "?" : "", query ? query : "", rs->status);
 	return rc;
 }
@@ -253,24 +253,24 @@ static void free_writer(struct s3_writer *w)
 
 static void abort_upload(struct s3_store *s, struct s3_writer *w)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	struct s3_response rs;
 	char query[1100];
 	int rc;
 
 	if (!w->upload_id)
 		return;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	snprintf(query, sizeof(query), "uploadId=%s", w->upload_id);
 	rc = request(s, "DELETE", w->key, query, NULL, 0, NULL, NULL, &rs);
 	if (rc == 0 && rs.status != 204 && rs.status != 200 && rs.status != 404)
 		rc = s3_fail(s, "aborting the upload of", w->key, &rs);
 	if (rc < 0)
-		hlog(s->base.ctx, HANGAR_LOG_WARNING,
+		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
 		     "%s; the parts of the unfinished upload %s stay until the bucket's lifecycle removes them",
 		     hangar_error_last()->message, w->upload_id);
 	s3_response_free(&rs);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 static void abort_write(struct blob_writer *bw)

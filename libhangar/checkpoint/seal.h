@@ -21,7 +21,7 @@
 #include <sodium.h>
 #include <stddef.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 
 #define SEAL_CHUNK 65536
 #define SEAL_KEYBYTES crypto_secretstream_xchacha20poly1305_KEYBYTES

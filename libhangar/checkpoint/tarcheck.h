@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 
 #define TARCHECK_MAX_MEMBERS 1000000
 #define TARCHECK_MAX_NAME 4096

@@ -1,5 +1,6 @@
 /* hangar_ctx: settings, providers, logging, shared clients. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,6 @@
 #include <cjson/cJSON.h>
 #include <sodium.h>
 
-#include "../envd/client.h"
-#include "../store/store.h"
-#include "../tier/tier.h"
 #include "context.h"
 #include "environment.h"
 
@@ -35,6 +33,72 @@ static void name_instance(hangar_ctx *ctx)
 		 raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
 }
 
+static size_t module_index(const struct hmodule *m)
+{
+	size_t i;
+
+	for (i = 0; hangar_modules[i] && hangar_modules[i] != m; i++)
+		;
+	return i;
+}
+
+void *hctx_module(hangar_ctx *ctx, const struct hmodule *m)
+{
+	size_t i = module_index(m);
+
+	return hangar_modules[i] ? ctx->modules[i] : NULL;
+}
+
+int hmodules_check_setting(const char *name, const char *value)
+{
+	int rc;
+
+	for (size_t i = 0; hangar_modules[i]; i++)
+		if (hangar_modules[i]->check_setting && (rc = hangar_modules[i]->check_setting(name, value)) != 0)
+			return rc;
+	return 0;
+}
+
+/*
+ * Opens every module, lowest layer first. On a failure the context's unref
+ * closes those it reached, the failed one included: a close must cope with
+ * a state its open() left half set up.
+ */
+static int modules_open(hangar_ctx *ctx)
+{
+	static_assert(HMODULES_MAX >= 6, "room for every module in hangar_modules");
+	int rc;
+
+	for (size_t i = 0; hangar_modules[i]; i++) {
+		if (i >= HMODULES_MAX)
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_CONFIG, "too many modules (HMODULES_MAX)");
+		const struct hmodule *m = hangar_modules[i];
+
+		if (m->state_size && !(ctx->modules[i] = calloc(1, m->state_size)))
+			return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		ctx->opened = i + 1;
+		if (m->open && (rc = m->open(ctx, ctx->modules[i])) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void modules_close(hangar_ctx *ctx)
+{
+	for (size_t i = ctx->opened; i-- > 0;) {
+		if (hangar_modules[i]->close)
+			hangar_modules[i]->close(ctx, ctx->modules[i]);
+		free(ctx->modules[i]);
+		ctx->modules[i] = NULL;
+	}
+	ctx->opened = 0;
+}
+
+const char *hctx_instance(hangar_ctx *ctx)
+{
+	return ctx->instance;
+}
+
 int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 {
 	hangar_ctx *ctx;
@@ -54,9 +118,7 @@ int hangar_ctx_new(hangar_ctx **out, uint32_t flags)
 	if (r == 0)
 		r = env_check_ctx(ctx);
 	if (r == 0)
-		r = tier_state_new(&ctx->tiers);
-	if (r == 0)
-		r = store_memo_new(ctx);
+		r = modules_open(ctx);
 	if (r == 0)
 		r = providers_builtin(ctx);
 	if (r) {
@@ -79,14 +141,9 @@ hangar_ctx *hangar_ctx_unref(hangar_ctx *ctx)
 {
 	if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1)
 		return NULL;
-	/* Hedged creates still finishing use the providers: wait for them first. */
-	tier_state_free(ctx, ctx->tiers);
+	/* Modules first: the tiers' hedged creates still finishing use the providers. */
+	modules_close(ctx);
 	providers_free(ctx);
-	if (ctx->envd)
-		envd_client_free(ctx->envd);
-	if (ctx->db)
-		store_close(ctx->db);
-	store_memo_free(ctx);
 	settings_free(ctx);
 	pthread_mutex_destroy(&ctx->mu);
 	free(ctx);
@@ -126,18 +183,18 @@ void hevent(hangar_ctx *ctx, const char *name, struct cJSON *obj)
 		if (json)
 			ctx->event_fn(name, json, ctx->event_payload);
 		else
-			hlog(ctx, HANGAR_LOG_WARNING, "event %s dropped: out of memory", name);
+			hangar_sys_log(ctx, HANGAR_LOG_WARNING, "event %s dropped: out of memory", name);
 		cJSON_free(json);
 	}
 	cJSON_Delete(obj);
 }
 
-void hlog(hangar_ctx *ctx, int level, const char *fmt, ...)
+void hangar_sys_log(hangar_ctx *ctx, int32_t level, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 
-	if (!ctx || !ctx->log_fn || level > ctx->log_max)
+	if (!ctx || !ctx->log_fn || level > ctx->log_max || !fmt)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -145,31 +202,3 @@ void hlog(hangar_ctx *ctx, int level, const char *fmt, ...)
 	ctx->log_fn(level, msg, ctx->log_payload);
 }
 
-struct envd_client *hctx_envd(hangar_ctx *ctx)
-{
-	struct envd_client *c;
-
-	pthread_mutex_lock(&ctx->mu);
-	if (!ctx->envd && envd_client_new(&ctx->envd) != 0)
-		ctx->envd = NULL;
-	c = ctx->envd;
-	pthread_mutex_unlock(&ctx->mu);
-	if (!c)
-		herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "cannot set up the envd client");
-	return c;
-}
-
-int hangar_sys_error(int code, int http_status, int os_errno, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (code >= 0)
-		code = HANGAR_EUNAVAILABLE; /* a provider must report a failure as one */
-	if (os_errno)
-		return herr_os(code, os_errno, "%s", msg);
-	return herr_http(code, HANGAR_ERRCAT_PROVIDER, http_status, NULL, "%s", msg);
-}

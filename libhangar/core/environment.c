@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../util/buf.h"
+#include "util/buf.h"
 #include "context.h"
 #include "environment.h"
 #include "versioned.h"

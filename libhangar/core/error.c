@@ -139,25 +139,69 @@ void herr_clear(void)
 	last.message[0] = '\0';
 }
 
-void herr_save(struct herr_saved *s)
+int hangar_sys_error(int code, int http_status, int os_errno, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (code >= 0)
+		code = HANGAR_EUNAVAILABLE; /* a provider must report a failure as one */
+	if (os_errno)
+		return herr_os(code, os_errno, "%s", msg);
+	return herr_http(code, HANGAR_ERRCAT_PROVIDER, http_status, NULL, "%s", msg);
+}
+
+void hangar_sys_error_save(hangar_sys_saved_error *out)
 {
 	const hangar_error *e = hangar_error_last();
 
-	s->e = *e;
-	snprintf(s->message, sizeof(s->message), "%s", e->message);
-	snprintf(s->provider_code, sizeof(s->provider_code), "%s", e->provider_code);
+	if (!out)
+		return;
+	out->error = *e;
+	snprintf(out->message, sizeof(out->message), "%s", e->message);
+	snprintf(out->provider_code, sizeof(out->provider_code), "%s", e->provider_code);
+	out->error.message = out->message;
+	out->error.provider_code = out->provider_code;
 }
 
-int herr_restore(const struct herr_saved *s)
+int hangar_sys_error_restore(const hangar_sys_saved_error *s)
 {
-	reset(s->e.code, s->e.category);
-	last.e.os_errno = s->e.os_errno;
-	last.e.http_status = s->e.http_status;
-	last.e.retry_after_s = s->e.retry_after_s;
-	last.e.flags = s->e.flags;
+	if (!s)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: saved is NULL");
+	reset(s->error.code, s->error.category);
+	last.e.os_errno = s->error.os_errno;
+	last.e.http_status = s->error.http_status;
+	last.e.retry_after_s = s->error.retry_after_s;
+	last.e.flags = s->error.flags;
 	snprintf(last.message, sizeof(last.message), "%s", s->message);
 	snprintf(last.provider_code, sizeof(last.provider_code), "%s", s->provider_code);
-	return s->e.code;
+	return s->error.code;
+}
+
+void hangar_sys_error_category(int32_t category)
+{
+	last.e.category = category;
+}
+
+void hangar_sys_error_provider_code(const char *code)
+{
+	snprintf(last.provider_code, sizeof(last.provider_code), "%s", code ? code : "");
+}
+
+void hangar_sys_error_prefix(const char *fmt, ...)
+{
+	char prefix[512];
+	va_list ap;
+
+	if (!fmt)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	herr_prefix("%s", prefix);
 }
 
 void herr_retry_after(int64_t seconds)

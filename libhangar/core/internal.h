@@ -9,6 +9,7 @@
 
 #include "hangar/hangar.h"
 #include "hangar/sys/provider.h"
+#include "util/clock.h"
 
 /* ---- errors (core/error.c) ------------------------------------------------ */
 
@@ -28,14 +29,8 @@ void herr_clear(void);
 void herr_retry_after(int64_t seconds);
 void herr_flags(uint32_t flags);
 
-/* Keeps the last error across calls that may overwrite it (clean-up on an error path). */
-struct herr_saved {
-	hangar_error e;
-	char message[1024];
-	char provider_code[64];
-};
-void herr_save(struct herr_saved *s);
-int herr_restore(const struct herr_saved *s);   /* returns the saved code */
+/* Keeping the last error across calls that may overwrite it: the public
+ * hangar_sys_error_save() / hangar_sys_error_restore(). */
 
 /* Argument checks every entry point makes. */
 #define HCHECK_ARG(cond, what)                                                            \
@@ -83,10 +78,15 @@ enum hsetting {
 const char *hctx_str(hangar_ctx *ctx, enum hsetting s);
 int64_t hctx_int(hangar_ctx *ctx, enum hsetting s);
 
-/* ---- built-in providers (libhangar/providers/builtin.c) --------------------------- */
+/* ---- built-in providers (libhangar/modules.c) --------------------------------------- */
 
 /* The tables of the providers every context has, NULL-terminated, in order. */
 extern const struct hangar_provider_ops *const hangar_builtin_providers[];
+
+/* ---- files (core/misc.c) ------------------------------------------------- */
+
+/* Creates dir and its missing parents, 0700; failures name setting, the one dir comes from. */
+int hmkdirs(const char *dir, const char *setting);
 
 /* ---- keys (core/kdf.c) ---------------------------------------------------- */
 
@@ -94,9 +94,7 @@ extern const struct hangar_provider_ops *const hangar_builtin_providers[];
  * string. The same (secret, context) always gives the same key. */
 int hkdf_secret(unsigned char *out, size_t outlen, const char *secret, size_t secret_len, const char *context);
 
-/* ---- logging (core/context.c) ------------------------------------------- */
-
-void hlog(hangar_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Logging is the public hangar_sys_log() (hangar/sys/provider.h). */
 
 /* ---- audit events (core/context.c) ------------------------------------------ */
 
@@ -107,13 +105,8 @@ int hevent_wanted(hangar_ctx *ctx);
  * frees obj (NULL is allowed: nothing happens). */
 void hevent(hangar_ctx *ctx, const char *name, struct cJSON *obj);
 
-/* ---- the context's shared pieces ------------------------------------------ */
+/* ---- the context ---------------------------------------------------------- */
 
-struct envd_client;
-/* The context's envd client (connection pool), created on first use. */
-struct envd_client *hctx_envd(hangar_ctx *ctx);
-
-/* ---- time ---------------------------------------------------------------- */
-
-int64_t hnow_us(void);       /* wall clock, microseconds since the epoch */
-int64_t hmono_ms(void);      /* monotonic milliseconds */
+/* Who this context is among the holders of a store lease: host, process and a
+ * random part, fixed when it opened. */
+const char *hctx_instance(hangar_ctx *ctx);

@@ -1,6 +1,9 @@
-/* Buffers, version and clocks. */
+/* Buffers, version and directories. */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
-#include <time.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -24,18 +27,25 @@ uint32_t hangar_version_number(void)
 	return HANGAR_VERSION_NUMBER;
 }
 
-int64_t hnow_us(void)
+int hmkdirs(const char *dir, const char *setting)
 {
-	struct timespec ts;
+	char tmp[PATH_MAX];
+	size_t len = strlen(dir);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+	if (len >= sizeof(tmp))
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s is too long", setting);
+	memcpy(tmp, dir, len + 1);
+	for (char *p = tmp + 1;; p++) {
+		char c = *p;
 
-int64_t hmono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+			return herr_os(HANGAR_EOS, errno, "cannot create %s (%s)", tmp, setting);
+		*p = c;
+		if (!c)
+			break;
+	}
+	return 0;
 }

@@ -30,7 +30,11 @@ static int valid_name(const char *name)
 	return n > 0 && n <= 32 && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
-/* Checks a caller's table and copies what this library knows of it into out. */
+/*
+ * Checks a caller's table and copies what this library knows of it into
+ * out. The table's version is checked here, once: slots its version cannot
+ * have meant are cleared, so a call site tests only the slot's pointer.
+ */
 static int take_table(struct hangar_provider_ops *out, const struct hangar_provider_ops *ops)
 {
 	HCHECK_ARG(ops, "ops is NULL");
@@ -185,13 +189,13 @@ int provider_call_end(struct hangar_provider *p, int rc, int walk, const char *w
 
 void provider_kill_quietly(struct hangar_provider *p, const char *id)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	if (PROVIDER_CALL(p, "kill", kill, id) != 0)
-		hlog(p->ctx, HANGAR_LOG_WARNING, "provider %s: sandbox %s could not be killed: %s", p->ops.name, id,
+		hangar_sys_log(p->ctx, HANGAR_LOG_WARNING, "provider %s: sandbox %s could not be killed: %s", p->ops.name, id,
 		     hangar_error_last()->message);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 int provider_failed(struct hangar_provider *p, int rc, const char *what)
@@ -296,4 +300,9 @@ int hangar_provider_foreach(hangar_ctx *ctx, hangar_provider_fn fn, void *payloa
 			return r;
 	}
 	return 0;
+}
+
+struct hangar_provider *providers_first(hangar_ctx *ctx)
+{
+	return ctx->providers;
 }

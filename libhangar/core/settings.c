@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../store/db.h"
+#include "module.h"
 #include "context.h"
 #include "environment.h"
 
@@ -84,7 +84,7 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 				    NULL, "a whole checkpoint capture, restore or export", NULL },
 	[HS_STORE] = { "HANGAR_STORE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "",
 		       0, 0, NULL, "the state store: a postgresql:// URL, or unset for hangar.db in the state directory",
-		       db_check_store_url },
+		       hmodules_check_setting },
 	[HS_SESSION_HOT_RESUME_MINUTES] = { "HANGAR_SESSION_HOT_RESUME_MINUTES", HANGAR_SETTING_TYPE_INT, 0, "1440", 0,
 					    525600, NULL, "how long a suspended session's sandbox stays parked (0: never parked)",
 					    NULL },

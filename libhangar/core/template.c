@@ -17,7 +17,7 @@ static struct hangar_provider *templating(hangar_ctx *ctx, const char *name, int
 
 	if (!p)
 		return NULL;
-	if (!(provider_caps(p) & HANGAR_CAP_TEMPLATES) || p->ops.version < 2 ||
+	if (!(provider_caps(p) & HANGAR_CAP_TEMPLATES) ||
 	    !(build ? (void *)p->ops.template_build : (void *)p->ops.template_list)) {
 		herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s does not %s templates", p->ops.name,
 		     build ? "build" : "list");
@@ -55,7 +55,7 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, "provider %s built a template without an id",
 			    p->ops.name);
 	}
-	hlog(ctx, HANGAR_LOG_INFO, "built template %s on %s", id.ptr, p->ops.name);
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "built template %s on %s", id.ptr, p->ops.name);
 	hangar_buf_dispose(out_template_id);
 	*out_template_id = id;
 	herr_clear();

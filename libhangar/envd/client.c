@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,10 @@
 
 #include "client.h"
 #include "decode.h"
-#include "../core/internal.h"
+#include "core/internal.h"
+#include "core/module.h"
 #include "net/net.h"
-#include "pjson.h"
+#include "util/pjson.h"
 
 #define POOL_MAX 32                     /* idle easy handles kept */
 #define ERRBODY_MAX (64u << 10)         /* body of an error answer we look at */
@@ -64,6 +66,50 @@ void envd_client_free(struct envd_client *c)
 		return;
 	net_pool_free(c->pool);
 	free(c);
+}
+
+/* ---- the context's client ------------------------------------------------- */
+
+/* Made on first use: a context that never reaches a sandbox never pays for a pool. */
+struct envd_module_state {
+	pthread_mutex_t mu;
+	struct envd_client *client;
+};
+
+static int envd_module_open(hangar_ctx *ctx, void *state)
+{
+	struct envd_module_state *m = state;
+
+	(void)ctx;
+	pthread_mutex_init(&m->mu, NULL);
+	return 0;
+}
+
+static void envd_module_close(hangar_ctx *ctx, void *state)
+{
+	struct envd_module_state *m = state;
+
+	(void)ctx;
+	envd_client_free(m->client);
+	pthread_mutex_destroy(&m->mu);
+}
+
+const struct hmodule envd_module = { "envd", sizeof(struct envd_module_state), envd_module_open, envd_module_close,
+				     NULL };
+
+struct envd_client *envd_client_of(hangar_ctx *ctx)
+{
+	struct envd_module_state *m = hctx_module(ctx, &envd_module);
+	struct envd_client *c;
+
+	pthread_mutex_lock(&m->mu);
+	if (!m->client && envd_client_new(&m->client) != 0)
+		m->client = NULL;
+	c = m->client;
+	pthread_mutex_unlock(&m->mu);
+	if (!c)
+		herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "cannot set up the envd client");
+	return c;
 }
 
 /* ---- one transfer ---------------------------------------------------------- */

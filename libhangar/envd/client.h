@@ -15,8 +15,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buf.h"
-#include "connect.h"
+#include "util/buf.h"
+#include "util/connect.h"
+#include "hangar/types.h"
+
+struct hmodule;
 
 /* Where a sandbox's envd is and how to talk to it. Strings are owned by the
  * endpoint's owner; the client only reads them during a call. */
@@ -58,6 +61,10 @@ struct envd_status {
 struct envd_client;
 
 int envd_client_new(struct envd_client **out);
+/* The context's client (its connection pool), made on first use; NULL with the error set. */
+struct envd_client *envd_client_of(hangar_ctx *ctx);
+/* The envd layer's per-context state (core/module.h). */
+extern const struct hmodule envd_module;
 void envd_client_free(struct envd_client *c);
 
 /*

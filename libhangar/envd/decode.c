@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "decode.h"
-#include "../core/internal.h"
+#include "core/internal.h"
 
 void envd_clean_message(char *dst, size_t cap, const char *src)
 {

@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "client.h"
-#include "connect.h"
+#include "util/connect.h"
 #include "net/net.h"
 
 /* envd's message as quoted in ours. */

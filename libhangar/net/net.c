@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "net.h"
-#include "../core/internal.h"
+#include "core/internal.h"
 
 /* ---- global init ------------------------------------------------------------ */
 
@@ -749,7 +749,7 @@ static enum net_class classify(struct xfer *x, CURLcode cc)
 enum net_class net_perform(struct net_pool *pool, struct net_request *rq, struct net_result *res)
 {
 	struct xfer x;
-	int64_t t0 = hmono_ms();
+	int64_t t0 = clock_mono_ms();
 	char *key = NULL;
 	CURLcode cc;
 
@@ -777,7 +777,7 @@ enum net_class net_perform(struct net_pool *pool, struct net_request *rq, struct
 		cc = CURLE_URL_MALFORMAT;
 	} else {
 		cc = curl_easy_perform(x.h);
-		res->elapsed_ms = hmono_ms() - t0;
+		res->elapsed_ms = clock_mono_ms() - t0;
 		res->curl_code = (int)cc;
 		if (cc != CURLE_OK)
 			clean_line(res->detail, sizeof(res->detail), x.errbuf[0] ? x.errbuf : curl_easy_strerror(cc),

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 /* Connecting never waits longer than this, whatever the request's deadline. */
 #define NET_CONNECT_TIMEOUT_MS 10000

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pjson.h"
+#include "util/pjson.h"
 #include "sandbox.h"
-#include "../core/versioned.h"
+#include "core/versioned.h"
 
 #define KILL_GRACE_SEC 5      /* timeout -k: SIGKILL this long after SIGTERM */
 #define ENVD_BACKSTOP_SEC 10  /* envd kills the command this long after the timeout */
@@ -123,7 +123,7 @@ static int64_t oom_kills(struct hangar_sandbox *sb)
 	struct hangar_provider *p = sb->provider;
 	uint64_t n = 0;
 
-	if (p->ops.version < 4 || !p->ops.oom_kills || p->ops.oom_kills(p->state, sb->id, &n) != 0 ||
+	if (!p->ops.oom_kills || p->ops.oom_kills(p->state, sb->id, &n) != 0 ||
 	    n > INT64_MAX)
 		return -1;
 	return (int64_t)n;
@@ -172,7 +172,7 @@ static int exec_cancelled(void *arg)
 
 static int send_stdin(struct exec_run *run)
 {
-	struct envd_client *c = hctx_envd(run->sb->ctx);
+	struct envd_client *c = envd_client_of(run->sb->ctx);
 	cJSON *req = cJSON_CreateObject(), *resp = NULL;
 	cJSON *sel = cJSON_AddObjectToObject(req, "process");
 	char *b64 = pjson_b64_encode(run->opts->stdin_data, run->opts->stdin_len);
@@ -288,20 +288,20 @@ int proc_order_check(struct proc_order *o, const struct proc_event *ev, const ch
  */
 static void stop_command(struct exec_run *run)
 {
-	struct envd_client *c = hctx_envd(run->sb->ctx);
-	struct herr_saved saved;
+	struct envd_client *c = envd_client_of(run->sb->ctx);
+	hangar_sys_saved_error saved;
 	cJSON *req, *resp = NULL;
 
 	if (!c || !run->pid)
 		return;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	req = cJSON_CreateObject();
 	cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "process"), "pid", run->pid);
 	cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
 	envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
 	cJSON_Delete(resp);
 	cJSON_Delete(req);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 /* The caller gave up: stop the command in the sandbox too. */
@@ -427,7 +427,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	if (timeout <= 0)
 		timeout = 1;
 
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	v = sandbox_begin(sb, &call, o.user);
@@ -450,7 +450,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 
 	req = start_request(command, &o, timeout);
 	ooms = oom_kills(sb);
-	started = hmono_ms();
+	started = clock_mono_ms();
 	rc = envd_stream(c, &call, "/process.Process/Start", req, on_event, &run, &st);
 	cJSON_Delete(req);
 	if (run.failed) {
@@ -476,10 +476,10 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 
 		full.exit_code = backstop ? -1 : run.exit_code;
 		full.timed_out = backstop || run.exit_code == 124 ||
-				 (run.exit_code == 128 + 9 && hmono_ms() - started >= timeout * 1000);
+				 (run.exit_code == 128 + 9 && clock_mono_ms() - started >= timeout * 1000);
 		full.out_bytes = run.out.total;
 		full.err_bytes = run.err.total;
-		full.duration_us = (hmono_ms() - started) * 1000;
+		full.duration_us = (clock_mono_ms() - started) * 1000;
 		/*
 		 * Killed for memory: SIGKILL ended the command (itself, or a
 		 * process its shell waited on last: 137), and the OOM killer

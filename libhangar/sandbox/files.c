@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pjson.h"
+#include "util/pjson.h"
 #include "sandbox.h"
-#include "../core/versioned.h"
+#include "core/versioned.h"
 
 #define COPY_TIMEOUT_MAX 86400   /* as HANGAR_COPY_TIMEOUT_SECONDS */
 
@@ -53,7 +53,7 @@ int hangar_sandbox_read_file(hangar_buf *out, hangar_sandbox *sb, const char *pa
 	HCHECK_ARG(out, "out is NULL");
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	WITH_CALL(sb, call, st, v,
@@ -81,7 +81,7 @@ int hangar_sandbox_write_file(hangar_sandbox *sb, const char *path, const void *
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
 	HCHECK_ARG(data || len == 0, "data is NULL");
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	WITH_CALL(sb, call, st, v, rc = envd_file_write(c, &call, path, data ? data : "", len, &st));
@@ -99,7 +99,7 @@ int hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const cha
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(remote_path && *remote_path, "remote_path is empty");
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	fd = open(local_path, O_RDONLY | O_CLOEXEC);
@@ -140,7 +140,7 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= COPY_TIMEOUT_MAX, "opts->timeout_sec must be from 0 to 86400");
 	limit = o.limit_bytes ? o.limit_bytes : (uint64_t)hctx_int(sb->ctx, HS_COPY_LIMIT);
 	timeout = o.timeout_sec ? o.timeout_sec : hctx_int(sb->ctx, HS_COPY_TIMEOUT);
-	c = hctx_envd(sb->ctx);
+	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
 	/* Written aside and renamed, so the local path never holds half a file. */
@@ -188,7 +188,7 @@ static int rpc(struct hangar_sandbox *sb, const char *method, cJSON *req, cJSON 
 	       struct envd_status *st)
 {
 	struct envd_call call;
-	struct envd_client *c = hctx_envd(sb->ctx);
+	struct envd_client *c = envd_client_of(sb->ctx);
 	struct sbview *v;
 	int rc;
 

@@ -25,7 +25,7 @@ int hangar_sandbox_expose_port(hangar_buf *out_addr, hangar_sandbox *sb, uint32_
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(port >= 1 && port <= 65535, "port must be from 1 to 65535");
 	p = sb->provider;
-	if (p->ops.version < 4 || !p->ops.expose_port)
+	if (!p->ops.expose_port)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot expose ports",
 			    p->ops.name);
 	rc = PROVIDER_CALL(p, "expose_port", expose_port, sb->id, port, &addr);

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "pjson.h"
+#include "util/pjson.h"
 #include "sandbox.h"
-#include "../core/versioned.h"
+#include "core/versioned.h"
 
 #define PROCESS_KEEPALIVE_SEC 30
 #define PROCESS_TIMEOUT_MAX (366LL * 86400)  /* as HANGAR_SANDBOX_TIMEOUT_SECONDS */
@@ -97,7 +97,7 @@ static void *follow(void *arg)
 	struct hangar_process *p = arg;
 	struct envd_status st = { 0 };
 	struct envd_call call;
-	struct envd_client *c = hctx_envd(p->sb->ctx);
+	struct envd_client *c = envd_client_of(p->sb->ctx);
 	struct sbview *v = c ? sandbox_begin(p->sb, &call, p->opts.user) : NULL;
 	int rc;
 
@@ -333,7 +333,7 @@ static int process_rpc(struct hangar_process *p, const char *method, cJSON *req)
 {
 	struct envd_status st = { 0 };
 	struct envd_call call;
-	struct envd_client *c = hctx_envd(p->sb->ctx);
+	struct envd_client *c = envd_client_of(p->sb->ctx);
 	struct sbview *v;
 	cJSON *resp = NULL;
 	int rc;

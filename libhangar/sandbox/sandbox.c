@@ -7,13 +7,13 @@
 #include <cjson/cJSON.h>
 
 #include "sandbox.h"
-#include "../session/sess.h"
-#include "../core/versioned.h"
-#include "../store/store.h"
+#include "core/module.h"
+#include "core/versioned.h"
+#include "store/store.h"
 
 #define SANDBOX_TIMEOUT_MAX (366LL * 86400)   /* as HANGAR_SANDBOX_TIMEOUT_SECONDS */
-#include "../core/environment.h"
-#include "../tier/tier.h"
+#include "core/environment.h"
+#include "tier/tier.h"
 
 /* ---- views ---------------------------------------------------------------- */
 
@@ -179,9 +179,25 @@ static int apply_environment(hangar_ctx *ctx, hangar_create_opts *o, struct env_
 	return 0;
 }
 
+/* ---- the sandbox layer's per-context state -------------------------------- */
+
+struct sandbox_state {
+	sandbox_evict_fn evict;           /* lent by the session layer, or NULL */
+};
+
+const struct hmodule sandbox_module = { "sandbox", sizeof(struct sandbox_state), NULL, NULL, NULL };
+
+void sandbox_set_evict(hangar_ctx *ctx, sandbox_evict_fn fn)
+{
+	struct sandbox_state *st = hctx_module(ctx, &sandbox_module);
+
+	st->evict = fn;
+}
+
 /*
- * HANGAR_MAX_SANDBOXES: at the cap, a parked sandbox (session/) makes room
- * for the create; with none to evict, the create is refused.
+ * HANGAR_MAX_SANDBOXES: at the cap, a parked sandbox makes room for the
+ * create, through the hook the session layer lends; with none to evict,
+ * the create is refused.
  */
 static int make_room(hangar_ctx *ctx)
 {
@@ -192,7 +208,9 @@ static int make_room(hangar_ctx *ctx)
 	if (max <= 0)
 		return 0;
 	while ((rc = store_sandbox_count(ctx, &n)) == 0 && n >= (uint64_t)max) {
-		rc = sess_evict_parked(ctx, NULL, "a create needed its place under HANGAR_MAX_SANDBOXES");
+		sandbox_evict_fn evict = ((struct sandbox_state *)hctx_module(ctx, &sandbox_module))->evict;
+
+		rc = evict ? evict(ctx, "a create needed its place under HANGAR_MAX_SANDBOXES") : 0;
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
@@ -205,7 +223,7 @@ static int make_room(hangar_ctx *ctx)
 
 int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_create_opts *opts)
 {
-	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 	struct env_resolved *envr = NULL;
 	const char **envv = NULL;
 	hangar_create_opts o;
@@ -251,11 +269,11 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 		sysbox_clear(&desc);
 		goto out;
 	}
-	hlog(ctx, HANGAR_LOG_INFO, "created sandbox %s on %s", desc.id, p->ops.name);
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "created sandbox %s on %s", desc.id, p->ops.name);
 	/* Which provider holds it, so attach finds it after a restart. The
 	 * sandbox exists either way: a store that cannot be written is logged. */
 	if (store_record(ctx, desc.id, p->ops.name) != 0)
-		hlog(ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", desc.id, hangar_error_last()->message);
+		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", desc.id, hangar_error_last()->message);
 	if (hevent_wanted(ctx)) {
 		cJSON *ev = cJSON_CreateObject();
 
@@ -279,7 +297,7 @@ out:
 
 static int attach_on(struct hangar_sandbox **out, hangar_ctx *ctx, struct hangar_provider *p, const char *id)
 {
-	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 	int rc = PROVIDER_CALL(p, "connect", connect, id, &desc);
 
 	if (rc == 0)
@@ -330,7 +348,7 @@ int hangar_sandbox_attach(hangar_sandbox **out, hangar_ctx *ctx, const char *pro
 		return rc;
 	}
 	/* Else ask every provider; only "gone" everywhere means gone. */
-	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
+	for (struct hangar_provider *q = providers_first(ctx); q; q = q->next) {
 		int rc;
 
 		p = provider_get(ctx, q->ops.name);
@@ -385,18 +403,18 @@ hangar_provider *hangar_sandbox_provider(const hangar_sandbox *sb)
 /* The store keeps no row for a sandbox that is gone; the caller's error stays as it was. */
 static void forget_quietly(hangar_ctx *ctx, const char *id)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	store_forget(ctx, id);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 /* Asks the provider again; on success the sandbox's view is replaced. */
 int sandbox_refresh(struct hangar_sandbox *sb)
 {
 	struct hangar_provider *p = sb->provider;
-	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 	struct sbview *v;
 	int rc = PROVIDER_CALL(p, "status", connect, sb->id, &desc);
 
@@ -426,7 +444,7 @@ static void fill_info(hangar_sandbox_info *out, const char *id, const char *prov
 	full.id = id;
 	full.provider = provider;
 	full.template_id = d->template_id ? d->template_id : "";
-	full.state = d->state == HANGAR_SYS_STATE_PAUSED ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING;
+	full.state = d->state == HANGAR_SANDBOX_PAUSED ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING;
 	full.created_at_us = d->created_at_us;
 	full.expires_at_us = d->expires_at_us;
 	hresult_store(out, &full, sizeof(full));
@@ -467,14 +485,14 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
  */
 static uint32_t prune_store(hangar_ctx *ctx, struct hangar_provider *p, const struct hangar_sys_list *list)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	char **ids = NULL;
 	uint32_t n = 0;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	if (store_ids(ctx, p->ops.name, PRUNE_MAX, &ids) == 0) {
 		for (char **id = ids; *id; id++) {
-			struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+			struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 			const struct hangar_sys_sandbox *d = list->head;
 
 			while (d && (!d->id || strcmp(d->id, *id) != 0))
@@ -482,7 +500,7 @@ static uint32_t prune_store(hangar_ctx *ctx, struct hangar_provider *p, const st
 			if (d || !valid_id(*id))
 				continue;
 			if (PROVIDER_CALL(p, "status", connect, *id, &desc) == HANGAR_EGONE) {
-				hlog(ctx, HANGAR_LOG_INFO, "forgetting sandbox %s: %s says it is gone", *id, p->ops.name);
+				hangar_sys_log(ctx, HANGAR_LOG_INFO, "forgetting sandbox %s: %s says it is gone", *id, p->ops.name);
 				if (store_forget(ctx, *id) == 0)
 					n++;
 			}
@@ -490,7 +508,7 @@ static uint32_t prune_store(hangar_ctx *ctx, struct hangar_provider *p, const st
 		}
 		store_ids_free(ids);
 	}
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 	return n;
 }
 
@@ -512,7 +530,7 @@ int sandbox_prune(hangar_ctx *ctx, uint32_t *forgotten)
 
 	*forgotten = 0;
 	/* Providers are only ever appended, so walking without the lock is safe. */
-	for (struct hangar_provider *p = ctx->providers; p; p = p->next) {
+	for (struct hangar_provider *p = providers_first(ctx); p; p = p->next) {
 		struct hangar_sys_list list = { NULL, &list.head };
 		struct hangar_provider *q;
 		char **ids = NULL;
@@ -532,7 +550,7 @@ int sandbox_prune(hangar_ctx *ctx, uint32_t *forgotten)
 		q = provider_get(ctx, p->ops.name);
 		if (!q || (r = PROVIDER_CALL(q, "list", list, &list)) != 0) {
 			/* A provider that cannot list now is asked again next time. */
-			hlog(ctx, HANGAR_LOG_WARNING, "reaper: cannot list %s: %s", p->ops.name, hangar_error_last()->message);
+			hangar_sys_log(ctx, HANGAR_LOG_WARNING, "reaper: cannot list %s: %s", p->ops.name, hangar_error_last()->message);
 			list_free(&list);
 			continue;
 		}
@@ -577,23 +595,23 @@ static int list_one(struct hangar_provider *p, hangar_sandbox_list_fn fn, void *
  */
 static int may_skip(hangar_ctx *ctx, const char *name, int rc)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	char **ids = NULL;
 	int skip;
 
 	if (rc != HANGAR_ECONFIG || strcmp(name, hctx_str(ctx, HS_DEFAULT_PROVIDER)) == 0)
 		return 0;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	skip = store_ids(ctx, name, 1, &ids) == 0 && !ids[0];
 	store_ids_free(ids);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 	return skip;
 }
 
 int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_list_fn fn, void *payload)
 {
 	struct hangar_provider *p;
-	struct herr_saved first;
+	hangar_sys_saved_error first;
 	char failed[256] = "";
 	int rc, nfailed = 0, stopped = 0;
 
@@ -609,7 +627,7 @@ int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_li
 		return rc;
 	}
 	/* Every provider that answers is listed; the ones that fail are reported after. */
-	for (struct hangar_provider *q = ctx->providers; q; q = q->next) {
+	for (struct hangar_provider *q = providers_first(ctx); q; q = q->next) {
 		p = provider_get(ctx, q->ops.name);
 		rc = p ? list_one(p, fn, payload, &stopped) : hangar_error_last()->code;
 		if (stopped)
@@ -617,12 +635,12 @@ int hangar_sandbox_list(hangar_ctx *ctx, const char *provider, hangar_sandbox_li
 		if (rc == 0 || (!p && may_skip(ctx, q->ops.name, rc)))
 			continue;
 		if (!nfailed++)
-			herr_save(&first);
+			hangar_sys_error_save(&first);
 		snprintf(failed + strlen(failed), sizeof(failed) - strlen(failed), "%s%s", nfailed > 1 ? ", " : "",
 			 q->ops.name);
 	}
 	if (nfailed)
-		return herr(first.e.code, first.e.category, "cannot list the sandboxes of %s: %s", failed,
+		return herr(first.error.code, first.error.category, "cannot list the sandboxes of %s: %s", failed,
 			    first.message);
 	herr_clear();
 	return 0;
@@ -646,7 +664,7 @@ int hangar_sandbox_pause(hangar_sandbox *sb)
 
 int hangar_sandbox_resume(hangar_sandbox *sb)
 {
-	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 	struct hangar_provider *p;
 	struct sbview *v;
 	int rc;
@@ -697,15 +715,15 @@ int hangar_sandbox_kill(hangar_sandbox *sb)
 	p = sb->provider;
 	rc = PROVIDER_CALL(p, "kill", kill, sb->id);
 	if (rc == 0 || rc == HANGAR_EGONE) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		store_forget(sb->ctx, sb->id);
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 	}
 	if (rc)
 		return rc;
-	hlog(sb->ctx, HANGAR_LOG_INFO, "killed sandbox %s", sb->id);
+	hangar_sys_log(sb->ctx, HANGAR_LOG_INFO, "killed sandbox %s", sb->id);
 	if (hevent_wanted(sb->ctx)) {
 		cJSON *ev = cJSON_CreateObject();
 
@@ -741,9 +759,9 @@ static void fork_report(struct hangar_sandbox *src, struct hangar_sys_sandbox *d
 		if (d->id)
 			provider_kill_quietly(p, d->id);
 	} else {
-		hlog(src->ctx, HANGAR_LOG_INFO, "forked sandbox %s from %s on %s", d->id, src->id, p->ops.name);
+		hangar_sys_log(src->ctx, HANGAR_LOG_INFO, "forked sandbox %s from %s on %s", d->id, src->id, p->ops.name);
 		if (store_record(src->ctx, d->id, p->ops.name) != 0)
-			hlog(src->ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", d->id, hangar_error_last()->message);
+			hangar_sys_log(src->ctx, HANGAR_LOG_WARNING, "sandbox %s: %s", d->id, hangar_error_last()->message);
 		if (hevent_wanted(src->ctx)) {
 			cJSON *ev = cJSON_CreateObject();
 
@@ -785,7 +803,7 @@ int hangar_sandbox_fork(hangar_sandbox *sb, uint32_t count, hangar_fork_fn fn, v
 	HCHECK_ARG(count >= 1 && count <= 100, "count must be 1 to 100");
 	HCHECK_ARG(fn, "fn is NULL");
 	p = sb->provider;
-	if (!(provider_caps(p) & HANGAR_CAP_FORK) || p->ops.version < 2 || !p->ops.fork)
+	if (!(provider_caps(p) & HANGAR_CAP_FORK) || !p->ops.fork)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot fork sandboxes",
 			    p->ops.name);
 	rc = PROVIDER_CALL(p, "fork", fork, sb->id, count, hctx_int(sb->ctx, HS_SANDBOX_TIMEOUT), &list);
@@ -817,13 +835,13 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
 {
 	struct sbview *v = current_view(sb);
 
-	if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
+	if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 		/* Maybe someone resumed it since: ask once before refusing. */
 		sbview_put(v);
 		if (sandbox_refresh(sb) != 0)
 			return NULL;
 		v = current_view(sb);
-		if (v->desc.state == HANGAR_SYS_STATE_PAUSED) {
+		if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 			sbview_put(v);
 			herr(HANGAR_EPAUSED, HANGAR_ERRCAT_SANDBOX, "sandbox %s is paused; resume it first", sb->id);
 			return NULL;
@@ -857,7 +875,7 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 		return herr(HANGAR_EGONE, HANGAR_ERRCAT_SANDBOX, "sandbox %s is gone (%s)", sb->id, msg);
 	if (r == 0) {
 		struct sbview *v = current_view(sb);
-		int paused = v->desc.state == HANGAR_SYS_STATE_PAUSED;
+		int paused = v->desc.state == HANGAR_SANDBOX_PAUSED;
 
 		sbview_put(v);
 		if (paused)

@@ -4,32 +4,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../core/context.h"
-#include "../envd/client.h"
-
-/* What a provider reported about a sandbox (hangar_sys_sandbox). */
-struct hangar_sys_sandbox {
-	char *id;
-	int state;
-	char *envd_url;
-	char *envd_socket;
-	char *access_token;
-	char **headers;           /* "Name: value", NULL-terminated */
-	size_t nheaders;
-	char *user;
-	char *template_id;
-	int64_t created_at_us;
-	int64_t expires_at_us;
-	int error;                /* fork(): this fork failed with this code */
-	char *error_message;
-	struct hangar_sys_sandbox *next; /* in a hangar_sys_list */
-};
-
-struct hangar_sys_list {
-	struct hangar_sys_sandbox *head, **tail;
-};
-
-void sysbox_clear(struct hangar_sys_sandbox *sb);   /* frees the contents, zeroes it */
+#include "core/internal.h"
+#include "core/providers.h"
+#include "core/sysbox.h"
+#include "envd/client.h"
 
 /*
  * An immutable snapshot of what the provider last said about a sandbox, with
@@ -43,6 +21,18 @@ struct sbview {
 };
 
 void sbview_put(struct sbview *v);
+
+/* The sandbox layer's per-context state (core/module.h). */
+struct hmodule;
+extern const struct hmodule sandbox_module;
+
+/*
+ * Destroys one parked sandbox to make room for a create, giving why as the
+ * reason: 1 when one went, 0 when none could, or a failure. The session
+ * layer, which parks sandboxes, lends it when it opens (sandbox_set_evict).
+ */
+typedef int (*sandbox_evict_fn)(hangar_ctx *ctx, const char *why);
+void sandbox_set_evict(hangar_ctx *ctx, sandbox_evict_fn fn);
 
 struct hangar_sandbox {
 	atomic_int refs;

@@ -11,7 +11,7 @@ int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	p = sb->provider;
-	if (!(provider_caps(p) & HANGAR_CAP_FS_PAUSE) || p->ops.version < 2 || !p->ops.pause_filesystem)
+	if (!(provider_caps(p) & HANGAR_CAP_FS_PAUSE) || !p->ops.pause_filesystem)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER,
 			    "provider %s cannot pause keeping only the filesystem", p->ops.name);
 	rc = PROVIDER_CALL(p, "pause_filesystem", pause_filesystem, sb->id);
@@ -33,7 +33,7 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(!name || (*name && strlen(name) <= 128 && !strpbrk(name, "\r\n\"")), "name");
 	p = sb->provider;
-	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || p->ops.version < 2 || !p->ops.snapshot)
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot take snapshots",
 			    p->ops.name);
 	rc = PROVIDER_CALL(p, "snapshot", snapshot, sb->id, name, &id);
@@ -60,7 +60,7 @@ int hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(fn, "fn is NULL");
 	p = sb->provider;
-	if (p->ops.version < 2 || !p->ops.metrics)
+	if (!p->ops.metrics)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no metrics", p->ops.name);
 	rc = PROVIDER_WALK(p, "metrics", metrics, sb->id, fn, payload);
 	if (rc < 0)
@@ -78,7 +78,7 @@ int hangar_sandbox_logs(hangar_sandbox *sb, hangar_sandbox_log_fn fn, void *payl
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(fn, "fn is NULL");
 	p = sb->provider;
-	if (p->ops.version < 2 || !p->ops.logs)
+	if (!p->ops.logs)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s keeps no logs", p->ops.name);
 	rc = PROVIDER_WALK(p, "logs", logs, sb->id, fn, payload);
 	if (rc < 0)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/context.h"
+#include "core/providers.h"
 #include "sess.h"
 
 struct child {
@@ -50,11 +50,11 @@ static void *fork_one(void *p)
 
 	rc = sess_create_sandbox(j->ctx, j->parent, j->provider, j->template_id, &c->sb);
 	if (rc == 0 && j->checkpoint_id && (rc = sess_restore(j->ctx, j->parent, j->checkpoint_id, c->sb, NULL)) != 0) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		hangar_sandbox_kill(c->sb);
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 		c->sb = hangar_sandbox_unref(c->sb);
 	}
 	if (rc)
@@ -129,7 +129,7 @@ static int child_record(hangar_ctx *ctx, const struct store_session *parent, con
 		goto out;
 	row.state = HANGAR_SESSION_ACTIVE;
 	row.flags = parent->flags;
-	row.created_us = row.updated_us = hnow_us();
+	row.created_us = row.updated_us = clock_wall_us();
 	if ((rc = store_session_put(ctx, &row)) != 0)
 		goto out;
 	sess_event(ctx, "session.forked", &row, NULL);
@@ -210,7 +210,7 @@ int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_f
 		fork_all(&job);
 	}
 	sess_lease_give(&l);
-	hlog(s->ctx, HANGAR_LOG_INFO, "session %s: forked %u by %s into group %s", s->id, count,
+	hangar_sys_log(s->ctx, HANGAR_LOG_INFO, "session %s: forked %u by %s into group %s", s->id, count,
 	     method == HANGAR_FORK_NATIVE ? "native fork" : method == HANGAR_FORK_SNAPSHOT ? "snapshot" : "checkpoint",
 	     group);
 	for (uint32_t i = 0; i < count; i++) {
@@ -224,11 +224,11 @@ int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_f
 			if (crc) {
 				child_failed(c, crc);
 				{
-					struct herr_saved saved;
+					hangar_sys_saved_error saved;
 
-					herr_save(&saved);
+					hangar_sys_error_save(&saved);
 					hangar_sandbox_kill(c->sb);
-					herr_restore(&saved);
+					hangar_sys_error_restore(&saved);
 				}
 			}
 		} else if (!c->error) {

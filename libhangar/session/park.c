@@ -10,9 +10,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "../core/context.h"
-#include "../checkpoint/ckpt.h"
-#include "../core/versioned.h"
+#include "core/providers.h"
+#include "checkpoint/ckpt.h"
+#include "core/versioned.h"
 #include "sess.h"
 
 #define REASON_MAX 512
@@ -159,7 +159,7 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 		herr_prefix("session %s keeps running: its checkpoint failed", row.id);
 		goto out;
 	} else {
-		hlog(ctx, HANGAR_LOG_WARNING, "session %s: checkpoint failed, suspending on %s: %s", row.id,
+		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "session %s: checkpoint failed, suspending on %s: %s", row.id,
 		     row.checkpoint_id, hangar_error_last()->message);
 	}
 	sess_lease_renew(l);
@@ -171,17 +171,17 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 		snprintf(reason, sizeof(reason), "pausing failed: %s", hangar_error_last()->message);
 	if (!reason[0]) {
 		row.state = HANGAR_SESSION_PARKED;
-		row.parked_us = hnow_us();
+		row.parked_us = clock_wall_us();
 		sess_set(&row.parked_checkpoint_id, row.checkpoint_id);
 		sess_set(&row.suspend_reason, "");
-		hlog(ctx, HANGAR_LOG_INFO, "session %s: parked sandbox %s at checkpoint %s", row.id, row.sandbox_id,
+		hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: parked sandbox %s at checkpoint %s", row.id, row.sandbox_id,
 		     row.checkpoint_id);
 	} else {
 		sess_destroy_sandbox(ctx, &row, sb, reason);
 		sess_clear_sandbox(&row);
 		row.state = HANGAR_SESSION_SUSPENDED;
 		sess_set(&row.suspend_reason, reason);
-		hlog(ctx, HANGAR_LOG_INFO, "session %s: suspended at checkpoint %s, not parked: %s", row.id,
+		hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: suspended at checkpoint %s, not parked: %s", row.id,
 		     row.checkpoint_id, reason);
 	}
 	if ((rc = sess_save(ctx, &row)) != 0)
@@ -310,11 +310,11 @@ static int cold(hangar_session *s, struct store_session *row, struct sess_lease 
 	sb = NULL;
 	goto out;
 fail: {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	hangar_sandbox_kill(sb);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 out:
 	hangar_sandbox_unref(sb);
@@ -357,11 +357,11 @@ static int resume_locked(hangar_session *s, struct sess_lease *l, hangar_sandbox
 		sess_clear_sandbox(&row);
 		row.state = HANGAR_SESSION_SUSPENDED;
 		if ((rc = cold(s, &row, l, &sb, &how)) != 0) {
-			struct herr_saved saved;
+			hangar_sys_saved_error saved;
 
-			herr_save(&saved);
+			hangar_sys_error_save(&saved);
 			sess_save(ctx, &row);
-			herr_restore(&saved);
+			hangar_sys_error_restore(&saved);
 			goto out;
 		}
 	}
@@ -375,15 +375,15 @@ static int resume_locked(hangar_session *s, struct sess_lease *l, hangar_sandbox
 	if ((rc = sess_save(ctx, &row)) != 0) {
 		/* Not recorded: nobody would know of a new sandbox. A woken one stays for the next try. */
 		if (how != HANGAR_RESUME_HOT) {
-			struct herr_saved saved;
+			hangar_sys_saved_error saved;
 
-			herr_save(&saved);
+			hangar_sys_error_save(&saved);
 			hangar_sandbox_kill(sb);
-			herr_restore(&saved);
+			hangar_sys_error_restore(&saved);
 		}
 		goto out;
 	}
-	hlog(ctx, HANGAR_LOG_INFO, "session %s: resumed %s on sandbox %s%s%s", row.id,
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: resumed %s on sandbox %s%s%s", row.id,
 	     how == HANGAR_RESUME_HOT ? "hot" : how == HANGAR_RESUME_COLD ? "from its checkpoint" : "fresh",
 	     row.sandbox_id, reason[0] ? ": " : "", reason);
 	sess_event(ctx, how == HANGAR_RESUME_HOT ? "session.woken" : "session.restored", &row,
@@ -533,7 +533,7 @@ int sess_evict_parked(hangar_ctx *ctx, const char *except, const char *why)
 int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 {
 	struct parked_list l = { 0 };
-	int64_t minutes, max_parked, now = hnow_us();
+	int64_t minutes, max_parked, now = clock_wall_us();
 	uint32_t n = 0;
 	int rc;
 

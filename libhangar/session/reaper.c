@@ -8,10 +8,10 @@
  */
 #include <string.h>
 
-#include "../core/context.h"
-#include "../core/versioned.h"
-#include "../sandbox/sandbox.h"
-#include "../store/store.h"
+#include "core/providers.h"
+#include "core/versioned.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
 
 #define LEASE_NAME_MAX 64
 #define LEASE_SECONDS_MAX 86400
@@ -45,14 +45,14 @@ int hangar_ctx_reap(hangar_reap_result *out, hangar_ctx *ctx, const char *lease,
 			    LEASE_SECONDS_MAX);
 	ttl_us = (int64_t)lease_seconds * 1000000;
 
-	now = hnow_us();
-	rc = store_lease_acquire(ctx, lease, ctx->instance, now, ttl_us, &held);
+	now = clock_wall_us();
+	rc = store_lease_acquire(ctx, lease, hctx_instance(ctx), now, ttl_us, &held);
 	if (rc == 0 && held) {
 		uint32_t forgotten = 0, reaped = 0;
 
 		r.leader = 1;
 		r.lease_expires_us = now + ttl_us;
-		hlog(ctx, HANGAR_LOG_DEBUG, "reaper: %s holds lease %s", ctx->instance, lease);
+		hangar_sys_log(ctx, HANGAR_LOG_DEBUG, "reaper: %s holds lease %s", hctx_instance(ctx), lease);
 		rc = sandbox_prune(ctx, &forgotten);
 		r.records_forgotten = forgotten;
 		if (rc == 0) {
@@ -61,8 +61,8 @@ int hangar_ctx_reap(hangar_reap_result *out, hangar_ctx *ctx, const char *lease,
 		}
 		if (rc == 0) {
 			/* A long pass must not let the lease run out under it. */
-			now = hnow_us();
-			rc = store_lease_acquire(ctx, lease, ctx->instance, now, ttl_us, &held);
+			now = clock_wall_us();
+			rc = store_lease_acquire(ctx, lease, hctx_instance(ctx), now, ttl_us, &held);
 			if (rc == 0 && held)
 				r.lease_expires_us = now + ttl_us;
 			else if (rc == 0)
@@ -84,7 +84,7 @@ int hangar_ctx_reap_release(hangar_ctx *ctx, const char *lease, int *released)
 	HCHECK_ARG(ctx, "ctx is NULL");
 	if ((rc = check_lease_name(lease)) != 0)
 		return rc;
-	rc = store_lease_release(ctx, lease, ctx->instance, &done);
+	rc = store_lease_release(ctx, lease, hctx_instance(ctx), &done);
 	if (rc)
 		return rc;
 	if (released)

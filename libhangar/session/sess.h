@@ -7,8 +7,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../core/internal.h"
-#include "../store/store.h"
+#include "core/internal.h"
+#include "store/store.h"
 
 struct hangar_session {
 	atomic_int refs;
@@ -86,3 +86,7 @@ void sess_event(hangar_ctx *ctx, const char *name, const struct store_session *r
  * went, 0 when there was none to take, or a failure.
  */
 int sess_evict_parked(hangar_ctx *ctx, const char *except, const char *why);
+
+/* The session layer's per-context state: the caller's hook (core/module.h). */
+struct hmodule;
+extern const struct hmodule session_module;

@@ -15,10 +15,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "../checkpoint/ckpt.h"
-#include "../checkpoint/seal.h"
-#include "../core/context.h"
-#include "../core/versioned.h"
+#include "checkpoint/ckpt.h"
+#include "checkpoint/seal.h"
+#include "core/module.h"
+#include "core/versioned.h"
+#include "sandbox/sandbox.h"
 #include "sess.h"
 
 #define LEASE_TTL_US (120LL * 1000000)
@@ -29,7 +30,7 @@
 int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int wait)
 {
 	unsigned char raw[8];
-	int64_t deadline = hmono_ms() + 2 * LEASE_TTL_US / 1000;
+	int64_t deadline = clock_mono_ms() + 2 * LEASE_TTL_US / 1000;
 	long pause_ms = 10;
 	int rc;
 
@@ -43,14 +44,14 @@ int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int w
 		rc = store_session_lease(ctx, id, l->holder, LEASE_TTL_US);
 		if (rc == 1) {
 			l->held = 1;
-			l->renewed_ms = hmono_ms();
+			l->renewed_ms = clock_mono_ms();
 			return 0;
 		}
 		if (rc < 0)
 			return rc;
 		if (!wait)
 			return 0;
-		if (hmono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_OS,
 				    "session %s is held by another caller, and was not given up in %lld s", id,
 				    (long long)(2 * LEASE_TTL_US / 1000000));
@@ -67,27 +68,27 @@ int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int w
 
 void sess_lease_renew(struct sess_lease *l)
 {
-	if (!l || !l->held || hmono_ms() - l->renewed_ms < LEASE_RENEW_MS)
+	if (!l || !l->held || clock_mono_ms() - l->renewed_ms < LEASE_RENEW_MS)
 		return;
 	{
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		if (store_session_lease(l->ctx, l->id, l->holder, LEASE_TTL_US) == 1)
-			l->renewed_ms = hmono_ms();
-		herr_restore(&saved);
+			l->renewed_ms = clock_mono_ms();
+		hangar_sys_error_restore(&saved);
 	}
 }
 
 void sess_lease_give(struct sess_lease *l)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 
 	if (!l->held)
 		return;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	store_session_unlease(l->ctx, l->id, l->holder);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 	l->held = 0;
 }
 
@@ -127,7 +128,7 @@ void sess_clear_sandbox(struct store_session *row)
 
 int sess_save(hangar_ctx *ctx, struct store_session *row)
 {
-	row->updated_us = hnow_us();
+	row->updated_us = clock_wall_us();
 	return store_session_update(ctx, row);
 }
 
@@ -369,13 +370,13 @@ int sess_attach(hangar_ctx *ctx, const struct store_session *row, hangar_sandbox
 
 void sess_destroy_sandbox(hangar_ctx *ctx, const struct store_session *row, hangar_sandbox *sb, const char *why)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	hangar_sandbox *own = NULL;
 	int rc;
 
 	if (!*row->sandbox_id)
 		return;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	if (!sb) {
 		rc = sess_attach(ctx, row, &own);
 		sb = own;
@@ -385,12 +386,12 @@ void sess_destroy_sandbox(hangar_ctx *ctx, const struct store_session *row, hang
 	if (rc == 0)
 		rc = hangar_sandbox_kill(sb);
 	if (rc && rc != HANGAR_EGONE)
-		hlog(ctx, HANGAR_LOG_WARNING, "session %s: sandbox %s (%s) could not be destroyed, it expires on its own: %s",
+		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "session %s: sandbox %s (%s) could not be destroyed, it expires on its own: %s",
 		     row->id, row->sandbox_id, why, hangar_error_last()->message);
 	else
-		hlog(ctx, HANGAR_LOG_INFO, "session %s: destroyed sandbox %s: %s", row->id, row->sandbox_id, why);
+		hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: destroyed sandbox %s: %s", row->id, row->sandbox_id, why);
 	hangar_sandbox_unref(own);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 }
 
 struct newest {
@@ -447,15 +448,37 @@ int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *c
 	return rc;
 }
 
+/* ---- the session layer's per-context state -------------------------------- */
+
+struct session_state {
+	hangar_session_hook_fn hook;      /* hangar_session_set_hook() */
+	void *hook_payload;
+};
+
+static int evict_for_create(hangar_ctx *ctx, const char *why)
+{
+	return sess_evict_parked(ctx, NULL, why);
+}
+
+/* Lends the sandbox layer the eviction of parked sandboxes. */
+static int session_module_open(hangar_ctx *ctx, void *state)
+{
+	(void)state;
+	sandbox_set_evict(ctx, evict_for_create);
+	return 0;
+}
+
+const struct hmodule session_module = { "session", sizeof(struct session_state), session_module_open, NULL, NULL };
+
 int sess_hook(struct hangar_session *s, hangar_sandbox *sb, int hook)
 {
-	hangar_ctx *ctx = s->ctx;
+	struct session_state *st = hctx_module(s->ctx, &session_module);
 	int rc;
 
-	if (!ctx->session_hook)
+	if (!st->hook)
 		return 0;
 	herr_clear();
-	rc = ctx->session_hook(s, sb, hook, ctx->session_hook_payload);
+	rc = st->hook(s, sb, hook, st->hook_payload);
 	if (rc) {
 		static const char *const names[] = { "", "park", "wake", "cold" };
 
@@ -568,31 +591,31 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 		goto out;
 	row.state = HANGAR_SESSION_SUSPENDED;
 	row.flags = o.flags;
-	row.created_us = row.updated_us = hnow_us();
+	row.created_us = row.updated_us = clock_wall_us();
 	/* The record first, so a taken id fails before any sandbox exists. */
 	if ((rc = store_session_put(ctx, &row)) != 0)
 		goto out;
 	if ((rc = sess_create_sandbox(ctx, &row, NULL, NULL, &sb)) != 0) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		store_session_delete(ctx, row.id);
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 		goto out;
 	}
 	row.state = HANGAR_SESSION_ACTIVE;
 	sess_set(&row.sandbox_id, hangar_sandbox_id(sb));
 	sess_set(&row.provider, hangar_provider_name(hangar_sandbox_provider(sb)));
 	if ((rc = sess_save(ctx, &row)) != 0) {
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
+		hangar_sys_error_save(&saved);
 		hangar_sandbox_kill(sb);
 		store_session_delete(ctx, row.id);
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 		goto out;
 	}
-	hlog(ctx, HANGAR_LOG_INFO, "created session %s with sandbox %s", row.id, row.sandbox_id);
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "created session %s with sandbox %s", row.id, row.sandbox_id);
 	sess_event(ctx, "session.created", &row, NULL);
 	rc = sess_handle_new(out, ctx, &row);
 	if (rc == 0)
@@ -722,10 +745,13 @@ int hangar_session_list(hangar_ctx *ctx, hangar_session_list_fn fn, void *payloa
 
 void hangar_session_set_hook(hangar_ctx *ctx, hangar_session_hook_fn fn, void *payload)
 {
+	struct session_state *st;
+
 	if (!ctx)
 		return;
-	ctx->session_hook = fn;
-	ctx->session_hook_payload = payload;
+	st = hctx_module(ctx, &session_module);
+	st->hook = fn;
+	st->hook_payload = payload;
 }
 
 /* Archives the session under its lease; row is read again under it. */
@@ -741,7 +767,7 @@ static int archive_locked(hangar_session *s, const char *why)
 		sess_clear_sandbox(&row);
 		row.state = HANGAR_SESSION_ARCHIVED;
 		if ((rc = sess_save(s->ctx, &row)) == 0) {
-			hlog(s->ctx, HANGAR_LOG_INFO, "archived session %s", row.id);
+			hangar_sys_log(s->ctx, HANGAR_LOG_INFO, "archived session %s", row.id);
 			sess_event(s->ctx, "session.archived", &row, why);
 		}
 	}
@@ -823,7 +849,7 @@ int hangar_session_delete(hangar_session *s)
 		hangar_checkpoint_unref(cp);
 	}
 	if (rc == 0 && (rc = store_session_delete(s->ctx, s->id)) == 0) {
-		hlog(s->ctx, HANGAR_LOG_INFO, "deleted session %s and %zu checkpoints", s->id, ids.n);
+		hangar_sys_log(s->ctx, HANGAR_LOG_INFO, "deleted session %s and %zu checkpoints", s->id, ids.n);
 		sess_event(s->ctx, "session.deleted", &row, NULL);
 		l.held = 0; /* the row, and so the lease, is gone */
 	}

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 #include "db-impl.h"
 
 /* Type OIDs of the parameters we send (pg_type.dat). */

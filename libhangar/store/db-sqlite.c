@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 #include "db-impl.h"
 
 struct lite {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "core/internal.h"
 #include "db-impl.h"
 
 void db_init(struct db *db, const struct db_ops *ops, const char *name)
@@ -118,11 +118,11 @@ int db_commit(struct db *db)
 	int rc = db->ops->exec(db, "COMMIT");
 
 	if (rc) {
-		struct herr_saved e;
+		hangar_sys_saved_error e;
 
-		herr_save(&e);
+		hangar_sys_error_save(&e);
 		db->ops->exec(db, "ROLLBACK");
-		herr_restore(&e);
+		hangar_sys_error_restore(&e);
 	}
 	end_tx(db);
 	return rc;
@@ -130,11 +130,11 @@ int db_commit(struct db *db)
 
 void db_rollback(struct db *db)
 {
-	struct herr_saved e;
+	hangar_sys_saved_error e;
 
-	herr_save(&e);
+	hangar_sys_error_save(&e);
 	db->ops->exec(db, "ROLLBACK");
-	herr_restore(&e);
+	hangar_sys_error_restore(&e);
 	end_tx(db);
 }
 

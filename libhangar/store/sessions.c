@@ -278,7 +278,7 @@ int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int
 {
 	struct db *db = store_db(ctx);
 	struct db_stmt *st;
-	int64_t now = hnow_us();
+	int64_t now = clock_wall_us();
 	int rc;
 
 	if (!db)

@@ -3,14 +3,41 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../core/context.h"
+#include "core/module.h"
 #include "db.h"
+
+/*
+ * Which provider holds a sandbox does not change once it is recorded, and
+ * attach, which a server does on every request, asks it every time: the
+ * answers are remembered, one direct-mapped slot per hash of the id, so a
+ * busy id costs no query (with PostgreSQL, no round trip). A slot another
+ * id takes is simply asked again.
+ */
+#define MEMO_SLOTS 256
+#define MEMO_ID_MAX 64
+#define MEMO_PROVIDER_MAX 31
+
+struct holder_memo {
+	pthread_mutex_t mu;
+	struct {
+		char id[MEMO_ID_MAX + 1];
+		char provider[MEMO_PROVIDER_MAX + 1];
+	} slot[MEMO_SLOTS];
+};
+
+/* The store's per-context state (core/module.h). */
+struct store_state {
+	pthread_mutex_t mu;               /* db */
+	struct db *db;                    /* opened on first use */
+	struct holder_memo memo;          /* which provider holds which sandbox */
+};
 
 /*
  * The schema, one step per version, each migrating from the version before
@@ -60,31 +87,6 @@ static const struct db_migration migrations[] = {
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
-int store_make_dirs(const char *dir)
-{
-	char tmp[PATH_MAX];
-	size_t len = strlen(dir);
-
-	if (len >= sizeof(tmp))
-		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
-	memcpy(tmp, dir, len + 1);
-	for (char *p = tmp + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		{
-			char c = *p;
-
-			*p = '\0';
-			if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-				return herr_os(HANGAR_EOS, errno, "cannot create %s (HANGAR_STATE_DIR)", tmp);
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	return 0;
-}
-
 /* The database HANGAR_STORE names, or hangar.db in the state directory. */
 static int open_db(hangar_ctx *ctx, struct db **out)
 {
@@ -96,7 +98,7 @@ static int open_db(hangar_ctx *ctx, struct db **out)
 		rc = db_open_postgres(out, url);
 	else {
 		dir = hctx_str(ctx, HS_STATE_DIR);
-		if ((rc = store_make_dirs(dir)) != 0)
+		if ((rc = hmkdirs(dir, "HANGAR_STATE_DIR")) != 0)
 			return rc;
 		if (snprintf(path, sizeof(path), "%s/hangar.db", dir) >= (int)sizeof(path))
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_STATE_DIR is too long");
@@ -111,35 +113,31 @@ static int open_db(hangar_ctx *ctx, struct db **out)
 
 /*
  * The context's database, opened on first use (again after a failed open).
- * Opened outside ctx->mu: connecting to a server may take a while, and the
- * context's other users should not wait for it. Threads that race to open
- * keep the first connection made; migrations tolerate the race.
+ * Opened outside the module's lock: connecting to a server may take a
+ * while, and the context's other users should not wait for it. Threads that
+ * race to open keep the first connection made; migrations tolerate the race.
  */
 struct db *store_db(hangar_ctx *ctx)
 {
+	struct store_state *st = hctx_module(ctx, &store_module);
 	struct db *db, *spare = NULL;
 
-	pthread_mutex_lock(&ctx->mu);
-	db = ctx->db;
-	pthread_mutex_unlock(&ctx->mu);
+	pthread_mutex_lock(&st->mu);
+	db = st->db;
+	pthread_mutex_unlock(&st->mu);
 	if (db)
 		return db;
 	if (open_db(ctx, &db) != 0)
 		return NULL;
-	pthread_mutex_lock(&ctx->mu);
-	if (ctx->db)
+	pthread_mutex_lock(&st->mu);
+	if (st->db)
 		spare = db;
 	else
-		ctx->db = db;
-	db = ctx->db;
-	pthread_mutex_unlock(&ctx->mu);
+		st->db = db;
+	db = st->db;
+	pthread_mutex_unlock(&st->mu);
 	db_close(spare);
 	return db;
-}
-
-void store_close(struct db *db)
-{
-	db_close(db);
 }
 
 int hangar_ctx_ping_store(hangar_ctx *ctx)
@@ -175,25 +173,6 @@ static int exec_text(struct db *db, const char *sql, const char *const *params, 
 	return rc < 0 ? rc : 0;
 }
 
-/*
- * Which provider holds a sandbox does not change once it is recorded, and
- * attach, which a server does on every request, asks it every time: the
- * answers are remembered, one direct-mapped slot per hash of the id, so a
- * busy id costs no query (with PostgreSQL, no round trip). A slot another
- * id takes is simply asked again.
- */
-#define MEMO_SLOTS 256
-#define MEMO_ID_MAX 64
-#define MEMO_PROVIDER_MAX 31
-
-struct holder_memo {
-	pthread_mutex_t mu;
-	struct {
-		char id[MEMO_ID_MAX + 1];
-		char provider[MEMO_PROVIDER_MAX + 1];
-	} slot[MEMO_SLOTS];
-};
-
 static size_t memo_slot(const char *id)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -203,30 +182,38 @@ static size_t memo_slot(const char *id)
 	return h % MEMO_SLOTS;
 }
 
-int store_memo_new(hangar_ctx *ctx)
+static int store_module_open(hangar_ctx *ctx, void *state)
 {
-	struct holder_memo *m = calloc(1, sizeof(*m));
+	struct store_state *st = state;
 
-	if (!m)
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	pthread_mutex_init(&m->mu, NULL);
-	ctx->holders = m;
+	(void)ctx;
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_mutex_init(&st->memo.mu, NULL);
 	return 0;
 }
 
-void store_memo_free(hangar_ctx *ctx)
+static void store_module_close(hangar_ctx *ctx, void *state)
 {
-	if (!ctx->holders)
-		return;
-	pthread_mutex_destroy(&ctx->holders->mu);
-	free(ctx->holders);
-	ctx->holders = NULL;
+	struct store_state *st = state;
+
+	(void)ctx;
+	db_close(st->db);
+	pthread_mutex_destroy(&st->memo.mu);
+	pthread_mutex_destroy(&st->mu);
 }
+
+static int store_check_setting(const char *name, const char *value)
+{
+	return strcmp(name, "HANGAR_STORE") == 0 ? db_check_store_url(name, value) : 0;
+}
+
+const struct hmodule store_module = { "store", sizeof(struct store_state), store_module_open, store_module_close,
+				      store_check_setting };
 
 /* Remembers provider for id, or (provider NULL) forgets what was remembered. */
 static void memo_set(hangar_ctx *ctx, const char *id, const char *provider)
 {
-	struct holder_memo *m = ctx->holders;
+	struct holder_memo *m = &((struct store_state *)hctx_module(ctx, &store_module))->memo;
 	size_t i = memo_slot(id);
 
 	pthread_mutex_lock(&m->mu);
@@ -242,7 +229,7 @@ static void memo_set(hangar_ctx *ctx, const char *id, const char *provider)
 /* The provider remembered for id (malloc'd), or NULL. */
 static char *memo_find(hangar_ctx *ctx, const char *id)
 {
-	struct holder_memo *m = ctx->holders;
+	struct holder_memo *m = &((struct store_state *)hctx_module(ctx, &store_module))->memo;
 	size_t i = memo_slot(id);
 	char *found = NULL;
 
@@ -268,7 +255,7 @@ int store_record(hangar_ctx *ctx, const char *id, const char *provider)
 		return rc;
 	db_bind_text(st, 1, id);
 	db_bind_text(st, 2, provider);
-	db_bind_int64(st, 3, hnow_us());
+	db_bind_int64(st, 3, clock_wall_us());
 	rc = db_step(st);
 	db_finalize(st);
 	if (rc < 0)

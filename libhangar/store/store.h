@@ -9,10 +9,12 @@
  */
 #pragma once
 
-#include "../core/internal.h"
+#include "core/internal.h"
 
-/* Creates dir (the state directory or one in it) and its missing parents, 0700. */
-int store_make_dirs(const char *dir);
+struct hmodule;
+
+/* The store's per-context state: its connection, what it remembers (core/module.h). */
+extern const struct hmodule store_module;
 
 /* Records (or updates) the provider holding sandbox id. */
 int store_record(hangar_ctx *ctx, const char *id, const char *provider);
@@ -28,9 +30,6 @@ int store_lookup(hangar_ctx *ctx, const char *id, char **provider);
 int store_holder(hangar_ctx *ctx, const char *id, char **provider, int *remembered);
 /* Forgets a sandbox and its secrets. A sandbox never recorded is not an error. */
 int store_forget(hangar_ctx *ctx, const char *id);
-/* Makes and frees what store_holder() remembers: at the context's start and end. */
-int store_memo_new(hangar_ctx *ctx);
-void store_memo_free(hangar_ctx *ctx);
 /*
  * The ids recorded for provider, as a NULL-terminated malloc'd array of
  * malloc'd strings (free with store_ids_free), at most max of them, oldest
@@ -46,7 +45,6 @@ int store_secret_put(hangar_ctx *ctx, const char *id, const char *name, const ch
 int store_secret_get(hangar_ctx *ctx, const char *id, const char *name, char **value);
 
 struct db;
-void store_close(struct db *db);
 /* The context's database (opened and migrated on first use), or NULL (herr set). */
 struct db *store_db(hangar_ctx *ctx);
 /* The schema version this library writes. */

@@ -14,9 +14,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "../core/environment.h"
+#include "core/environment.h"
 #include "tier.h"
-#include "../sandbox/sandbox.h"
+#include "core/module.h"
+#include "core/providers.h"
+#include "core/sysbox.h"
 
 enum { T_FAST, T_ISOLATED, T_DEFAULT, T_HEAVY, T_COUNT };
 
@@ -43,24 +45,22 @@ struct tier_state {
 	struct hedge_thread *threads;
 };
 
-int tier_state_new(struct tier_state **out)
+static int tier_module_open(hangar_ctx *ctx, void *state)
 {
-	struct tier_state *ts = calloc(1, sizeof(*ts));
+	struct tier_state *ts = state;
 
-	*out = ts;
-	if (!ts)
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	(void)ctx;
 	pthread_mutex_init(&ts->mu, NULL);
 	return 0;
 }
 
-void tier_state_free(hangar_ctx *ctx, struct tier_state *ts)
+/* Waits for the hedged creates still running (killing what they bring), then frees the state. */
+static void tier_module_close(hangar_ctx *ctx, void *state)
 {
+	struct tier_state *ts = state;
 	struct hedge_thread *t, *next;
 
 	(void)ctx;
-	if (!ts)
-		return;
 	/* The threads may still record cooldowns: join them without the lock. */
 	pthread_mutex_lock(&ts->mu);
 	t = ts->threads;
@@ -78,7 +78,13 @@ void tier_state_free(hangar_ctx *ctx, struct tier_state *ts)
 		free(c);
 	}
 	pthread_mutex_destroy(&ts->mu);
-	free(ts);
+}
+
+const struct hmodule tier_module = { "tier", sizeof(struct tier_state), tier_module_open, tier_module_close, NULL };
+
+static struct tier_state *tiers_of(hangar_ctx *ctx)
+{
+	return hctx_module(ctx, &tier_module);
 }
 
 /* Joins the hedge threads that are done, so a long-lived context does not collect them. */
@@ -209,7 +215,7 @@ static int plan_build(hangar_ctx *ctx, int tier, struct plan *pl)
 /* How long name still cools down, in ms (0: it does not), and the code that put it there. */
 static int64_t cooling_left_ms(struct tier_state *ts, const char *name, int *code)
 {
-	int64_t now = hmono_ms(), left = 0;
+	int64_t now = clock_mono_ms(), left = 0;
 
 	pthread_mutex_lock(&ts->mu);
 	for (struct cooldown **pp = &ts->cooling; *pp;) {
@@ -233,7 +239,7 @@ static int64_t cooling_left_ms(struct tier_state *ts, const char *name, int *cod
 
 static void cool(struct tier_state *ts, const char *name, int64_t seconds, int code)
 {
-	int64_t until = hmono_ms() + seconds * 1000;
+	int64_t until = clock_mono_ms() + seconds * 1000;
 	struct cooldown *c;
 
 	if (seconds <= 0)
@@ -303,8 +309,8 @@ static int64_t note_failure(hangar_ctx *ctx, const char *provider, int rc)
 	ra = e->retry_after_s < TIER_RETRY_AFTER_MAX_S ? e->retry_after_s : TIER_RETRY_AFTER_MAX_S;
 	if (ra > secs)
 		secs = ra;
-	cool(ctx->tiers, provider, secs, rc);
-	hlog(ctx, HANGAR_LOG_INFO, "provider %s skipped for %lld s: %s", provider, (long long)secs, e->message);
+	cool(tiers_of(ctx), provider, secs, rc);
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "provider %s skipped for %lld s: %s", provider, (long long)secs, e->message);
 	return secs;
 }
 
@@ -363,7 +369,7 @@ struct hedge_run {
 	int started, done, abandoned;
 	int rc;
 	int64_t cool_secs;
-	struct herr_saved err;
+	hangar_sys_saved_error err;
 	struct hangar_sys_sandbox desc;
 };
 
@@ -452,7 +458,7 @@ static void discard(struct hedge *h, struct hedge_run *r)
 	int rc = PROVIDER_CALL(r->p, "kill", kill, r->desc.id);
 
 	if (rc)
-		hlog(h->ctx, HANGAR_LOG_WARNING, "hedged create: cannot kill the extra sandbox %s on %s: %s",
+		hangar_sys_log(h->ctx, HANGAR_LOG_WARNING, "hedged create: cannot kill the extra sandbox %s on %s: %s",
 		     r->desc.id, r->p->ops.name, hangar_error_last()->message);
 	if (hevent_wanted(h->ctx)) {
 		cJSON *o = cJSON_CreateObject();
@@ -474,7 +480,7 @@ static void *hedge_main(void *arg)
 	struct hedge *h = s->h;
 	struct hedge_run *r = &h->run[s->i];
 	struct hedge_thread *t = s->t;
-	struct hangar_sys_sandbox desc = { .state = HANGAR_SYS_STATE_RUNNING };
+	struct hangar_sys_sandbox desc = { .state = HANGAR_SANDBOX_RUNNING };
 	int64_t cool_secs;
 	int rc, abandoned;
 
@@ -489,7 +495,7 @@ static void *hedge_main(void *arg)
 	pthread_mutex_lock(&h->mu);
 	r->rc = rc;
 	r->cool_secs = cool_secs;
-	herr_save(&r->err);
+	hangar_sys_error_save(&r->err);
 	r->desc = desc;
 	r->done = 1;
 	abandoned = r->abandoned;
@@ -504,7 +510,7 @@ static void *hedge_main(void *arg)
 
 static int hedge_start(struct hedge *h, int i, struct hangar_provider *p)
 {
-	struct tier_state *ts = h->ctx->tiers;
+	struct tier_state *ts = tiers_of(h->ctx);
 	struct hedge_start *s = calloc(1, sizeof(*s));
 	struct hedge_thread *t = calloc(1, sizeof(*t));
 	int e;
@@ -587,7 +593,7 @@ static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand
 
 	if (!h)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	reap_finished(ctx->tiers);
+	reap_finished(tiers_of(ctx));
 	a = &h->run[0];
 	b = &h->run[1];
 	if ((rc = hedge_start(h, 0, c[i].p)) != 0) {
@@ -597,7 +603,7 @@ static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand
 	*used = 1;
 	if (!wait_first(h, pl->hedge_ms) && hedge_start(h, 1, c[i + 1].p) == 0) {
 		*used = 2;
-		hlog(ctx, HANGAR_LOG_INFO, "tier %s: %s has not answered in %lld ms; asking %s too", tier,
+		hangar_sys_log(ctx, HANGAR_LOG_INFO, "tier %s: %s has not answered in %lld ms; asking %s too", tier,
 		     c[i].p->ops.name, (long long)pl->hedge_ms, c[i + 1].p->ops.name);
 	}
 	pthread_mutex_lock(&h->mu);
@@ -628,7 +634,7 @@ static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand
 		*desc = w->desc;
 		memset(&w->desc, 0, sizeof(w->desc));
 		if (w == b && a_done) {
-			herr_restore(&a->err);
+			hangar_sys_error_restore(&a->err);
 			if (fallback_reason(a->rc, hangar_error_last()))
 				event_fallback(ctx, tier, c[i].p->ops.name, c[i + 1].p->ops.name, a->rc,
 					       hangar_error_last(), a->cool_secs);
@@ -650,12 +656,12 @@ static int hedged_step(hangar_ctx *ctx, const struct plan *pl, const struct cand
 		return 0;
 	}
 	/* Every run failed: report them in order, as a sequential walk would. */
-	herr_restore(&a->err);
+	hangar_sys_error_restore(&a->err);
 	rc = a->rc;
 	if (b->started && fallback_reason(rc, hangar_error_last())) {
 		event_fallback(ctx, tier, c[i].p->ops.name, c[i + 1].p->ops.name, rc, hangar_error_last(),
 			       a->cool_secs);
-		herr_restore(&b->err);
+		hangar_sys_error_restore(&b->err);
 		rc = b->rc;
 		if (i + 2 < n && fallback_reason(rc, hangar_error_last()))
 			event_fallback(ctx, tier, c[i + 1].p->ops.name, c[i + 2].p->ops.name, rc,
@@ -718,7 +724,7 @@ static int create_named(hangar_ctx *ctx, int tier, const hangar_create_opts *o, 
 
 /* No provider of the tier can be asked: say why, as precisely as possible. */
 static int none_usable(const struct plan *pl, const char *cooling, int64_t cooling_ms,
-		       int cooling_code, struct hangar_provider *refused, const struct herr_saved *unloaded,
+		       int cooling_code, struct hangar_provider *refused, const hangar_sys_saved_error *unloaded,
 		       const char *unloaded_name)
 {
 	const char *tier = tier_names[pl->tier];
@@ -737,7 +743,7 @@ static int none_usable(const struct plan *pl, const char *cooling, int64_t cooli
 	/* A tier that falls back ends on the default provider: its own error, as
 	 * a create without tiers reported it. */
 	if (falls_back(pl->tier))
-		return herr_restore(unloaded);
+		return hangar_sys_error_restore(unloaded);
 	return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "HANGAR_TIERS: no provider of tier %s can be used (%s: %s)",
 		    tier, unloaded_name, unloaded->message);
 }
@@ -746,7 +752,7 @@ int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, const cJSON *templ
 		struct hangar_provider **out_p, struct hangar_sys_sandbox *desc)
 {
 	int tier = tier_index(o->tier);
-	struct herr_saved unloaded = { 0 };
+	hangar_sys_saved_error unloaded = { 0 };
 	const char *cooling = NULL, *unloaded_name = NULL;
 	struct hangar_provider *refused = NULL;
 	int64_t cooling_ms = 0;
@@ -775,19 +781,19 @@ int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, const cJSON *templ
 		int code = HANGAR_EUNAVAILABLE;
 
 		if (!p) {
-			hlog(ctx, HANGAR_LOG_DEBUG, "tier %s: %s", tier_names[tier], hangar_error_last()->message);
-			herr_save(&unloaded);
+			hangar_sys_log(ctx, HANGAR_LOG_DEBUG, "tier %s: %s", tier_names[tier], hangar_error_last()->message);
+			hangar_sys_error_save(&unloaded);
 			unloaded_name = pl.names[k];
 			continue;
 		}
 		if (tier == T_ISOLATED && !isolated_allows(p)) {
-			hlog(ctx, HANGAR_LOG_WARNING, "tier isolated: provider %s has no kernel boundary; skipped",
+			hangar_sys_log(ctx, HANGAR_LOG_WARNING, "tier isolated: provider %s has no kernel boundary; skipped",
 			     p->ops.name);
 			if (!refused)
 				refused = p;
 			continue;
 		}
-		if ((left = cooling_left_ms(ctx->tiers, p->ops.name, &code)) > 0) {
+		if ((left = cooling_left_ms(tiers_of(ctx), p->ops.name, &code)) > 0) {
 			if (!cooling) {
 				cooling = p->ops.name;
 				cooling_ms = left;
@@ -842,7 +848,7 @@ int hangar_tier_foreach(hangar_ctx *ctx, hangar_tier_fn fn, void *payload)
 	for (int t = 0; t < T_COUNT; t++) {
 		hangar_tier_info info = { HANGAR_TIER_INFO_VERSION, (uint32_t)sizeof(info), tier_names[t], 0, 0, NULL,
 					  NULL, NULL, 0 };
-		int64_t *until = NULL, now_us = hnow_us();
+		int64_t *until = NULL, now_us = clock_wall_us();
 		int32_t *loaded = NULL;
 		struct plan pl;
 		int rc;
@@ -861,7 +867,7 @@ int hangar_tier_foreach(hangar_ctx *ctx, hangar_tier_fn fn, void *payload)
 		}
 		for (size_t k = 0; k < pl.n; k++) {
 			struct hangar_provider *p = provider_get(ctx, pl.names[k]);
-			int64_t left = cooling_left_ms(ctx->tiers, pl.names[k], NULL);
+			int64_t left = cooling_left_ms(tiers_of(ctx), pl.names[k], NULL);
 
 			loaded[k] = p && (t != T_ISOLATED || isolated_allows(p));
 			until[k] = left > 0 ? now_us + left * 1000 : 0;

@@ -10,16 +10,15 @@
  */
 #pragma once
 
-#include "../core/internal.h"
+#include "core/internal.h"
 
 struct tier_state;
 struct hangar_provider;
 struct hangar_sys_sandbox;
 
-int tier_state_new(struct tier_state **out);
-/* Waits for the hedged creates still running on ctx (killing what they
- * bring), then frees the state. NULL is allowed. */
-void tier_state_free(hangar_ctx *ctx, struct tier_state *ts);
+struct hmodule;
+/* The tiers' per-context state: cooldowns and hedged creates (core/module.h). */
+extern const struct hmodule tier_module;
 
 /* The tier a create asks for, by its opts->tier (NULL: "default"); its
  * static name, or NULL with HANGAR_EINVAL set when there is no such tier. */

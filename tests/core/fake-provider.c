@@ -75,7 +75,7 @@ static int describe(struct fake_box *b, hangar_sys_sandbox *out)
 	if (!rc)
 		rc = hangar_sys_sandbox_set_template(out, "fake");
 	if (!rc)
-		rc = hangar_sys_sandbox_set_state(out, b->paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
+		rc = hangar_sys_sandbox_set_state(out, b->paused ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING);
 	return rc;
 }
 

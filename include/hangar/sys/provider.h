@@ -35,6 +35,8 @@
 
 #include "../common.h"
 #include "../buffer.h"
+#include "../errors.h"
+#include "../sandbox.h"
 #include "../types.h"
 
 HANGAR_BEGIN_DECL
@@ -189,9 +191,9 @@ struct hangar_provider_ops {
 	int (*oom_kills)(void *state, const char *id, uint64_t *out);
 };
 
-/** Sandbox states, as hangar_sandbox_info reports them. */
-#define HANGAR_SYS_STATE_RUNNING 1
-#define HANGAR_SYS_STATE_PAUSED  2
+/** Older names of HANGAR_SANDBOX_RUNNING and HANGAR_SANDBOX_PAUSED (hangar/sandbox.h), kept for sources that use them. */
+#define HANGAR_SYS_STATE_RUNNING HANGAR_SANDBOX_RUNNING
+#define HANGAR_SYS_STATE_PAUSED  HANGAR_SANDBOX_PAUSED
 
 /**
  * The sandbox's id: [A-Za-z0-9_-]{1,64}. Mandatory.
@@ -205,7 +207,7 @@ HANGAR_EXTERN(int) hangar_sys_sandbox_set_id(hangar_sys_sandbox *sb, const char 
  * it was handed.
  */
 
-/** HANGAR_SYS_STATE_RUNNING (the default) or HANGAR_SYS_STATE_PAUSED. */
+/** HANGAR_SANDBOX_RUNNING (the default) or HANGAR_SANDBOX_PAUSED, a hangar_sandbox_state. */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_state(hangar_sys_sandbox *sb, int state);
 /** The envd base URL, "http://host:port" or "https://…". */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_url(hangar_sys_sandbox *sb, const char *url);
@@ -264,6 +266,72 @@ HANGAR_EXTERN(void) hangar_sys_error_retry_after(int32_t seconds);
  * **Thread safety:** the calling thread's error only.
  */
 HANGAR_EXTERN(void) hangar_sys_error_flags(uint32_t flags);
+
+/**
+ * Sets the kind of fault (a hangar_error_category) on the calling thread's
+ * last error, after hangar_sys_error(), which reports
+ * HANGAR_ERRCAT_PROVIDER (HANGAR_ERRCAT_OS with an errno): e.g.
+ * HANGAR_ERRCAT_NET when the connection itself failed.
+ * **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_category(int32_t category);
+
+/**
+ * Sets the platform's own short code for the fault (e.g. a Connect code
+ * "not_found", or an API's error name) on the calling thread's last error,
+ * after hangar_sys_error(). Codes are cut to 63 bytes; NULL clears it.
+ * **Ownership:** code is copied. **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_provider_code(const char *code);
+
+/**
+ * Puts context before the calling thread's last error message ("killing
+ * abc: <message>"), keeping its code and fields; for a failure passed up
+ * from a deeper call.
+ * **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_prefix(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+	__attribute__((format(printf, 1, 2)))
+#endif
+	;
+
+/**
+ * A copy of the calling thread's last error, kept across calls that may
+ * overwrite it (clean-up on an error path). The layout is fixed: messages
+ * longer than message holds are cut, as the library's own are.
+ */
+typedef struct hangar_sys_saved_error {
+	hangar_error error;         /**< its strings point into the buffers below once restored */
+	char message[1024];
+	char provider_code[64];
+} hangar_sys_saved_error;
+
+/**
+ * Copies the calling thread's last error into out.
+ * **Ownership:** out is the caller's. **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(void) hangar_sys_error_save(hangar_sys_saved_error *out);
+
+/**
+ * Makes saved the calling thread's last error again, every field as it was.
+ * @return the saved code, so a provider can `return hangar_sys_error_restore(&saved);`.
+ * **Thread safety:** the calling thread's error only.
+ */
+HANGAR_EXTERN(int) hangar_sys_error_restore(const hangar_sys_saved_error *saved);
+
+/**
+ * Passes a message to the context's log callback (hangar_ctx_set_log())
+ * when one is set and level (a hangar_log_level) is within its bound;
+ * otherwise nothing happens. Messages are cut to 1023 bytes and must hold
+ * no secret.
+ * **Thread safety:** safe; the callback runs on the calling thread.
+ */
+HANGAR_EXTERN(void) hangar_sys_log(hangar_ctx *ctx, int32_t level, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
 
 /**
  * Keeps a secret of a sandbox across restarts (e.g. a traffic token the

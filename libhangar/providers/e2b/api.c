@@ -1,6 +1,7 @@
 /* The control-API client (api.h) on the HTTP layer (net/net.h). */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,20 @@ int e2b_escape(char *out, size_t size, const char *v)
 	return 0;
 }
 
+int e2b_error(int code, int category, int http_status, const char *provider_code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	hangar_sys_error(code, http_status, 0, "%s", msg);
+	hangar_sys_error_category(category);
+	hangar_sys_error_provider_code(provider_code);
+	return code;
+}
+
 int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const char *key, int64_t timeout_ms)
 {
 	size_t n;
@@ -53,7 +68,7 @@ int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const cha
 		free(a->key);
 		net_pool_free(a->pool);
 		a->pool = NULL;
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		return e2b_error(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, 0, NULL, "out of memory");
 	}
 	n = strlen(a->base);
 	while (n > 0 && a->base[n - 1] == '/')
@@ -135,7 +150,7 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 	if (r->retry_after >= 0 && (s == 429 || s == 503))
 		snprintf(ra, sizeof(ra), "; retry after %d s", r->retry_after);
 	if (s == 401 || s == 403) {
-		return herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
+		return e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
 				 "e2b: %s: the control API rejected the key (HTTP %ld%s%s)", what, s, *text ? ": " : "",
 				 text);
 	}
@@ -147,7 +162,7 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 		code = HANGAR_EUNAVAILABLE;
 	else if (s == 404 && route != E2B_ROUTE_CREATE && !e2b_body_is_json_object(r->body.data, r->body.len))
 		/* An unknown route (CubeAPI: empty body; E2B: text), not an unknown sandbox (JSON). */
-		return herr_http(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
+		return e2b_error(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, (int)s, NULL,
 				 "e2b: %s: the control API has no such route (HTTP 404 without a JSON body)%s%s", what,
 				 *text ? ": " : "", text);
 	else if (s == 404)
@@ -163,11 +178,11 @@ static int map_status(struct e2b_api *a, const struct e2b_resp *r, enum e2b_rout
 		code = route == E2B_ROUTE_CREATE ? HANGAR_ECREATE : HANGAR_EUNAVAILABLE;
 	else
 		code = HANGAR_EPROTOCOL;
-	herr_http(code, HANGAR_ERRCAT_PROVIDER, (int)s, NULL, "e2b: %s: HTTP %ld%s%s%s", what, s,
+	e2b_error(code, HANGAR_ERRCAT_PROVIDER, (int)s, NULL, "e2b: %s: HTTP %ld%s%s%s", what, s,
 		  *text ? ": " : "", text, ra);
 	/* From the header only: a body's words never set a cooldown. */
 	if (r->retry_after > 0 && (s == 429 || s == 503))
-		herr_retry_after(r->retry_after);
+		hangar_sys_error_retry_after(r->retry_after);
 	return code;
 }
 
@@ -183,23 +198,23 @@ static int transfer_error(struct e2b_api *a, const struct net_result *res, const
 	snprintf(msg, sizeof(msg), "%s", res->detail[0] ? res->detail : net_class_name(res->cls));
 	scrub(a, msg, sizeof(msg));
 	if (res->cls == NET_PROTOCOL && res->protocol == NET_PROTO_OVERSIZED)
-		return herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
+		return e2b_error(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
 				 "e2b: %s: the answer is larger than %u bytes", what, E2B_API_MAX_BODY);
 	if (res->cls == NET_PROTOCOL && res->protocol == NET_PROTO_ENCODED)
-		return herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
+		return e2b_error(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, res->http_status, NULL,
 				 "e2b: %s: the answer is compressed, which was not asked for", what);
 	r->status = 0; /* no answer to speak of */
 	if (res->cls == NET_LOCAL && res->out_of_memory)
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		return e2b_error(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, 0, NULL, "out of memory");
 	if (res->cls == NET_TIMEOUT && res->timeout == NET_TIMEOUT_CONNECT) {
 		/* Nothing was sent, so nothing was done: as unreachable as a refused connection. */
-		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET,
+		rc = e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, NULL,
 			  "e2b: %s: the control API cannot be reached: no connection within %lld ms (%s)", what,
 			  (long long)res->connect_timeout_ms, msg);
 	} else if (res->cls == NET_TIMEOUT) {
 		/* The request went out: the platform may have acted on it (a create may exist). */
 		r->unanswered = 1;
-		return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, "e2b: %s: no answer within %lld ms (%s)", what,
+		return e2b_error(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET, 0, NULL, "e2b: %s: no answer within %lld ms (%s)", what,
 			    (long long)a->timeout_ms, msg);
 	} else {
 		/*
@@ -207,10 +222,10 @@ static int transfer_error(struct e2b_api *a, const struct net_result *res, const
 		 * (dropped, a garbled or truncated answer) may have been acted on.
 		 */
 		r->unanswered = res->connected && res->cls != NET_UNREACHABLE && res->cls != NET_LOCAL;
-		rc = herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "e2b: %s: the control API cannot be reached (%s)",
+		rc = e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, NULL, "e2b: %s: the control API cannot be reached (%s)",
 			  what, msg);
 	}
-	herr_flags(HANGAR_ERROR_UNREACHABLE);
+	hangar_sys_error_flags(HANGAR_ERROR_UNREACHABLE);
 	return rc;
 }
 
@@ -227,10 +242,10 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	net_request_init(&rq);
 	memset(&res, 0, sizeof(res));
 	if (body && !(json = cJSON_PrintUnformatted(body)))
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		return e2b_error(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, 0, NULL, "out of memory");
 	if (asprintf(&url, "%s%s", a->base, path) < 0) {
 		url = NULL;
-		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		rc = e2b_error(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, 0, NULL, "out of memory");
 		goto out;
 	}
 	rq.method = method;
@@ -267,7 +282,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	r->retry_after = res.retry_after_s;
 	r->body = res.body;
 	memset(&res.body, 0, sizeof(res.body));
-	hlog(a->ctx, HANGAR_LOG_DEBUG, "e2b: %s %s -> %ld (%lld ms)", method, path, r->status,
+	hangar_sys_log(a->ctx, HANGAR_LOG_DEBUG, "e2b: %s %s -> %ld (%lld ms)", method, path, r->status,
 	     (long long)res.elapsed_ms);
 	if (res.cls != NET_OK && res.cls != NET_HTTP_STATUS) {
 		rc = transfer_error(a, &res, what, r);
@@ -280,7 +295,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 	if (want_json) {
 		r->json = r->body.len ? cJSON_ParseWithLength(r->body.data, r->body.len) : NULL;
 		if (!r->json)
-			rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, (int)r->status, NULL,
+			rc = e2b_error(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, (int)r->status, NULL,
 				       "e2b: %s: the answer is not JSON", what);
 	}
 out:

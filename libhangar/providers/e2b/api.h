@@ -41,8 +41,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../core/internal.h"
-#include "buf.h"
+#include "hangar/hangar.h"
+#include "hangar/sys/provider.h"
+#include "util/clock.h"
+#include "util/buf.h"
 #include "decode.h"
 
 #define E2B_API_MAX_BODY (4u << 20)    /* one answer */
@@ -72,6 +74,14 @@ struct e2b_resp {
 	cJSON *json;              /* the parsed body after e2b_call with want_json, or NULL */
 	int unanswered;           /* failed after the request went out: the platform may have acted on it */
 };
+
+/*
+ * Describes a failure on the thread's last error through the public
+ * hangar_sys_error*() calls: code, category (hangar_error_category), HTTP
+ * status (or 0) and the platform's code (or NULL). Returns code.
+ */
+int e2b_error(int code, int category, int http_status, const char *provider_code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const char *key, int64_t timeout_ms);
 void e2b_api_fini(struct e2b_api *a);

@@ -1,13 +1,13 @@
 /*
  * The e2b provider on Tencent's CubeSandbox, whose CubeAPI differs from E2B's
- * (reference/cube/NOTES.md §9): create and connect only at the v1 paths
+ * (its control API, CubeAPI): create and connect only at the v1 paths
  * (the v2 ones answer 405 or 404), no envd access token, the traffic token
  * only in create's answer (so it is kept sealed), connect answering 200,
  * plain-text or empty framework errors, pause always keeping memory (a
  * filesystem-only pause is refused, never downgraded), templates built by
  * POST /templates, templates named by alias looked up for their tpl- id
  * before a create. Logs come from GET /v2/sandboxes/{id}/logs; CubeAPI has
- * no metrics and no fork (NOTES §4.4), so those are HANGAR_EUNSUPPORTED.
+ * no metrics and no fork, so those are HANGAR_EUNSUPPORTED.
  * Its v2 list has no pagination: one answer of at most 100 sandboxes.
  * HANGAR_E2B_API_URL is required; the API key is optional.
  */
@@ -29,7 +29,7 @@ static int cube_alias(const char *s)
 
 /*
  * A template named by its alias is looked up for its tpl-… id
- * (GET /templates/aliases/{alias}, NOTES §4.2) before the create, so the
+ * (GET /templates/aliases/{alias}) before the create, so the
  * create names exactly the template that alias meant then. out receives
  * the id to create from.
  */
@@ -57,7 +57,7 @@ static int cube_resolve_template(struct e2b *e, const char *tpl, char *out, size
 	}
 	e2b_resp_free(&r);
 	if (rc == 0)
-		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: template alias %s is %s", tpl, out);
+		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: template alias %s is %s", tpl, out);
 	return rc;
 }
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "decode.h"
-#include "pjson.h"
+#include "util/pjson.h"
 
 int e2b_valid_id(const char *id)
 {

@@ -74,10 +74,10 @@ static int64_t setting_int(hangar_ctx *ctx, const char *name)
  * saved one that control flow reads (category, HTTP status, flags,
  * Retry-After). Returns code.
  */
-static int redescribe(const struct herr_saved *saved, int code, const char *provider_code, const char *fmt, ...)
+static int redescribe(const hangar_sys_saved_error *saved, int code, const char *provider_code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-static int redescribe(const struct herr_saved *saved, int code, const char *provider_code, const char *fmt, ...)
+static int redescribe(const hangar_sys_saved_error *saved, int code, const char *provider_code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -85,9 +85,9 @@ static int redescribe(const struct herr_saved *saved, int code, const char *prov
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	herr_http(code, saved->e.category, saved->e.http_status, provider_code, "%s", msg);
-	herr_flags(saved->e.flags);
-	herr_retry_after(saved->e.retry_after_s);
+	e2b_error(code, saved->error.category, saved->error.http_status, provider_code, "%s", msg);
+	hangar_sys_error_flags(saved->error.flags);
+	hangar_sys_error_retry_after(saved->error.retry_after_s);
 	return code;
 }
 
@@ -184,7 +184,7 @@ fail:
 }
 
 /*
- * Where the sandbox's envd is (seed 000, CONTROL-API §6): the override with
+ * Where the sandbox's envd is: the override with
  * its placeholders filled, or one URL routed by header; else E2B's shared
  * host routed by header on E2B's own domains, else 49983-<id>.<domain>.
  * E2b-Sandbox-Id and E2b-Sandbox-Port go with every request, as the SDKs do.
@@ -413,7 +413,7 @@ static int kill_transient(int rc, long status)
  */
 static int kill_hard(struct e2b *e, const char *id)
 {
-	int64_t deadline = hmono_ms() + e->api.timeout_ms;
+	int64_t deadline = clock_mono_ms() + e->api.timeout_ms;
 	int pause_ms = KILL_PAUSE_MIN_MS, tries = 0;
 	char path[128];
 
@@ -436,13 +436,13 @@ static int kill_hard(struct e2b *e, const char *id)
 		if (rc == HANGAR_ENOMEM || !kill_transient(rc, status))
 			return rc;
 		wait_ms = ra >= 0 ? (int64_t)ra * 1000 : pause_ms;
-		left = deadline - hmono_ms();
+		left = deadline - clock_mono_ms();
 		if (wait_ms >= left) {
-			herr_prefix("gave up after %d %s (%s)", tries, tries == 1 ? "try" : "tries",
+			hangar_sys_error_prefix("gave up after %d %s (%s)", tries, tries == 1 ? "try" : "tries",
 				    ra >= 0 ? "the platform asked to wait past the deadline" : "deadline reached");
 			return rc;
 		}
-		hlog(e->ctx, HANGAR_LOG_INFO, "e2b: kill of %s failed (%s); trying again in %lld ms", id,
+		hangar_sys_log(e->ctx, HANGAR_LOG_INFO, "e2b: kill of %s failed (%s); trying again in %lld ms", id,
 		     hangar_error_last()->message, (long long)wait_ms);
 		if (wait_ms > 0)
 			poll(NULL, 0, (int)wait_ms);
@@ -458,18 +458,18 @@ static int kill_hard(struct e2b *e, const char *id)
  */
 static void kill_refused(struct e2b *e, const char *id)
 {
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	char why[512];
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	if (kill_hard(e, id) == 0) {
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 		return;
 	}
 	snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
-	hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id, why);
-	herr_restore(&saved);
-	redescribe(&saved, saved.e.code, saved.provider_code,
+	hangar_sys_log(e->ctx, HANGAR_LOG_WARNING, "e2b: could not kill refused sandbox %s: %s", id, why);
+	hangar_sys_error_restore(&saved);
+	redescribe(&saved, saved.error.code, saved.provider_code,
 		  "%s; sandbox %s may still be running: killing it failed: %s", saved.message, id, why);
 }
 
@@ -499,7 +499,7 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 			return hangar_error_last()->code;
 		}
 		/* The platform hands it out again on every connect. */
-		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
+		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
 		     hangar_error_last()->message);
 	}
 	rc = describe(e, id, j, out, &refused);
@@ -509,7 +509,7 @@ static int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sand
 		return hangar_error_last()->code;
 	}
 	{
-		int64_t now = hnow_us();
+		int64_t now = clock_wall_us();
 
 		hangar_sys_sandbox_set_times(out, now, timeout > 0 ? now + timeout * 1000000 : 0);
 	}
@@ -550,11 +550,11 @@ static int new_create_id(char out[33])
 static int reclaim(struct e2b *e, const char *cid, int rc)
 {
 	char query[96], esc[160], path[256], ids[200] = "", why[512] = "";
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 	struct e2b_resp r;
 	int lr, found = 0, failed = 0;
 
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	snprintf(query, sizeof(query), "%s=%s", E2B_CREATE_ID_KEY, cid);
 	e2b_escape(esc, sizeof(esc), query);
 	snprintf(path, sizeof(path), "/v2/sandboxes?metadata=%s&limit=%d", esc, LIST_PAGE);
@@ -565,7 +565,7 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 	if (lr) {
 		snprintf(why, sizeof(why), "%s", hangar_error_last()->message);
 		e2b_resp_free(&r);
-		herr_restore(&saved);
+		hangar_sys_error_restore(&saved);
 		return redescribe(&saved, rc, "create_outcome_unknown",
 				 "%s; the platform may have made the sandbox (metadata %s) and looking for it failed: "
 				 "%s",
@@ -588,19 +588,19 @@ static int reclaim(struct e2b *e, const char *cid, int rc)
 			snprintf(ids + n, sizeof(ids) - n, "%s%s", n ? ", " : "", id);
 	}
 	e2b_resp_free(&r);
-	herr_restore(&saved);
+	hangar_sys_error_restore(&saved);
 	if (found && failed) {
-		hlog(e->ctx, HANGAR_LOG_WARNING, "e2b: the unanswered create made %s; killing it failed: %s", ids, why);
+		hangar_sys_log(e->ctx, HANGAR_LOG_WARNING, "e2b: the unanswered create made %s; killing it failed: %s", ids, why);
 		return redescribe(&saved, rc, "create_orphan_leaked",
 				 "%s; the platform made %s, which may still be running: killing it failed: %s",
 				 saved.message, ids, why);
 	}
 	if (found) {
-		hlog(e->ctx, HANGAR_LOG_INFO, "e2b: the unanswered create made %s; killed", ids);
+		hangar_sys_log(e->ctx, HANGAR_LOG_INFO, "e2b: the unanswered create made %s; killed", ids);
 		/* Nothing of it runs: a tier may move on as if the platform was never reached. */
-		herr_http(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, "create_orphan_killed",
+		e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, "create_orphan_killed",
 			  "%s; the platform had made %s, found by its create id and killed", saved.message, ids);
-		herr_flags(HANGAR_ERROR_UNREACHABLE);
+		hangar_sys_error_flags(HANGAR_ERROR_UNREACHABLE);
 		return HANGAR_EUNAVAILABLE;
 	}
 	if (rc == HANGAR_ETIMEOUT)
@@ -661,7 +661,7 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 	if (rc == 0) {
 		const char *id = e2b_jstr(r.json, "sandboxID");
 
-		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id ? id : "?", resolved);
+		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id ? id : "?", resolved);
 		rc = adopt(e, r.json, timeout, out);
 	}
 	e2b_resp_free(&r);
@@ -683,8 +683,8 @@ static int state_of(const cJSON *j)
 {
 	const char *s = e2b_jstr(j, "state");
 
-	return s && (!strcmp(s, "paused") || !strcmp(s, "pausing")) ? HANGAR_SYS_STATE_PAUSED
-								      : HANGAR_SYS_STATE_RUNNING;
+	return s && (!strcmp(s, "paused") || !strcmp(s, "pausing")) ? HANGAR_SANDBOX_PAUSED
+								      : HANGAR_SANDBOX_RUNNING;
 }
 
 /* The flavour's connect route: resumes a paused sandbox, extends a running one. */
@@ -714,21 +714,21 @@ static int connect_route(struct e2b *e, const char *id, int64_t timeout, int run
 static void reseal(struct e2b *e, const char *id, const cJSON *j)
 {
 	const char *traffic = e2b_jstr(j, "trafficAccessToken");
-	struct herr_saved saved;
+	hangar_sys_saved_error saved;
 
 	if (!traffic)
 		return;
-	herr_save(&saved);
+	hangar_sys_error_save(&saved);
 	if (hangar_sys_secret_put(e->ctx, id, TRAFFIC_SECRET, traffic) != 0)
-		hlog(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept", id);
-	herr_restore(&saved);
+		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept", id);
+	hangar_sys_error_restore(&saved);
 }
 
 int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 {
 	struct e2b *e = state;
 	struct e2b_resp d, c;
-	int64_t created, expires, now = hnow_us();
+	int64_t created, expires, now = clock_wall_us();
 	int rc, refused;
 
 	if (!e2b_valid_id(id))
@@ -740,11 +740,11 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	}
 	created = e2b_jtime_us(d.json, "startedAt");
 	expires = e2b_jtime_us(d.json, "endAt");
-	if (state_of(d.json) == HANGAR_SYS_STATE_PAUSED) {
+	if (state_of(d.json) == HANGAR_SANDBOX_PAUSED) {
 		/* Connecting would resume it: describe it without tokens. */
 		rc = hangar_sys_sandbox_set_id(out, id);
 		if (rc == 0)
-			rc = hangar_sys_sandbox_set_state(out, HANGAR_SYS_STATE_PAUSED);
+			rc = hangar_sys_sandbox_set_state(out, HANGAR_SANDBOX_PAUSED);
 		if (rc == 0)
 			rc = describe_envd(e, id, e2b_jstr(d.json, "domain"), out);
 		if (rc == 0 && e2b_jstr(d.json, "templateID"))
@@ -794,7 +794,7 @@ int e2b_resume(void *state, const char *id, hangar_sys_sandbox *out)
 {
 	struct e2b *e = state;
 	struct e2b_resp c;
-	int64_t timeout, now = hnow_us();
+	int64_t timeout, now = clock_wall_us();
 	int rc, refused;
 
 	if (!e2b_valid_id(id))
@@ -846,13 +846,13 @@ static int do_pause(struct e2b *e, const char *id, int memory)
 	cJSON_Delete(body);
 	if (rc && r.status == 409) {
 		/* Already paused is done; anything else is the platform refusing. */
-		struct herr_saved saved;
+		hangar_sys_saved_error saved;
 
-		herr_save(&saved);
-		if (get_detail(e, id, &d) == 0 && state_of(d.json) == HANGAR_SYS_STATE_PAUSED)
+		hangar_sys_error_save(&saved);
+		if (get_detail(e, id, &d) == 0 && state_of(d.json) == HANGAR_SANDBOX_PAUSED)
 			rc = 0;
 		else
-			herr_restore(&saved);
+			hangar_sys_error_restore(&saved);
 		e2b_resp_free(&d);
 	}
 	e2b_resp_free(&r);
@@ -917,7 +917,7 @@ static int list_entry(struct e2b *e, const cJSON *s, hangar_sys_list *out)
 		return e2b_oom();
 	rc = hangar_sys_sandbox_set_id(d, f.id);
 	if (rc == 0)
-		rc = hangar_sys_sandbox_set_state(d, f.paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
+		rc = hangar_sys_sandbox_set_state(d, f.paused ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING);
 	if (rc == 0 && f.template_id)
 		rc = hangar_sys_sandbox_set_template(d, f.template_id);
 	if (rc == 0)
@@ -949,7 +949,7 @@ int e2b_list(void *state, hangar_sys_list *out)
 			rc = list_entry(e, s, out);
 		/* A list that does not page (CubeAPI's) ignores nextToken and sends none. */
 		if (rc == 0 && !e->fl->pages && cJSON_GetArraySize(r.json) >= LIST_PAGE)
-			hlog(e->ctx, HANGAR_LOG_WARNING,
+			hangar_sys_log(e->ctx, HANGAR_LOG_WARNING,
 			     "e2b: the %s flavour lists at most %d sandboxes and does not page: more may exist",
 			     e->fl->name, LIST_PAGE);
 		if (rc == 0 && *r.next_token && !strcmp(r.next_token, token))
@@ -1026,7 +1026,7 @@ void e2b_progress(const struct hangar_template_build_opts *o, const char *status
 /* Waits between two polls of a build, growing from 200 ms to 2 s, never past the deadline. */
 static void poll_wait(int *delay_ms, int64_t deadline)
 {
-	int64_t left = deadline - hmono_ms();
+	int64_t left = deadline - clock_mono_ms();
 	int d = *delay_ms;
 
 	if (left < d)
@@ -1039,7 +1039,7 @@ static void poll_wait(int *delay_ms, int64_t deadline)
 
 int e2b_follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid, const char *bid)
 {
-	int64_t deadline = hmono_ms() + e->build_timeout_ms;
+	int64_t deadline = clock_mono_ms() + e->build_timeout_ms;
 	int delay = 200, offset = 0;
 	char last[64] = "";
 
@@ -1088,7 +1088,7 @@ int e2b_follow_build(struct e2b *e, const struct hangar_template_build_opts *o, 
 			return rc;
 		}
 		e2b_resp_free(&r);
-		if (hmono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return hangar_sys_error(HANGAR_ETIMEOUT, 0, 0,
 						"e2b: template %s was not built within "
 						"HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS (%lld s); it may still finish",
@@ -1290,7 +1290,7 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 
 	if (!e2b_valid_id(id))
 		return bad_id(id);
-	/* The v2 route on every flavour: CubeAPI has it too (NOTES §4.1). */
+	/* The v2 route on every flavour: CubeAPI has it too. */
 	snprintf(path, sizeof(path), "/v2/sandboxes/%s/logs?limit=%d", id, LOGS_MAX);
 	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "logs", &r);
 	logs = rc == 0 ? cJSON_GetObjectItemCaseSensitive(r.json, "logs") : NULL;

@@ -12,7 +12,6 @@
 
 #include <pthread.h>
 
-#include "../../core/internal.h"
 #include "api.h"
 #include "hangar/template.h"
 

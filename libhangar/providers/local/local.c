@@ -34,7 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "hangar/hangar.h"
+#include "hangar/sys/provider.h"
+#include "util/clock.h"
 #include "lstate.h"
 #include "tokens.h"
 #include "usage.h"
@@ -136,7 +138,7 @@ static int pidfd_wait(int pidfd, int64_t deadline_ms)
 {
 	for (;;) {
 		struct pollfd p = { pidfd, POLLIN, 0 };
-		int64_t left = deadline_ms - hmono_ms();
+		int64_t left = deadline_ms - clock_mono_ms();
 		int r;
 
 		if (left <= 0)
@@ -233,7 +235,7 @@ static int v2_wait_events(const char *cg, const char *key, int want, int64_t dea
 static int remove_cgroup(int v2, const char *cg)
 {
 	char path[PATH_MAX + 32];
-	int64_t deadline = hmono_ms() + KILL_DEADLINE_MS;
+	int64_t deadline = clock_mono_ms() + KILL_DEADLINE_MS;
 
 	if (v2) {
 		snprintf(path, sizeof(path), "%s/cgroup.freeze", cg);
@@ -245,7 +247,7 @@ static int remove_cgroup(int v2, const char *cg)
 		snprintf(path, sizeof(path), "%s/freezer.state", cg);
 		lstate_write_str(path, "THAWED");
 		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-		for (int again = 1; again && hmono_ms() < deadline;) {
+		for (int again = 1; again && clock_mono_ms() < deadline;) {
 			FILE *f = fopen(path, "re");
 			int pid;
 
@@ -290,12 +292,12 @@ static void clean_stale(struct local *l, const char *id)
 	if (cg && (!strncmp(cg, "v1 /sys/fs/cgroup/", 18) || !strncmp(cg, "v2 /sys/fs/cgroup/", 18))) {
 		cg[strcspn(cg, "\n")] = '\0';
 		if (strstr(cg, id) && !strstr(cg, "..") && remove_cgroup(cg[1] == '2', cg + 3) < 0)
-			hlog(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove cgroup %s of dead sandbox %s: %s",
+			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove cgroup %s of dead sandbox %s: %s",
 			     cg + 3, id, strerror(errno));
 	}
 	free(cg);
 	usage_remove_cgroups(dir, id);
-	hlog(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
+	hangar_sys_log(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
 	lstate_rmtree_at(AT_FDCWD, dir);
 	unlock_dir(fd);
 }
@@ -380,7 +382,7 @@ static int jail_connect(const char *dir, const char *id, int jail_pid, const cha
  */
 static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf /* TOKEN_MAX + 1 */)
 {
-	int64_t deadline = hmono_ms() + TOKEN_DEADLINE_MS;
+	int64_t deadline = clock_mono_ms() + TOKEN_DEADLINE_MS;
 	size_t have = 0;
 	int fd, timed_out = 0, rc = jail_connect(dir, id, jail_pid, "jail.sock", &fd);
 
@@ -388,7 +390,7 @@ static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf 
 		return rc;
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - hmono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 		int r;
 
@@ -475,7 +477,7 @@ static int describe(struct local *l, const char *dir, const struct lmeta *m, con
 	if (!r)
 		r = hangar_sys_sandbox_set_times(out, m->created_at_us, m->expires_at_us);
 	if (!r)
-		r = hangar_sys_sandbox_set_state(out, m->paused ? HANGAR_SYS_STATE_PAUSED : HANGAR_SYS_STATE_RUNNING);
+		r = hangar_sys_sandbox_set_state(out, m->paused ? HANGAR_SANDBOX_PAUSED : HANGAR_SANDBOX_RUNNING);
 	if (token == fetched)
 		explicit_bzero(fetched, sizeof(fetched));
 	return r;
@@ -771,7 +773,7 @@ static int wait_ready(int fd, int64_t deadline_ms)
 
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline_ms - hmono_ms();
+		int64_t left = deadline_ms - clock_mono_ms();
 		ssize_t n;
 		int r;
 
@@ -810,7 +812,7 @@ static void stop_jail(const char *dir, const char *id)
 		return;
 	if (lstate_is_jail(pid, id)) {
 		pidfd_signal(fd, SIGTERM);
-		if (!pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS))
+		if (!pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS))
 			pidfd_signal(fd, SIGKILL);
 	}
 	close(fd);
@@ -863,7 +865,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 	char tmpdir[DIR_MAX], dir[DIR_MAX], path[PATH_MAX], token[65], tail[LOG_TAIL_BYTES + 1];
 	struct lmeta m = { 0 };
 	int lock = -1, log = -1, pipefd[2] = { -1, -1 }, r, rc = 0;
-	int64_t t0 = hmono_ms();
+	int64_t t0 = clock_mono_ms();
 
 	if (opts->template_id && *opts->template_id && strcmp(opts->template_id, "local") != 0)
 		return hangar_sys_error(HANGAR_ECREATE, 0, 0,
@@ -892,7 +894,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 					"as Debian has it)",
 					(unsigned)geteuid());
 	snprintf(m.template_id, sizeof(m.template_id), "local");
-	m.created_at_us = hnow_us();
+	m.created_at_us = clock_wall_us();
 	m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
 	m.unprivileged = geteuid() != 0;
 	if ((r = copy_env(&m, opts->env)) < 0) {
@@ -969,7 +971,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 
 	/* Running: record the jail, start the clock. */
 	m.jail_pid = lstate_jail_pid(dir);
-	m.expires_at_us = m.timeout_sec > 0 ? hnow_us() + m.timeout_sec * 1000000 : 0;
+	m.expires_at_us = m.timeout_sec > 0 ? clock_wall_us() + m.timeout_sec * 1000000 : 0;
 	r = lstate_meta_write(dir, &m);
 	if (r == 0 && m.jail_pid > 0)
 		kill(m.jail_pid, SIGHUP); /* the expiry moved */
@@ -979,7 +981,7 @@ static int l_create(void *state, const struct hangar_create_opts *opts, hangar_s
 		rc = hangar_sys_error(HANGAR_ECREATE, 0, -r, "local sandbox %s: cannot write meta.json", m.id);
 		goto out;
 	}
-	hlog(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id, (long long)(hmono_ms() - t0));
+	hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id, (long long)(clock_mono_ms() - t0));
 	rc = describe(l, dir, &m, token, m.jail_pid, out);
 out:
 	explicit_bzero(token, sizeof(token));
@@ -1028,11 +1030,11 @@ static int l_kill(void *state, const char *id)
 	}
 	ltokens_forget(&l->tokens, id);
 	pidfd_signal(fd, SIGTERM);
-	if (!pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS)) {
+	if (!pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
 		/* The jail is stuck: kill it; bwrap dies with it (--die-with-parent). */
-		hlog(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; killing its supervisor", id);
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; killing its supervisor", id);
 		pidfd_signal(fd, SIGKILL);
-		pidfd_wait(fd, hmono_ms() + KILL_DEADLINE_MS);
+		pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
 	}
 	close(fd);
 	if (access(dir, F_OK) == 0)
@@ -1131,7 +1133,7 @@ static int v2_wait_events(const char *cg, const char *key, int want, int64_t dea
 			r = 0;
 			break;
 		}
-		left = deadline - hmono_ms();
+		left = deadline - clock_mono_ms();
 		if (left <= 0)
 			break;
 		if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
@@ -1163,7 +1165,7 @@ static int v1_wait_frozen(const char *cg, int64_t deadline)
 		free(s);
 		if (frozen)
 			return 0;
-		if (hmono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return -ETIMEDOUT;
 		poll(NULL, 0, wait_ms);
 	}
@@ -1223,7 +1225,7 @@ static int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
 {
 	struct freezer f;
 	char path[PATH_MAX + 32];
-	int64_t deadline = hmono_ms() + FREEZE_DEADLINE_MS;
+	int64_t deadline = clock_mono_ms() + FREEZE_DEADLINE_MS;
 	int r;
 
 	read_freezer(dir, id, &f);
@@ -1311,7 +1313,7 @@ static int do_resume(const char *id, const char *dir, int pid, struct lmeta *m, 
 	if (r)
 		return r;
 	m->paused = 0;
-	m->expires_at_us = m->timeout_sec > 0 ? hnow_us() + m->timeout_sec * 1000000 : 0;
+	m->expires_at_us = m->timeout_sec > 0 ? clock_wall_us() + m->timeout_sec * 1000000 : 0;
 	return 0;
 }
 
@@ -1325,7 +1327,7 @@ static int do_set_timeout(const char *id, const char *dir, int pid, struct lmeta
 	/* The new lifetime also applies from each later resume. */
 	m->timeout_sec = seconds > 0 ? seconds : 0;
 	if (!m->paused)
-		m->expires_at_us = seconds > 0 ? hnow_us() + seconds * 1000000 : 0;
+		m->expires_at_us = seconds > 0 ? clock_wall_us() + seconds * 1000000 : 0;
 	return 0;
 }
 
@@ -1382,7 +1384,7 @@ static int l_logs(void *state, const char *id, int (*fn)(const struct hangar_san
 		return hangar_sys_error(n == -ENOENT ? HANGAR_EGONE : HANGAR_EOS, 0, -n,
 					"local sandbox %s: cannot read its limits", id);
 	for (int i = 0; i < n; i++) {
-		hangar_sandbox_log_entry e = { HANGAR_SANDBOX_LOG_ENTRY_VERSION, sizeof(e), hnow_us(), levels[i],
+		hangar_sandbox_log_entry e = { HANGAR_SANDBOX_LOG_ENTRY_VERSION, sizeof(e), clock_wall_us(), levels[i],
 					       msgs[i] };
 
 		r = fn(&e, payload);
@@ -1401,7 +1403,7 @@ static int read_answer(int fd, const char *id, char *buf, size_t size, int64_t d
 
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - hmono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 		int r;
 
@@ -1452,7 +1454,7 @@ static int l_expose_port(void *state, const char *id, uint32_t port, hangar_buf 
 		close(fd);
 		return r;
 	}
-	r = read_answer(fd, id, answer, sizeof(answer), hmono_ms() + PORTS_DEADLINE_MS);
+	r = read_answer(fd, id, answer, sizeof(answer), clock_mono_ms() + PORTS_DEADLINE_MS);
 	close(fd);
 	if (r)
 		return r;

@@ -15,7 +15,9 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "../../core/internal.h"
+#include "hangar/hangar.h"
+#include "hangar/sys/provider.h"
+#include "util/clock.h"
 #include "lstate.h"
 #include "usage.h"
 
@@ -191,7 +193,7 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 	memset(m, 0, sizeof(*m));
 	m->version = HANGAR_SANDBOX_METRIC_VERSION;
 	m->size = sizeof(*m);
-	m->timestamp_us = hnow_us();
+	m->timestamp_us = clock_wall_us();
 	/* A limit is reported only where it holds (the record says which do). */
 	if (USAGE_HOLDS(&u, 2))
 		m->cpu_count = (uint32_t)u.cpus;

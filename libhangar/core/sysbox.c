@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox.h"
+#include "internal.h"
+#include "sysbox.h"
 
 void sysbox_clear(struct hangar_sys_sandbox *sb)
 {
@@ -56,7 +57,7 @@ int hangar_sys_sandbox_set_id(hangar_sys_sandbox *sb, const char *id)
 int hangar_sys_sandbox_set_state(hangar_sys_sandbox *sb, int state)
 {
 	HCHECK_ARG(sb, "sb is NULL");
-	HCHECK_ARG(state == HANGAR_SYS_STATE_RUNNING || state == HANGAR_SYS_STATE_PAUSED, "state");
+	HCHECK_ARG(state == HANGAR_SANDBOX_RUNNING || state == HANGAR_SANDBOX_PAUSED, "state");
 	sb->state = state;
 	return 0;
 }
@@ -145,7 +146,7 @@ hangar_sys_sandbox *hangar_sys_list_add(hangar_sys_list *list)
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return NULL;
-	sb->state = HANGAR_SYS_STATE_RUNNING;
+	sb->state = HANGAR_SANDBOX_RUNNING;
 	*list->tail = sb;
 	list->tail = &sb->next;
 	return sb;
