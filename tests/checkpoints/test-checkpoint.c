@@ -34,6 +34,7 @@
 #include "helpers.h"
 #include "leftovers.h"
 #include "store/store.h"
+#include "clock.h"
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
 #define SECRET_KEY "checkpoint test key: long and random enough Xq7Lp2"
@@ -49,14 +50,6 @@ static pid_t fake_pid;
 static int api_port, edge_port;
 static int target, fallback;
 static char logged[1 << 18];
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void log_fn(int level, const char *msg, void *payload)
 {
@@ -74,7 +67,7 @@ static void fake_start(const char *flavour)
 	char line[128] = "";
 	int pfd[2];
 	size_t n = 0;
-	int64_t deadline = mono_ms() + 20000;
+	int64_t deadline = clock_mono_ms() + 20000;
 
 	ck_assert_msg(fake && envd, "FAKE_E2B and HANGAR_ENVD_PATH must be set");
 	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
@@ -91,8 +84,8 @@ static void fake_start(const char *flavour)
 		struct pollfd p = { pfd[0], POLLIN, 0 };
 		ssize_t r;
 
-		ck_assert_msg(mono_ms() < deadline, "the fake did not get ready");
-		if (poll(&p, 1, (int)(deadline - mono_ms())) <= 0)
+		ck_assert_msg(clock_mono_ms() < deadline, "the fake did not get ready");
+		if (poll(&p, 1, (int)(deadline - clock_mono_ms())) <= 0)
 			continue;
 		r = read(pfd[0], line + n, sizeof(line) - 1 - n);
 		ck_assert_msg(r > 0, "the fake exited before it was ready");
@@ -381,12 +374,12 @@ static const char target_state[] =
  */
 static char *settled(hangar_sandbox *sb, const char *ws)
 {
-	int64_t deadline = mono_ms() + 30000;
+	int64_t deadline = clock_mono_ms() + 30000;
 
 	for (;;) {
 		char *state = sh(sb, ws, target_state);
 
-		if (!strstr(state, ".hangar-restore-") || mono_ms() > deadline)
+		if (!strstr(state, ".hangar-restore-") || clock_mono_ms() > deadline)
 			return state;
 		free(state);
 	}
@@ -1071,7 +1064,7 @@ static int s3_start(void)
 	char data[4400], line[64] = "";
 	int out[2], port = 0;
 	size_t n = 0;
-	int64_t deadline = mono_ms() + 30000;
+	int64_t deadline = clock_mono_ms() + 30000;
 
 	ck_assert_msg(node && script, "NODE and S3_SERVER must be set (meson test sets them)");
 	snprintf(data, sizeof(data), "%s/s3", dir);
@@ -1089,8 +1082,8 @@ static int s3_start(void)
 		struct pollfd p = { out[0], POLLIN, 0 };
 		ssize_t r;
 
-		ck_assert_msg(mono_ms() < deadline, "s3-server.mjs did not report READY");
-		if (poll(&p, 1, (int)(deadline - mono_ms())) <= 0)
+		ck_assert_msg(clock_mono_ms() < deadline, "s3-server.mjs did not report READY");
+		if (poll(&p, 1, (int)(deadline - clock_mono_ms())) <= 0)
 			continue;
 		r = read(out[0], line + n, sizeof(line) - 1 - n);
 		ck_assert_msg(r > 0, "s3-server.mjs exited before it was ready");

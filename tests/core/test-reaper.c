@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fake-provider.h"
+#include "clock.h"
 
 static char tmpdir[] = "/tmp/hangar-reaper-XXXXXX";
 static struct fake fake_a, fake_b;
@@ -26,14 +27,6 @@ static hangar_ctx *a, *b;
 static void must(int rc, const char *what)
 {
 	ck_assert_msg(rc == 0, "%s: %s (%s)", what, hangar_error_name(rc), hangar_error_last()->message);
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static hangar_ctx *open_ctx(struct fake *f, const char *sub)
@@ -128,8 +121,8 @@ START_TEST(an_expired_lease_moves)
 	ck_assert_int_eq(reap(a, "reaper", 1).leader, 1);
 	ck_assert_int_eq(reap(b, "reaper", 1).leader, 0);
 	/* a stops renewing (as a killed process would): b takes over once it runs out. */
-	deadline = mono_ms() + 15000;
-	while (!took && mono_ms() < deadline) {
+	deadline = clock_mono_ms() + 15000;
+	while (!took && clock_mono_ms() < deadline) {
 		struct timespec pause = { 0, 50 * 1000000L };
 
 		took = reap(b, "reaper", 30).leader;

@@ -25,6 +25,7 @@
 
 #include <hangar/hangar.h>
 #include <hangar/sys/provider.h>
+#include "clock.h"
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
 #define SECRET_KEY "a test secret key, long enough to derive from"
@@ -36,14 +37,6 @@ static pid_t fake_pid;
 static int api_port, edge_port;
 static const char *flavour;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the fake ------------------------------------------------------------------------ */
 
 static void fake_start(const char *fl, const char *extra)
@@ -52,7 +45,7 @@ static void fake_start(const char *fl, const char *extra)
 	char fdarg[16], line[128];
 	int pfd[2];
 	size_t n = 0;
-	int64_t deadline = mono_ms() + 20000;
+	int64_t deadline = clock_mono_ms() + 20000;
 
 	ck_assert_msg(fake && envd, "FAKE_E2B and HANGAR_ENVD_PATH must be set");
 	flavour = fl;
@@ -94,8 +87,8 @@ static void fake_start(const char *fl, const char *extra)
 		ssize_t r;
 
 		line[n] = '\0';
-		ck_assert_msg(mono_ms() < deadline, "the fake did not get ready");
-		if (poll(&p, 1, (int)(deadline - mono_ms())) <= 0)
+		ck_assert_msg(clock_mono_ms() < deadline, "the fake did not get ready");
+		if (poll(&p, 1, (int)(deadline - clock_mono_ms())) <= 0)
 			continue;
 		r = read(pfd[0], line + n, sizeof(line) - 1 - n);
 		ck_assert_msg(r > 0, "the fake exited before it was ready");
@@ -449,11 +442,11 @@ static long counter(hangar_sandbox *sb, const char *path)
 /* Waits until the counter file passes min; returns its value. */
 static long wait_counter(hangar_sandbox *sb, const char *path, long min)
 {
-	int64_t deadline = mono_ms() + 15000;
+	int64_t deadline = clock_mono_ms() + 15000;
 	long v;
 
 	while ((v = counter(sb, path)) <= min)
-		ck_assert_msg(mono_ms() < deadline, "the counter stayed at %ld", v);
+		ck_assert_msg(clock_mono_ms() < deadline, "the counter stayed at %ld", v);
 	return v;
 }
 
@@ -581,9 +574,9 @@ START_TEST(t_timeout_kill)
 	sb = create(ctx, 600);
 	sb2 = create(ctx, 600);
 	ck_assert_int_eq(hangar_sandbox_set_timeout(sb, 1), 0);
-	deadline = mono_ms() + 20000;
+	deadline = clock_mono_ms() + 20000;
 	while (state_of(sb) != HANGAR_EGONE)
-		ck_assert_msg(mono_ms() < deadline, "the sandbox outlived its timeout");
+		ck_assert_msg(clock_mono_ms() < deadline, "the sandbox outlived its timeout");
 	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, "true", NULL), HANGAR_EGONE);
 	ck_assert_ptr_null(fake_sandbox(hangar_sandbox_id(sb)));
 
@@ -1118,9 +1111,9 @@ START_TEST(t_refused_kill_retries)
 	/* Busy twice, then the kill goes through, after the waits asked for. */
 	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
 	fault("{\"route\":\"kill\",\"status\":503,\"retry_after\":1,\"count\":2}");
-	t0 = mono_ms();
+	t0 = clock_mono_ms();
 	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
-	ck_assert_int_ge(mono_ms() - t0, 2000);
+	ck_assert_int_ge(clock_mono_ms() - t0, 2000);
 	ck_assert_msg(strstr(hangar_error_last()->message, "neither an envd access token nor a traffic token"), "%s",
 		      hangar_error_last()->message);
 	ck_assert_msg(!strstr(hangar_error_last()->message, "may still be running"), "%s",
@@ -1131,9 +1124,9 @@ START_TEST(t_refused_kill_retries)
 	/* Asked to wait past the deadline: given up at once, and said so with the id. */
 	fault("{\"route\":\"create\",\"public\":true,\"count\":1}");
 	fault("{\"route\":\"kill\",\"status\":503,\"retry_after\":3600,\"count\":1}");
-	t0 = mono_ms();
+	t0 = clock_mono_ms();
 	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_EREFUSED);
-	ck_assert_int_lt(mono_ms() - t0, 8000);
+	ck_assert_int_lt(clock_mono_ms() - t0, 8000);
 	ck_assert_ptr_null(sb);
 	id = only_sandbox();
 	ck_assert_msg(strstr(hangar_error_last()->message, "may still be running"), "%s", hangar_error_last()->message);

@@ -31,24 +31,9 @@
 #include <hangar/sys/provider.h>
 
 #include "leftovers.h"
+#include "clock.h"
 
 static char state_dir[64];
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int rm_rf(const char *path)
 {
@@ -121,7 +106,7 @@ static int health(const char *id, int timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	static const char req[] = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 	char buf[512];
 	size_t have = 0;
 	int fd, status = -1;
@@ -135,7 +120,7 @@ static int health(const char *id, int timeout_ms)
 	}
 	while (have < sizeof(buf) - 1) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -240,7 +225,7 @@ static char proc_state(int pid)
 /* Waits (polling every 50 ms, up to timeout_ms) until attaching by id says gone. */
 static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 
 	for (;;) {
 		hangar_sandbox *sb = NULL;
@@ -249,7 +234,7 @@ static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
 		hangar_sandbox_unref(sb);
 		if (rc == HANGAR_EGONE)
 			return 1;
-		if (mono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return 0;
 		poll(NULL, 0, 50);
 	}
@@ -257,10 +242,10 @@ static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
 
 static int wait_path_gone(const char *path, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 
 	while (path_exists(path)) {
-		if (mono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return 0;
 		poll(NULL, 0, 20);
 	}
@@ -291,7 +276,7 @@ static int list_cb(const hangar_sandbox_info *info, void *payload)
 static int jail_token(const char *id, char *buf, size_t size)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int64_t deadline = mono_ms() + 5000;
+	int64_t deadline = clock_mono_ms() + 5000;
 	size_t have = 0;
 	int fd;
 
@@ -304,7 +289,7 @@ static int jail_token(const char *id, char *buf, size_t size)
 	}
 	while (have < size - 1) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -386,7 +371,7 @@ START_TEST(create_and_kill)
 	const char *id = hangar_sandbox_id(sb);
 	char path[PATH_MAX], saved[64];
 	struct stat st;
-	int64_t t = now_us();
+	int64_t t = clock_wall_us();
 
 	ck_assert_uint_eq(strlen(id), 19);
 	ck_assert(!strncmp(id, "sb-", 3));
@@ -407,8 +392,8 @@ START_TEST(create_and_kill)
 	ck_assert_str_eq(info.provider, "local");
 	ck_assert_str_eq(info.template_id, "local");
 	ck_assert_int_eq(info.state, HANGAR_SANDBOX_RUNNING);
-	ck_assert(info.created_at_us > t - 30000000 && info.created_at_us <= now_us());
-	ck_assert(info.expires_at_us > now_us() + 50000000 && info.expires_at_us <= now_us() + 60000000);
+	ck_assert(info.created_at_us > t - 30000000 && info.created_at_us <= clock_wall_us());
+	ck_assert(info.expires_at_us > clock_wall_us() + 50000000 && info.expires_at_us <= clock_wall_us() + 60000000);
 
 	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
 	sb_path(path, sizeof(path), saved, "");
@@ -532,7 +517,7 @@ START_TEST(pause_and_resume)
 	ck_assert_int_eq(hangar_sandbox_resume(sb), 0);
 	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
 	ck_assert_int_eq(info.state, HANGAR_SANDBOX_RUNNING);
-	ck_assert(info.expires_at_us > now_us() + 100000000);
+	ck_assert(info.expires_at_us > clock_wall_us() + 100000000);
 	ck_assert_int_eq(health(id, 5000), 204);
 	ck_assert_int_eq(envd_pid(id), pid);
 
@@ -578,8 +563,8 @@ START_TEST(set_timeout_and_paused_clock)
 	/* Paused, a sandbox does not expire: its clock stands still. */
 	ck_assert_int_eq(hangar_sandbox_set_timeout(sb, 1), 0);
 	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
-	until = mono_ms() + 2000;
-	while (mono_ms() < until) {
+	until = clock_mono_ms() + 2000;
+	while (clock_mono_ms() < until) {
 		ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
 		ck_assert_int_eq(info.state, HANGAR_SANDBOX_PAUSED);
 		poll(NULL, 0, 50);
@@ -596,7 +581,7 @@ START_TEST(set_timeout_and_paused_clock)
 	ck_assert_int_eq(info.expires_at_us, 0);
 	ck_assert_int_eq(hangar_sandbox_set_timeout(sb, 1), 0);
 	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
-	ck_assert(info.expires_at_us > 0 && info.expires_at_us <= now_us() + 1000000);
+	ck_assert(info.expires_at_us > 0 && info.expires_at_us <= clock_wall_us() + 1000000);
 	ck_assert_msg(wait_gone(ctx, id, 10000), "gone within 10 s of set_timeout(1)");
 	ck_assert_int_eq(hangar_sandbox_set_timeout(sb, 5), HANGAR_EGONE);
 	hangar_sandbox_unref(sb);
@@ -937,10 +922,10 @@ static long read_counter(const char *id)
 
 static int wait_counter_above(const char *id, long v, int timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 
 	while (read_counter(id) <= v) {
-		if (mono_ms() >= deadline)
+		if (clock_mono_ms() >= deadline)
 			return 0;
 		poll(NULL, 0, 20);
 	}
@@ -966,8 +951,8 @@ START_TEST(processes_survive_pause)
 	ck_assert_int_eq(hangar_sandbox_pause(sb), 0);
 	c = read_counter(id);
 	/* Paused, it stands still. */
-	until = mono_ms() + 500;
-	while (mono_ms() < until) {
+	until = clock_mono_ms() + 500;
+	while (clock_mono_ms() < until) {
 		ck_assert_int_eq(read_counter(id), c);
 		poll(NULL, 0, 50);
 	}
@@ -1189,20 +1174,20 @@ START_TEST(silent_supervisor)
 	again = hangar_sandbox_unref(again);
 	/* Another context (another process) must ask the supervisor, and gives up in time. */
 	other = new_ctx();
-	t0 = mono_ms();
+	t0 = clock_mono_ms();
 	rc = hangar_sandbox_attach(&again, other, "local", id);
 	{
 		/* A listing needs no token, so a silent supervisor does not hold it up. */
-		int64_t t1 = mono_ms();
+		int64_t t1 = clock_mono_ms();
 		int found = 0, lrc = hangar_sandbox_list(ctx, "local", find_id_cb, &found);
 
 		found = lrc == 0 ? found : -1;
 		ck_assert_int_eq(kill(jail, SIGCONT), 0);
 		ck_assert_msg(found == 1, "list while the supervisor is stopped: %d", found);
-		ck_assert_msg(mono_ms() - t1 < 2000, "list waited %lld ms", (long long)(mono_ms() - t1));
+		ck_assert_msg(clock_mono_ms() - t1 < 2000, "list waited %lld ms", (long long)(clock_mono_ms() - t1));
 	}
 	ck_assert_msg(rc == HANGAR_EUNAVAILABLE, "attach: %d %s", rc, hangar_error_last()->message);
-	ck_assert_msg(mono_ms() - t0 < 20000, "attach gave up after %lld ms", (long long)(mono_ms() - t0));
+	ck_assert_msg(clock_mono_ms() - t0 < 20000, "attach gave up after %lld ms", (long long)(clock_mono_ms() - t0));
 	ck_assert_ptr_null(again);
 	ck_assert_int_eq(hangar_sandbox_attach(&again, other, "local", id), 0);
 	expect_output(again, "echo back", "back");

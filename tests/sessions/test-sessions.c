@@ -31,6 +31,7 @@
 #include "leftovers.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "clock.h"
 
 #define API_KEY "e2b_test_0123456789abcdef0123456789abcdef"
 #define SECRET_KEY "session test key: long and random enough 4kPq"
@@ -43,14 +44,6 @@ static char state_dir[4200], fake_ws[4300];
 static pid_t fake_pid;
 static int api_port, edge_port;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the e2b fake ----------------------------------------------------------------- */
 
 static void fake_start(const char *flavour)
@@ -59,7 +52,7 @@ static void fake_start(const char *flavour)
 	char line[128] = "";
 	int pfd[2];
 	size_t n = 0;
-	int64_t deadline = mono_ms() + 20000;
+	int64_t deadline = clock_mono_ms() + 20000;
 
 	ck_assert_msg(fake && envd, "FAKE_E2B and HANGAR_ENVD_PATH must be set");
 	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
@@ -76,8 +69,8 @@ static void fake_start(const char *flavour)
 		struct pollfd p = { pfd[0], POLLIN, 0 };
 		ssize_t r;
 
-		ck_assert_msg(mono_ms() < deadline, "the fake did not get ready");
-		if (poll(&p, 1, (int)(deadline - mono_ms())) <= 0)
+		ck_assert_msg(clock_mono_ms() < deadline, "the fake did not get ready");
+		if (poll(&p, 1, (int)(deadline - clock_mono_ms())) <= 0)
 			continue;
 		r = read(pfd[0], line + n, sizeof(line) - 1 - n);
 		ck_assert_msg(r > 0, "the fake exited before it was ready");

@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <hangar/hangar.h>
+#include "clock.h"
 
 #define API_KEY "e2b_tiers_test_key"
 
@@ -34,18 +35,10 @@ static pid_t fake_pid;
 static int api_port, edge_port;
 static char state_dir[64];
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void fake_start(void)
 {
 	const char *fake = getenv("FAKE_E2B"), *envd = getenv("HANGAR_ENVD_PATH");
-	int64_t deadline = mono_ms() + 20000;
+	int64_t deadline = clock_mono_ms() + 20000;
 	char line[128];
 	size_t n = 0;
 	int pfd[2];
@@ -65,8 +58,8 @@ static void fake_start(void)
 		struct pollfd p = { pfd[0], POLLIN, 0 };
 		ssize_t r;
 
-		ck_assert_msg(mono_ms() < deadline, "the fake did not get ready");
-		if (poll(&p, 1, (int)(deadline - mono_ms())) <= 0)
+		ck_assert_msg(clock_mono_ms() < deadline, "the fake did not get ready");
+		if (poll(&p, 1, (int)(deadline - clock_mono_ms())) <= 0)
 			continue;
 		r = read(pfd[0], line + n, sizeof(line) - 1 - n);
 		ck_assert_msg(r > 0, "the fake exited before it was ready");

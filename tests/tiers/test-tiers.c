@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <hangar/hangar.h>
 #include <hangar/sys/provider.h>
+#include "clock.h"
 
 /* ---- a fault-injecting provider -------------------------------------------------- */
 
@@ -422,14 +423,6 @@ static struct cooling_q tier_query(const char *tier, const char *provider)
 	return q;
 }
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Polls the tier info every 50 ms (10 s at most) until provider is no longer cooling. */
 static int wait_cooled(const char *tier, const char *provider)
 {
@@ -507,7 +500,7 @@ START_TEST(fast_falls_back_when_full)
 	create_on("fast", NULL, "fast2");
 	ck_assert_int_eq(fast1.creates, 1);
 	ck_assert_int_eq(events_count("sandbox.tier_fallback"), 1);
-	ck_assert_int_gt(tier_query("fast", "fast1").until, now_us() + 50 * 1000000LL);
+	ck_assert_int_gt(tier_query("fast", "fast1").until, clock_wall_us() + 50 * 1000000LL);
 }
 END_TEST
 
@@ -609,8 +602,8 @@ START_TEST(retry_after_is_honoured)
 	create_on("fast", NULL, "fast2");
 	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 0), "cooldown_seconds"), 30);
 	q = tier_query("fast", "fast1");
-	ck_assert_int_gt(q.until, now_us() + 20 * 1000000LL);
-	ck_assert_int_le(q.until, now_us() + 31 * 1000000LL);
+	ck_assert_int_gt(q.until, clock_wall_us() + 20 * 1000000LL);
+	ck_assert_int_le(q.until, clock_wall_us() + 31 * 1000000LL);
 	/* A shorter Retry-After than the cooldown does not shorten it. */
 	must(hangar_ctx_set(ctx, "HANGAR_TIER_COOLDOWN_SECONDS", "60"), "cooldown");
 	tp_fail(&fast2, HANGAR_ECAPACITY, 429, 0, "rate limited");
@@ -627,7 +620,7 @@ START_TEST(retry_after_is_never_read_from_text)
 	tp_fail(&fast1, HANGAR_ECAPACITY, 429, 0, "HTTP 429: {\"message\": \"retry after 30 s\"}");
 	create_on("fast", NULL, "fast2");
 	ck_assert_int_eq((int)jnum(event_get("sandbox.tier_fallback", 0), "cooldown_seconds"), 2);
-	ck_assert_int_le(tier_query("fast", "fast1").until, now_us() + 3 * 1000000LL);
+	ck_assert_int_le(tier_query("fast", "fast1").until, clock_wall_us() + 3 * 1000000LL);
 	/* And a reworded message with the field still cools for the field's time
 	 * (fast1 left out, as its 2 s may be over on a slow machine). */
 	must(hangar_ctx_set(ctx, "HANGAR_TIERS", "{\"fast\":[\"fast2\",\"base\"]}"), "tiers");
@@ -640,8 +633,8 @@ START_TEST(retry_after_is_never_read_from_text)
 	tp_retry_after(&base, 86400);
 	must(hangar_ctx_set(ctx, "HANGAR_TIERS", "{\"heavy\":[\"base\"]}"), "tiers");
 	ck_assert_int_eq(create("heavy", NULL, NULL, 0), HANGAR_ECAPACITY);
-	ck_assert_int_le(tier_query("heavy", "base").until, now_us() + 3601 * 1000000LL);
-	ck_assert_int_gt(tier_query("heavy", "base").until, now_us() + 3500 * 1000000LL);
+	ck_assert_int_le(tier_query("heavy", "base").until, clock_wall_us() + 3601 * 1000000LL);
+	ck_assert_int_gt(tier_query("heavy", "base").until, clock_wall_us() + 3500 * 1000000LL);
 }
 END_TEST
 

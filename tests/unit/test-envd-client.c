@@ -32,6 +32,7 @@
 #include "core/internal.h"
 #include "envd/client.h"
 #include "pjson.h"
+#include "clock.h"
 
 /* ---- a hangar-envd child ------------------------------------------------------- */
 
@@ -43,23 +44,15 @@ struct daemon {
 	struct envd_endpoint ep;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads the daemon's "ready[ <port>]\n" line, waiting at most 10 s. */
 static int read_ready_line(int fd, char *line, size_t cap)
 {
-	int64_t deadline = now_ms() + 10000;
+	int64_t deadline = clock_mono_ms() + 10000;
 	size_t have = 0;
 
 	while (have + 1 < cap) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
