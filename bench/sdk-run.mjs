@@ -28,7 +28,7 @@
 // bash floor included, runs as NAME: a user with a light login profile shows
 // the protocol costs instead of the profile scripts; needs root).
 // Exits 77 (meson's "skipped") when the SDK is not installed.
-// Compare with seed 003 §3.7 (upstream envd: commands.run('true') 18.0/25.0 ms,
+// For comparison, upstream envd measures (commands.run('true') 18.0/25.0 ms,
 // files.read 2.2/10.2 ms p50/p95 on loopback).
 
 import { spawn, spawnSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-"""Access token and /files signatures (BEHAVIOUR.md §3)."""
+"""Access token and /files signatures."""
 
 import base64
 import hashlib

@@ -1,4 +1,4 @@
-"""process.Process behaviour at the wire level (BEHAVIOUR.md §6, §8)."""
+"""process.Process behaviour at the wire level."""
 
 import base64
 import json

@@ -1,4 +1,4 @@
-"""Connect protocol edges the SDKs never exercise (BEHAVIOUR.md §1, §2)."""
+"""Connect protocol edges the SDKs never exercise."""
 
 import json
 import struct

@@ -124,7 +124,7 @@ void handle_create(struct req *q, struct reply *r, int v2)
 		goto out;
 	}
 	o.timeout_s = is_cube() ? -1 : (v2 ? 300 : 15);
-	/* NewSandboxV2 has no "secure": v2 sandboxes always get a token [S3 §4.2]. */
+	/* NewSandboxV2 has no "secure": v2 sandboxes always get a token [E2B]. */
 	o.secure = v2;
 	if (int_field(b, "timeout", &o.timeout_s, &present, r) < 0)
 		goto out;
@@ -172,7 +172,7 @@ void handle_create(struct req *q, struct reply *r, int v2)
 			cJSON *rules = cJSON_GetObjectItemCaseSensitive(net, "rules");
 
 			if (rules && !cJSON_IsArray(rules) && !cJSON_IsNull(rules)) {
-				/* E2B's rules are an object keyed by domain; Cube wants an array [CUBE §4.1]. */
+				/* E2B's rules are an object keyed by domain; Cube wants an array [Cube]. */
 				reply_bad_field(r, "network.rules", "a sequence");
 				goto out;
 			}

@@ -7,28 +7,28 @@
  *
  * One process serves a control API (E2B's, or CubeSandbox's CubeAPI) and an
  * edge proxy (E2B's client proxy, or CubeProxy) on 127.0.0.1. Every sandbox is
- * a real hangar-envd process. Reference documents, cited below as
- *   [API §n]   shared/reference/e2b/CONTROL-API.md
- *   [OAS]      shared/reference/e2b/openapi.yml (E2B schemas)
- *   [CUBE §n]  shared/reference/cube/NOTES.md
- *   [COAS]     shared/reference/cube/openapi.yml (Cube schemas)
- *   [S3 §n]    seed 003 (E2B and CubeSandbox as references)
+ * a real hangar-envd process. Each behaviour below is what the platform does,
+ * tagged with where that is seen:
+ *   [E2B]          E2B's control API as its SDKs drive it
+ *   [OpenAPI X]    E2B's published OpenAPI document, schema X
+ *   [Cube]         CubeSandbox's CubeAPI and CubeProxy as they answer
+ *   [Cube OpenAPI] CubeAPI's published OpenAPI document
  *
- * Control API, E2B flavours (cloud, selfhosted) [API §1-3, OAS]
+ * Control API, E2B flavours (cloud, selfhosted) [E2B]
  *   auth: X-API-Key on every route but /health and the /_fake/ routes; with --api-key it
  *     must match, without one any non-empty key passes. 401 {"code","message"}.
  *   GET  /health                                  204
  *   POST /v2/sandboxes, POST /sandboxes           201 Sandbox. templateID required
- *     (400); an unknown template is 400 too, the only client error [OAS] lists for
- *     create. timeout defaults to 300 s on v2 [S3 §4.2] and 15 s on v1 [OAS
+ *     (400); an unknown template is 400 too, the only client error [OpenAPI] lists for
+ *     create. timeout defaults to 300 s on v2 [E2B] and 15 s on v1 [OpenAPI
  *     NewSandbox]. envdAccessToken (64 hex): always on v2 (NewSandboxV2 has no
- *     "secure"; SDK 2.51 does not send it) [S3 §4.2], on v1 only with
- *     "secure":true [API §2.1], an explicit "secure" wins; trafficAccessToken
+ *     "secure"; SDK 2.51 does not send it) [E2B], on v1 only with
+ *     "secure":true [E2B], an explicit "secure" wins; trafficAccessToken
  *     only when network.allowPublicTraffic is false, else null; domain = --domain
- *     or null (E2B sets it only for BYOC clusters) [S3 §4.3]. envdVersion 0.6.4.
+ *     or null (E2B sets it only for BYOC clusters) [E2B]. envdVersion 0.6.4.
  *   POST /v2/sandboxes/{id}/connect, POST /sandboxes/{id}/connect
  *     {timeout} required. 200 when running (TTL only extended); 201 when it
- *     resumed a paused sandbox, with a NEW envdAccessToken [API §2, S3 §4.2].
+ *     resumed a paused sandbox, with a NEW envdAccessToken [E2B].
  *   POST /sandboxes/{id}/resume (deprecated)      201; 409 when running
  *   GET  /sandboxes/{id}                          SandboxDetail (+pauseMode when paused)
  *   GET  /v2/sandboxes   state csv, metadata, template, order, limit 1..100,
@@ -39,7 +39,7 @@
  *   POST /sandboxes/{id}/refreshes {duration?}    204; extends only (0..3600)
  *   POST /sandboxes/{id}/pause {memory?}          204; 409 already paused.
  *     memory=false is a filesystem-only pause: every process is killed and the
- *     next connect cold-boots a fresh envd (pauseMode "filesystem") [OAS].
+ *     next connect cold-boots a fresh envd (pauseMode "filesystem") [OpenAPI].
  *   POST /sandboxes/{id}/snapshots {name?}        201 SnapshotInfo; usable as templateID
  *   GET  /snapshots      sandboxID, name, limit, nextToken; X-Next-Token
  *   POST /sandboxes/{id}/fork {timeout,count}     cloud only: 201 [{sandbox}|{error}]
@@ -53,44 +53,44 @@
  *   Unknown routes: 404 "404 page not found" (text).
  *   Expired sandboxes are killed, or paused when created with autoPause.
  *
- * Control API, cube flavour (CubeAPI at 23c69d6) [CUBE §2-§6, §9, COAS]
+ * Control API, cube flavour (CubeAPI at 23c69d6) [Cube]
  *   auth off unless --api-key; then "Authorization: Bearer" first, X-API-Key
  *     second; missing → 401 "Missing authentication…", wrong → 401 "Invalid API
- *     key or token" [CUBE §2]. /health and unknown paths are never authenticated;
+ *     key or token" [Cube]. /health and unknown paths are never authenticated;
  *     405 comes after auth.
- *   GET /health → 200 {"status":"ok","sandboxes":N} [CUBE §4.1]
- *   POST /v2/sandboxes → 405, empty body, Allow: GET,HEAD [CUBE §4.4, §9.1]
+ *   GET /health → 200 {"status":"ok","sandboxes":N} [Cube]
+ *   POST /v2/sandboxes → 405, empty body, Allow: GET,HEAD [Cube]
  *   POST /v2/sandboxes/{id}/connect → 404, empty body: only …/logs exists under
- *     /v2/sandboxes/{id} [CUBE §4.4, §9.1]
- *   unknown path → 404 empty; wrong method → 405 empty + Allow [CUBE §3]
+ *     /v2/sandboxes/{id} [Cube]
+ *   unknown path → 404 empty; wrong method → 405 empty + Allow [Cube]
  *   JSON-body routes (create, resume, connect, snapshots, rollback, timeout,
  *     refreshes, POST /templates[/{id}], PUT …/alias): no application/json →
- *     415, bad JSON → 400, missing/mistyped field → 422, all plain text [CUBE §3]
+ *     415, bad JSON → 400, missing/mistyped field → 422, all plain text [Cube]
  *   POST /sandboxes: unknown template → 500 "CubeMaster returned error code
- *     130404…" [CUBE §3]; envVars deny-list → 400; timeout omitted = never (-1),
- *     and it is an idle window reset by proxied traffic [CUBE §4.1, §9.5].
+ *     130404…" [Cube]; envVars deny-list → 400; timeout omitted = never (-1),
+ *     and it is an idle window reset by proxied traffic [Cube].
  *     envdAccessToken never present; trafficAccessToken only in this response
- *     and only with allowPublicTraffic:false [CUBE §5]; domain always present
+ *     and only with allowPublicTraffic:false [Cube]; domain always present
  *     (--domain, default cube.app).
  *   POST /sandboxes/{id}/connect → 200 always (resumes a paused one); timeout
- *     ignored when running [CUBE §6, §9.4]. POST …/resume → 201, 409 running.
+ *     ignored when running [Cube]. POST …/resume → 201, 409 running.
  *   POST …/pause → 204; 409 already paused; a body with memory:false → 400 (what
- *     open PR #1800 adds; at 23c69d6 the body is ignored) [CUBE §6].
+ *     open PR #1800 adds; at 23c69d6 the body is ignored) [Cube].
  *   GET /v2/sandboxes: state must be exactly running|paused, nextToken ignored, no
  *     X-Next-Token; GET /sandboxes caps at 200; endAt omitted for never-expiring
- *     sandboxes, diskSizeMB 0 [CUBE §4.1, §9.8].
+ *     sandboxes, diskSizeMB 0 [Cube].
  *   POST …/timeout {timeout ≥0 | -1}, POST …/refreshes, POST …/snapshots
  *     (snap-<24 hex>), GET /snapshots (x-next-token), POST …/rollback (restarts
  *     envd in place), DELETE …, GET …/logs (v1, v2).
- *   Templates [CUBE §4.2, §9.9]: POST /templates {image, name|alias, cpu, memory,
+ *   Templates [Cube]: POST /templates {image, name|alias, cpu, memory,
  *     exposedPorts (≤3 besides 49983), probePort, probePath, writableLayerSize,
  *     env[…]} → 202 TemplateBuildJob; GET /templates/{id}/builds/{job}/status
  *     (building → ready after --build-steps polls; {id} only echoed; unknown job
  *     → 500); POST /templates/{id}/builds/{bid} and POST /templates/{id} start a
  *     full rebuild; GET/DELETE /templates/{id}, PATCH → 501, PUT …/alias,
  *     GET /templates/aliases/{alias} (^[a-z0-9][a-z0-9-]{0,63}$, not tpl-/snap-),
- *     GET /templates. Path IDs outside [A-Za-z0-9-] → 400 [CUBE §3].
- *   /v3/templates, /v2/templates*, fork, metrics, network → 404 [CUBE §4.4].
+ *     GET /templates. Path IDs outside [A-Za-z0-9-] → 400 [Cube].
+ *   /v3/templates, /v2/templates*, fork, metrics, network → 404 [Cube].
  *
  * Test hooks (API port, never authenticated, never faulted)
  *   POST /_fake/faults {"route","status","count","retry_after","delay_ms","drop",
@@ -119,14 +119,14 @@
  * Edge (E2B client proxy / CubeProxy) on --edge-port
  *   Routing: a Host that is localhost, an IP literal or "sandbox.<domain>" is
  *   routed by E2b-Sandbox-Id + E2b-Sandbox-Port; any other Host by its first
- *   DNS label "<port>-<sandboxID>" [API §6, S3 §4.3, CUBE §5]. Real CubeProxy
+ *   DNS label "<port>-<sandboxID>" [E2B, Cube]. Real CubeProxy
  *   has no header routing; the fake offers it on every flavour so single-host
  *   tests work. Only port 49983 reaches the sandbox (its envd).
  *   E2B: unknown sandbox → 502 {"error":"Sandbox not found","sandboxId"};
  *     paused → 502 (E2B can auto-resume through the proxy; not modelled);
  *     other ports → 502 "The sandbox is running but port is not open";
  *     traffic token (e2b-traffic-access-token) checked on every port but envd's,
- *     which E2B exempts [CUBE §5] → 403.
+ *     which E2B exempts [Cube] → 403.
  *   The EDGE enforces envd tokens: sandboxes run hangar-envd WITHOUT a token,
  *     and the edge checks X-Access-Token against the sandbox's current token
  *     (it rotates on resume) on every route but GET /health, GET|POST /files,
@@ -138,7 +138,7 @@
  *     Host → 400 {"error":"bad request"}; unknown sandbox or port → 404
  *     {"error":"not found"}; killed autoPause sandbox → 410 {"error":"gone"};
  *     paused with autoResume → resumed synchronously then forwarded; paused
- *     otherwise → 502; each forwarded request resets the idle TTL [CUBE §5, §6].
+ *     otherwise → 502; each forwarded request resets the idle TTL [Cube].
  *   Forwarding: the request head (≤64 KiB) is read and checked, the upstream
  *   request gets "Connection: close", and bytes are spliced both ways unbuffered
  *   until the upstream closes; so every request on a connection is checked.
@@ -251,7 +251,7 @@ static void seed_templates(void)
 	char tid[64];
 	struct template *t;
 
-	/* "base" is the SDK's default template [API §2.2]. */
+	/* "base" is the SDK's default template [E2B]. */
 	new_template_id(tid, sizeof(tid));
 	t = add_template(tid, "base");
 	t->status = T_READY;

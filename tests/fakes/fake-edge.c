@@ -233,7 +233,7 @@ static void *edge_conn(void *arg)
 		edge_simple(cfd, 400, "Bad Request", "bad request");
 		goto out;
 	}
-	/* Routing [API §6, CUBE §5]. */
+	/* Routing [E2B, Cube]. */
 	if (host_is_ip_or_local(h.host) && h.sbx_id[0]) {
 		snprintf(id, sizeof(id), "%s", h.sbx_id);
 		port = atoi(h.sbx_port[0] ? h.sbx_port : "0");
@@ -284,7 +284,7 @@ static void *edge_conn(void *arg)
 		edge_simple(cfd, 410, "Gone", "gone");
 		goto out;
 	}
-	/* Traffic token: every port on Cube, all but envd's on E2B [CUBE §5]. */
+	/* Traffic token: every port on Cube, all but envd's on E2B [Cube]. */
 	if (!sb->public_traffic && (is_cube() || port != ENVD_PORT) &&
 	    strcmp(h.traffic_token, sb->traffic_token) != 0) {
 		pthread_mutex_unlock(&g.lock);
@@ -357,7 +357,7 @@ static void *edge_conn(void *arg)
 	}
 	envd_port = sb->envd_port;
 	if (is_cube() && sb->timeout_s >= 0)
-		set_expiry_locked(sb, expiry_after(sb->timeout_s)); /* idle window [CUBE §4.1] */
+		set_expiry_locked(sb, expiry_after(sb->timeout_s)); /* idle window [Cube] */
 	pthread_mutex_unlock(&g.lock);
 
 	{

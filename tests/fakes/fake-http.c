@@ -54,7 +54,7 @@ void reply_error(struct reply *r, unsigned status, const char *fmt, ...)
 	reply_json(r, status, o);
 }
 
-/* An unmatched route: gin's text on E2B, an empty body on axum [CUBE §3]. */
+/* An unmatched route: gin's text on E2B, an empty body on axum [Cube]. */
 void reply_no_route(struct reply *r)
 {
 	if (is_cube())
@@ -94,7 +94,7 @@ static int content_type_json(const struct req *q)
 /*
  * The body as a JSON object. E2B: a missing body is {} when allow_empty, other
  * problems are 400 {"code","message"}. Cube (axum's Json extractor): 415, 400
- * as plain text [CUBE §3].
+ * as plain text [Cube].
  */
 cJSON *body_object(struct req *q, struct reply *r, int allow_empty)
 {
@@ -238,7 +238,7 @@ cJSON *sandbox_json_locked(const struct sandbox *sb, enum view v)
 	cJSON_AddStringToObject(o, "envdVersion", ENVD_VERSION);
 	if (v == V_CREATE || v == V_CONNECT) {
 		if (is_cube()) {
-			/* envdAccessToken is never present; the traffic token only on create [CUBE §5]. */
+			/* envdAccessToken is never present; the traffic token only on create [Cube]. */
 			if (v == V_CREATE && sb->traffic_token[0])
 				cJSON_AddStringToObject(o, "trafficAccessToken", sb->traffic_token);
 			cJSON_AddStringToObject(o, "domain", g.domain ? g.domain : "cube.app");

@@ -77,7 +77,7 @@ void handle_connect(struct req *q, struct reply *r, const char *id, int resume_o
 			goto unlock;
 		}
 		if (!is_cube()) {
-			/* A running sandbox's TTL is only ever extended [API §2]. */
+			/* A running sandbox's TTL is only ever extended [E2B]. */
 			int64_t e = expiry_after(timeout);
 
 			pthread_mutex_lock(&g.lock);
@@ -103,7 +103,7 @@ void handle_connect(struct req *q, struct reply *r, const char *id, int resume_o
 		pthread_mutex_unlock(&g.lock);
 	}
 	pthread_mutex_lock(&g.lock);
-	/* Cube's connect is always 200 [CUBE §9.4]; resume is 201 everywhere. */
+	/* Cube's connect is always 200 [Cube]; resume is 201 everywhere. */
 	reply_json(r, resume_only ? 201 : (resumed && !is_cube() ? 201 : 200),
 		   sandbox_json_locked(sb, V_CONNECT));
 	pthread_mutex_unlock(&g.lock);
@@ -133,7 +133,7 @@ void handle_pause(struct req *q, struct reply *r, const char *id)
 		cJSON_Delete(b);
 	}
 	if (is_cube() && !memory) {
-		/* Cube always keeps memory; PR #1800 refuses memory=false [CUBE §6]. */
+		/* Cube always keeps memory; PR #1800 refuses memory=false [Cube]. */
 		reply_error(r, 400, "memory=false is not supported: CubeSandbox pause always keeps memory");
 		return;
 	}
@@ -246,7 +246,7 @@ void handle_network(struct req *q, struct reply *r, const char *id)
 	cJSON_Delete(b);
 }
 
-/* POST /sandboxes/{id}/snapshots. The source keeps running [S3 §4.2]. */
+/* POST /sandboxes/{id}/snapshots. The source keeps running [E2B]. */
 void handle_snapshot(struct req *q, struct reply *r, const char *id)
 {
 	cJSON *b = body_object(q, r, 0), *name, *o;
@@ -305,7 +305,7 @@ out:
 	cJSON_Delete(b);
 }
 
-/* Cube: POST /sandboxes/{id}/rollback restarts the sandbox in place [CUBE §6]. */
+/* Cube: POST /sandboxes/{id}/rollback restarts the sandbox in place [Cube]. */
 void handle_rollback(struct req *q, struct reply *r, const char *id)
 {
 	cJSON *b = body_object(q, r, 0), *snap, *o;

@@ -129,7 +129,7 @@ void handle_list(struct req *q, struct reply *r, int v2)
 
 	if (v2 && st && *st) {
 		if (is_cube()) {
-			/* Only the single literals filter; anything else means no filter [CUBE §4.1]. */
+			/* Only the single literals filter; anything else means no filter [Cube]. */
 			if (strcmp(st, "running") == 0)
 				want_paused = 0;
 			else if (strcmp(st, "paused") == 0)

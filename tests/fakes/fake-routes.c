@@ -277,7 +277,7 @@ static void route_e2b(struct req *q, struct reply *r)
 
 /*
  * Cube: axum answers unknown paths 404 before auth, and a known path with the
- * wrong method 405 after auth [CUBE §2, §3].
+ * wrong method 405 after auth [Cube].
  */
 static void route_cube(struct req *q, struct reply *r)
 {

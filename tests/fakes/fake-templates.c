@@ -343,7 +343,7 @@ void handle_cube_template_create(struct req *q, struct reply *r)
 
 		snprintf(alias, sizeof(alias), "%.*s", c ? (int)(c - name->valuestring) : 79, name->valuestring);
 		if (!valid_cube_alias(alias))
-			alias[0] = '\0'; /* dropped silently [CUBE §4.2] */
+			alias[0] = '\0'; /* dropped silently [Cube] */
 	}
 	pthread_mutex_lock(&g.lock);
 	new_template_id(tid, sizeof(tid));
@@ -419,7 +419,7 @@ void handle_cube_build_status(struct reply *r, const char *tid, const char *job,
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "buildID", job);
 	if (!logs)
-		cJSON_AddStringToObject(o, "templateID", tid); /* echoed, not checked [CUBE §4.2] */
+		cJSON_AddStringToObject(o, "templateID", tid); /* echoed, not checked [Cube] */
 	cJSON_AddStringToObject(o, "status", status);
 	cJSON_AddNumberToObject(o, "progress", progress);
 	if (logs) {

@@ -485,7 +485,7 @@ END_TEST
 
 /*
  * The Connect code table as published by the Connect protocol
- * specification (and BEHAVIOUR.md §2), written out independently.
+ * specification, written out independently.
  */
 static const struct {
 	enum connect_code code;

@@ -1,5 +1,5 @@
 /*
- * hangar-envd access token and /files signatures (auth.c, BEHAVIOUR.md §3).
+ * hangar-envd access token and /files signatures (auth.c).
  */
 #include <check.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
- * hangar-envd EntryInfo (filesystem.c, BEHAVIOUR.md §7) and user.e2b.*
- * metadata (xattr.c, BEHAVIOUR.md §4.4).
+ * hangar-envd EntryInfo (filesystem.c) and user.e2b.*
+ * metadata (xattr.c).
  */
 #define _GNU_SOURCE
 #include <check.h>

@@ -1,6 +1,6 @@
 /*
  * hangar-envd path resolution, child environments and directory creation
- * (user.c, BEHAVIOUR.md §5 and §6).
+ * (user.c).
  */
 #define _GNU_SOURCE
 #include <check.h>
