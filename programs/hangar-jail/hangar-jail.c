@@ -63,11 +63,11 @@
 #define NET_DEADLINE_MS 5000
 #define TOKEN_MAX 1024
 
-static const char *dir, *id;
-static char root[PATH_MAX];                     /* the directory holding every sandbox's */
-static struct uid_range ids = { 0, 0, -1, 0, 0 }; /* the host ids behind the sandbox's (userns.c) */
-static struct limit_cgroups lcg;                /* memory, pids, cpu */
-static pid_t slirp = -1;                        /* network "on": slirp4netns, the sandbox's way out */
+static const char *jail_dir, *jail_id;
+static char jail_root[PATH_MAX];                            /* the directory holding every sandbox's */
+static struct uid_range jail_ids = { 0, 0, -1, 0, 0 }; /* the host ids behind the sandbox's (userns.c) */
+static struct limit_cgroups jail_lcg;                       /* memory, pids, cpu */
+static pid_t jail_slirp = -1;                               /* network "on": slirp4netns, the sandbox's way out */
 static char cg_kind[8] = "none";
 static char cg_path[PATH_MAX];
 /* envd's access token: in memory only, locked out of swap where allowed, wiped on exit. */
@@ -109,7 +109,7 @@ static int exists(const char *path)
 /* 1 when the jail makes and maps the sandbox's user namespace itself (else bwrap makes one of the caller alone). */
 static int own_userns(void)
 {
-	return ids.slot >= 0 || ids.sub;
+	return jail_ids.slot >= 0 || jail_ids.sub;
 }
 
 /* ---- the freezer cgroup --------------------------------------------------------- */
@@ -120,7 +120,7 @@ static int try_cgroup(const char *kind, const char *parent, const char *file)
 	char hangar[PATH_MAX], path[PATH_MAX], probe[PATH_MAX + 32];
 
 	if (snprintf(hangar, sizeof(hangar), "%s/hangar", parent) >= (int)sizeof(hangar) ||
-	    snprintf(path, sizeof(path), "%s/%s", hangar, id) >= (int)sizeof(path))
+	    snprintf(path, sizeof(path), "%s/%s", hangar, jail_id) >= (int)sizeof(path))
 		return -1;
 	if (mkdir(hangar, 0755) < 0 && errno != EEXIST)
 		return -1;
@@ -528,7 +528,7 @@ static int open_in_dir(const char *rest, int flags)
 {
 	char path[PATH_MAX];
 
-	if (snprintf(path, sizeof(path), "%s/%s", dir, rest) >= (int)sizeof(path)) {
+	if (snprintf(path, sizeof(path), "%s/%s", jail_dir, rest) >= (int)sizeof(path)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -659,7 +659,7 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 		snprintf(src, sizeof(src), "%s", stage());
 		snprintf(rw, sizeof(rw), "%s/rw", stage());
 	} else {
-		snprintf(src, sizeof(src), "%s", dir);
+		snprintf(src, sizeof(src), "%s", jail_dir);
 		rw[0] = '\0';
 	}
 
@@ -705,7 +705,7 @@ static int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd,
 	add(a, "--ro-bind");
 	addf(a, userns ? "%s/etc" : "%s/rootfs/etc", src);
 	add(a, "/etc");
-	r = etc_build(dir, m->id, uid, gid, m->network, a);
+	r = etc_build(jail_dir, m->id, uid, gid, m->network, a);
 	if (r < 0)
 		return r;
 	add(a, "--proc");
@@ -990,7 +990,7 @@ static pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struc
 			_exit(126);
 		}
 	}
-	if (limits_join(&lcg, getpid()) < 0) {
+	if (limits_join(&jail_lcg, getpid()) < 0) {
 		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
 		_exit(126);
 	}
@@ -1034,7 +1034,7 @@ static int arm_timer(int tfd)
 {
 	struct lmeta m;
 	struct itimerspec its = { 0 };
-	int r = lstate_meta_read(dir, &m);
+	int r = lstate_meta_read(jail_dir, &m);
 
 	if (r < 0) {
 		if (r == -ENOENT)
@@ -1087,12 +1087,12 @@ static void teardown(pid_t bwrap, int bwrap_done)
 	}
 	ports_stop();
 	kill_cgroup_members(deadline);
-	if (slirp > 0) {
-		kill(slirp, SIGKILL);
-		wait_gone(slirp, deadline);
+	if (jail_slirp > 0) {
+		kill(jail_slirp, SIGKILL);
+		wait_gone(jail_slirp, deadline);
 	}
 	reap(0, NULL);
-	limits_remove(&lcg);
+	limits_remove(&jail_lcg);
 	if (strcmp(cg_kind, "none") != 0) {
 		char *slash;
 
@@ -1105,11 +1105,11 @@ static void teardown(pid_t bwrap, int bwrap_done)
 			rmdir(cg_path); /* fails while another sandbox is in it: left for the last one */
 		}
 	}
-	snprintf(path, sizeof(path), "%s", dir);
+	snprintf(path, sizeof(path), "%s", jail_dir);
 	r = lstate_rmtree_at(AT_FDCWD, path);
 	if (r < 0)
 		say("cannot remove %s: %s", path, strerror(-r));
-	uid_range_release(root, id, &ids);
+	uid_range_release(jail_root, jail_id, &jail_ids);
 }
 
 /* The sandbox's limits come from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
@@ -1150,7 +1150,7 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 	int rc;
 
 	if (geteuid() == 0) {
-		rc = uid_range_claim(root, id, r);
+		rc = uid_range_claim(jail_root, jail_id, r);
 		if (rc < 0) {
 			errno = -rc;
 			return -1;
@@ -1166,7 +1166,7 @@ static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, 
 		/* Said, so `hangar sandbox logs` tells why root is refused here. */
 		say("sandbox %s has one uid, %u, for envd and every user (no subordinate ids for it: see "
 		    "HANGAR_LOCAL_SUBIDS in hangar(1)): commands and file operations as root are refused",
-		    id, (unsigned)geteuid());
+		    jail_id, (unsigned)geteuid());
 		*uid = (unsigned)geteuid();
 		*gid = (unsigned)getegid();
 	}
@@ -1219,7 +1219,7 @@ int main(int argc, char **argv)
 		else if (i + 1 >= argc)
 			usage();
 		else if (!strcmp(argv[i], "-dir"))
-			dir = argv[++i];
+			jail_dir = argv[++i];
 		else if (!strcmp(argv[i], "-bwrap"))
 			bwrap = argv[++i];
 		else if (!strcmp(argv[i], "-envd"))
@@ -1231,16 +1231,16 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0 || token_fd < 0 ||
+	if (!jail_dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0 || token_fd < 0 ||
 	    token_fd == ready_fd || fcntl(token_fd, F_GETFD) < 0)
 		usage();
-	id = strrchr(dir, '/');
-	id = id ? id + 1 : dir;
-	if (!lstate_valid_id(id) || (size_t)(id - dir) >= sizeof(root) || id - dir < 2) {
-		say("%s does not end in a sandbox id", dir);
+	jail_id = strrchr(jail_dir, '/');
+	jail_id = jail_id ? jail_id + 1 : jail_dir;
+	if (!lstate_valid_id(jail_id) || (size_t)(jail_id - jail_dir) >= sizeof(jail_root) || jail_id - jail_dir < 2) {
+		say("%s does not end in a sandbox id", jail_dir);
 		return 2;
 	}
-	memcpy(root, dir, (size_t)(id - dir - 1));
+	memcpy(jail_root, jail_dir, (size_t)(jail_id - jail_dir - 1));
 
 	if (daemon_) {
 		/* Detach: the caller reaps this process at once; the sandbox lives on. */
@@ -1278,26 +1278,26 @@ int main(int argc, char **argv)
 	}
 
 	snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
-	snprintf(path, sizeof(path), "%s/jail.pid", dir);
+	snprintf(path, sizeof(path), "%s/jail.pid", jail_dir);
 	if (lstate_write_atomic(path, pidtext, strlen(pidtext), 0600) < 0) {
 		say("cannot write %s: %s", path, strerror(errno));
 		return 1;
 	}
-	if (lstate_meta_read(dir, &m) < 0) {
-		say("cannot read %s/meta.json", dir);
-		lstate_rmtree_at(AT_FDCWD, dir);
+	if (lstate_meta_read(jail_dir, &m) < 0) {
+		say("cannot read %s/meta.json", jail_dir);
+		lstate_rmtree_at(AT_FDCWD, jail_dir);
 		return 1;
 	}
-	lfd = listen_unix(dir, "jail.sock", 64);   /* where the library asks for the token again */
+	lfd = listen_unix(jail_dir, "jail.sock", 64);   /* where the library asks for the token again */
 	if (lfd < 0) {
-		say("cannot listen on %s/jail.sock: %s", dir, strerror(errno));
+		say("cannot listen on %s/jail.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
 		teardown(-1, 1);
 		return 1;
 	}
-	pfd = ports_listen(dir);
+	pfd = ports_listen(jail_dir);
 	if (pfd < 0) {
-		say("cannot listen on %s/ports.sock: %s", dir, strerror(errno));
+		say("cannot listen on %s/ports.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
 		teardown(-1, 1);
 		return 1;
@@ -1308,9 +1308,9 @@ int main(int argc, char **argv)
 	 * operation made for root) can move it, replace it or put a link in
 	 * its place. envd gets the listening descriptor.
 	 */
-	efd = listen_unix(dir, "envd.sock", 512);
+	efd = listen_unix(jail_dir, "envd.sock", 512);
 	if (efd < 0) {
-		say("cannot listen on %s/envd.sock: %s", dir, strerror(errno));
+		say("cannot listen on %s/envd.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
 		teardown(-1, 1);
 		return 1;
@@ -1330,7 +1330,7 @@ int main(int argc, char **argv)
 			snprintf(text, sizeof(text), "none\n");
 		else
 			snprintf(text, sizeof(text), "%s %s\n", cg_kind, cg_path);
-		snprintf(path, sizeof(path), "%s/cgroup", dir);
+		snprintf(path, sizeof(path), "%s/cgroup", jail_dir);
 		lstate_write_atomic(path, text, strlen(text), 0600);
 	}
 	read_limits(&lim);
@@ -1341,7 +1341,7 @@ int main(int argc, char **argv)
 		 * network).
 		 */
 		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
-		    (unsigned)geteuid(), id);
+		    (unsigned)geteuid(), jail_id);
 		lstate_meta_clear(&m);
 		teardown(-1, 1);
 		return 1;
@@ -1362,17 +1362,17 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	limits_setup(&lcg, &lim, id, !strcmp(cg_kind, "v2") ? cg_path : NULL);
-	snprintf(path, sizeof(path), "%s/limits", dir);
-	if (limits_record(dir, &lcg, &lim) < 0)
+	limits_setup(&jail_lcg, &lim, jail_id, !strcmp(cg_kind, "v2") ? cg_path : NULL);
+	snprintf(path, sizeof(path), "%s/limits", jail_dir);
+	if (limits_record(jail_dir, &jail_lcg, &lim) < 0)
 		say("cannot write %s: %s", path, strerror(errno));
 	/* A descriptor number for the commands' namespace, which the child puts there. */
 	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (inner_fd < 0 || prepare_sandbox(&fds, &ids, &uid, &gid, envd) < 0 || single_uid_network(&m) < 0 ||
+	if (inner_fd < 0 || prepare_sandbox(&fds, &jail_ids, &uid, &gid, envd) < 0 || single_uid_network(&m) < 0 ||
 	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, efd, &fds, own_userns(), uid, gid,
 			     lim.shm_mb, lim.disk_mb, net_info[1], net_block[0], inner_fd,
-			     own_userns() ? uid_range_top(&ids) : 0) < 0) {
-		say("cannot prepare sandbox %s: %s", id, strerror(errno));
+			     own_userns() ? uid_range_top(&jail_ids) : 0) < 0) {
+		say("cannot prepare sandbox %s: %s", jail_id, strerror(errno));
 		lstate_meta_clear(&m);
 		argv_free(&av);
 		close_fds(&fds);
@@ -1388,7 +1388,7 @@ int main(int argc, char **argv)
 			keep[nkeep++] = net_block[0];
 		}
 		keep[nkeep++] = ready_fd;
-		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &ids : NULL, envd, lim.disk_mb, inner_fd);
+		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &jail_ids : NULL, envd, lim.disk_mb, inner_fd);
 	}
 	close(inner_fd);
 	close(efd); /* envd's now */
@@ -1399,14 +1399,14 @@ int main(int argc, char **argv)
 		close(net_info[1]);
 		close(net_block[0]);
 		if (child > 0)
-			slirp = net_setup(net_info[0], slirp_path, mono_ms() + NET_DEADLINE_MS);
+			jail_slirp = net_setup(net_info[0], slirp_path, mono_ms() + NET_DEADLINE_MS);
 		/*
 		 * net_info[0] stays open for the jail's life: bubblewrap writes its
 		 * --info-fd in several writes, the last ones after the child's pid
 		 * that net_setup waited for, and a closed pipe there would kill it
 		 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
 		 */
-		if (child > 0 && slirp < 0) {
+		if (child > 0 && jail_slirp < 0) {
 			close(net_block[1]);
 			close(ready_fd);
 			close(envd_token);
@@ -1449,9 +1449,9 @@ int main(int argc, char **argv)
 			case SIGCHLD:
 				if (reap(child, &status)) {
 					if (WIFEXITED(status))
-						say("sandbox %s ended: bwrap exited with %d", id, WEXITSTATUS(status));
+						say("sandbox %s ended: bwrap exited with %d", jail_id, WEXITSTATUS(status));
 					else if (WIFSIGNALED(status))
-						say("sandbox %s ended: bwrap killed by signal %d", id, WTERMSIG(status));
+						say("sandbox %s ended: bwrap killed by signal %d", jail_id, WTERMSIG(status));
 					teardown(child, 1);
 					return 0;
 				}
@@ -1461,7 +1461,7 @@ int main(int argc, char **argv)
 					done = 1;
 				break;
 			default:
-				say("sandbox %s killed", id);
+				say("sandbox %s killed", jail_id);
 				done = 1;
 				break;
 			}
@@ -1477,7 +1477,7 @@ int main(int argc, char **argv)
 				continue;
 			/* The library may have moved the expiry since: ask meta.json again. */
 			if (!arm_timer(tfd)) {
-				say("sandbox %s expired", id);
+				say("sandbox %s expired", jail_id);
 				done = 1;
 			}
 		}
