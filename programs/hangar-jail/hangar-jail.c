@@ -1053,7 +1053,7 @@ static int arm_timer(int tfd)
 	return 1;
 }
 
-static void teardown(pid_t bwrap, int bwrap_done)
+static void jail_teardown(pid_t bwrap, int bwrap_done)
 {
 	int64_t deadline = mono_ms() + TEARDOWN_DEADLINE_MS;
 	char path[PATH_MAX];
@@ -1292,14 +1292,14 @@ int main(int argc, char **argv)
 	if (lfd < 0) {
 		say("cannot listen on %s/jail.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	pfd = ports_listen(jail_dir);
 	if (pfd < 0) {
 		say("cannot listen on %s/ports.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	/*
@@ -1312,14 +1312,14 @@ int main(int argc, char **argv)
 	if (efd < 0) {
 		say("cannot listen on %s/envd.sock: %s", jail_dir, strerror(errno));
 		lstate_meta_clear(&m);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	envd_token = token_pipe();
 	if (envd_token < 0) {
 		say("cannot make the token pipe: %s", strerror(errno));
 		lstate_meta_clear(&m);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	setup_cgroup();
@@ -1343,7 +1343,7 @@ int main(int argc, char **argv)
 		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
 		    (unsigned)geteuid(), jail_id);
 		lstate_meta_clear(&m);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	if (m.network) {
@@ -1352,13 +1352,13 @@ int main(int argc, char **argv)
 		if (access(slirp_path, X_OK) < 0) {
 			say("network on needs slirp4netns: %s: %s", slirp_path, strerror(errno));
 			lstate_meta_clear(&m);
-			teardown(-1, 1);
+			jail_teardown(-1, 1);
 			return 1;
 		}
 		if (pipe2(net_info, O_CLOEXEC) < 0 || pipe2(net_block, O_CLOEXEC) < 0) {
 			say("pipe: %s", strerror(errno));
 			lstate_meta_clear(&m);
-			teardown(-1, 1);
+			jail_teardown(-1, 1);
 			return 1;
 		}
 	}
@@ -1376,7 +1376,7 @@ int main(int argc, char **argv)
 		lstate_meta_clear(&m);
 		argv_free(&av);
 		close_fds(&fds);
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	{
@@ -1410,7 +1410,7 @@ int main(int argc, char **argv)
 			close(net_block[1]);
 			close(ready_fd);
 			close(envd_token);
-			teardown(child, 0);
+			jail_teardown(child, 0);
 			return 1;
 		}
 		/* The network is ready: bwrap may start envd. */
@@ -1423,11 +1423,11 @@ int main(int argc, char **argv)
 	close(envd_token);
 	if (child < 0) {
 		say("fork: %s", strerror(errno));
-		teardown(-1, 1);
+		jail_teardown(-1, 1);
 		return 1;
 	}
 	if (!arm_timer(tfd)) {
-		teardown(child, 0);
+		jail_teardown(child, 0);
 		return 0;
 	}
 
@@ -1452,7 +1452,7 @@ int main(int argc, char **argv)
 						say("sandbox %s ended: bwrap exited with %d", jail_id, WEXITSTATUS(status));
 					else if (WIFSIGNALED(status))
 						say("sandbox %s ended: bwrap killed by signal %d", jail_id, WTERMSIG(status));
-					teardown(child, 1);
+					jail_teardown(child, 1);
 					return 0;
 				}
 				break;
@@ -1482,6 +1482,6 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	teardown(child, 0);
+	jail_teardown(child, 0);
 	return 0;
 }
