@@ -153,3 +153,65 @@ void forget_token(void);
 int ports_listen(const char *dir);
 void ports_serve(int lfd, pid_t bwrap);
 void ports_stop(void);
+
+/* util.c */
+int64_t now_us(void);
+int64_t mono_ms(void);
+int exists(const char *path);
+
+/* hangar-jail.c: the sandbox the jail supervises */
+extern const char *jail_dir, *jail_id;
+extern char jail_root[];
+extern struct uid_range jail_ids;
+extern struct limit_cgroups jail_lcg;
+extern pid_t jail_slirp;
+int own_userns(void);
+
+/* cgroup.c */
+extern char cg_kind[8];
+extern char cg_path[];
+void setup_cgroup(void);
+void thaw(void);
+void kill_cgroup_members(int64_t deadline);
+
+/* supervise.c */
+int reap(pid_t watch, int *status);
+void wait_gone(pid_t pid, int64_t deadline);
+int arm_timer(int tfd);
+void jail_teardown(pid_t bwrap, int bwrap_done);
+
+/* token.c */
+int read_token(int fd);
+int token_pipe(void);
+void serve_token(int lfd);
+
+/* stage.c */
+struct sbfds {
+	int etc, envd, seccomp;
+};
+void close_fds(struct sbfds *f);
+const char *stage(void);
+int build_stage(const char *envd, const struct uid_range *r, unsigned disk_mb);
+
+/* bwrap.c */
+struct lmeta;
+int build_bwrap_argv(struct argv *a, const char *bwrap, const char *envd, const struct lmeta *m,
+		     int ready_fd, int envd_token_fd, int envd_listen_fd, const struct sbfds *f, int userns, unsigned uid,
+		     unsigned gid, unsigned shm_mb, unsigned disk_mb, int info_fd, int block_fd, int inner_fd,
+		     unsigned top);
+
+/* spawn.c */
+pid_t spawn_bwrap(char **argv, const int *keep, size_t nkeep, const struct uid_range *range,
+		  const char *envd, unsigned disk_mb, int inner_at);
+
+/* userns.c */
+int wait_byte(int fd);
+int enter_userns(int to_parent, int from_parent);
+int inner_userns(const struct uid_range *r, int at);
+
+/* net.c */
+int own_netns(void);
+int single_uid_network(const struct lmeta *m);
+
+/* limits.c */
+void read_limits(struct limits *l);

@@ -443,3 +443,31 @@ int limits_record(const char *dir, const struct limit_cgroups *c, const struct l
 	snprintf(path, sizeof(path), "%s/limits", dir);
 	return lstate_write_atomic(path, text, n, 0644);
 }
+
+/* The sandbox's limits come from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
+static unsigned env_uint(const char *name, unsigned dflt, unsigned min, unsigned max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < min || n > max) {
+		say("%s=\"%s\" is out of range (%u..%u); using %u", name, v, min, max, dflt);
+		return dflt;
+	}
+	return (unsigned)n;
+}
+
+void read_limits(struct limits *l)
+{
+	l->memory_mb = env_uint("HANGAR_JAIL_MEMORY_MB", 2048, 16, 1u << 22);
+	l->pids = env_uint("HANGAR_JAIL_PIDS", 512, 8, 1u << 22);
+	l->cpus = env_uint("HANGAR_JAIL_CPUS", 2, 1, 1024);
+	l->disk_mb = env_uint("HANGAR_JAIL_DISK_MB", 1024, 1, 1u << 24);
+	/* /dev/shm: a quarter of the memory, as its pages count there too. */
+	l->shm_mb = l->memory_mb / 4 ? l->memory_mb / 4 : 1;
+}

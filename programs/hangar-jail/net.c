@@ -24,6 +24,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <linux/nsfs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,20 +41,13 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "lstate.h"
 
 static const char *const blocked[] = {
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 	"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
 	"224.0.0.0/4", "240.0.0.0/4",
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * In a child about to run `ip`: enters the sandbox's network namespace (and
@@ -351,4 +345,54 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	if (netfd >= 0)
 		close(netfd);
 	return p;
+}
+
+/*
+ * As root of the sandbox's user namespace: the sandbox's network namespace,
+ * made here rather than by bwrap so that it can be set up as that root
+ * before anything runs in it: loopback up (as bwrap would), and every port
+ * free to bind. Commands run in the namespace below, where
+ * CAP_NET_BIND_SERVICE does not reach this network namespace: without it
+ * the sandbox's root could no longer serve on port 80. 0, or -1 said.
+ */
+int own_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int s;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		say("cannot make the sandbox's network namespace: %s", strerror(errno));
+		return -1;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ||
+	    (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(s, SIOCSIFFLAGS, &ifr)) < 0) {
+		say("cannot bring the sandbox's loopback up: %s", strerror(errno));
+		if (s >= 0)
+			close(s);
+		return -1;
+	}
+	close(s);
+	/* Best effort (before Linux 4.11 there is no such setting): the sandbox works without it. */
+	if (lstate_write_str("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0") < 0)
+		say("cannot open ports below 1024 to the sandbox's users: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * slirp4netns configures the sandbox's network as root of its user
+ * namespace, which a sandbox of one uid (an unprivileged caller without
+ * subordinate ids) does not have: network on is refused there, said, rather
+ * than given as loopback alone. 0, or -1 with errno.
+ */
+int single_uid_network(const struct lmeta *m)
+{
+	if (!m->network || own_userns() || geteuid() == 0)
+		return 0;
+	say("network on needs subordinate ids for uid %u (/etc/subuid and /etc/subgid, and HANGAR_LOCAL_SUBIDS on): "
+	    "ask for network off or set HANGAR_LOCAL_NETWORK=off",
+	    (unsigned)geteuid());
+	errno = EOPNOTSUPP;
+	return -1;
 }
