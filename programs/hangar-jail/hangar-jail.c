@@ -10,11 +10,10 @@
  * jail.pid, sets up a freezer cgroup for the sandbox, runs hangar-envd inside
  * bubblewrap (passing the ready fd on, so envd tells the library itself when
  * it listens, and handing the token over another pipe), and then waits for
- * one of: bwrap
- * exiting, SIGTERM (kill), or the expiry time in meta.json passing (re-read
- * on SIGHUP, which the library sends after changing it). On any of them it
- * thaws and kills every process of the sandbox, removes its cgroup and
- * removes the sandbox's directory.
+ * one of: bwrap exiting, SIGTERM (kill), or the expiry time in meta.json
+ * passing (re-read on SIGHUP, which the library sends after changing it). On
+ * any of them it thaws and kills every process of the sandbox, removes its
+ * cgroup and removes the sandbox's directory.
  *
  * The token lives only in memory, never on disk: while it waits, the jail
  * serves it on jail.sock to whoever connects with its own uid (or root),
@@ -27,85 +26,33 @@
  *
  * HANGAR_JAIL_FREEZER=auto|v2|v1|none (environment, default auto) picks the
  * freezer; "none" leaves pausing to SIGSTOP.
+ *
+ * main, here, fills one struct jail (jail.h) in named steps; the modules:
+ *   token.c      envd's token: read, piped to envd, served on jail.sock
+ *   cgroup.c     the freezer cgroup          limits.c   memory, pids, cpu
+ *   userns.c     the sandbox's host ids and user namespaces
+ *   net.c        network on (slirp4netns)    ports.c    exposed ports
+ *   etc.c        the sandbox's /etc          seccomp.c  its seccomp filter
+ *   stage.c      its files, staged for bwrap bwrap.c    bwrap's command line
+ *   spawn.c      the child that becomes bwrap
+ *   supervise.c  the wait for the end, and the teardown
+ *   util.c       messages, clocks, argument vectors, unix sockets
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/mman.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
-#include <net/if.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <grp.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "jail.h"
 #include "lstate.h"
-
-#define NET_DEADLINE_MS 5000
-
-const char *jail_dir, *jail_id;
-char jail_root[PATH_MAX];                            /* the directory holding every sandbox's */
-struct uid_range jail_ids = { 0, 0, -1, 0, 0 }; /* the host ids behind the sandbox's (userns.c) */
-struct limit_cgroups jail_lcg;                       /* memory, pids, cpu */
-pid_t jail_slirp = -1;                               /* network "on": slirp4netns, the sandbox's way out */
-
-/* 1 when the jail makes and maps the sandbox's user namespace itself (else bwrap makes one of the caller alone). */
-int own_userns(void)
-{
-	return jail_ids.slot >= 0 || jail_ids.sub;
-}
-
-/*
- * As root: claims the sandbox's uid range. Unprivileged: the caller's
- * subordinate ids when it has them (the caller is root inside). Then makes
- * the seccomp filter. *uid and *gid: `user`'s ids as the sandbox sees them.
- */
-static int prepare_sandbox(struct sbfds *f, struct uid_range *r, unsigned *uid, unsigned *gid, const char *envd)
-{
-	int rc;
-
-	if (geteuid() == 0) {
-		rc = uid_range_claim(jail_root, jail_id, r);
-		if (rc < 0) {
-			errno = -rc;
-			return -1;
-		}
-		*uid = *gid = 1000;
-	} else if (uid_range_subids(r) == 0) {
-		if (!r->count) {
-			errno = ENOSPC; /* every slot of the caller's subordinate ids is another sandbox's (said) */
-			return -1;
-		}
-		*uid = *gid = 1000;
-	} else {
-		/* Said, so `hangar sandbox logs` tells why root is refused here. */
-		say("sandbox %s has one uid, %u, for envd and every user (no subordinate ids for it: see "
-		    "HANGAR_LOCAL_SUBIDS in hangar(1)): commands and file operations as root are refused",
-		    jail_id, (unsigned)geteuid());
-		*uid = (unsigned)geteuid();
-		*gid = (unsigned)getegid();
-	}
-	f->seccomp = seccomp_filter_fd();
-	return f->seccomp < 0 ? -1 : 0;
-}
 
 static void usage(void)
 {
@@ -113,70 +60,77 @@ static void usage(void)
 	exit(2);
 }
 
-int main(int argc, char **argv)
+/* The command line into j; usage (exit 2) when it is not right. */
+static void parse_args(struct jail *j, int argc, char **argv)
 {
-	const char *bwrap = NULL, *envd = NULL;
-	int ready_fd = -1, token_fd = -1, envd_token = -1, daemon_ = 0, sfd, tfd, lfd, pfd, efd, status = 0, done = 0;
-	int inner_fd;
-	struct argv av = { 0 };
-	struct sbfds fds = { -1, -1, -1 };
-	int net_info[2] = { -1, -1 }, net_block[2] = { -1, -1 };
-	const char *slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
-	unsigned uid, gid;
-	struct limits lim;
-	char pidtext[32], path[PATH_MAX];
-	struct lmeta m;
-	sigset_t set;
-	pid_t child;
-
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-daemon"))
-			daemon_ = 1;
+			j->daemon = 1;
 		else if (i + 1 >= argc)
 			usage();
 		else if (!strcmp(argv[i], "-dir"))
-			jail_dir = argv[++i];
+			j->dir = argv[++i];
 		else if (!strcmp(argv[i], "-bwrap"))
-			bwrap = argv[++i];
+			j->bwrap = argv[++i];
 		else if (!strcmp(argv[i], "-envd"))
-			envd = argv[++i];
+			j->envd = argv[++i];
 		else if (!strcmp(argv[i], "-ready-fd"))
-			ready_fd = atoi(argv[++i]);
+			j->ready_fd = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-token-fd"))
-			token_fd = atoi(argv[++i]);
+			j->token_fd = atoi(argv[++i]);
 		else
 			usage();
 	}
-	if (!jail_dir || !bwrap || !envd || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0 || token_fd < 0 ||
-	    token_fd == ready_fd || fcntl(token_fd, F_GETFD) < 0)
+	if (!j->dir || !j->bwrap || !j->envd || j->ready_fd < 0 || fcntl(j->ready_fd, F_GETFD) < 0 ||
+	    j->token_fd < 0 || j->token_fd == j->ready_fd || fcntl(j->token_fd, F_GETFD) < 0)
 		usage();
-	jail_id = strrchr(jail_dir, '/');
-	jail_id = jail_id ? jail_id + 1 : jail_dir;
-	if (!lstate_valid_id(jail_id) || (size_t)(jail_id - jail_dir) >= sizeof(jail_root) || jail_id - jail_dir < 2) {
-		say("%s does not end in a sandbox id", jail_dir);
-		return 2;
-	}
-	memcpy(jail_root, jail_dir, (size_t)(jail_id - jail_dir - 1));
+}
 
-	if (daemon_) {
-		/* Detach: the caller reaps this process at once; the sandbox lives on. */
-		pid_t p = fork();
+/* The sandbox's id (the directory's last component) and the directory above it. 0, or -1 said. */
+static int name_sandbox(struct jail *j)
+{
+	const char *slash = strrchr(j->dir, '/');
 
-		if (p < 0) {
-			say("fork: %s", strerror(errno));
-			return 1;
-		}
-		if (p > 0)
-			_exit(0);
-		setsid();
+	j->id = slash ? slash + 1 : j->dir;
+	if (!lstate_valid_id(j->id) || (size_t)(j->id - j->dir) >= sizeof(j->root) || j->id - j->dir < 2) {
+		say("%s does not end in a sandbox id", j->dir);
+		return -1;
 	}
+	memcpy(j->root, j->dir, (size_t)(j->id - j->dir - 1));
+	return 0;
+}
+
+/* Detaches: the caller reaps this process at once; the sandbox lives on. 0, or -1 said. */
+static int detach(void)
+{
+	pid_t p = fork();
+
+	if (p < 0) {
+		say("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (p > 0)
+		_exit(0);
+	setsid();
+	return 0;
+}
+
+/* The token from the library's pipe, kept where nothing else can read it. 0, or -1 said. */
+static int take_token(struct jail *j)
+{
 	/*
 	 * Read here, after the fork: memory locks are not inherited. Not
 	 * dumpable: no core file (nor same-uid ptrace) can carry the token off.
 	 */
 	prctl(PR_SET_DUMPABLE, 0);
-	if (read_token(token_fd) < 0)
-		return 2;
+	return token_read(j->token_fd);
+}
+
+/* Becomes the sandbox's subreaper; its signals and expiry timer become descriptors. 0, or -1 said. */
+static int watch_signals(struct jail *j)
+{
+	sigset_t set;
+
 	/* Processes orphaned inside the sandbox come to us, to be reaped. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
@@ -186,37 +140,52 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC);
-	if (sfd < 0 || tfd < 0) {
+	j->sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	j->tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC);
+	if (j->sfd < 0 || j->tfd < 0) {
 		say("signalfd/timerfd: %s", strerror(errno));
-		return 1;
+		return -1;
 	}
+	return 0;
+}
+
+/* Writes jail.pid, by which the library knows the sandbox's jail. 0, or -1 said. */
+static int record_pid(const struct jail *j)
+{
+	char pidtext[32], path[PATH_MAX];
 
 	snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
-	snprintf(path, sizeof(path), "%s/jail.pid", jail_dir);
+	snprintf(path, sizeof(path), "%s/jail.pid", j->dir);
 	if (lstate_write_atomic(path, pidtext, strlen(pidtext), 0600) < 0) {
 		say("cannot write %s: %s", path, strerror(errno));
-		return 1;
+		return -1;
 	}
-	if (lstate_meta_read(jail_dir, &m) < 0) {
-		say("cannot read %s/meta.json", jail_dir);
-		lstate_rmtree_at(AT_FDCWD, jail_dir);
-		return 1;
+	return 0;
+}
+
+/* meta.json; without it there is no sandbox, and its directory goes. 0, or -1 said. */
+static int read_meta(struct jail *j)
+{
+	if (lstate_meta_read(j->dir, &j->meta) < 0) {
+		say("cannot read %s/meta.json", j->dir);
+		lstate_rmtree_at(AT_FDCWD, j->dir);
+		return -1;
 	}
-	lfd = listen_unix(jail_dir, "jail.sock", 64);   /* where the library asks for the token again */
-	if (lfd < 0) {
-		say("cannot listen on %s/jail.sock: %s", jail_dir, strerror(errno));
-		lstate_meta_clear(&m);
-		jail_teardown(-1, 1);
-		return 1;
+	return 0;
+}
+
+/* jail.sock, ports.sock, envd.sock and envd's token pipe. 0, or -1 said. */
+static int open_channels(struct jail *j)
+{
+	j->lfd = listen_unix(j->dir, "jail.sock", 64); /* where the library asks for the token again */
+	if (j->lfd < 0) {
+		say("cannot listen on %s/jail.sock: %s", j->dir, strerror(errno));
+		return -1;
 	}
-	pfd = ports_listen(jail_dir);
-	if (pfd < 0) {
-		say("cannot listen on %s/ports.sock: %s", jail_dir, strerror(errno));
-		lstate_meta_clear(&m);
-		jail_teardown(-1, 1);
-		return 1;
+	j->pfd = ports_listen(j->dir);
+	if (j->pfd < 0) {
+		say("cannot listen on %s/ports.sock: %s", j->dir, strerror(errno));
+		return -1;
 	}
 	/*
 	 * envd's socket, bound here on the host's side of the sandbox: no path
@@ -224,180 +193,117 @@ int main(int argc, char **argv)
 	 * operation made for root) can move it, replace it or put a link in
 	 * its place. envd gets the listening descriptor.
 	 */
-	efd = listen_unix(jail_dir, "envd.sock", 512);
-	if (efd < 0) {
-		say("cannot listen on %s/envd.sock: %s", jail_dir, strerror(errno));
-		lstate_meta_clear(&m);
-		jail_teardown(-1, 1);
-		return 1;
+	j->envd_listen = listen_unix(j->dir, "envd.sock", 512);
+	if (j->envd_listen < 0) {
+		say("cannot listen on %s/envd.sock: %s", j->dir, strerror(errno));
+		return -1;
 	}
-	envd_token = token_pipe();
-	if (envd_token < 0) {
+	j->envd_token = token_pipe();
+	if (j->envd_token < 0) {
 		say("cannot make the token pipe: %s", strerror(errno));
-		lstate_meta_clear(&m);
-		jail_teardown(-1, 1);
-		return 1;
+		return -1;
 	}
-	setup_cgroup();
-	{
-		char text[PATH_MAX + 16];
+	return 0;
+}
 
-		if (!strcmp(cg_kind, "none"))
-			snprintf(text, sizeof(text), "none\n");
-		else
-			snprintf(text, sizeof(text), "%s %s\n", cg_kind, cg_path);
-		snprintf(path, sizeof(path), "%s/cgroup", jail_dir);
-		lstate_write_atomic(path, text, strlen(text), 0600);
-	}
-	read_limits(&lim);
-	if (m.network && geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
-		/*
-		 * Refused, as the library refuses it before starting a jail: never
-		 * loopback alone in place of what was asked for (nor the host's
-		 * network).
-		 */
-		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
-		    (unsigned)geteuid(), jail_id);
-		lstate_meta_clear(&m);
-		jail_teardown(-1, 1);
-		return 1;
-	}
-	if (m.network) {
-		if (!slirp_path || !*slirp_path)
-			slirp_path = "/usr/bin/slirp4netns";
-		if (access(slirp_path, X_OK) < 0) {
-			say("network on needs slirp4netns: %s: %s", slirp_path, strerror(errno));
-			lstate_meta_clear(&m);
-			jail_teardown(-1, 1);
-			return 1;
-		}
-		if (pipe2(net_info, O_CLOEXEC) < 0 || pipe2(net_block, O_CLOEXEC) < 0) {
-			say("pipe: %s", strerror(errno));
-			lstate_meta_clear(&m);
-			jail_teardown(-1, 1);
-			return 1;
-		}
-	}
-	limits_setup(&jail_lcg, &lim, jail_id, !strcmp(cg_kind, "v2") ? cg_path : NULL);
-	snprintf(path, sizeof(path), "%s/limits", jail_dir);
-	if (limits_record(jail_dir, &jail_lcg, &lim) < 0)
-		say("cannot write %s: %s", path, strerror(errno));
+/* The freezer cgroup and the limits, recorded for the library, and the network's own checks. 0, or -1 said. */
+static int confine(struct jail *j)
+{
+	freezer_setup(&j->freezer, j->id);
+	freezer_record(&j->freezer, j->dir);
+	read_limits(&j->lim);
+	if (net_prepare(j) < 0)
+		return -1;
+	limits_setup(&j->lcg, &j->lim, j->id, freezer_v2(&j->freezer));
+	if (limits_record(j->dir, &j->lcg, &j->lim) < 0)
+		say("cannot write %s/limits: %s", j->dir, strerror(errno));
+	return 0;
+}
+
+/* The sandbox's ids and seccomp filter, then bwrap's command line (j->spec, j->argv). 0, or -1 said. */
+static int describe_sandbox(struct jail *j)
+{
 	/* A descriptor number for the commands' namespace, which the child puts there. */
-	inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (inner_fd < 0 || prepare_sandbox(&fds, &jail_ids, &uid, &gid, envd) < 0 || single_uid_network(&m) < 0 ||
-	    build_bwrap_argv(&av, bwrap, envd, &m, ready_fd, envd_token, efd, &fds, own_userns(), uid, gid,
-			     lim.shm_mb, lim.disk_mb, net_info[1], net_block[0], inner_fd,
-			     own_userns() ? uid_range_top(&jail_ids) : 0) < 0) {
-		say("cannot prepare sandbox %s: %s", jail_id, strerror(errno));
-		lstate_meta_clear(&m);
-		argv_free(&av);
-		close_fds(&fds);
-		jail_teardown(-1, 1);
-		return 1;
-	}
-	{
-		int keep[6] = { envd_token, fds.seccomp, efd };
-		size_t nkeep = 3;
+	int inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC), seccomp_fd = -1, userns;
+	unsigned uid = 0, gid = 0;
 
-		if (m.network) {
-			keep[nkeep++] = net_info[1];
-			keep[nkeep++] = net_block[0];
-		}
-		keep[nkeep++] = ready_fd;
-		child = spawn_bwrap(av.v, keep, nkeep, own_userns() ? &jail_ids : NULL, envd, lim.disk_mb, inner_fd);
-	}
-	close(inner_fd);
-	close(efd); /* envd's now */
-	lstate_meta_clear(&m);
-	argv_free(&av);
-	close_fds(&fds);
-	if (net_info[1] >= 0) {
-		close(net_info[1]);
-		close(net_block[0]);
-		if (child > 0)
-			jail_slirp = net_setup(net_info[0], slirp_path, mono_ms() + NET_DEADLINE_MS);
-		/*
-		 * net_info[0] stays open for the jail's life: bubblewrap writes its
-		 * --info-fd in several writes, the last ones after the child's pid
-		 * that net_setup waited for, and a closed pipe there would kill it
-		 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
-		 */
-		if (child > 0 && jail_slirp < 0) {
-			close(net_block[1]);
-			close(ready_fd);
-			close(envd_token);
-			jail_teardown(child, 0);
-			return 1;
-		}
-		/* The network is ready: bwrap may start envd. */
-		if (child > 0 && write(net_block[1], "n", 1) != 1)
-			say("cannot release bwrap: %s", strerror(errno));
-		close(net_block[1]);
+	if (inner_fd < 0 || uid_range_pick(j->root, j->id, &j->ids, &uid, &gid) < 0 ||
+	    (seccomp_fd = seccomp_filter_fd()) < 0 ||
+	    single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
+		goto fail;
+	userns = uid_range_owned(&j->ids);
+	j->spec = (struct jail_spec){
+		.bwrap = j->bwrap, .envd = j->envd, .dir = j->dir, .meta = &j->meta,
+		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
+		.shm_mb = j->lim.shm_mb, .disk_mb = j->lim.disk_mb,
+		.ready_fd = j->ready_fd, .token_fd = j->envd_token, .listen_fd = j->envd_listen,
+		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1], .block_fd = j->net_block[0],
+		.inner_fd = inner_fd,
+	};
+	if (bwrap_argv(&j->argv, &j->spec) < 0)
+		goto fail;
+	return 0;
+fail:
+	say("cannot prepare sandbox %s: %s", j->id, strerror(errno));
+	argv_free(&j->argv);
+	if (seccomp_fd >= 0)
+		close(seccomp_fd);
+	return -1;
+}
+
+/*
+ * Starts bwrap, leaves envd what is its alone and (network on) gives the
+ * sandbox its way out. 0, or -1 said, with the sandbox torn down.
+ */
+static int start_sandbox(struct jail *j)
+{
+	j->bwrap_pid = spawn_bwrap(j);
+	close(j->spec.inner_fd);
+	close(j->envd_listen); /* envd's now */
+	lstate_meta_clear(&j->meta);
+	argv_free(&j->argv);
+	close(j->spec.seccomp_fd);
+	if (net_start(j) < 0) {
+		close(j->ready_fd);
+		close(j->envd_token);
+		jail_teardown(j, 0);
+		return -1;
 	}
 	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
-	close(ready_fd);
-	close(envd_token);
-	if (child < 0) {
+	close(j->ready_fd);
+	close(j->envd_token);
+	if (j->bwrap_pid < 0) {
 		say("fork: %s", strerror(errno));
-		jail_teardown(-1, 1);
+		jail_teardown(j, 1);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct jail j = {
+		.ready_fd = -1, .token_fd = -1, .sfd = -1, .tfd = -1, .lfd = -1, .pfd = -1,
+		.envd_listen = -1, .envd_token = -1, .freezer = FREEZER_NONE,
+		.net_info = { -1, -1 }, .net_block = { -1, -1 }, .ids = UID_RANGE_NONE,
+		.bwrap_pid = -1, .slirp = -1,
+	};
+
+	parse_args(&j, argc, argv);
+	if (name_sandbox(&j) < 0)
+		return 2;
+	if (j.daemon && detach() < 0)
+		return 1;
+	if (take_token(&j) < 0)
+		return 2;
+	if (watch_signals(&j) < 0 || record_pid(&j) < 0 || read_meta(&j) < 0)
+		return 1;
+	if (open_channels(&j) < 0 || confine(&j) < 0 || describe_sandbox(&j) < 0) {
+		lstate_meta_clear(&j.meta);
+		jail_teardown(&j, 1);
 		return 1;
 	}
-	if (!arm_timer(tfd)) {
-		jail_teardown(child, 0);
-		return 0;
-	}
-
-	while (!done) {
-		struct pollfd p[4] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 }, { lfd, POLLIN, 0 }, { pfd, POLLIN, 0 } };
-
-		if (poll(p, 4, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			say("poll: %s", strerror(errno));
-			break;
-		}
-		if (p[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
-				continue;
-			switch (si.ssi_signo) {
-			case SIGCHLD:
-				if (reap(child, &status)) {
-					if (WIFEXITED(status))
-						say("sandbox %s ended: bwrap exited with %d", jail_id, WEXITSTATUS(status));
-					else if (WIFSIGNALED(status))
-						say("sandbox %s ended: bwrap killed by signal %d", jail_id, WTERMSIG(status));
-					jail_teardown(child, 1);
-					return 0;
-				}
-				break;
-			case SIGHUP:
-				if (!arm_timer(tfd))
-					done = 1;
-				break;
-			default:
-				say("sandbox %s killed", jail_id);
-				done = 1;
-				break;
-			}
-		}
-		if (!done && (p[2].revents & POLLIN))
-			serve_token(lfd);
-		if (!done && (p[3].revents & POLLIN))
-			ports_serve(pfd, child);
-		if (!done && (p[1].revents & POLLIN)) {
-			uint64_t ticks;
-
-			if (read(tfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-				continue;
-			/* The library may have moved the expiry since: ask meta.json again. */
-			if (!arm_timer(tfd)) {
-				say("sandbox %s expired", jail_id);
-				done = 1;
-			}
-		}
-	}
-	jail_teardown(child, 0);
-	return 0;
+	if (start_sandbox(&j) < 0)
+		return 1;
+	return supervise(&j);
 }

@@ -2,8 +2,8 @@
  * A sandbox's resource limits: memory, processes and CPU.
  *
  * cgroup v2 first, in the sandbox's v2 cgroup (the freezer's, from
- * hangar-jail.c), which is BASE/hangar/ID: BASE is HANGAR_JAIL_CGROUP (the
- * library's HANGAR_LOCAL_CGROUP) when hangar-jail.c put it there, else the
+ * cgroup.c), which is BASE/hangar/ID: BASE is HANGAR_JAIL_CGROUP (the
+ * library's HANGAR_LOCAL_CGROUP) when cgroup.c put it there, else the
  * jail's own v2 cgroup or the hierarchy's root. A controller reaches the
  * sandbox only when BASE and BASE/hangar both list it in
  * cgroup.subtree_control, and the kernel lets a cgroup hand controllers to

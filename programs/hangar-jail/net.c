@@ -43,6 +43,8 @@
 #include "jail.h"
 #include "lstate.h"
 
+#define NET_DEADLINE_MS 5000
+
 static const char *const blocked[] = {
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 	"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
@@ -386,13 +388,66 @@ int own_netns(void)
  * subordinate ids) does not have: network on is refused there, said, rather
  * than given as loopback alone. 0, or -1 with errno.
  */
-int single_uid_network(const struct lmeta *m)
+int single_uid_network(const struct lmeta *m, int userns)
 {
-	if (!m->network || own_userns() || geteuid() == 0)
+	if (!m->network || userns || geteuid() == 0)
 		return 0;
 	say("network on needs subordinate ids for uid %u (/etc/subuid and /etc/subgid, and HANGAR_LOCAL_SUBIDS on): "
 	    "ask for network off or set HANGAR_LOCAL_NETWORK=off",
 	    (unsigned)geteuid());
 	errno = EOPNOTSUPP;
 	return -1;
+}
+
+int net_prepare(struct jail *j)
+{
+	if (!j->meta.network)
+		return 0;
+	if (geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
+		/*
+		 * Refused, as the library refuses it before starting a jail: never
+		 * loopback alone in place of what was asked for (nor the host's
+		 * network).
+		 */
+		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
+		    (unsigned)geteuid(), j->id);
+		return -1;
+	}
+	j->slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
+	if (!j->slirp_path || !*j->slirp_path)
+		j->slirp_path = "/usr/bin/slirp4netns";
+	if (access(j->slirp_path, X_OK) < 0) {
+		say("network on needs slirp4netns: %s: %s", j->slirp_path, strerror(errno));
+		return -1;
+	}
+	if (pipe2(j->net_info, O_CLOEXEC) < 0 || pipe2(j->net_block, O_CLOEXEC) < 0) {
+		say("pipe: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int net_start(struct jail *j)
+{
+	if (j->net_info[1] < 0)
+		return 0;
+	close(j->net_info[1]);
+	close(j->net_block[0]);
+	if (j->bwrap_pid > 0)
+		j->slirp = net_setup(j->net_info[0], j->slirp_path, mono_ms() + NET_DEADLINE_MS);
+	/*
+	 * net_info[0] stays open for the jail's life: bubblewrap writes its
+	 * --info-fd in several writes, the last ones after the child's pid
+	 * that net_setup waited for, and a closed pipe there would kill it
+	 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
+	 */
+	if (j->bwrap_pid > 0 && j->slirp < 0) {
+		close(j->net_block[1]);
+		return -1;
+	}
+	/* The network is ready: bwrap may start envd. */
+	if (j->bwrap_pid > 0 && write(j->net_block[1], "n", 1) != 1)
+		say("cannot release bwrap: %s", strerror(errno));
+	close(j->net_block[1]);
+	return 0;
 }

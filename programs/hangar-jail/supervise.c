@@ -9,9 +9,11 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -77,11 +79,11 @@ static pid_t ns_init(pid_t pid)
 }
 
 /* Arms the timer for the expiry in meta.json; returns 0 when it already passed. */
-int arm_timer(int tfd)
+static int arm_timer(const struct jail *j)
 {
 	struct lmeta m;
 	struct itimerspec its = { 0 };
-	int r = lstate_meta_read(jail_dir, &m);
+	int r = lstate_meta_read(j->dir, &m);
 
 	if (r < 0) {
 		if (r == -ENOENT)
@@ -96,11 +98,36 @@ int arm_timer(int tfd)
 		its.it_value.tv_sec = m.expires_at_us / 1000000;
 		its.it_value.tv_nsec = (m.expires_at_us % 1000000) * 1000;
 	}
-	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	timerfd_settime(j->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 	return 1;
 }
 
-void jail_teardown(pid_t bwrap, int bwrap_done)
+/* Kills bwrap and the sandbox's pid 1, and waits for both: the whole sandbox, with or without a cgroup. */
+static void kill_bwrap(pid_t bwrap, int64_t deadline)
+{
+	pid_t init = ns_init(bwrap);
+	int fd = init > 0 ? pidfd_open_(init) : -1;
+
+	/*
+	 * The pid namespace's init (bwrap's child) exits only once every
+	 * process in the namespace is dead and reaped: waiting for it
+	 * waits for the whole sandbox, with or without a cgroup.
+	 */
+	if (fd >= 0)
+		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+	kill(bwrap, SIGKILL);
+	wait_gone(bwrap, deadline);
+	if (fd >= 0) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - mono_ms();
+
+		if (left > 0)
+			poll(&p, 1, (int)left);
+		close(fd);
+	}
+}
+
+void jail_teardown(struct jail *j, int bwrap_done)
 {
 	int64_t deadline = mono_ms() + TEARDOWN_DEADLINE_MS;
 	char path[PATH_MAX];
@@ -109,52 +136,94 @@ void jail_teardown(pid_t bwrap, int bwrap_done)
 	/* Nothing is served from here on. */
 	forget_token();
 	/* A frozen task cannot die: thaw first. */
-	thaw();
-	if (!bwrap_done && bwrap > 0) {
-		pid_t init = ns_init(bwrap);
-		int fd = init > 0 ? pidfd_open_(init) : -1;
-
-		/*
-		 * The pid namespace's init (bwrap's child) exits only once every
-		 * process in the namespace is dead and reaped: waiting for it
-		 * waits for the whole sandbox, with or without a cgroup.
-		 */
-		if (fd >= 0)
-			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
-		kill(bwrap, SIGKILL);
-		wait_gone(bwrap, deadline);
-		if (fd >= 0) {
-			struct pollfd p = { fd, POLLIN, 0 };
-			int64_t left = deadline - mono_ms();
-
-			if (left > 0)
-				poll(&p, 1, (int)left);
-			close(fd);
-		}
-	}
+	freezer_thaw(&j->freezer);
+	if (!bwrap_done && j->bwrap_pid > 0)
+		kill_bwrap(j->bwrap_pid, deadline);
 	ports_stop();
-	kill_cgroup_members(deadline);
-	if (jail_slirp > 0) {
-		kill(jail_slirp, SIGKILL);
-		wait_gone(jail_slirp, deadline);
+	freezer_kill(&j->freezer, deadline);
+	if (j->slirp > 0) {
+		kill(j->slirp, SIGKILL);
+		wait_gone(j->slirp, deadline);
 	}
 	reap(0, NULL);
-	limits_remove(&jail_lcg);
-	if (strcmp(cg_kind, "none") != 0) {
-		char *slash;
-
-		if (rmdir(cg_path) < 0 && errno != ENOENT)
-			say("cannot remove cgroup %s: %s", cg_path, strerror(errno));
-		/* And .../hangar once empty, which would keep a delegated base from being removed. */
-		slash = strrchr(cg_path, '/');
-		if (slash) {
-			*slash = '\0';
-			rmdir(cg_path); /* fails while another sandbox is in it: left for the last one */
-		}
-	}
-	snprintf(path, sizeof(path), "%s", jail_dir);
+	limits_remove(&j->lcg);
+	freezer_remove(&j->freezer);
+	snprintf(path, sizeof(path), "%s", j->dir);
 	r = lstate_rmtree_at(AT_FDCWD, path);
 	if (r < 0)
 		say("cannot remove %s: %s", path, strerror(-r));
-	uid_range_release(jail_root, jail_id, &jail_ids);
+	uid_range_release(j->root, j->id, &j->ids);
+}
+
+/* What the loop does after an event. */
+enum next { GO_ON, NEXT_POLL, STOP, BWRAP_GONE };
+
+/* A signal: bwrap's exit (SIGCHLD), a new expiry (SIGHUP), or the end (SIGTERM, SIGINT). */
+static enum next on_signal(const struct jail *j)
+{
+	struct signalfd_siginfo si;
+	int status = 0;
+
+	if (read(j->sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return NEXT_POLL;
+	switch (si.ssi_signo) {
+	case SIGCHLD:
+		if (reap(j->bwrap_pid, &status)) {
+			if (WIFEXITED(status))
+				say("sandbox %s ended: bwrap exited with %d", j->id, WEXITSTATUS(status));
+			else if (WIFSIGNALED(status))
+				say("sandbox %s ended: bwrap killed by signal %d", j->id, WTERMSIG(status));
+			return BWRAP_GONE;
+		}
+		return GO_ON;
+	case SIGHUP:
+		return arm_timer(j) ? GO_ON : STOP;
+	default:
+		say("sandbox %s killed", j->id);
+		return STOP;
+	}
+}
+
+/* The timer fired: the library may have moved the expiry since, so meta.json is asked again. */
+static enum next on_timer(const struct jail *j)
+{
+	uint64_t ticks;
+
+	if (read(j->tfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return NEXT_POLL;
+	if (!arm_timer(j)) {
+		say("sandbox %s expired", j->id);
+		return STOP;
+	}
+	return GO_ON;
+}
+
+int supervise(struct jail *j)
+{
+	enum next next = arm_timer(j) ? GO_ON : STOP;
+
+	while (next != STOP) {
+		struct pollfd p[4] = { { j->sfd, POLLIN, 0 }, { j->tfd, POLLIN, 0 }, { j->lfd, POLLIN, 0 },
+				       { j->pfd, POLLIN, 0 } };
+
+		if (poll(p, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			say("poll: %s", strerror(errno));
+			break;
+		}
+		next = p[0].revents & POLLIN ? on_signal(j) : GO_ON;
+		if (next == BWRAP_GONE) {
+			jail_teardown(j, 1);
+			return 0;
+		}
+		if (next == GO_ON && (p[2].revents & POLLIN))
+			token_serve(j->lfd);
+		if (next == GO_ON && (p[3].revents & POLLIN))
+			ports_serve(j->pfd, j->bwrap_pid);
+		if (next == GO_ON && (p[1].revents & POLLIN))
+			next = on_timer(j);
+	}
+	jail_teardown(j, 0);
+	return 0;
 }

@@ -28,8 +28,8 @@ void forget_token(void)
 	token_len = 0;
 }
 
-/* Reads the token from fd (a pipe from the library) until EOF, and closes fd. 0 or -1. */
-int read_token(int fd)
+/* Reads the token from fd (a pipe from the library) until EOF, and closes fd. 0, or -1 said. */
+int token_read(int fd)
 {
 	size_t n = 0;
 
@@ -97,7 +97,7 @@ int token_pipe(void)
  * nothing to anyone else. Never blocks: accept is non-blocking, and the token
  * fits a fresh socket's buffer in one write.
  */
-void serve_token(int lfd)
+void token_serve(int lfd)
 {
 	uid_t me = geteuid();
 

@@ -523,3 +523,40 @@ int inner_userns(const struct uid_range *r, int at)
 		close(fd);
 	return 0;
 }
+
+int uid_range_owned(const struct uid_range *r)
+{
+	return r->slot >= 0 || r->sub;
+}
+
+/*
+ * As root: claims the sandbox's uid range. Unprivileged: the caller's
+ * subordinate ids when it has them (the caller is root inside).
+ */
+int uid_range_pick(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid)
+{
+	int rc;
+
+	if (geteuid() == 0) {
+		rc = uid_range_claim(root, id, r);
+		if (rc < 0) {
+			errno = -rc;
+			return -1;
+		}
+		*uid = *gid = 1000;
+	} else if (uid_range_subids(r) == 0) {
+		if (!r->count) {
+			errno = ENOSPC; /* every slot of the caller's subordinate ids is another sandbox's (said) */
+			return -1;
+		}
+		*uid = *gid = 1000;
+	} else {
+		/* Said, so `hangar sandbox logs` tells why root is refused here. */
+		say("sandbox %s has one uid, %u, for envd and every user (no subordinate ids for it: see "
+		    "HANGAR_LOCAL_SUBIDS in hangar(1)): commands and file operations as root are refused",
+		    id, (unsigned)geteuid());
+		*uid = (unsigned)geteuid();
+		*gid = (unsigned)getegid();
+	}
+	return 0;
+}
