@@ -198,29 +198,18 @@ static int wait_ready(int fd, int64_t deadline)
 	}
 }
 
-pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+/*
+ * bwrap's child brings its loopback up in the new namespace; a second
+ * process configuring the namespace meanwhile can make that fail, so
+ * slirp4netns starts once 127.0.0.1 is there. 0, or -1 said.
+ */
+static int wait_loopback(int child, int64_t deadline)
 {
-	char pid[32], ready[48], userns[64], nsnet[64], script[8192];
-	char *slirp_argv[12], *ip_batch[8];
-	size_t sa = 0, ia = 0;
-	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
-	struct ifaddrs *ifs = NULL;
-	size_t n = 0;
-	int child = read_child_pid(info_fd, deadline), rp[2], netfd = -1, ownerfd = -1;
-	pid_t p;
+	char path[64];
 
-	if (child <= 0) {
-		say("bwrap did not report the sandbox's pid");
-		return -1;
-	}
-	/*
-	 * bwrap's child brings its loopback up in the new namespace; a second
-	 * process configuring the namespace meanwhile can make that fail, so
-	 * slirp4netns starts once 127.0.0.1 is there.
-	 */
-	snprintf(nsnet, sizeof(nsnet), "/proc/%d/net/fib_trie", child);
+	snprintf(path, sizeof(path), "/proc/%d/net/fib_trie", child);
 	for (;;) {
-		FILE *f = fopen(nsnet, "re");
+		FILE *f = fopen(path, "re");
 		char line[256];
 		int up = 0;
 
@@ -229,13 +218,29 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		if (f)
 			fclose(f);
 		if (up)
-			break;
+			return 0;
 		if (mono_ms() >= deadline || !f) {
 			say("the sandbox's loopback did not come up");
 			return -1;
 		}
 		poll(NULL, 0, 2);
 	}
+}
+
+/*
+ * Starts slirp4netns on child's network namespace and waits until it has
+ * configured it. *netfd: that namespace; *ownerfd: its owner, which an
+ * unprivileged jail enters too (-1 as root). slirp4netns's pid, or -1 (said
+ * where it is not plain) with both descriptors closed.
+ */
+static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd, int64_t deadline)
+{
+	char pid[32], ready[48], userns[64], nsnet[64];
+	char *slirp_argv[12];
+	size_t sa = 0;
+	int rp[2];
+	pid_t p;
+
 	if (pipe2(rp, O_CLOEXEC) < 0)
 		return -1;
 	snprintf(pid, sizeof(pid), "%d", child);
@@ -246,22 +251,23 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	 * one namespace further down, for --disable-userns), by our descriptor.
 	 */
 	snprintf(nsnet, sizeof(nsnet), "/proc/%d/ns/net", child);
-	netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
-	if (geteuid() != 0 || netfd < 0) {
-		ownerfd = netfd >= 0 ? ioctl(netfd, NS_GET_USERNS) : -1;
-		if (ownerfd < 0) {
+	*netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
+	if (geteuid() != 0 || *netfd < 0) {
+		*ownerfd = *netfd >= 0 ? ioctl(*netfd, NS_GET_USERNS) : -1;
+		if (*ownerfd < 0) {
 			say("cannot find the owner of the sandbox's network namespace: %s", strerror(errno));
-			if (netfd >= 0)
-				close(netfd);
+			if (*netfd >= 0)
+				close(*netfd);
+			*netfd = -1;
 			close(rp[0]);
 			close(rp[1]);
 			return -1;
 		}
 	}
 	/* Inherited by slirp4netns, which opens it as its own (this process is not dumpable). */
-	if (ownerfd >= 0)
-		fcntl(ownerfd, F_SETFD, 0);
-	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", ownerfd);
+	if (*ownerfd >= 0)
+		fcntl(*ownerfd, F_SETFD, 0);
+	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", *ownerfd);
 	slirp_argv[sa++] = (char *)slirp;
 	/* Unprivileged, the namespace belongs to bwrap's user namespace, which must be entered too. */
 	if (geteuid() != 0)
@@ -275,10 +281,6 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	slirp_argv[sa++] = pid;
 	slirp_argv[sa++] = NET_IF;
 	slirp_argv[sa] = NULL;
-	ip_batch[ia++] = "ip";
-	ip_batch[ia++] = "-batch";
-	ip_batch[ia++] = "-";
-	ip_batch[ia] = NULL;
 	p = fork();
 	if (p == 0) {
 		sigset_t none;
@@ -294,10 +296,11 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	close(rp[1]);
 	if (p < 0 || wait_ready(rp[0], deadline) < 0) {
 		close(rp[0]);
-		if (ownerfd >= 0)
-			close(ownerfd);
-		if (netfd >= 0)
-			close(netfd);
+		if (*ownerfd >= 0)
+			close(*ownerfd);
+		if (*netfd >= 0)
+			close(*netfd);
+		*ownerfd = *netfd = -1;
 		say("slirp4netns did not configure the sandbox's network in time");
 		if (p > 0) {
 			kill(p, SIGKILL);
@@ -306,37 +309,72 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		return -1;
 	}
 	close(rp[0]);
-	n += (size_t)snprintf(script + n, sizeof(script) - n,
+	return p;
+}
+
+/*
+ * The `ip -batch` script that restricts the sandbox's routes: the gateway
+ * and the resolver alone on the link, every blocked range and the host's
+ * own addresses blackholed, HANGAR_JAIL_NET_ALLOW routed again. Its length
+ * (size or more: it did not fit).
+ */
+static size_t route_script(char *script, size_t size)
+{
+	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
+	struct ifaddrs *ifs = NULL;
+	size_t n = 0;
+
+	n += (size_t)snprintf(script + n, size - n,
 			      "route flush proto kernel\nroute add %s/32 dev %s\nroute add %s/32 dev %s\n", NET_GW, NET_IF,
 			      NET_DNS_ADDR, NET_IF);
 	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
-		n += (size_t)snprintf(script + n, sizeof(script) - n, "route add blackhole %s\n", blocked[i]);
+		n += (size_t)snprintf(script + n, size - n, "route add blackhole %s\n", blocked[i]);
 	if (getifaddrs(&ifs) == 0) {
-		for (struct ifaddrs *i = ifs; i && n < sizeof(script) - 128; i = i->ifa_next) {
+		for (struct ifaddrs *i = ifs; i && n < size - 128; i = i->ifa_next) {
 			char a[INET_ADDRSTRLEN];
 
 			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
 				continue;
 			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof(a));
-			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace blackhole %s/32\n", a);
+			n += (size_t)snprintf(script + n, size - n, "route replace blackhole %s/32\n", a);
 		}
 		freeifaddrs(ifs);
 	}
-	while (allow && *allow && n < sizeof(script) - 128) {
+	while (allow && *allow && n < size - 128) {
 		char cidr[64];
 		size_t len = strcspn(allow, ",");
 
 		snprintf(cidr, sizeof(cidr), "%.*s", (int)(len < 63 ? len : 63), allow);
 		if (valid_cidr(cidr))
-			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace %s via %s dev %s\n", cidr,
-					      NET_GW, NET_IF);
+			n += (size_t)snprintf(script + n, size - n, "route replace %s via %s dev %s\n", cidr, NET_GW,
+					      NET_IF);
 		else
 			say("HANGAR_JAIL_NET_ALLOW: \"%s\" is not an IPv4 CIDR range; ignored", cidr);
 		allow += len;
 		if (*allow == ',')
 			allow++;
 	}
-	if (n >= sizeof(script) || run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
+	return n;
+}
+
+pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+{
+	char script[8192];
+	char *ip_batch[] = { "ip", "-batch", "-", NULL };
+	int child = read_child_pid(info_fd, deadline), netfd = -1, ownerfd = -1;
+	pid_t p;
+
+	if (child <= 0) {
+		say("bwrap did not report the sandbox's pid");
+		return -1;
+	}
+	if (wait_loopback(child, deadline) < 0)
+		return -1;
+	p = start_slirp(slirp, child, &netfd, &ownerfd, deadline);
+	if (p < 0)
+		return -1;
+	if (route_script(script, sizeof(script)) >= sizeof(script) ||
+	    run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
 		say("cannot restrict the sandbox's routes");
 		kill(p, SIGKILL);
 		waitpid(p, NULL, 0);
