@@ -22,6 +22,8 @@ int64_t now_us(void);
 int64_t mono_ms(void);
 /* 1 when path exists (even unreadable), else 0. */
 int exists(const char *path);
+/* The first child of pid, or 0: bwrap's is the sandbox's pid 1, in all its namespaces. */
+pid_t first_child(pid_t pid);
 
 /* dir/name as a listening unix socket of this uid only (0600), non-blocking; -1 with errno. */
 int listen_unix(const char *dir, const char *name, int backlog);
@@ -65,7 +67,7 @@ struct uid_range {
 	int sub;
 	unsigned gid_base;
 };
-#define UID_RANGE_NONE { 0, 0, -1, 0, 0 }
+#define UID_RANGE_NONE { 0, 0, -1, 0, 0 } /* nothing claimed yet */
 /* Claims a free range for sandbox id. 0, or -errno with a message said. */
 int uid_range_claim(const char *root, const char *id, struct uid_range *r);
 /* Gives the range back (only when it is still id's; sub: lets go of the slot). */
@@ -128,10 +130,12 @@ int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_
 
 /* ---- limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC ---- */
 
+/* What the library asked for: MB of memory, processes, CPUs, MB of each writable file system, MB of /dev/shm. */
 struct limits {
 	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
 };
 #define LIMIT_CONTROLLERS 3 /* memory, pids, cpu */
+/* The cgroups that hold the sandbox to its limits, one a controller, and why not where none does. */
 struct limit_cgroups {
 	char path[LIMIT_CONTROLLERS][4096]; /* "": no cgroup limits it */
 	int v2[LIMIT_CONTROLLERS];
@@ -147,7 +151,7 @@ struct limits_sys {
 	int (*own_userns)(void);                            /* uid_range_planned */
 	int (*ucounts)(void);                               /* 1: RLIMIT_NPROC counts per user namespace */
 };
-extern struct limits_sys limits_sys;
+extern struct limits_sys limits_sys; /* the real system's, unless a test replaced it */
 /* The limits the library asked for (HANGAR_JAIL_*), each out-of-range value said and replaced by its default. */
 void read_limits(struct limits *l);
 /*
@@ -174,7 +178,7 @@ struct freezer {
 	char kind[8];        /* "v2", "v1" or "none" (pausing is SIGSTOP) */
 	char path[PATH_MAX]; /* kind not "none": the sandbox's cgroup */
 };
-#define FREEZER_NONE { "none", "" }
+#define FREEZER_NONE { "none", "" } /* before freezer_setup */
 /* Makes sandbox id's freezer cgroup as HANGAR_JAIL_FREEZER allows (kind "none" when it cannot, said). */
 void freezer_setup(struct freezer *f, const char *id);
 /* The cgroup v2 path, for the limits to share, or NULL. */

@@ -61,23 +61,6 @@ void wait_gone(pid_t pid, int64_t deadline)
 	close(fd);
 }
 
-/* The first child of pid (bwrap's child is the sandbox's pid 1), or 0. */
-static pid_t ns_init(pid_t pid)
-{
-	char path[64];
-	FILE *f;
-	int child = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%d", &child) != 1)
-		child = 0;
-	fclose(f);
-	return child;
-}
-
 /* Arms the timer for the expiry in meta.json; returns 0 when it already passed. */
 static int arm_timer(const struct jail *j)
 {
@@ -105,7 +88,7 @@ static int arm_timer(const struct jail *j)
 /* Kills bwrap and the sandbox's pid 1, and waits for both: the whole sandbox, with or without a cgroup. */
 static void kill_bwrap(pid_t bwrap, int64_t deadline)
 {
-	pid_t init = ns_init(bwrap);
+	pid_t init = first_child(bwrap);
 	int fd = init > 0 ? pidfd_open_(init) : -1;
 
 	/*
