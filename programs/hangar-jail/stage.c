@@ -99,7 +99,10 @@ static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t 
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/%s", at, name);
+	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	if (mkdir(path, mode) < 0 || chown(path, owner, owner) < 0 || chmod(path, mode) < 0)
 		return -1;
 	return 0;
