@@ -1,14 +1,29 @@
 /*
- * hangar-jail's modules: what each offers the supervisor in hangar-jail.c.
+ * hangar-jail's modules: what each offers the others. main (hangar-jail.c)
+ * fills one struct jail step by step and hands it to supervise().
  * Nothing here is shared with the library (the on-disk state is lstate.h).
  */
 #pragma once
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lstate.h"
+
+/* ---- util.c: small helpers every module uses ---- */
+
+/* Says "hangar-jail: <message>" on stderr, which the library keeps as the sandbox's log. */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The wall clock in microseconds (meta.json's expiry is in it). */
+int64_t now_us(void);
+/* The monotonic clock in milliseconds, for deadlines. */
+int64_t mono_ms(void);
+/* 1 when path exists (even unreadable), else 0. */
+int exists(const char *path);
+/* The first child of pid, or 0: bwrap's is the sandbox's pid 1, in all its namespaces. */
+pid_t first_child(pid_t pid);
 
 /* dir/name as a listening unix socket of this uid only (0600), non-blocking; -1 with errno. */
 int listen_unix(const char *dir, const char *name, int backlog);
@@ -18,18 +33,25 @@ struct argv {
 	char **v;
 	size_t n, cap;
 };
+/* Appends a copy of s. */
 void add(struct argv *a, const char *s);
+/* Appends the formatted string (at most PATH_MAX + 63 bytes). */
 void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Frees every string and the vector, and leaves a empty. */
 void argv_free(struct argv *a);
 
+/* ---- seccomp.c ---- */
+
 /*
- * seccomp.c: the sandbox's seccomp filter, compiled to classic BPF in a
- * memfd positioned at its start (for bwrap --seccomp), or -1 with errno.
+ * The sandbox's seccomp filter, compiled to classic BPF in a memfd
+ * positioned at its start (for bwrap --seccomp), or -1 with errno.
  */
 int seccomp_filter_fd(void);
 
+/* ---- userns.c: the host ids behind the sandbox's user namespaces ---- */
+
 /*
- * userns.c: the host uid/gid range a sandbox's user namespace maps to (0..count-1
+ * The host uid/gid range a sandbox's user namespace maps to (0..count-1
  * inside), one per sandbox, claimed under root/.uids/ (root: the directory
  * holding every sandbox's directory).
  */
@@ -45,6 +67,7 @@ struct uid_range {
 	int sub;
 	unsigned gid_base;
 };
+#define UID_RANGE_NONE { 0, 0, -1, 0, 0 } /* nothing claimed yet */
 /* Claims a free range for sandbox id. 0, or -errno with a message said. */
 int uid_range_claim(const char *root, const char *id, struct uid_range *r);
 /* Gives the range back (only when it is still id's; sub: lets go of the slot). */
@@ -64,6 +87,14 @@ int uid_range_subids(struct uid_range *r);
 /* 1 when the sandbox will have the jail's own user namespaces: a root caller, or subordinate ids. */
 int uid_range_planned(void);
 /*
+ * The sandbox's ids: a claimed range (root caller), the caller's
+ * subordinate ids, or the caller alone (said). *uid and *gid: `user`'s ids
+ * as the sandbox sees them. 0, or -1 with errno.
+ */
+int uid_range_pick(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid);
+/* 1 when the jail makes and maps the sandbox's user namespace itself (else bwrap makes one of the caller alone). */
+int uid_range_owned(const struct uid_range *r);
+/*
  * RLIMIT_NPROC for the commands' namespace (uid_range_inner), 0: none.
  * limits_setup sets it when no pids cgroup holds the sandbox.
  */
@@ -80,20 +111,31 @@ unsigned uid_range_top(const struct uid_range *r);
  * errno.
  */
 int uid_range_inner(unsigned top);
+/* Reads one byte from fd: 0, or -1 on EOF or an error. */
+int wait_byte(int fd);
+/* In the child: a new user namespace, mapped by the parent (a byte each way on the pipes), then root in it. 0 or -1 said. */
+int enter_userns(int to_parent, int from_parent);
+/* As root of the sandbox's namespace: the commands' namespace below it, on descriptor at. 0 or -1 said. */
+int inner_userns(const struct uid_range *r, int at);
+
+/* ---- etc.c ---- */
 
 /*
- * etc.c: the sandbox's own /etc in dir/rootfs/etc: users and groups of its
+ * The sandbox's own /etc in dir/rootfs/etc: users and groups of its
  * own (uid and gid of `user`), no shadow files, the host's other regular
  * files copied; the host's subdirectories are added to a as read-only binds
  * over empty mount points. 0 or -errno.
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, struct argv *a);
 
-/* limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC. */
+/* ---- limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC ---- */
+
+/* What the library asked for: MB of memory, processes, CPUs, MB of each writable file system, MB of /dev/shm. */
 struct limits {
 	unsigned memory_mb, pids, cpus, disk_mb, shm_mb;
 };
 #define LIMIT_CONTROLLERS 3 /* memory, pids, cpu */
+/* The cgroups that hold the sandbox to its limits, one a controller, and why not where none does. */
 struct limit_cgroups {
 	char path[LIMIT_CONTROLLERS][4096]; /* "": no cgroup limits it */
 	int v2[LIMIT_CONTROLLERS];
@@ -109,11 +151,13 @@ struct limits_sys {
 	int (*own_userns)(void);                            /* uid_range_planned */
 	int (*ucounts)(void);                               /* 1: RLIMIT_NPROC counts per user namespace */
 };
-extern struct limits_sys limits_sys;
+extern struct limits_sys limits_sys; /* the real system's, unless a test replaced it */
+/* The limits the library asked for (HANGAR_JAIL_*), each out-of-range value said and replaced by its default. */
+void read_limits(struct limits *l);
 /*
  * HANGAR_JAIL_CGROUP (the library's HANGAR_LOCAL_CGROUP): a delegated cgroup
- * v2 directory holding no processes, for hangar-jail.c to make the
- * sandbox's cgroup in (BASE/hangar/ID), or NULL.
+ * v2 directory holding no processes, for cgroup.c to make the sandbox's
+ * cgroup in (BASE/hangar/ID), or NULL.
  */
 const char *limits_v2_base(void);
 /*
@@ -128,28 +172,135 @@ void limits_remove(const struct limit_cgroups *c);
 /* Writes dir/limits for the library. 0 or -errno. */
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);
 
+/* ---- cgroup.c: the freezer cgroup, where pausing freezes the sandbox ---- */
+
+struct freezer {
+	char kind[8];        /* "v2", "v1" or "none" (pausing is SIGSTOP) */
+	char path[PATH_MAX]; /* kind not "none": the sandbox's cgroup */
+};
+#define FREEZER_NONE { "none", "" } /* before freezer_setup */
+/* Makes sandbox id's freezer cgroup as HANGAR_JAIL_FREEZER allows (kind "none" when it cannot, said). */
+void freezer_setup(struct freezer *f, const char *id);
+/* The cgroup v2 path, for the limits to share, or NULL. */
+const char *freezer_v2(const struct freezer *f);
+/* Writes dir/cgroup ("KIND PATH" or "none"), where the library finds it to pause the sandbox. */
+void freezer_record(const struct freezer *f, const char *dir);
+/* In the child: moves the calling process into the cgroup. 0, or -1 said. */
+int freezer_join(const struct freezer *f);
+/* Thaws the cgroup (a frozen task cannot die). */
+void freezer_thaw(const struct freezer *f);
+/* SIGKILLs every process still in the cgroup and waits for each until deadline (mono_ms). */
+void freezer_kill(const struct freezer *f, int64_t deadline);
+/* Removes the cgroup, and its hangar/ parent once no other sandbox is in it. */
+void freezer_remove(const struct freezer *f);
+
+/* ---- token.c: envd's access token, in memory only ---- */
+
+/* Reads the token from fd (a pipe from the library) until EOF, and closes fd. 0, or -1 said. */
+int token_read(int fd);
+/* A pipe already holding the token and closed for writing: its read end, for envd (close-on-exec), or -1 with errno. */
+int token_pipe(void);
+/* Answers pending connections on jail.sock: the token to the jail's own uid, nothing to anyone else. Never blocks. */
+void token_serve(int lfd);
+/* Wipes the token from this process's memory (children that need none call it). */
+void forget_token(void);
+
+/* ---- bwrap.c: bubblewrap's command line for one sandbox ---- */
+
+/* Everything bwrap's command line says about one sandbox, filled once. */
+struct jail_spec {
+	const char *bwrap;        /* bubblewrap, as run */
+	const char *envd;         /* hangar-envd, on the host */
+	const char *dir;          /* the sandbox's directory */
+	const struct lmeta *meta; /* its id, network and environment */
+	int userns;               /* 1: the jail's own user namespaces and the stage; 0: bwrap's, of one uid */
+	unsigned uid, gid;        /* `user` as the sandbox sees it */
+	unsigned top;             /* userns: root of the commands' namespace (uid_range_top) */
+	unsigned shm_mb, disk_mb; /* /dev/shm's size; that of each writable file system */
+	int ready_fd;             /* envd says it listens on it (the library's) */
+	int token_fd;             /* envd reads its token from it (token_pipe) */
+	int listen_fd;            /* envd.sock, listening (the jail binds it) */
+	int seccomp_fd;           /* the filter (seccomp_filter_fd) */
+	int info_fd, block_fd;    /* network on: bwrap's --info-fd and --block-fd; -1: off */
+	int inner_fd;             /* userns: where the child puts the commands' namespace */
+};
+/* Appends bwrap's whole command line for s to a (as etc_build, it builds dir/rootfs/etc). 0 or -errno. */
+int bwrap_argv(struct argv *a, const struct jail_spec *s);
+
+/* ---- stage.c: the sandbox's files, staged for bwrap ---- */
+
+/* The directory the stage is mounted on, in the child's mount namespace. */
+const char *stage_dir(void);
+/* In the child, in a mount namespace of its own: the stage for s, its files owned by r's ids. 0, or -1 said. */
+int stage_build(const struct jail_spec *s, const struct uid_range *r);
+
+/* ---- net.c: network "on" ---- */
+
 /*
- * net.c: network "on". NET_DNS_ADDR is the sandbox's resolver (slirp4netns
- * forwards it to the host's). net_setup reads the sandbox's pid from bwrap's
- * info fd, starts slirp4netns on its network namespace and restricts its
- * routes; slirp4netns's pid (the caller's child, to kill at teardown), or -1
- * with a message said.
+ * NET_DNS_ADDR is the sandbox's resolver (slirp4netns forwards it to the
+ * host's). net_setup reads the sandbox's pid from bwrap's info fd, starts
+ * slirp4netns on its network namespace and restricts its routes;
+ * slirp4netns's pid (the caller's child, to kill at teardown), or -1 with a
+ * message said.
  */
 #define NET_IF "tap0"
 #define NET_GW "10.0.2.2"
 #define NET_DNS_ADDR "10.0.2.3"
 pid_t net_setup(int info_fd, const char *slirp, int64_t deadline_ms);
+/* As root of the sandbox's user namespace: its network namespace, loopback up, every port free to bind. 0, or -1 said. */
+int own_netns(void);
+/* Refuses network on to a sandbox of one uid, which slirp4netns cannot configure. 0, or -1 said with errno. */
+int single_uid_network(const struct lmeta *m, int userns);
 
-/* hangar-jail.c: wipes envd's token from this process's memory (children that need none call it). */
-void forget_token(void);
+/* ---- ports.c: the sandbox's TCP ports on the host's 127.0.0.1 ---- */
 
-/*
- * ports.c: exposing the sandbox's TCP ports on the host's 127.0.0.1.
- * ports_listen makes dir/ports.sock (non-blocking; -1 with errno);
- * ports_serve answers the requests pending on it (bwrap: the sandbox's
- * bwrap, whose child is in its namespaces); ports_stop kills every
- * forwarder.
- */
+/* Makes dir/ports.sock, listening and non-blocking; -1 with errno. */
 int ports_listen(const char *dir);
+/* Answers the requests pending on lfd (bwrap: the sandbox's bwrap, whose child is in its namespaces). */
 void ports_serve(int lfd, pid_t bwrap);
+/* Kills every forwarder. */
 void ports_stop(void);
+
+/* ---- the jail: hangar-jail.c fills it, the modules below act on it ---- */
+
+/* One sandbox's jail: what main learns and makes, in the order it does. */
+struct jail {
+	const char *dir, *id;        /* the sandbox's directory (-dir) and id (its last component) */
+	char root[PATH_MAX];         /* the directory holding every sandbox's */
+	const char *bwrap, *envd;    /* -bwrap, -envd */
+	int ready_fd;                /* -ready-fd: envd's, to say it listens */
+	int token_fd;                /* -token-fd, until the token is read */
+	int daemon;                  /* -daemon: detach */
+	int sfd, tfd;                /* signals, the expiry timer */
+	int lfd, pfd;                /* jail.sock, ports.sock */
+	int envd_listen, envd_token; /* envd.sock, envd's token pipe: envd's once bwrap runs */
+	struct lmeta meta;           /* meta.json as it was at the start */
+	struct freezer freezer;      /* cgroup.c */
+	struct limits lim;           /* what the library asked for */
+	struct limit_cgroups lcg;    /* memory, pids, cpu */
+	const char *slirp_path;      /* network on: slirp4netns */
+	int net_info[2];             /* network on: bwrap's --info-fd, read by net_setup */
+	int net_block[2];            /* network on: bwrap's --block-fd, written once the network is up */
+	struct uid_range ids;        /* the host ids behind the sandbox's (userns.c) */
+	struct jail_spec spec;       /* bwrap's command line */
+	struct argv argv;            /* bwrap's command line, built */
+	pid_t bwrap_pid;             /* -1: not started */
+	pid_t slirp;                 /* network on: slirp4netns, the sandbox's way out; -1: none */
+};
+
+/* spawn.c: forks the child that joins j's cgroups and namespaces and runs bwrap (j->argv). Its pid, or -1 with errno. */
+pid_t spawn_bwrap(const struct jail *j);
+
+/* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info and block pipes. 0, or -1 said. */
+int net_prepare(struct jail *j);
+/* net.c: network on, once bwrap runs: starts slirp4netns (j->slirp) and lets bwrap go on. 0, or -1 said. */
+int net_start(struct jail *j);
+
+/* supervise.c: reaps every exited child; 1 when watch was among them (its status in *status). */
+int reap(pid_t watch, int *status);
+/* supervise.c: waits until pid (a child, or reparented to the jail) has exited, or deadline (mono_ms) passed. */
+void wait_gone(pid_t pid, int64_t deadline);
+/* supervise.c: serves jail.sock and ports.sock until bwrap exits, SIGTERM, SIGINT or expiry; tears down; the exit code. */
+int supervise(struct jail *j);
+/* supervise.c: kills every process of the sandbox (bwrap_done: bwrap was reaped) and removes all the jail made for it. */
+void jail_teardown(struct jail *j, int bwrap_done);

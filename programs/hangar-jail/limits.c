@@ -2,8 +2,8 @@
  * A sandbox's resource limits: memory, processes and CPU.
  *
  * cgroup v2 first, in the sandbox's v2 cgroup (the freezer's, from
- * hangar-jail.c), which is BASE/hangar/ID: BASE is HANGAR_JAIL_CGROUP (the
- * library's HANGAR_LOCAL_CGROUP) when hangar-jail.c put it there, else the
+ * cgroup.c), which is BASE/hangar/ID: BASE is HANGAR_JAIL_CGROUP (the
+ * library's HANGAR_LOCAL_CGROUP) when cgroup.c put it there, else the
  * jail's own v2 cgroup or the hierarchy's root. A controller reaches the
  * sandbox only when BASE and BASE/hangar both list it in
  * cgroup.subtree_control, and the kernel lets a cgroup hand controllers to
@@ -442,4 +442,32 @@ int limits_record(const char *dir, const struct limit_cgroups *c, const struct l
 		return -ENAMETOOLONG;
 	snprintf(path, sizeof(path), "%s/limits", dir);
 	return lstate_write_atomic(path, text, n, 0644);
+}
+
+/* The sandbox's limits come from the library (HANGAR_LOCAL_*, passed as HANGAR_JAIL_*). */
+static unsigned env_uint(const char *name, unsigned dflt, unsigned min, unsigned max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < min || n > max) {
+		say("%s=\"%s\" is out of range (%u..%u); using %u", name, v, min, max, dflt);
+		return dflt;
+	}
+	return (unsigned)n;
+}
+
+void read_limits(struct limits *l)
+{
+	l->memory_mb = env_uint("HANGAR_JAIL_MEMORY_MB", 2048, 16, 1u << 22);
+	l->pids = env_uint("HANGAR_JAIL_PIDS", 512, 8, 1u << 22);
+	l->cpus = env_uint("HANGAR_JAIL_CPUS", 2, 1, 1024);
+	l->disk_mb = env_uint("HANGAR_JAIL_DISK_MB", 1024, 1, 1u << 24);
+	/* /dev/shm: a quarter of the memory, as its pages count there too. */
+	l->shm_mb = l->memory_mb / 4 ? l->memory_mb / 4 : 1;
 }

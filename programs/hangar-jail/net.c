@@ -24,6 +24,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <linux/nsfs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,20 +41,15 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "lstate.h"
+
+#define NET_DEADLINE_MS 5000
 
 static const char *const blocked[] = {
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 	"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
 	"224.0.0.0/4", "240.0.0.0/4",
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * In a child about to run `ip`: enters the sandbox's network namespace (and
@@ -202,29 +198,18 @@ static int wait_ready(int fd, int64_t deadline)
 	}
 }
 
-pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+/*
+ * bwrap's child brings its loopback up in the new namespace; a second
+ * process configuring the namespace meanwhile can make that fail, so
+ * slirp4netns starts once 127.0.0.1 is there. 0, or -1 said.
+ */
+static int wait_loopback(int child, int64_t deadline)
 {
-	char pid[32], ready[48], userns[64], nsnet[64], script[8192];
-	char *slirp_argv[12], *ip_batch[8];
-	size_t sa = 0, ia = 0;
-	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
-	struct ifaddrs *ifs = NULL;
-	size_t n = 0;
-	int child = read_child_pid(info_fd, deadline), rp[2], netfd = -1, ownerfd = -1;
-	pid_t p;
+	char path[64];
 
-	if (child <= 0) {
-		say("bwrap did not report the sandbox's pid");
-		return -1;
-	}
-	/*
-	 * bwrap's child brings its loopback up in the new namespace; a second
-	 * process configuring the namespace meanwhile can make that fail, so
-	 * slirp4netns starts once 127.0.0.1 is there.
-	 */
-	snprintf(nsnet, sizeof(nsnet), "/proc/%d/net/fib_trie", child);
+	snprintf(path, sizeof(path), "/proc/%d/net/fib_trie", child);
 	for (;;) {
-		FILE *f = fopen(nsnet, "re");
+		FILE *f = fopen(path, "re");
 		char line[256];
 		int up = 0;
 
@@ -233,13 +218,29 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		if (f)
 			fclose(f);
 		if (up)
-			break;
+			return 0;
 		if (mono_ms() >= deadline || !f) {
 			say("the sandbox's loopback did not come up");
 			return -1;
 		}
 		poll(NULL, 0, 2);
 	}
+}
+
+/*
+ * Starts slirp4netns on child's network namespace and waits until it has
+ * configured it. *netfd: that namespace; *ownerfd: its owner, which an
+ * unprivileged jail enters too (-1 as root). slirp4netns's pid, or -1 (said
+ * where it is not plain) with both descriptors closed.
+ */
+static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd, int64_t deadline)
+{
+	char pid[32], ready[48], userns[64], nsnet[64];
+	char *slirp_argv[12];
+	size_t sa = 0;
+	int rp[2];
+	pid_t p;
+
 	if (pipe2(rp, O_CLOEXEC) < 0)
 		return -1;
 	snprintf(pid, sizeof(pid), "%d", child);
@@ -250,22 +251,23 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	 * one namespace further down, for --disable-userns), by our descriptor.
 	 */
 	snprintf(nsnet, sizeof(nsnet), "/proc/%d/ns/net", child);
-	netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
-	if (geteuid() != 0 || netfd < 0) {
-		ownerfd = netfd >= 0 ? ioctl(netfd, NS_GET_USERNS) : -1;
-		if (ownerfd < 0) {
+	*netfd = open(nsnet, O_RDONLY | O_CLOEXEC);
+	if (geteuid() != 0 || *netfd < 0) {
+		*ownerfd = *netfd >= 0 ? ioctl(*netfd, NS_GET_USERNS) : -1;
+		if (*ownerfd < 0) {
 			say("cannot find the owner of the sandbox's network namespace: %s", strerror(errno));
-			if (netfd >= 0)
-				close(netfd);
+			if (*netfd >= 0)
+				close(*netfd);
+			*netfd = -1;
 			close(rp[0]);
 			close(rp[1]);
 			return -1;
 		}
 	}
 	/* Inherited by slirp4netns, which opens it as its own (this process is not dumpable). */
-	if (ownerfd >= 0)
-		fcntl(ownerfd, F_SETFD, 0);
-	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", ownerfd);
+	if (*ownerfd >= 0)
+		fcntl(*ownerfd, F_SETFD, 0);
+	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d", *ownerfd);
 	slirp_argv[sa++] = (char *)slirp;
 	/* Unprivileged, the namespace belongs to bwrap's user namespace, which must be entered too. */
 	if (geteuid() != 0)
@@ -279,10 +281,6 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	slirp_argv[sa++] = pid;
 	slirp_argv[sa++] = NET_IF;
 	slirp_argv[sa] = NULL;
-	ip_batch[ia++] = "ip";
-	ip_batch[ia++] = "-batch";
-	ip_batch[ia++] = "-";
-	ip_batch[ia] = NULL;
 	p = fork();
 	if (p == 0) {
 		sigset_t none;
@@ -298,10 +296,11 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	close(rp[1]);
 	if (p < 0 || wait_ready(rp[0], deadline) < 0) {
 		close(rp[0]);
-		if (ownerfd >= 0)
-			close(ownerfd);
-		if (netfd >= 0)
-			close(netfd);
+		if (*ownerfd >= 0)
+			close(*ownerfd);
+		if (*netfd >= 0)
+			close(*netfd);
+		*ownerfd = *netfd = -1;
 		say("slirp4netns did not configure the sandbox's network in time");
 		if (p > 0) {
 			kill(p, SIGKILL);
@@ -310,37 +309,72 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 		return -1;
 	}
 	close(rp[0]);
-	n += (size_t)snprintf(script + n, sizeof(script) - n,
+	return p;
+}
+
+/*
+ * The `ip -batch` script that restricts the sandbox's routes: the gateway
+ * and the resolver alone on the link, every blocked range and the host's
+ * own addresses blackholed, HANGAR_JAIL_NET_ALLOW routed again. Its length
+ * (size or more: it did not fit).
+ */
+static size_t route_script(char *script, size_t size)
+{
+	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
+	struct ifaddrs *ifs = NULL;
+	size_t n = 0;
+
+	n += (size_t)snprintf(script + n, size - n,
 			      "route flush proto kernel\nroute add %s/32 dev %s\nroute add %s/32 dev %s\n", NET_GW, NET_IF,
 			      NET_DNS_ADDR, NET_IF);
 	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
-		n += (size_t)snprintf(script + n, sizeof(script) - n, "route add blackhole %s\n", blocked[i]);
+		n += (size_t)snprintf(script + n, size - n, "route add blackhole %s\n", blocked[i]);
 	if (getifaddrs(&ifs) == 0) {
-		for (struct ifaddrs *i = ifs; i && n < sizeof(script) - 128; i = i->ifa_next) {
+		for (struct ifaddrs *i = ifs; i && n < size - 128; i = i->ifa_next) {
 			char a[INET_ADDRSTRLEN];
 
 			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
 				continue;
 			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof(a));
-			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace blackhole %s/32\n", a);
+			n += (size_t)snprintf(script + n, size - n, "route replace blackhole %s/32\n", a);
 		}
 		freeifaddrs(ifs);
 	}
-	while (allow && *allow && n < sizeof(script) - 128) {
+	while (allow && *allow && n < size - 128) {
 		char cidr[64];
 		size_t len = strcspn(allow, ",");
 
 		snprintf(cidr, sizeof(cidr), "%.*s", (int)(len < 63 ? len : 63), allow);
 		if (valid_cidr(cidr))
-			n += (size_t)snprintf(script + n, sizeof(script) - n, "route replace %s via %s dev %s\n", cidr,
-					      NET_GW, NET_IF);
+			n += (size_t)snprintf(script + n, size - n, "route replace %s via %s dev %s\n", cidr, NET_GW,
+					      NET_IF);
 		else
 			say("HANGAR_JAIL_NET_ALLOW: \"%s\" is not an IPv4 CIDR range; ignored", cidr);
 		allow += len;
 		if (*allow == ',')
 			allow++;
 	}
-	if (n >= sizeof(script) || run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
+	return n;
+}
+
+pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+{
+	char script[8192];
+	char *ip_batch[] = { "ip", "-batch", "-", NULL };
+	int child = read_child_pid(info_fd, deadline), netfd = -1, ownerfd = -1;
+	pid_t p;
+
+	if (child <= 0) {
+		say("bwrap did not report the sandbox's pid");
+		return -1;
+	}
+	if (wait_loopback(child, deadline) < 0)
+		return -1;
+	p = start_slirp(slirp, child, &netfd, &ownerfd, deadline);
+	if (p < 0)
+		return -1;
+	if (route_script(script, sizeof(script)) >= sizeof(script) ||
+	    run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
 		say("cannot restrict the sandbox's routes");
 		kill(p, SIGKILL);
 		waitpid(p, NULL, 0);
@@ -351,4 +385,107 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	if (netfd >= 0)
 		close(netfd);
 	return p;
+}
+
+/*
+ * As root of the sandbox's user namespace: the sandbox's network namespace,
+ * made here rather than by bwrap so that it can be set up as that root
+ * before anything runs in it: loopback up (as bwrap would), and every port
+ * free to bind. Commands run in the namespace below, where
+ * CAP_NET_BIND_SERVICE does not reach this network namespace: without it
+ * the sandbox's root could no longer serve on port 80. 0, or -1 said.
+ */
+int own_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int s;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		say("cannot make the sandbox's network namespace: %s", strerror(errno));
+		return -1;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ||
+	    (ifr.ifr_flags |= IFF_UP | IFF_RUNNING, ioctl(s, SIOCSIFFLAGS, &ifr)) < 0) {
+		say("cannot bring the sandbox's loopback up: %s", strerror(errno));
+		if (s >= 0)
+			close(s);
+		return -1;
+	}
+	close(s);
+	/* Best effort (before Linux 4.11 there is no such setting): the sandbox works without it. */
+	if (lstate_write_str("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0") < 0)
+		say("cannot open ports below 1024 to the sandbox's users: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * slirp4netns configures the sandbox's network as root of its user
+ * namespace, which a sandbox of one uid (an unprivileged caller without
+ * subordinate ids) does not have: network on is refused there, said, rather
+ * than given as loopback alone. 0, or -1 with errno.
+ */
+int single_uid_network(const struct lmeta *m, int userns)
+{
+	if (!m->network || userns || geteuid() == 0)
+		return 0;
+	say("network on needs subordinate ids for uid %u (/etc/subuid and /etc/subgid, and HANGAR_LOCAL_SUBIDS on): "
+	    "ask for network off or set HANGAR_LOCAL_NETWORK=off",
+	    (unsigned)geteuid());
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
+int net_prepare(struct jail *j)
+{
+	if (!j->meta.network)
+		return 0;
+	if (geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
+		/*
+		 * Refused, as the library refuses it before starting a jail: never
+		 * loopback alone in place of what was asked for (nor the host's
+		 * network).
+		 */
+		say("network on needs /dev/net/tun, which uid %u cannot open: sandbox %s not started",
+		    (unsigned)geteuid(), j->id);
+		return -1;
+	}
+	j->slirp_path = getenv("HANGAR_JAIL_SLIRP4NETNS");
+	if (!j->slirp_path || !*j->slirp_path)
+		j->slirp_path = "/usr/bin/slirp4netns";
+	if (access(j->slirp_path, X_OK) < 0) {
+		say("network on needs slirp4netns: %s: %s", j->slirp_path, strerror(errno));
+		return -1;
+	}
+	if (pipe2(j->net_info, O_CLOEXEC) < 0 || pipe2(j->net_block, O_CLOEXEC) < 0) {
+		say("pipe: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int net_start(struct jail *j)
+{
+	if (j->net_info[1] < 0)
+		return 0;
+	close(j->net_info[1]);
+	close(j->net_block[0]);
+	if (j->bwrap_pid > 0)
+		j->slirp = net_setup(j->net_info[0], j->slirp_path, mono_ms() + NET_DEADLINE_MS);
+	/*
+	 * net_info[0] stays open for the jail's life: bubblewrap writes its
+	 * --info-fd in several writes, the last ones after the child's pid
+	 * that net_setup waited for, and a closed pipe there would kill it
+	 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
+	 */
+	if (j->bwrap_pid > 0 && j->slirp < 0) {
+		close(j->net_block[1]);
+		return -1;
+	}
+	/* The network is ready: bwrap may start envd. */
+	if (j->bwrap_pid > 0 && write(j->net_block[1], "n", 1) != 1)
+		say("cannot release bwrap: %s", strerror(errno));
+	close(j->net_block[1]);
+	return 0;
 }

@@ -261,23 +261,6 @@ static void forwarder_main(int lfd, int userfd, int netfd, unsigned port, pid_t 
 	_exit(0);
 }
 
-/* The first child of pid (bwrap's child: in the sandbox's namespaces), or 0. */
-static pid_t first_child(pid_t pid)
-{
-	char path[64];
-	FILE *f;
-	int child = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%d", &child) != 1)
-		child = 0;
-	fclose(f);
-	return child;
-}
-
 /* Starts a forwarder for port; writes "ok 127.0.0.1:N" or "error ..." to reply. */
 static void expose(unsigned port, pid_t bwrap, char *reply, size_t size)
 {

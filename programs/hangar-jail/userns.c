@@ -49,6 +49,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -464,4 +465,98 @@ int uid_range_inner(unsigned top)
 	if (fd < 0)
 		errno = e ? e : EIO;
 	return fd;
+}
+
+/* Reads one byte from fd (EOF or an error: -1). */
+int wait_byte(int fd)
+{
+	char c;
+	ssize_t n;
+
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return n == 1 ? 0 : -1;
+}
+
+/*
+ * The child's half of the user namespace: unshare, let the parent write the
+ * maps, become root of the namespace.
+ */
+int enter_userns(int to_parent, int from_parent)
+{
+	if (unshare(CLONE_NEWUSER) < 0) {
+		say("cannot make a user namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (write(to_parent, "u", 1) != 1 || wait_byte(from_parent) < 0) {
+		say("the jail did not map the user namespace");
+		return -1;
+	}
+	if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
+		say("cannot become root of the sandbox's user namespace: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * As root of the sandbox's user namespace: makes the commands' namespace
+ * below it (envd's -userns-fd, on descriptor at), then forbids any further
+ * namespace below (the count is the namespace's own; only CAP_SYS_RESOURCE
+ * in it could raise it, and the sandbox keeps no such capability and sees
+ * /proc read-only).
+ */
+int inner_userns(const struct uid_range *r, int at)
+{
+	int fd = uid_range_inner(uid_range_top(r));
+
+	if (fd < 0 || dup2(fd, at) < 0) {
+		say("cannot make the commands' user namespace: %s", strerror(errno));
+		return -1;
+	}
+	close(fd);
+	fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		say("cannot limit nested user namespaces (the seccomp filter still refuses them): %s",
+		    strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+int uid_range_owned(const struct uid_range *r)
+{
+	return r->slot >= 0 || r->sub;
+}
+
+/*
+ * As root: claims the sandbox's uid range. Unprivileged: the caller's
+ * subordinate ids when it has them (the caller is root inside).
+ */
+int uid_range_pick(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid)
+{
+	int rc;
+
+	if (geteuid() == 0) {
+		rc = uid_range_claim(root, id, r);
+		if (rc < 0) {
+			errno = -rc;
+			return -1;
+		}
+		*uid = *gid = 1000;
+	} else if (uid_range_subids(r) == 0) {
+		if (!r->count) {
+			errno = ENOSPC; /* every slot of the caller's subordinate ids is another sandbox's (said) */
+			return -1;
+		}
+		*uid = *gid = 1000;
+	} else {
+		/* Said, so `hangar sandbox logs` tells why root is refused here. */
+		say("sandbox %s has one uid, %u, for envd and every user (no subordinate ids for it: see "
+		    "HANGAR_LOCAL_SUBIDS in hangar(1)): commands and file operations as root are refused",
+		    id, (unsigned)geteuid());
+		*uid = (unsigned)geteuid();
+		*gid = (unsigned)getegid();
+	}
+	return 0;
 }

@@ -36,7 +36,7 @@
 #include "jail.h"
 #include "lstate.h"
 
-/* hangar-jail.c's, which this test does not link: the messages said. */
+/* util.c's, which this test does not link: the messages said. */
 static char said[8][1600];
 static int nsaid;
 
@@ -472,7 +472,7 @@ START_TEST(v2_own_cgroup_with_processes)
 	ck_assert_str_eq(content(scope, "cgroup.controllers"), "memory pids cpu\n");
 	ck_assert_int_eq(cg2_write("user.slice/run-1.scope", "cgroup.procs", "100"), 0); /* the caller */
 	ck_assert_int_eq(cg2_write("user.slice/run-1.scope", "cgroup.procs", "200"), 0); /* the jail */
-	/* hangar-jail.c's freezer cgroup: <own>/hangar/<id>. */
+	/* cgroup.c's freezer cgroup: <own>/hangar/<id>. */
 	cg2_mkdir("user.slice/run-1.scope/hangar", NULL, 0);
 	cg2_mkdir("user.slice/run-1.scope/hangar/sb", cg, sizeof(cg));
 	writes[0] = '\0';
@@ -558,7 +558,7 @@ START_TEST(v2_process_free_base)
 		if (strstr(w, "cgroup.subtree_control"))
 			ck_assert_msg(!strncmp(w, "/app.scope/sandboxes/", 21), "wrote above the base: %s", writes);
 	ck_assert_str_eq(content(base, "cgroup.subtree_control"), "memory pids cpu\n");
-	/* The jail's child joins it (hangar-jail.c); the base itself can hold none now. */
+	/* The jail's child joins it (spawn.c); the base itself can hold none now. */
 	ck_assert_int_eq(cg2_write("app.scope/sandboxes/hangar/sb", "cgroup.procs", "4242"), 0);
 	ck_assert_int_eq(cg2_write("app.scope/sandboxes", "cgroup.procs", "4243"), -EBUSY);
 	ck_assert_int_eq(limits_record(top, &c, &lim), 0);

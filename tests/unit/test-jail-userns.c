@@ -24,7 +24,7 @@
 
 #include "jail.h"
 
-/* hangar-jail.c's, which this test does not link: the last message said. */
+/* util.c's, which this test does not link: the last message said. */
 static char said[1024];
 
 void say(const char *fmt, ...)

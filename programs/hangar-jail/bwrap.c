@@ -1,0 +1,280 @@
+/*
+ * bubblewrap's command line for one sandbox: its namespaces, its file
+ * systems and hangar-envd's own arguments.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jail.h"
+#include "lstate.h"
+
+/* /bin, /lib, ... as the host has them: symlinks into /usr (merged /usr) or directories. */
+static void add_usr_links(struct argv *a)
+{
+	static const char *const names[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char host[64], target[PATH_MAX];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(host, sizeof(host), "/%s", names[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(host, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			add(a, "--symlink");
+			add(a, target);
+			add(a, host);
+		} else if (S_ISDIR(st.st_mode)) {
+			add(a, "--ro-bind");
+			add(a, host);
+			add(a, host);
+		}
+	}
+}
+
+/* /proc entries that change the kernel rather than one process: bound read-only. */
+static const char *const proc_read_only[] = { "/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs",
+					      "/proc/sysrq-trigger" };
+/* /proc entries container runtimes hide: kernel memory, keys, timers, scheduler internals. */
+static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+					   "/proc/sysrq-trigger" };
+
+/* Where bwrap finds the sandbox's own files: the stage, or its directory. */
+static const char *files_at(const struct jail_spec *s)
+{
+	return s->userns ? stage_dir() : s->dir;
+}
+
+/* bwrap itself, the namespaces, the ids and capabilities, the seccomp filter. */
+static void add_namespaces(struct argv *a, const struct jail_spec *s)
+{
+	static const char *const caps[] = {
+		/*
+		 * What envd needs as root to run commands and write files as
+		 * other users; capabilities in the sandbox's own user namespace
+		 * only, which give nothing over the host's files.
+		 */
+		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+		"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE",
+	};
+
+	add(a, s->bwrap);
+	add(a, "--unshare-pid");
+	add(a, "--unshare-ipc");
+	add(a, "--unshare-uts");
+	add(a, "--unshare-cgroup-try");
+	/* "on": slirp4netns gives it a way out (net.c). With userns, the child made it (own_netns). */
+	if (!s->userns)
+		add(a, "--unshare-net");
+	if (s->info_fd >= 0) {
+		add(a, "--info-fd");
+		addf(a, "%d", s->info_fd);
+		add(a, "--block-fd");
+		addf(a, "%d", s->block_fd);
+	}
+	if (!s->userns) {
+		/* Unprivileged: a user namespace mapping the caller to itself, and none below it. */
+		add(a, "--unshare-user");
+		add(a, "--disable-userns");
+		add(a, "--uid");
+		addf(a, "%u", s->uid);
+		add(a, "--gid");
+		addf(a, "%u", s->gid);
+	} else {
+		/* bwrap runs as root of the namespace the child made (see spawn.c). */
+		add(a, "--cap-drop");
+		add(a, "ALL");
+		for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+			add(a, "--cap-add");
+			add(a, caps[i]);
+		}
+	}
+	add(a, "--die-with-parent");
+	add(a, "--new-session");
+	add(a, "--seccomp");
+	addf(a, "%d", s->seccomp_fd);
+}
+
+/* The host's /usr, the sandbox's /etc, /proc and /dev. 0 or -errno. */
+static int add_system(struct argv *a, const struct jail_spec *s)
+{
+	int r;
+
+	add(a, "--ro-bind");
+	add(a, "/usr");
+	add(a, "/usr");
+	add_usr_links(a);
+	add(a, "--ro-bind");
+	addf(a, s->userns ? "%s/etc" : "%s/rootfs/etc", files_at(s));
+	add(a, "/etc");
+	r = etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, a);
+	if (r < 0)
+		return r;
+	add(a, "--proc");
+	add(a, "/proc");
+	for (size_t i = 0; i < sizeof(proc_masked) / sizeof(proc_masked[0]); i++)
+		if (exists(proc_masked[i])) {
+			add(a, "--ro-bind");
+			add(a, "/dev/null");
+			add(a, proc_masked[i]);
+		}
+	/*
+	 * Read-only where the kernel's settings are, as container runtimes have
+	 * it; the rest stays writable, so that a process can still make itself
+	 * the OOM killer's first choice (envd's commands do, so that envd is
+	 * the last). The sandbox's own view of each: sysctls answer for the
+	 * namespaces of whoever reads them.
+	 */
+	for (size_t i = 0; i < sizeof(proc_read_only) / sizeof(proc_read_only[0]); i++)
+		if (exists(proc_read_only[i])) {
+			add(a, "--ro-bind");
+			add(a, proc_read_only[i]);
+			add(a, proc_read_only[i]);
+		}
+	add(a, "--dev");
+	add(a, "/dev");
+	/* bwrap's own /dev/shm is root's alone: a size-limited one for every user. */
+	add(a, "--perms");
+	add(a, "01777");
+	add(a, "--size");
+	addf(a, "%llu", (unsigned long long)s->shm_mb << 20);
+	add(a, "--tmpfs");
+	add(a, "/dev/shm");
+	return 0;
+}
+
+/* Where the sandbox writes: /root, /workspace, /home/user, /tmp, each of disk_mb; /var/tmp into /tmp. */
+static void add_writable(struct argv *a, const struct jail_spec *s)
+{
+	/* Made explicitly: bwrap would make parents of mount points 0700. */
+	add(a, "--dir");
+	add(a, "/home");
+	add(a, "--dir");
+	add(a, "/run");
+	if (s->userns) {
+		/* The stage's size-limited file system: the sandbox's root's home, and its user's. */
+		static const char *const at[][2] = { { "root", "/root" }, { "workspace", "/workspace" },
+						     { "home", "/home/user" }, { "tmp", "/tmp" } };
+
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			add(a, "--bind");
+			addf(a, "%s/rw/%s", stage_dir(), at[i][0]);
+			add(a, at[i][1]);
+		}
+	} else {
+		/*
+		 * One uid, no stage: bubblewrap mounts them, each a file system of
+		 * disk_mb (it cannot bind from one it made), so nothing the
+		 * sandbox writes reaches the host's disk.
+		 */
+		static const char *const at[][2] = { { "/workspace", "0755" }, { "/home/user", "0755" },
+						     { "/tmp", "01777" } };
+
+		add(a, "--perms");
+		add(a, "0700");
+		add(a, "--dir");
+		add(a, "/root");
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			add(a, "--perms");
+			add(a, at[i][1]);
+			add(a, "--size");
+			addf(a, "%llu", (unsigned long long)s->disk_mb << 20);
+			add(a, "--tmpfs");
+			add(a, at[i][0]);
+		}
+	}
+	add(a, "--dir");
+	add(a, "/var");
+	add(a, "--symlink");
+	add(a, "../tmp");
+	add(a, "/var/tmp");
+}
+
+/* envd's binary, its environment and its own command line, last. */
+static void add_envd(struct argv *a, const struct jail_spec *s)
+{
+	const char *envd_inside = s->envd;
+
+	/*
+	 * envd's binary, in a small read-only file system for envd alone, where
+	 * nothing can be planted, not even by a file operation envd makes for
+	 * root. Its socket is not in the sandbox at all: the jail binds it on
+	 * the host's side (envd.sock in the sandbox's directory, see
+	 * open_channels in hangar-jail.c).
+	 */
+	add(a, "--perms");
+	add(a, "0700");
+	add(a, "--size");
+	add(a, "65536");
+	add(a, "--tmpfs");
+	add(a, "/run/hangar");
+	if (s->userns || strncmp(s->envd, "/usr/", 5) != 0) {
+		envd_inside = "/run/hangar/hangar-envd";
+		add(a, "--ro-bind");
+		if (s->userns)
+			addf(a, "%s/envd", files_at(s));
+		else
+			add(a, s->envd);
+		add(a, envd_inside);
+	}
+	add(a, "--remount-ro");
+	add(a, "/run/hangar");
+	add(a, "--hostname");
+	add(a, s->meta->id);
+	add(a, "--chdir");
+	add(a, "/workspace");
+	add(a, "--clearenv");
+	add(a, "--setenv");
+	add(a, "PATH");
+	add(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	add(a, envd_inside);
+	add(a, "-listen-fd");
+	addf(a, "%d", s->listen_fd);
+	add(a, "-token-fd");
+	addf(a, "%d", s->token_fd);
+	add(a, "-user");
+	add(a, "user");
+	add(a, "-workdir");
+	add(a, "/workspace");
+	add(a, "-env");
+	add(a, "CI=true");
+	for (char **e = s->meta->env; e && *e; e++) {
+		add(a, "-env");
+		add(a, *e);
+	}
+	add(a, "-ready-fd");
+	addf(a, "%d", s->ready_fd);
+	if (s->userns) {
+		/* Commands run in the namespace below envd's, as another uid (userns.c). */
+		add(a, "-userns-fd");
+		addf(a, "%d", s->inner_fd);
+		add(a, "-root-id");
+		addf(a, "%u", s->top);
+	} else {
+		/* One uid for everything: root would be envd itself (userns.c). */
+		add(a, "-single-uid");
+	}
+}
+
+int bwrap_argv(struct argv *a, const struct jail_spec *s)
+{
+	int r;
+
+	add_namespaces(a, s);
+	r = add_system(a, s);
+	if (r < 0)
+		return r;
+	add_writable(a, s);
+	add_envd(a, s);
+	return 0;
+}

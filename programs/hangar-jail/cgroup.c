@@ -1,0 +1,194 @@
+/*
+ * The sandbox's freezer cgroup: where pausing freezes it (the library writes
+ * its freezer file) and where teardown finds every process it still has.
+ * cgroup v2 (below HANGAR_JAIL_CGROUP, the jail's own cgroup, or the root),
+ * else the v1 freezer hierarchy, else none (pausing is SIGSTOP).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jail.h"
+#include "lstate.h"
+
+/* Tries to make parent/hangar/<id> with the freezer file `file`. */
+static int try_cgroup(struct freezer *f, const char *id, const char *kind, const char *parent, const char *file)
+{
+	char hangar[PATH_MAX], path[PATH_MAX], probe[PATH_MAX + 32];
+
+	if (snprintf(hangar, sizeof(hangar), "%s/hangar", parent) >= (int)sizeof(hangar) ||
+	    snprintf(path, sizeof(path), "%s/%s", hangar, id) >= (int)sizeof(path))
+		return -1;
+	if (mkdir(hangar, 0755) < 0 && errno != EEXIST)
+		return -1;
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -1;
+	snprintf(probe, sizeof(probe), "%s/%s", path, file);
+	if (access(probe, W_OK) < 0) {
+		rmdir(path);
+		return -1;
+	}
+	snprintf(f->kind, sizeof(f->kind), "%s", kind);
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	return 0;
+}
+
+/* The jail's own cgroup v2 path ("0::/x/y" in /proc/self/cgroup), or NULL. */
+static char *own_v2_cgroup(void)
+{
+	char *text = lstate_read_file("/proc/self/cgroup", 1 << 20, NULL), *line, *save = NULL, *res = NULL;
+
+	if (!text)
+		return NULL;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, "0::", 3)) {
+			res = strdup(line + 3);
+			break;
+		}
+	free(text);
+	return res;
+}
+
+/* cgroup v2 mounted at v2root: below HANGAR_JAIL_CGROUP, the jail's own cgroup, or the root. 0 or -1. */
+static int setup_v2(struct freezer *f, const char *id, const char *v2root)
+{
+	char *own = own_v2_cgroup();
+	const char *base = limits_v2_base(); /* HANGAR_JAIL_CGROUP: a cgroup that can hand limits down */
+	char parent[PATH_MAX];
+
+	if (base) {
+		if (try_cgroup(f, id, "v2", base, "cgroup.freeze") == 0) {
+			free(own);
+			return 0;
+		}
+		say("cannot make the sandbox's cgroup in HANGAR_JAIL_CGROUP %s: %s", base, strerror(errno));
+	}
+	if (own && strcmp(own, "/") != 0 &&
+	    snprintf(parent, sizeof(parent), "%s%s", v2root, own) < (int)sizeof(parent) &&
+	    try_cgroup(f, id, "v2", parent, "cgroup.freeze") == 0) {
+		free(own);
+		return 0;
+	}
+	free(own);
+	return try_cgroup(f, id, "v2", v2root, "cgroup.freeze");
+}
+
+void freezer_setup(struct freezer *f, const char *id)
+{
+	const char *want = getenv("HANGAR_JAIL_FREEZER");
+	const char *v2root = NULL;
+
+	snprintf(f->kind, sizeof(f->kind), "none");
+	f->path[0] = '\0';
+	if (!want || !*want)
+		want = "auto";
+	if (exists("/sys/fs/cgroup/cgroup.controllers"))
+		v2root = "/sys/fs/cgroup";
+	else if (exists("/sys/fs/cgroup/unified/cgroup.controllers"))
+		v2root = "/sys/fs/cgroup/unified"; /* hybrid hierarchy */
+	if (v2root && (!strcmp(want, "auto") || !strcmp(want, "v2")) && setup_v2(f, id, v2root) == 0)
+		return;
+	if ((!strcmp(want, "auto") || !strcmp(want, "v1")) && exists("/sys/fs/cgroup/freezer/tasks") &&
+	    try_cgroup(f, id, "v1", "/sys/fs/cgroup/freezer", "freezer.state") == 0)
+		return;
+	if (strcmp(want, "none") != 0)
+		say("no freezer cgroup available; pausing will stop processes with SIGSTOP");
+}
+
+const char *freezer_v2(const struct freezer *f)
+{
+	return !strcmp(f->kind, "v2") ? f->path : NULL;
+}
+
+void freezer_record(const struct freezer *f, const char *dir)
+{
+	char text[PATH_MAX + 16], path[PATH_MAX];
+
+	if (!strcmp(f->kind, "none"))
+		snprintf(text, sizeof(text), "none\n");
+	else
+		snprintf(text, sizeof(text), "%s %s\n", f->kind, f->path);
+	snprintf(path, sizeof(path), "%s/cgroup", dir);
+	lstate_write_atomic(path, text, strlen(text), 0600);
+}
+
+int freezer_join(const struct freezer *f)
+{
+	char procs[PATH_MAX + 32], self[32];
+
+	if (!strcmp(f->kind, "none"))
+		return 0;
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", f->path);
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	if (lstate_write_str(procs, self) < 0) {
+		say("cannot join cgroup %s: %s", f->path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void freezer_thaw(const struct freezer *f)
+{
+	char path[PATH_MAX + 32];
+
+	if (!strcmp(f->kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cgroup.freeze", f->path);
+		lstate_write_str(path, "0");
+	} else if (!strcmp(f->kind, "v1")) {
+		snprintf(path, sizeof(path), "%s/freezer.state", f->path);
+		lstate_write_str(path, "THAWED");
+	}
+}
+
+void freezer_kill(const struct freezer *f, int64_t deadline)
+{
+	char path[PATH_MAX + 32];
+
+	if (!strcmp(f->kind, "none"))
+		return;
+	if (!strcmp(f->kind, "v2")) {
+		snprintf(path, sizeof(path), "%s/cgroup.kill", f->path);
+		lstate_write_str(path, "1"); /* absent before Linux 5.14: the loop below does it */
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", f->path);
+	while (mono_ms() < deadline) {
+		FILE *in = fopen(path, "re");
+		int pid, any = 0;
+
+		if (!in)
+			return;
+		while (fscanf(in, "%d", &pid) == 1) {
+			any = 1;
+			kill(pid, SIGKILL);
+			reap(0, NULL);
+			wait_gone(pid, deadline);
+			reap(0, NULL);
+		}
+		fclose(in);
+		if (!any)
+			return;
+	}
+}
+
+void freezer_remove(const struct freezer *f)
+{
+	char parent[PATH_MAX], *slash;
+
+	if (!strcmp(f->kind, "none"))
+		return;
+	if (rmdir(f->path) < 0 && errno != ENOENT)
+		say("cannot remove cgroup %s: %s", f->path, strerror(errno));
+	/* And .../hangar once empty, which would keep a delegated base from being removed. */
+	snprintf(parent, sizeof(parent), "%s", f->path);
+	slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(parent); /* fails while another sandbox is in it: left for the last one */
+	}
+}

@@ -1,0 +1,123 @@
+/*
+ * Starting bwrap: a child that joins the sandbox's cgroups, moves into its
+ * user and network namespaces (built with the parent's help) and runs bwrap.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "jail.h"
+#include "lstate.h"
+
+/* The parent's half of the user namespace: waits for the child's unshare, maps range onto it, lets it go on. */
+static void map_child(pid_t pid, const struct uid_range *range, int up[2], int down[2])
+{
+	int ok;
+
+	close(up[1]);
+	close(down[0]);
+	ok = wait_byte(up[0]) == 0;
+	if (ok && uid_range_map(pid, range) < 0) {
+		say("cannot map the sandbox's user namespace to %u..%u: %s", range->base,
+		    range->base + range->count - 1, strerror(errno));
+		ok = 0;
+	}
+	/* Either way the child goes on: on failure it reads EOF and exits. */
+	if (ok && write(down[1], "g", 1) != 1)
+		ok = 0;
+	close(up[0]);
+	close(down[1]);
+}
+
+/* The descriptors bwrap keeps across its exec (close-on-exec until now). 0, or -1 said. */
+static int keep_fds(const struct jail_spec *s)
+{
+	const int keep[] = { s->token_fd, s->seccomp_fd, s->listen_fd, s->info_fd, s->block_fd, s->ready_fd };
+
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (keep[i] >= 0 && fcntl(keep[i], F_SETFD, 0) < 0) {
+			say("cannot pass descriptor %d on: %s", keep[i], strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+/*
+ * The child's half: into the sandbox's user namespace (range), mapped by
+ * the parent; the stage built; the commands' namespace and the network
+ * namespace made. 0, or -1 said.
+ */
+static int enter_namespaces(const struct jail *j, const struct uid_range *range, int up[2], int down[2])
+{
+	close(up[0]);
+	close(down[1]);
+	if (range->sub) {
+		/*
+		 * newuidmap maps only a process the caller owns, as /proc shows
+		 * it: dumpable (no token is left here; bwrap's exec decides
+		 * afresh). The stage is built inside, where the mounts are ours.
+		 */
+		prctl(PR_SET_DUMPABLE, 1);
+		if (enter_userns(up[1], down[0]) < 0 || stage_build(&j->spec, range) < 0)
+			return -1;
+	} else if (stage_build(&j->spec, range) < 0 || enter_userns(up[1], down[0]) < 0) {
+		return -1;
+	}
+	if (inner_userns(range, j->spec.inner_fd) < 0 || own_netns() < 0)
+		return -1;
+	close(up[1]);
+	close(down[0]);
+	return 0;
+}
+
+/* In the child: the sandbox's cgroups, then (range) its namespaces, then bwrap. */
+static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const struct uid_range *range, int up[2],
+						int down[2])
+{
+	sigset_t none;
+
+	forget_token(); /* envd gets it from the pipe; bwrap has no use for it */
+	if (keep_fds(&j->spec) < 0)
+		_exit(126);
+	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
+	if (freezer_join(&j->freezer) < 0)
+		_exit(126);
+	if (limits_join(&j->lcg, getpid()) < 0) {
+		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
+		_exit(126);
+	}
+	if (range && enter_namespaces(j, range, up, down) < 0)
+		_exit(126);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL); /* commands in the sandbox must not inherit SIG_IGN */
+	execv(j->argv.v[0], j->argv.v);
+	say("cannot run %s: %s", j->argv.v[0], strerror(errno));
+	_exit(127);
+}
+
+/*
+ * With the jail's own user namespace (j->ids), the child first moves into
+ * a user namespace of its own whose ids the parent maps to the range.
+ */
+pid_t spawn_bwrap(const struct jail *j)
+{
+	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
+	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
+	pid_t pid;
+
+	if (range && (pipe2(up, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0))
+		return -1;
+	pid = fork();
+	if (pid == 0)
+		run_bwrap(j, range, up, down);
+	if (pid > 0 && range)
+		map_child(pid, range, up, down);
+	return pid;
+}

@@ -1,0 +1,152 @@
+/*
+ * The stage: the sandbox's own files, made ready for bwrap to bind when the
+ * jail gives the sandbox user namespaces of its own.
+ *
+ * As root, the child builds what bwrap binds in a mount namespace of its
+ * own, at STAGE (a directory every uid can cross, unlike a state directory
+ * under /root, which the sandbox's unprivileged ids could not reach):
+ *   STAGE/etc   its /etc (etc.c)
+ *   STAGE/envd  hangar-envd
+ *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
+ *               writes nothing to the host's disk and runs out of space at
+ *               its limit (ENOSPC)
+ * The sources are opened first (O_PATH), since STAGE may hide the state
+ * directory. Unprivileged, bwrap binds the sandbox's directory directly.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jail.h"
+
+#define STAGE "/run"
+#define STAGE_FALLBACK "/tmp"
+
+/* What the stage binds, opened before it is mounted. */
+struct sources {
+	int etc, envd;
+};
+
+static void close_sources(struct sources *f)
+{
+	int *all[] = { &f->etc, &f->envd };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (*all[i] >= 0) {
+			close(*all[i]);
+			*all[i] = -1;
+		}
+}
+
+static int open_in_dir(const char *dir, const char *rest, int flags)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, rest) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | flags);
+}
+
+static int open_sources(struct sources *f, const char *dir, const char *envd)
+{
+	f->etc = open_in_dir(dir, "rootfs/etc", O_DIRECTORY);
+	f->envd = open(envd, O_PATH | O_CLOEXEC);
+	if (f->etc < 0 || f->envd < 0) {
+		int e = errno;
+
+		close_sources(f);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+const char *stage_dir(void)
+{
+	struct stat st;
+
+	return stat(STAGE, &st) == 0 && S_ISDIR(st.st_mode) ? STAGE : STAGE_FALLBACK;
+}
+
+static int bind_fd(int fd, const char *at, const char *name, int file)
+{
+	char src[64], dst[PATH_MAX];
+
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+	snprintf(dst, sizeof(dst), "%s/%s", at, name);
+	if (file) {
+		int m = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		if (m < 0)
+			return -1;
+		close(m);
+	} else if (mkdir(dst, 0755) < 0) {
+		return -1;
+	}
+	return mount(src, dst, NULL, MS_BIND, NULL);
+}
+
+static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (mkdir(path, mode) < 0 || chown(path, owner, owner) < 0 || chmod(path, mode) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * In the child: the stage (see above), as host root before it enters the
+ * sandbox's user namespace, or (an unprivileged caller's subordinate ids) as
+ * root of that namespace, which owns the mount namespace made here. 0, or -1
+ * with a message said.
+ */
+int stage_build(const struct jail_spec *s, const struct uid_range *r)
+{
+	const char *at = stage_dir();
+	char rw[PATH_MAX], opts[64];
+	struct sources f = { -1, -1 };
+	/*
+	 * The sandbox's envd (its namespace's root) and root (top of that
+	 * namespace, root of the commands' namespace below) as the stage's
+	 * builder names them: inside already (sub), or on the host.
+	 */
+	unsigned sroot = r->sub ? 0 : r->base, top = sroot + uid_range_top(r);
+
+	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    open_sources(&f, s->dir, s->envd) < 0 ||
+	    mount("hangar", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) {
+		say("cannot make a mount namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (bind_fd(f.etc, at, "etc", 0) < 0 ||
+	    bind_fd(f.envd, at, "envd", 1) < 0) {
+		say("cannot stage the sandbox's files: %s", strerror(errno));
+		close_sources(&f);
+		return -1;
+	}
+	close_sources(&f);
+	snprintf(rw, sizeof(rw), "%s/rw", at);
+	snprintf(opts, sizeof(opts), "mode=0755,size=%um", s->disk_mb);
+	if (mkdir(rw, 0755) < 0 || mount("hangar", rw, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0 ||
+	    mkdir_owned(rw, "workspace", sroot + 1000, 0755) < 0 || mkdir_owned(rw, "home", sroot + 1000, 0755) < 0 ||
+	    mkdir_owned(rw, "tmp", top, 01777) < 0 || mkdir_owned(rw, "root", top, 0700) < 0) {
+		say("cannot make the sandbox's %u MB file system: %s", s->disk_mb, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
