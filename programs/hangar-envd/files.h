@@ -1,6 +1,7 @@
 /*
- * The /files routes (files.c), and the pieces of them that are pure
- * functions of request headers, exposed so the unit tests can pin them down.
+ * The /files routes (files_download.c, files_upload.c), and the pieces of
+ * them that are pure functions of request headers (files_headers.c),
+ * exposed so the unit tests can pin them down.
  */
 #pragma once
 
@@ -12,7 +13,7 @@
 struct MHD_Response;
 
 /*
- * GET and POST /files (files.c). The server has already checked the access
+ * GET and POST /files. The server has already checked the access
  * token or signature (auth.c) when these run. Each returns the HTTP status
  * and sets *resp (never NULL on return).
  */
