@@ -20,8 +20,38 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+const char *files_username(const struct envd_req *r)
+{
+	const char *u = envd_req_query(r, "username");
+
+	return u ? u : envd_cfg.default_user;
+}
+
+unsigned files_lookup_user(const char *name, struct envd_user *u, char *msg, size_t msgsz)
+{
+	if (!name) {
+		snprintf(msg, msgsz, "username not provided");
+		return 400;
+	}
+	if (envd_user_lookup(name, u) < 0) {
+		snprintf(msg, msgsz, "error looking up user '%s': user: unknown user %s", name, name);
+		return 401;
+	}
+	return 0;
+}
+
+unsigned files_act_as(const struct envd_user *u, struct envd_creds *creds, char *msg, size_t msgsz)
+{
+	int rc = envd_creds_enter(u, creds);
+
+	if (rc == 0)
+		return 0;
+	snprintf(msg, msgsz, "cannot act as user '%s': %s", u->name, strerror(-rc));
+	return rc == -EPERM ? 403 : 500;
+}
+
 /* "Base" of a path as Go's filepath.Base: trailing slashes ignored. */
-void base_name(const char *path, char *out, size_t outsz)
+void files_base_name(const char *path, char *out, size_t outsz)
 {
 	size_t len = strlen(path);
 	const char *start;
@@ -48,7 +78,7 @@ void base_name(const char *path, char *out, size_t outsz)
  * filter that hides it, fall back to open(), where only the user's
  * credentials protect.
  */
-int open_no_magic(const char *path, int flags, mode_t mode)
+int files_open_no_magic(const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)flags,
@@ -63,7 +93,7 @@ int open_no_magic(const char *path, int flags, mode_t mode)
 }
 
 /* What a non-regular file is, for messages. */
-const char *file_kind(mode_t m)
+const char *files_kind_name(mode_t m)
 {
 	switch (m & S_IFMT) {
 	case S_IFDIR:
@@ -109,7 +139,7 @@ static int on_pseudo_fs(int fd)
 }
 
 /* The status and message for a path that cannot be streamed; 0 when it can. */
-unsigned refuse_kind(const char *path, const struct stat *st, int fd, char *msg, size_t msgsz)
+unsigned files_refuse_kind(const char *path, const struct stat *st, int fd, char *msg, size_t msgsz)
 {
 	if (S_ISDIR(st->st_mode)) {
 		snprintf(msg, msgsz, "path '%s' is a directory", path);
@@ -117,7 +147,7 @@ unsigned refuse_kind(const char *path, const struct stat *st, int fd, char *msg,
 	}
 	if (!S_ISREG(st->st_mode)) {
 		snprintf(msg, msgsz, "path '%s' is %s: only regular files can be read or written", path,
-			 file_kind(st->st_mode));
+			 files_kind_name(st->st_mode));
 		return 400;
 	}
 	if (fd >= 0 && on_pseudo_fs(fd)) {

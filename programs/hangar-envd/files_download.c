@@ -295,13 +295,6 @@ static unsigned identity_response(struct envd_req *r, int fd, const struct stat 
 	return status;
 }
 
-static const char *download_user(struct envd_req *r)
-{
-	const char *u = envd_req_query(r, "username");
-
-	return u ? u : envd_cfg.default_user;
-}
-
 static unsigned fail_response(struct MHD_Response **resp, unsigned status, const char *msg)
 {
 	*resp = envd_rest_error((int)status, "%s", msg);
@@ -331,9 +324,9 @@ static int open_download(const char *path, struct stat *st, unsigned *status, ch
 		}
 		return -1;
 	}
-	if ((*status = refuse_kind(path, st, -1, msg, msgsz)) != 0)
+	if ((*status = files_refuse_kind(path, st, -1, msg, msgsz)) != 0)
 		return -1;
-	fd = open_no_magic(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
+	fd = files_open_no_magic(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0) {
 		e = errno;
 		if (e == EACCES || e == EPERM) {
@@ -357,7 +350,7 @@ static int open_download(const char *path, struct stat *st, unsigned *status, ch
 		close(fd);
 		return -1;
 	}
-	if ((*status = refuse_kind(path, st, fd, msg, msgsz)) != 0) {
+	if ((*status = files_refuse_kind(path, st, fd, msg, msgsz)) != 0) {
 		close(fd);
 		return -1;
 	}
@@ -367,37 +360,44 @@ static int open_download(const char *path, struct stat *st, unsigned *status, ch
 	return fd;
 }
 
-unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
+/*
+ * Opens the file a download names, as the request's user, and puts its
+ * resolved path in path. The descriptor, or -1 with *status and msg set.
+ */
+static int open_requested(struct envd_req *r, char *path, size_t pathsz, struct stat *st, unsigned *status,
+			  char *msg, size_t msgsz)
 {
-	const char *username = download_user(r);
 	const char *raw_path = envd_req_query(r, "path");
 	struct envd_user user;
 	struct envd_creds creds;
 	struct rpc_error err = { 0 };
+	int fd;
+
+	if ((*status = files_lookup_user(files_username(r), &user, msg, msgsz)) != 0)
+		return -1;
+	if (envd_resolve_path(&user, raw_path, path, pathsz, &err) != 0) {
+		snprintf(msg, msgsz, "error expanding and resolving path '%s': %s", raw_path ? raw_path : "",
+			 err.message);
+		*status = 400;
+		return -1;
+	}
+	if ((*status = files_act_as(&user, &creds, msg, msgsz)) != 0)
+		return -1;
+	fd = open_download(path, st, status, msg, msgsz);
+	envd_creds_leave(&creds);
+	return fd;
+}
+
+unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
+{
+	const char *raw_path = envd_req_query(r, "path");
 	char path[PATH_MAX], msg[PATH_MAX + 128], base[NAME_MAX + 2], cd[3 * NAME_MAX + 64];
 	struct stat st;
 	enum files_encoding enc;
 	unsigned status;
-	int fd, forced, rc;
+	int fd, forced;
 
-	if (!username)
-		return fail_response(resp, 400, "username not provided");
-	if (envd_user_lookup(username, &user) < 0) {
-		snprintf(msg, sizeof(msg), "error looking up user '%s': user: unknown user %s", username, username);
-		return fail_response(resp, 401, msg);
-	}
-	if (envd_resolve_path(&user, raw_path, path, sizeof(path), &err) != 0) {
-		snprintf(msg, sizeof(msg), "error expanding and resolving path '%s': %s", raw_path ? raw_path : "",
-			 err.message);
-		return fail_response(resp, 400, msg);
-	}
-	rc = envd_creds_enter(&user, &creds);
-	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "cannot act as user '%s': %s", user.name, strerror(-rc));
-		return fail_response(resp, rc == -EPERM ? 403 : 500, msg);
-	}
-	fd = open_download(path, &st, &status, msg, sizeof(msg));
-	envd_creds_leave(&creds);
+	fd = open_requested(r, path, sizeof(path), &st, &status, msg, sizeof(msg));
 	if (fd < 0)
 		return fail_response(resp, status, msg);
 	forced = envd_req_header(r, "Range") || envd_req_header(r, "If-Modified-Since") ||
@@ -417,7 +417,7 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 	if (!*resp)
 		return fail_response(resp, 500, "out of memory");
 	if (status == 200 || status == 206) {
-		base_name(path, base, sizeof(base));
+		files_base_name(path, base, sizeof(base));
 		if (files_content_disposition(base, cd, sizeof(cd)) == 0)
 			MHD_add_response_header(*resp, "Content-Disposition", cd);
 		MHD_add_response_header(*resp, "Content-Type", content_type_for(raw_path ? raw_path : path));

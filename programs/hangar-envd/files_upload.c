@@ -84,6 +84,15 @@ static int disk_full(int e)
 	return e == ENOSPC || e == EDQUOT;
 }
 
+/* Gives the thread the upload user's file credentials; -1 with the failure recorded when it cannot. */
+static int upload_act_as(struct files_upload *u, struct envd_creds *creds)
+{
+	char msg[sizeof(u->msg)];
+	unsigned status = files_act_as(&u->user, creds, msg, sizeof(msg));
+
+	return status ? upload_fail(u, status, "%s", msg) : 0;
+}
+
 /* ---- metadata headers ---- */
 
 static int meta_grow(struct files_upload *u)
@@ -263,7 +272,7 @@ static int check_existing(struct files_upload *u, const char *path)
 		return upload_fail(u, 400, "path '%s' is a symbolic link: uploads never write through one", path);
 	if (!S_ISREG(st.st_mode))
 		return upload_fail(u, 400, "path '%s' is %s: only regular files can be read or written", path,
-				   file_kind(st.st_mode));
+				   files_kind_name(st.st_mode));
 	return 0;
 }
 
@@ -282,7 +291,7 @@ static int open_target_as_user(struct files_upload *u, const char *path)
 
 	if (ensure_parent(u, path) < 0 || check_existing(u, path) < 0)
 		return -1;
-	fd = open_no_magic(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
+	fd = files_open_no_magic(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
 	if (fd < 0) {
 		int e = errno;
 
@@ -305,7 +314,7 @@ static int open_target_as_user(struct files_upload *u, const char *path)
 		close(fd);
 		return upload_fail(u, 500, "error opening file: %s", strerror(errno));
 	}
-	if ((status = refuse_kind(path, &st, fd, msg, sizeof(msg))) != 0) {
+	if ((status = files_refuse_kind(path, &st, fd, msg, sizeof(msg))) != 0) {
 		close(fd);
 		return upload_fail(u, status, "%s", msg);
 	}
@@ -322,14 +331,38 @@ static int open_target_as_user(struct files_upload *u, const char *path)
 	return 0;
 }
 
-static int open_target(struct files_upload *u, const char *path)
+/* Whether this upload has already written path: a second file there is refused. */
+static int already_written(struct files_upload *u, const char *path)
 {
-	struct envd_creds creds;
-	int rc = envd_creds_enter(&u->user, &creds);
+	const cJSON *e;
 
-	if (rc < 0)
-		return upload_fail(u, rc == -EPERM ? 403 : 500, "cannot act as user '%s': %s", u->user.name,
-				   strerror(-rc));
+	cJSON_ArrayForEach(e, u->results) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "path");
+
+		if (cJSON_IsString(p) && strcmp(p->valuestring, path) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Resolves requested (?path, or a part's filename) for the user and opens
+ * it as the file the next body bytes go to.
+ */
+static int open_target(struct files_upload *u, const char *requested)
+{
+	struct rpc_error err = { 0 };
+	struct envd_creds creds;
+	char path[PATH_MAX];
+	int rc;
+
+	if (envd_resolve_path(&u->user, requested, path, sizeof(path), &err) != 0)
+		return upload_fail(u, 400, "error resolving path: %s", err.message);
+	if (already_written(u, path))
+		return upload_fail(u, 400, "you cannot upload multiple files to the same path '%s' in one upload "
+				   "request, only the first specified file was uploaded", path);
+	if (upload_act_as(u, &creds) < 0)
+		return -1;
 	rc = open_target_as_user(u, path);
 	envd_creds_leave(&creds);
 	if (rc < 0)
@@ -358,10 +391,8 @@ static int close_target(struct files_upload *u)
 	u->fd = -1;
 	if (rc < 0)
 		return -1;
-	rc = envd_creds_enter(&u->user, &creds);
-	if (rc < 0)
-		return upload_fail(u, rc == -EPERM ? 403 : 500, "cannot act as user '%s': %s", u->user.name,
-				   strerror(-rc));
+	if (upload_act_as(u, &creds) < 0)
+		return -1;
 	rc = envd_metadata_write(u->target, (const char *const *)u->meta_keys,
 				 (const char *const *)u->meta_values, u->meta_n);
 	envd_creds_leave(&creds);
@@ -374,7 +405,7 @@ static int close_target(struct files_upload *u)
 		return upload_fail(u, 507, "not enough disk space available for metadata");
 	if (rc < 0)
 		return upload_fail(u, 500, "error setting metadata: %s", strerror(-rc));
-	base_name(u->target, base, sizeof(base));
+	files_base_name(u->target, base, sizeof(base));
 	entry = cJSON_CreateObject();
 	if (!entry)
 		return upload_fail(u, 500, "out of memory");
@@ -390,25 +421,10 @@ static int close_target(struct files_upload *u)
 
 /* ---- multipart callbacks ---- */
 
-static int already_written(struct files_upload *u, const char *path)
-{
-	const cJSON *e;
-
-	cJSON_ArrayForEach(e, u->results) {
-		const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "path");
-
-		if (cJSON_IsString(p) && strcmp(p->valuestring, path) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 static int on_part_begin(void *ctx, const char *name, const char *filename)
 {
 	struct files_upload *u = ctx;
-	struct rpc_error err = { 0 };
 	const char *src = u->path_param ? u->path_param : filename;
-	char path[PATH_MAX];
 
 	u->skip_part = !name || strcmp(name, "file") != 0;
 	if (u->skip_part)
@@ -416,12 +432,7 @@ static int on_part_begin(void *ctx, const char *name, const char *filename)
 	if (!src)
 		return upload_fail(u, 400, "error getting multipart custom part file name: "
 				   "filename not found in Content-Disposition header");
-	if (envd_resolve_path(&u->user, src, path, sizeof(path), &err) != 0)
-		return upload_fail(u, 400, "error resolving path: %s", err.message);
-	if (already_written(u, path))
-		return upload_fail(u, 400, "you cannot upload multiple files to the same path '%s' in one upload "
-				   "request, only the first specified file was uploaded", path);
-	return open_target(u, path);
+	return open_target(u, src);
 }
 
 static int on_part_data(void *ctx, const char *data, size_t len)
@@ -552,15 +563,10 @@ static int setup_body(struct files_upload *u, struct envd_req *r)
 
 	media_type(ct, mt, sizeof(mt));
 	if (strcmp(mt, "application/octet-stream") == 0) {
-		struct rpc_error err = { 0 };
-		char path[PATH_MAX];
-
 		u->raw = 1;
 		if (!u->path_param)
 			return upload_fail(u, 400, "path query parameter is required for raw body upload");
-		if (envd_resolve_path(&u->user, u->path_param, path, sizeof(path), &err) != 0)
-			return upload_fail(u, 400, "error resolving path: %s", err.message);
-		return open_target(u, path);
+		return open_target(u, u->path_param);
 	}
 	if (strncmp(mt, "multipart/", 10) == 0) {
 		u->mp = multipart_new(ct, &part_callbacks, u);
@@ -584,19 +590,19 @@ static int setup_gzip(struct files_upload *u)
 
 static int upload_prepare(struct files_upload *u, struct envd_req *r)
 {
-	const char *username = envd_req_query(r, "username");
+	const char *username = files_username(r);
 	const char *path = envd_req_query(r, "path");
+	char msg[sizeof(u->msg)];
+	unsigned status;
 	int gz;
 
-	if (!username)
-		username = envd_cfg.default_user;
 	if (!username)
 		return upload_fail(u, 400, "username not provided");
 	gz = content_encoding_gzip(u, envd_req_header(r, "Content-Encoding"));
 	if (gz < 0)
 		return -1;
-	if (envd_user_lookup(username, &u->user) < 0)
-		return upload_fail(u, 401, "error looking up user '%s': user: unknown user %s", username, username);
+	if ((status = files_lookup_user(username, &u->user, msg, sizeof(msg))) != 0)
+		return upload_fail(u, status, "%s", msg);
 	if (path && !(u->path_param = strdup(path)))
 		return upload_fail(u, 500, "out of memory");
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_meta, u);
