@@ -1,6 +1,6 @@
 /*
- * EntryInfo (BEHAVIOUR.md §7): the description of one directory entry that
- * Stat, ListDir, MakeDir, Move and the watch events all return.
+ * EntryInfo, as upstream envd fills it: the description of one directory
+ * entry that Stat, ListDir, MakeDir, Move and the watch events all return.
  */
 #define _GNU_SOURCE
 #include "entry.h"

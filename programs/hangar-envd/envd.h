@@ -83,7 +83,7 @@ struct envd_user {
 int envd_user_lookup(const char *name, struct envd_user *out);
 
 /*
- * Resolves a request path for a user (BEHAVIOUR.md §5): empty → default
+ * Resolves a request path for a user, as envd does: empty → default
  * workdir or home; "~" and "~/x" → home; "~name" is refused; absolute paths
  * are used as given; relative ones join the home and are cleaned.
  * Returns 0, or -1 with err set to invalid_argument.

@@ -150,7 +150,8 @@ static int printable(const char *s)
 	return 1;
 }
 
-/* The xattr rules (BEHAVIOUR.md §4.4), checked before any file is touched. */
+/* The metadata rules (printable ASCII, keys of at most 246 bytes, 4096 bytes in all
+ * counting each user.e2b. prefix), checked before any file is touched. */
 static int validate_meta(struct files_upload *u)
 {
 	size_t total = 0;

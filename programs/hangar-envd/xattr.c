@@ -1,5 +1,7 @@
 /*
- * File metadata as user.e2b.* extended attributes (BEHAVIOUR.md §4.4).
+ * File metadata as user.e2b.* extended attributes, where envd keeps it: an
+ * upload's X-Metadata-* headers replace the whole set, and EntryInfo
+ * reports it.
  *
  * Everything uses the l* calls: metadata belongs to the entry itself, and a
  * symlink must never redirect a write to wherever it points.
