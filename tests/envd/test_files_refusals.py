@@ -111,3 +111,30 @@ def test_single_uid_refuses_another_user_with_403(make_envd, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["readable.txt"]
     # The daemon's own user is still served.
     assert client.request("GET", files_url(str(src))).status == 200
+
+
+def upload_with_metadata(client, path, meta):
+    headers = {"Content-Type": "application/octet-stream"}
+    headers.update({"X-Metadata-" + k: v for k, v in meta.items()})
+    return client.request("POST", files_url(path), body=b"data", headers=headers)
+
+
+@pytest.mark.parametrize("meta, says", [
+    ({"k" * 247: "v"}, "invalid metadata: key '" + "k" * 247 + "' is longer than 246 bytes"),
+    ({"a": "v" * 2000, "b": "v" * 2100}, "invalid metadata: total size 4120 exceeds 4096 bytes"),
+    ({"a": "caf\xe9"}, "invalid metadata: key 'a': keys and values must be printable ASCII"),
+])
+def test_metadata_that_breaks_the_rules_is_400_before_the_file_is_touched(client, tmp_path, meta, says):
+    target = tmp_path / "meta.txt"
+    target.write_bytes(b"before")
+    refused(upload_with_metadata(client, str(target), meta), 400, says)
+    assert target.read_bytes() == b"before"
+
+
+def test_a_key_of_246_bytes_is_kept(client, tmp_path):
+    target = tmp_path / "meta.txt"
+    meta = {"k" * 246: "v"}
+    resp = upload_with_metadata(client, str(target), meta)
+    assert resp.status == 200, resp
+    assert resp.json()[0]["metadata"] == meta
+    assert target.read_bytes() == b"data"
