@@ -208,3 +208,6 @@ cJSON *envd_metadata_read(const char *path);
  * filesystem without xattr support is not an error.
  */
 int envd_metadata_write(const char *path, const char *const *keys, const char *const *values, size_t n);
+/* The rules envd_metadata_write() holds keys and values to: 0, or -EINVAL with
+ * the reason in msg (unless msg is NULL). */
+int envd_metadata_check(const char *const *keys, const char *const *values, size_t n, char *msg, size_t msgsz);

@@ -29,10 +29,6 @@
 #define WRITE_BUF (64 * 1024)     /* upload bytes gathered before a write() */
 #define INFLATE_BUF (32 * 1024)
 
-#define META_KEY_MAX 246
-#define META_TOTAL_MAX 4096
-#define META_PREFIX_LEN 9         /* strlen("user.e2b.") */
-
 /* ---- uploads --------------------------------------------------------------- */
 
 struct files_upload {
@@ -142,34 +138,14 @@ static enum MHD_Result collect_meta(void *cls, enum MHD_ValueKind kind, const ch
 	return MHD_YES;
 }
 
-static int printable(const char *s)
-{
-	for (; *s; s++)
-		if (*s < 0x20 || *s > 0x7e)
-			return 0;
-	return 1;
-}
-
-/* The metadata rules (printable ASCII, keys of at most 246 bytes, 4096 bytes in all
- * counting each user.e2b. prefix), checked before any file is touched. */
+/* The metadata rules (envd_metadata_check), before any file is touched. */
 static int validate_meta(struct files_upload *u)
 {
-	size_t total = 0;
+	char msg[sizeof(u->msg)];
 
-	for (size_t i = 0; i < u->meta_n; i++) {
-		const char *k = u->meta_keys[i], *v = u->meta_values[i];
-
-		if (!printable(k) || !printable(v))
-			return upload_fail(u, 400, "invalid metadata: key '%s': keys and values must be "
-					   "printable ASCII", printable(k) ? k : "?");
-		if (strlen(k) > META_KEY_MAX)
-			return upload_fail(u, 400, "invalid metadata: key '%s' is longer than %d bytes", k,
-					   META_KEY_MAX);
-		total += META_PREFIX_LEN + strlen(k) + strlen(v);
-	}
-	if (total > META_TOTAL_MAX)
-		return upload_fail(u, 400, "invalid metadata: total size %zu exceeds %d bytes", total,
-				   META_TOTAL_MAX);
+	if (envd_metadata_check((const char *const *)u->meta_keys, (const char *const *)u->meta_values, u->meta_n,
+				msg, sizeof(msg)) < 0)
+		return upload_fail(u, 400, "%s", msg);
 	return 0;
 }
 
