@@ -20,7 +20,8 @@ unsigned files_lookup_user(const char *name, struct envd_user *u, char *msg, siz
 /* envd_creds_enter(u, creds): 0 (leave with envd_creds_leave), else 403 or 500 with msg set. */
 unsigned files_act_as(const struct envd_user *u, struct envd_creds *creds, char *msg, size_t msgsz);
 
-/* open(2) with the calling thread's credentials, never through a /proc magic link where openat2 exists. */
+/* open(2) with the calling thread's credentials, never through a /proc magic link
+ * where the kernel has openat2. */
 int files_open_no_magic(const char *path, int flags, mode_t mode);
 /* What a non-regular file is ("a FIFO", ...), for messages. */
 const char *files_kind_name(mode_t m);

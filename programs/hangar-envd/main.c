@@ -199,7 +199,8 @@ static int flag_port(struct server_opts *so, const char *v)
 	return KEEP_GOING;
 }
 
-/* -listen-fd: a socket its starter bound where the sandbox cannot reach it (hangar-jail). KEEP_GOING, or 2 said. */
+/* -listen-fd: a listening socket its starter bound where the sandbox cannot reach it
+ * (hangar-jail). KEEP_GOING, or 2 said. */
 static int flag_listen_fd(struct server_opts *so, const char *v)
 {
 	char *end;
