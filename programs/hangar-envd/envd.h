@@ -91,6 +91,10 @@ int envd_user_lookup(const char *name, struct envd_user *out);
 int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size_t outsz,
 		      struct rpc_error *err);
 
+/* The last element of path into out, as Go's filepath.Base: trailing slashes
+ * ignored, "/" for the root, "." for "". */
+void envd_base_name(const char *path, char *out, size_t outsz);
+
 /* Lexically cleans an absolute path in place, as Go's filepath.Clean:
  * "//", "/./" and "/x/.." go; ".." never climbs above "/". */
 void envd_clean_path(char *p);

@@ -50,24 +50,6 @@ unsigned files_act_as(const struct envd_user *u, struct envd_creds *creds, char 
 	return rc == -EPERM ? 403 : 500;
 }
 
-/* "Base" of a path as Go's filepath.Base: trailing slashes ignored. */
-void files_base_name(const char *path, char *out, size_t outsz)
-{
-	size_t len = strlen(path);
-	const char *start;
-
-	while (len > 1 && path[len - 1] == '/')
-		len--;
-	start = path + len;
-	while (start > path && start[-1] != '/')
-		start--;
-	if (len == 1 && path[0] == '/')
-		start = path;
-	snprintf(out, outsz, "%.*s", (int)(len - (size_t)(start - path)), start);
-	if (!*out)
-		snprintf(out, outsz, ".");
-}
-
 /* ---- what may be streamed ------------------------------------------------ */
 
 /*

@@ -27,5 +27,3 @@ int files_open_no_magic(const char *path, int flags, mode_t mode);
 const char *files_kind_name(mode_t m);
 /* 0 when path may be streamed (st, and fd's file system when fd >= 0); else 400 with msg set. */
 unsigned files_refuse_kind(const char *path, const struct stat *st, int fd, char *msg, size_t msgsz);
-/* The last element of path into out, as Go's filepath.Base ("." for ""). */
-void files_base_name(const char *path, char *out, size_t outsz);

@@ -417,7 +417,7 @@ unsigned files_download(struct envd_req *r, struct MHD_Response **resp)
 	if (!*resp)
 		return fail_response(resp, 500, "out of memory");
 	if (status == 200 || status == 206) {
-		files_base_name(path, base, sizeof(base));
+		envd_base_name(path, base, sizeof(base));
 		if (files_content_disposition(base, cd, sizeof(cd)) == 0)
 			MHD_add_response_header(*resp, "Content-Disposition", cd);
 		MHD_add_response_header(*resp, "Content-Type", content_type_for(raw_path ? raw_path : path));

@@ -382,7 +382,7 @@ static int close_target(struct files_upload *u)
 		return upload_fail(u, 507, "not enough disk space available for metadata");
 	if (rc < 0)
 		return upload_fail(u, 500, "error setting metadata: %s", strerror(-rc));
-	files_base_name(u->target, base, sizeof(base));
+	envd_base_name(u->target, base, sizeof(base));
 	entry = cJSON_CreateObject();
 	if (!entry)
 		return upload_fail(u, 500, "out of memory");
