@@ -187,7 +187,7 @@ enum files_range files_parse_range(const char *range, uint64_t size, uint64_t *s
 	return FILES_RANGE_ONE;
 }
 
-/* ---- response headers -------------------------------------------------- */
+/* ---- Content-Disposition ------------------------------------------------ */
 
 static int attr_char(unsigned char c)
 {

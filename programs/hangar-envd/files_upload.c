@@ -29,8 +29,7 @@
 #define WRITE_BUF (64 * 1024)     /* upload bytes gathered before a write() */
 #define INFLATE_BUF (32 * 1024)
 
-/* ---- uploads --------------------------------------------------------------- */
-
+/* One POST /files, from its headers to its answer. */
 struct files_upload {
 	struct envd_user user;
 	unsigned status;              /* 0 while all is well, else the answer */
