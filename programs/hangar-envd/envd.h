@@ -49,6 +49,7 @@ struct envd_config {
 };
 extern struct envd_config envd_cfg;
 
+/* One line on stderr with -v; nothing otherwise. */
 void envd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- errors ---------------------------------------------------------- */
