@@ -1,4 +1,8 @@
-/* Access token and /files signatures (BEHAVIOUR.md §3). */
+/*
+ * Who may call the daemon, as envd decides it: the X-Access-Token header,
+ * compared in constant time, and for /files, which a client may reach with a
+ * signed URL instead of the header, the v1 signature and its expiry.
+ */
 #include "envd.h"
 #include "request.h"
 

@@ -29,6 +29,7 @@ struct MHD_Response;
  * (ckpt_available() is 0) and clients use their fallback.
  */
 int ckpt_init(const char *argv0);
+/* 1 when ckpt_init() found the executable, so the archive endpoints are served. */
 int ckpt_available(void);
 
 /*
@@ -108,6 +109,8 @@ struct ckpt_restore_args {
 	int note_fd;
 };
 
+/* The restore child's body: its exit status (0 when the workspace was committed); the
+ * outcome goes to note_fd. */
 int ckpt_restore_child(const struct ckpt_restore_args *a);
 
 /*

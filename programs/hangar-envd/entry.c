@@ -1,6 +1,6 @@
 /*
- * EntryInfo (BEHAVIOUR.md §7): the description of one directory entry that
- * Stat, ListDir, MakeDir, Move and the watch events all return.
+ * EntryInfo, as upstream envd fills it: the description of one directory
+ * entry that Stat, ListDir, MakeDir, Move and the watch events all return.
  */
 #define _GNU_SOURCE
 #include "entry.h"
@@ -101,23 +101,6 @@ static void id_name(int is_group, unsigned id, char *out, size_t outsz)
 	snprintf(out, outsz, "%u", id);
 }
 
-/* Like Go's filepath.Base: the last element, trailing slashes ignored. */
-static void base_name(const char *path, char *out, size_t outsz)
-{
-	size_t end = strlen(path), start;
-
-	while (end > 1 && path[end - 1] == '/')
-		end--;
-	if (end == 1 && path[0] == '/') {
-		snprintf(out, outsz, "/");
-		return;
-	}
-	start = end;
-	while (start > 0 && path[start - 1] != '/')
-		start--;
-	snprintf(out, outsz, "%.*s", (int)(end - start), path + start);
-}
-
 /* Type and permission bits as upstream reports them: a symlink takes both
  * from its final target, and a dangling one has neither. */
 static void entry_type(const char *path, const struct stat *lst, const char **type, unsigned *mode)
@@ -149,7 +132,7 @@ cJSON *envd_entry_from_stat(const char *path, const struct stat *lst)
 
 	if (!e)
 		return NULL;
-	base_name(path, name, sizeof(name));
+	envd_base_name(path, name, sizeof(name));
 	entry_type(path, lst, &type, &mode);
 	mode_string(lst->st_mode, perms);
 	/* The sandbox's root owns what it made under root_id: named as the sandbox names it. */

@@ -49,6 +49,7 @@ struct envd_config {
 };
 extern struct envd_config envd_cfg;
 
+/* One line on stderr with -v; nothing otherwise. */
 void envd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- errors ---------------------------------------------------------- */
@@ -83,13 +84,17 @@ struct envd_user {
 int envd_user_lookup(const char *name, struct envd_user *out);
 
 /*
- * Resolves a request path for a user (BEHAVIOUR.md §5): empty → default
+ * Resolves a request path for a user, as envd does: empty → default
  * workdir or home; "~" and "~/x" → home; "~name" is refused; absolute paths
  * are used as given; relative ones join the home and are cleaned.
  * Returns 0, or -1 with err set to invalid_argument.
  */
 int envd_resolve_path(const struct envd_user *u, const char *in, char *out, size_t outsz,
 		      struct rpc_error *err);
+
+/* The last element of path into out, as Go's filepath.Base: trailing slashes
+ * ignored, "/" for the root, "." for "". */
+void envd_base_name(const char *path, char *out, size_t outsz);
 
 /* Lexically cleans an absolute path in place, as Go's filepath.Clean:
  * "//", "/./" and "/x/.." go; ".." never climbs above "/". */
@@ -208,3 +213,6 @@ cJSON *envd_metadata_read(const char *path);
  * filesystem without xattr support is not an error.
  */
 int envd_metadata_write(const char *path, const char *const *keys, const char *const *values, size_t n);
+/* The rules envd_metadata_write() holds keys and values to: 0, or -EINVAL with
+ * the reason in msg (unless msg is NULL). */
+int envd_metadata_check(const char *const *keys, const char *const *values, size_t n, char *msg, size_t msgsz);

@@ -1,6 +1,7 @@
 /*
- * The /files routes (files.c), and the pieces of them that are pure
- * functions of request headers, exposed so the unit tests can pin them down.
+ * The /files routes (files_download.c, files_upload.c), and the pieces of
+ * them that are pure functions of request headers (files_headers.c),
+ * exposed so the unit tests can pin them down.
  */
 #pragma once
 
@@ -12,7 +13,7 @@
 struct MHD_Response;
 
 /*
- * GET and POST /files (files.c). The server has already checked the access
+ * GET and POST /files. The server has already checked the access
  * token or signature (auth.c) when these run. Each returns the HTTP status
  * and sets *resp (never NULL on return).
  */
@@ -26,7 +27,9 @@ struct files_upload;
 struct files_upload *files_upload_begin(struct envd_req *r, unsigned *status, struct MHD_Response **resp);
 /* Consumes a body chunk; errors are sticky and reported by finish. */
 void files_upload_data(struct files_upload *u, const char *data, size_t len);
+/* After the last chunk: the HTTP status, and *resp (the written entries, or the first error). */
 unsigned files_upload_finish(struct files_upload *u, struct MHD_Response **resp);
+/* Closes what is still open and frees u; NULL is ignored. */
 void files_upload_free(struct files_upload *u);
 
 enum files_encoding {
@@ -36,7 +39,7 @@ enum files_encoding {
 };
 
 /*
- * Picks the response coding from Accept-Encoding (BEHAVIOUR.md §4.2): q-values
+ * Picks the response coding from Accept-Encoding, as envd does: q-values
  * honoured, names case-insensitive, only gzip supported; identity is implicitly
  * acceptable unless "identity;q=0", or "*;q=0" with no explicit identity.
  * identity_forced (a Range or conditional request) allows only identity.

@@ -1,5 +1,5 @@
 /*
- * The filesystem.Filesystem service (BEHAVIOUR.md §7): Stat, ListDir,
+ * The envd protocol's filesystem.Filesystem service: Stat, ListDir,
  * MakeDir, Move and Remove; the watch RPCs live in watch.c, EntryInfo in
  * entry.c.
  *

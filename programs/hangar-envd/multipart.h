@@ -30,4 +30,5 @@ int multipart_feed(struct multipart_parser *p, const char *data, size_t len);
 int multipart_finish(struct multipart_parser *p);
 /* Why the parser failed, for an error message. */
 const char *multipart_error(const struct multipart_parser *p);
+/* Frees p; NULL is ignored. */
 void multipart_free(struct multipart_parser *p);

@@ -1,9 +1,9 @@
 /*
  * The request a handler sees, and the REST error it can answer with.
  *
- * A module of its own so the handlers (files.c, auth.c, the RPC services)
- * and the server that calls them (server.c) each depend on it, not on one
- * another.
+ * A module of its own so the handlers (the /files routes, auth.c, the RPC
+ * services) and the server that calls them (server.c) each depend on it,
+ * not on one another.
  */
 #pragma once
 

@@ -70,6 +70,22 @@ int envd_user_lookup(const char *name, struct envd_user *out)
  * Each kept component is written as "/name" at or before the position it was
  * read from, so the output never overtakes input not yet read.
  */
+void envd_base_name(const char *path, char *out, size_t outsz)
+{
+	size_t end = strlen(path), start;
+
+	while (end > 1 && path[end - 1] == '/')
+		end--;
+	if (end == 0 || (end == 1 && path[0] == '/')) {
+		snprintf(out, outsz, "%s", end ? "/" : ".");
+		return;
+	}
+	start = end;
+	while (start > 0 && path[start - 1] != '/')
+		start--;
+	snprintf(out, outsz, "%.*s", (int)(end - start), path + start);
+}
+
 void envd_clean_path(char *p)
 {
 	char *out = p, *in = p;

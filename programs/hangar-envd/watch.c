@@ -1,5 +1,6 @@
 /*
- * Directory watches on inotify (BEHAVIOUR.md §7, "Filesystem events").
+ * Directory watches on inotify, for the filesystem service's WatchDir
+ * stream and its CreateWatcher, GetWatcherEvents and RemoveWatcher calls.
  *
  * Each watcher owns an inotify instance, an eventfd that asks its thread to
  * stop, and a map from watch descriptors to directories relative to the

@@ -15,6 +15,7 @@ int watch_rpc_create(struct envd_req *r, const cJSON *in, cJSON **out, struct rp
 int watch_rpc_get_events(struct envd_req *r, const cJSON *in, cJSON **out, struct rpc_error *err);
 int watch_rpc_remove(struct envd_req *r, const cJSON *in, cJSON **out, struct rpc_error *err);
 
+/* Lets watches be made again (after a shutdown). Always 0. */
 int watch_service_init(void);
 /* Stops and frees every watcher; new watches are refused afterwards. */
 void watch_service_shutdown(void);

@@ -1,5 +1,7 @@
 /*
- * File metadata as user.e2b.* extended attributes (BEHAVIOUR.md §4.4).
+ * File metadata as user.e2b.* extended attributes, where envd keeps it: an
+ * upload's X-Metadata-* headers replace the whole set, and EntryInfo
+ * reports it.
  *
  * Everything uses the l* calls: metadata belongs to the entry itself, and a
  * symlink must never redirect a write to wherever it points.
@@ -8,6 +10,8 @@
 #include "envd.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -121,7 +125,22 @@ cJSON *envd_metadata_read(const char *path)
 	return obj;
 }
 
-static int validate(const char *const *keys, const char *const *values, size_t n)
+static int refuse(char *msg, size_t msgsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* -EINVAL, with the reason in msg unless msg is NULL. */
+static int refuse(char *msg, size_t msgsz, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (msg) {
+		va_start(ap, fmt);
+		vsnprintf(msg, msgsz, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int envd_metadata_check(const char *const *keys, const char *const *values, size_t n, char *msg, size_t msgsz)
 {
 	size_t total = 0;
 
@@ -129,15 +148,21 @@ static int validate(const char *const *keys, const char *const *values, size_t n
 		size_t klen, vlen;
 
 		if (!keys[i] || !values[i])
-			return -EINVAL;
+			return refuse(msg, msgsz, "invalid metadata: a key or value is missing");
 		klen = strlen(keys[i]);
 		vlen = strlen(values[i]);
-		if (klen == 0 || klen > META_KEY_MAX || !printable(keys[i], klen) || !printable(values[i], vlen))
-			return -EINVAL;
+		if (klen == 0)
+			return refuse(msg, msgsz, "invalid metadata: empty key");
+		if (!printable(keys[i], klen) || !printable(values[i], vlen))
+			return refuse(msg, msgsz, "invalid metadata: key '%s': keys and values must be "
+				      "printable ASCII", printable(keys[i], klen) ? keys[i] : "?");
+		if (klen > META_KEY_MAX)
+			return refuse(msg, msgsz, "invalid metadata: key '%s' is longer than %d bytes", keys[i],
+				      (int)META_KEY_MAX);
 		total += META_PREFIX_LEN + klen + vlen;
-		if (total > META_TOTAL_MAX)
-			return -EINVAL;
 	}
+	if (total > META_TOTAL_MAX)
+		return refuse(msg, msgsz, "invalid metadata: total size %zu exceeds %d bytes", total, META_TOTAL_MAX);
 	return 0;
 }
 
@@ -174,7 +199,7 @@ static int remove_stale(const char *path, const char *const *keys, size_t n)
 int envd_metadata_write(const char *path, const char *const *keys, const char *const *values, size_t n)
 {
 	char name[META_PREFIX_LEN + META_KEY_MAX + 1];
-	int rc = validate(keys, values, n);
+	int rc = envd_metadata_check(keys, values, n, NULL, 0);
 
 	if (rc < 0)
 		return rc;

@@ -1,7 +1,7 @@
 /*
  * hangar-envd's streaming multipart/form-data parser (multipart.c) and the
- * header logic of the /files routes (files.c: Accept-Encoding negotiation,
- * Range, Content-Disposition).
+ * header logic of the /files routes (files_headers.c: Accept-Encoding
+ * negotiation, Range, Content-Disposition).
  */
 #define _GNU_SOURCE
 #include <check.h>

@@ -1,6 +1,6 @@
 /*
- * hangar-envd path resolution, child environments and directory creation
- * (user.c).
+ * hangar-envd path resolution, the last element of a path, child
+ * environments and directory creation (user.c).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -463,6 +463,45 @@ START_TEST(ensure_owned_by_user)
 }
 END_TEST
 
+/* ---- envd_base_name -------------------------------------------------------- */
+
+static void base_is(const char *path, const char *want)
+{
+	char out[64];
+
+	stale_fill(out, sizeof(out));
+	envd_base_name(path, out, sizeof(out));
+	ck_assert_msg(strcmp(out, want) == 0, "\"%s\" → \"%s\", want \"%s\"", path, out, want);
+}
+
+START_TEST(base_name_as_go)
+{
+	base_is("/home/alice/report.pdf", "report.pdf");
+	base_is("report.pdf", "report.pdf");
+	base_is("a/b", "b");
+	/* Trailing slashes are not an element. */
+	base_is("/home/alice/dir/", "dir");
+	base_is("/a//", "a");
+	/* The root is "/" however it is written; nothing at all is ".". */
+	base_is("/", "/");
+	base_is("///", "/");
+	base_is("", ".");
+	base_is(".", ".");
+	base_is("/a/..", "..");
+}
+END_TEST
+
+START_TEST(base_name_truncated_to_the_buffer)
+{
+	char out[4];
+
+	envd_base_name("/x/abcdef", out, sizeof(out));
+	ck_assert_str_eq(out, "abc");
+	envd_base_name("", out, 1);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
 static Suite *paths_suite(void)
 {
 	Suite *s = suite_create("envd-paths");
@@ -479,6 +518,8 @@ static Suite *paths_suite(void)
 	tcase_add_test(tc, home_is_root);
 	tcase_add_test(tc, home_with_trailing_slash);
 	tcase_add_test(tc, too_long_refused);
+	tcase_add_test(tc, base_name_as_go);
+	tcase_add_test(tc, base_name_truncated_to_the_buffer);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("env");
