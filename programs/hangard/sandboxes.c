@@ -29,8 +29,8 @@ cJSON *sandbox_json(const hangar_sandbox_info *info)
 	cJSON *o = add_strings(cJSON_CreateObject(), "id", info->id, "provider", info->provider, "template",
 			       info->template_id, "state",
 			       info->state == HANGAR_SANDBOX_PAUSED ? "paused" : "running", NULL);
-	cJSON_AddNumberToObject(o, "created_at_us", (double)info->created_at_us);
-	cJSON_AddNumberToObject(o, "expires_at_us", (double)info->expires_at_us);
+	sjson_add_int64(o, "created_at_us", (int64_t)info->created_at_us);
+	sjson_add_int64(o, "expires_at_us", (int64_t)info->expires_at_us);
 	return o;
 }
 
@@ -266,14 +266,14 @@ out:
 static void add_fork(const hangar_fork_result *f, void *payload)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "index", f->index);
+	sjson_add_int64(o, "index", f->index);
 	if (f->error == 0) {
 		cJSON_AddStringToObject(o, "id", hangar_sandbox_id(f->sandbox));
 		cJSON_AddStringToObject(o, "provider", hangar_provider_name(hangar_sandbox_provider(f->sandbox)));
 	} else {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
 		cJSON_AddStringToObject(e, "kind", hangar_error_name(f->error));
-		cJSON_AddNumberToObject(e, "code", f->error);
+		sjson_add_int64(e, "code", f->error);
 		cJSON_AddStringToObject(e, "message", f->message);
 	}
 	cJSON_AddItemToArray(payload, o);
