@@ -78,7 +78,9 @@ void h_readyz(struct request *r)
 	}
 	hangar_buf_dispose(&dir);
 	if ((rc = hangar_ctx_ping_store(hangard->ctx)) < 0) {
-		reply_unready(r, rc, "the state store does not answer: %s", hangar_error_last()->message);
+		char safe[512];
+		reply_unready(r, rc, "the state store does not answer: %s",
+			      error_public_message(hangar_error_last()->message, safe, sizeof(safe)));
 		return;
 	}
 	doc = cJSON_CreateObject();
