@@ -565,7 +565,12 @@ int sjson_check(const char *text, size_t len, unsigned max_depth, char *err, siz
 	w.err = err;
 	w.errlen = errlen;
 	w.frames = calloc(w.max_depth, sizeof(*w.frames));
-	if (!w.frames) {
+	/* Never NULL, even for empty names: offsets into it are always valid. */
+	w.acap = 256;
+	w.arena = malloc(w.acap);
+	if (!w.frames || !w.arena) {
+		free(w.frames);
+		free(w.arena);
 		if (err && errlen)
 			snprintf(err, errlen, "out of memory");
 		return -1;

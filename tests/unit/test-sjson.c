@@ -187,6 +187,9 @@ END_TEST
 START_TEST(paths_escape_slash_and_tilde)
 {
 	ck_refused("{\"a/b\":{\"c~d\":\"\\u0000\"}}", "at /a~1b/c~0d (byte");
+	/* An empty name is a path segment of its own, and the first of all. */
+	ck_refused("{\"\":{\"a\":\"\\u0000\"}}", "at //a (byte");
+	ck_refused("{\"\":\"\\u0000\"}", "at / (byte");
 }
 END_TEST
 
