@@ -10,18 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-strings.h"
 #include "sjson.h"
-
-static void every_string(const cJSON *it)
-{
-	for (; it; it = it->next) {
-		if (it->string && !sjson_text_ok(it->string, strlen(it->string)))
-			abort();
-		if (cJSON_IsString(it) && !sjson_text_ok(it->valuestring, strlen(it->valuestring)))
-			abort();
-		every_string(it->child);
-	}
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -50,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cJSON *doc = sjson_parse(text, size, depth, err2, sizeof(err2));
 		if (!doc)
 			abort();
-		every_string(doc);
+		every_string_is_text(doc);
 		char *again = cJSON_PrintUnformatted(doc);
 		if (again && sjson_check(again, strlen(again), depth, err2, sizeof(err2)) != 0)
 			abort();
