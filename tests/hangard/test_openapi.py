@@ -5,12 +5,11 @@ body over the limit, an unknown id, headers over the limit, a stream) has
 a status, a media type and a body the document declares for that route."""
 
 import json
-import re
 import subprocess
 
 import pytest
 
-from conftest import ADMIN, WRITER, binary
+from conftest import ADMIN, WRITER, binary, resolve_ref
 
 METHODS = ("get", "put", "post", "delete", "patch")
 
@@ -20,18 +19,9 @@ def doc(server):
     return server.ok("GET", "/v1/openapi.json").json()
 
 
-def resolve(doc, obj):
-    while "$ref" in obj:
-        node = doc
-        for part in obj["$ref"].lstrip("#/").split("/"):
-            node = node[part]
-        obj = node
-    return obj
-
-
 def validate(doc, schema, value, where="$"):
     """The subset of JSON Schema the document uses; returns what is wrong."""
-    schema = resolve(doc, schema)
+    schema = resolve_ref(doc, schema)
     t = schema.get("type")
     kinds = {"object": dict, "array": list, "string": str, "boolean": bool}
     if t == "integer":
@@ -71,7 +61,7 @@ def check_answer(doc, method, template, r):
     responses = op["responses"]
     what = f"{method} {template} -> {r.status}"
     assert str(r.status) in responses, f"{what}: undeclared status ({r.body[:200]!r})"
-    declared = resolve(doc, responses[str(r.status)])
+    declared = resolve_ref(doc, responses[str(r.status)])
     content = declared.get("content", {})
     media = (r.header("Content-Type") or "").split(";")[0].strip()
     if not content:

@@ -3,7 +3,6 @@
 integers come back exact; every refusal is the JSON error with a request id
 and a log line; a client that sends its whole body first reads the 413."""
 
-import http.client
 import json
 import re
 
