@@ -2,6 +2,7 @@
  * /v1/sandboxes: create, list, get, kill, pause, resume, timeout, fork and
  * snapshot, each one library call (plus the attach that names the sandbox).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,8 +77,10 @@ int want_int(struct request *r, cJSON *doc, const char *key, double min, double 
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
 	if (!v || cJSON_IsNull(v))
 		return 0;
-	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < min ||
-	    v->valuedouble > max) {
+	/* The bounds first: 1e400 parses to infinity, and casting that (or
+	 * anything past int64) to an integer is undefined. */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= min && v->valuedouble <= max) ||
+	    v->valuedouble != floor(v->valuedouble)) {
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"%s\" must be a whole number from %.0f to %.0f", key,
 			    min, max);
 		return -1;

@@ -172,7 +172,7 @@ def test_error_codes_and_exec_counts_are_exact_integers(server, sandbox):
     assert r.json()["exit_code"] == 3
 
 
-@pytest.mark.parametrize("value", [b"9007199254740993", b"60.5", b"-2"])
+@pytest.mark.parametrize("value", [b"9007199254740993", b"60.5", b"-2", b"1e400", b"-1e400", b"1e19"])
 def test_integers_past_their_bounds_or_not_whole_are_refused_not_rounded(server, value):
     # No integer a client sets reaches 2^53 (timeouts are bounded): past the
     # bound it is refused, so a rounded double never stands in for it.
