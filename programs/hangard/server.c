@@ -443,9 +443,6 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
 	if (target && target_check(target, err, sizeof(err)) < 0)
 		r->bad_target = strdup(err);
-	pthread_mutex_lock(&pool_lock);
-	active++;
-	pthread_mutex_unlock(&pool_lock);
 	return r;
 }
 
@@ -478,7 +475,12 @@ static void request_begin(struct request *r, const char *url, const char *method
 	char allow[64];
 	int mismatch;
 
+	/* In flight from here: a stop waits for it. One still sending its
+	 * headers is not waited for, or a slow client could hold a stop. */
 	r->begun = 1;
+	pthread_mutex_lock(&pool_lock);
+	active++;
+	pthread_mutex_unlock(&pool_lock);
 	snprintf(r->method, sizeof(r->method), "%s", method);
 	if (r->bad_target) {
 		r->route = SIZE_MAX;
@@ -664,11 +666,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r->body);
 	free(r->param);
 	free(r->bad_target);
+	if (r->begun) {
+		pthread_mutex_lock(&pool_lock);
+		active--;
+		pthread_cond_broadcast(&idle_cond);
+		pthread_mutex_unlock(&pool_lock);
+	}
 	free(r);
-	pthread_mutex_lock(&pool_lock);
-	active--;
-	pthread_cond_broadcast(&idle_cond);
-	pthread_mutex_unlock(&pool_lock);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));

@@ -4,6 +4,8 @@ integers come back exact; every refusal is the JSON error with a request id
 and a log line; a client that sends its whole body first reads the 413."""
 
 import json
+import signal
+import socket
 import re
 
 import pytest
@@ -247,3 +249,26 @@ def test_headers_over_the_limit_are_logged_as_libmicrohttpd_answered_them(make_s
         return [l for l in s.log_lines() if l.get("msg") == "request" and l.get("answered_by") == "libmicrohttpd"]
     got = wait_for("the log line of the 431", line)
     assert got[0]["status"] == 431 and re.fullmatch(r"[0-9a-f]{16}", got[0]["request_id"]), got
+
+
+def test_requests_still_arriving_at_a_stop_are_logged_and_do_not_hold_it(make_server):
+    # Each request exists, with its id, from its first line on. One whose
+    # headers never end is not waited for at a stop (a slow client cannot
+    # hold it for the whole bound); one in its body is, up to the bound.
+    s = make_server(args=["-shutdown-seconds", "2"]).start()
+    held = []
+    for payload in [b"GET /livez HTTP/1.1\r\n", b"GET /livez HTTP/1.1\r\nHost: x\r\n"]:
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        c.sendall(payload)
+        held.append(c)
+    try:
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=20) == 0
+    finally:
+        for c in held:
+            c.close()
+    lines = s.log_lines()
+    # Stopped at once, not at the bound (libmicrohttpd then closes the two).
+    assert "stopped" in [l["msg"] for l in lines], lines[-4:]
+    cut = [l for l in lines if l.get("msg") == "request" and l.get("answered_by") == "libmicrohttpd"]
+    assert len(cut) == 2 and all(l["aborted"] for l in cut), cut
