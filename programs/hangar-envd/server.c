@@ -27,6 +27,7 @@
 #include "files.h"
 #include "pjson.h"
 #include "request.h"
+#include "sjson.h"
 #include "stream.h"
 
 #define AUTH_FAILED_MESSAGE \
@@ -250,12 +251,16 @@ static enum MHD_Result answer_unary(struct request_state *st)
 	cJSON *in, *out = NULL;
 	unsigned status = 200;
 	struct MHD_Response *resp;
+	char why[256];
 	int rc;
 
-	in = cJSON_ParseWithLength(st->body.data ? st->body.data : "", st->body.len);
+	/* Strict: a duplicate member, an escaped NUL or bad UTF-8 is refused
+	 * here rather than read as cJSON would (first member, cut string). */
+	in = sjson_parse(st->body.data ? st->body.data : "", st->body.len, 0, why, sizeof(why));
 	if (!in || !cJSON_IsObject(in)) {
 		cJSON_Delete(in);
-		rpc_fail(&err, CONNECT_INVALID_ARGUMENT, "unmarshal message: malformed JSON request body");
+		rpc_fail(&err, CONNECT_INVALID_ARGUMENT, "unmarshal message: malformed JSON request body%s%s",
+			 in ? "" : ": ", in ? "" : why);
 		return respond(st->req.conn, status, connect_error(&err, &status));
 	}
 	rc = st->method->unary(&st->req, in, &out, &err);
@@ -281,6 +286,7 @@ struct one_envelope {
 	uint8_t flags;
 	cJSON *msg;
 	int bad_json;
+	char why[256];
 };
 
 static int take_envelope(uint8_t flags, const char *payload, size_t len, void *ctx)
@@ -290,7 +296,7 @@ static int take_envelope(uint8_t flags, const char *payload, size_t len, void *c
 	if (++e->count > 1)
 		return 1;
 	e->flags = flags;
-	e->msg = cJSON_ParseWithLength(payload, len);
+	e->msg = sjson_parse(payload, len, 0, e->why, sizeof(e->why));
 	if (!e->msg || !cJSON_IsObject(e->msg))
 		e->bad_json = 1;
 	return 0;
@@ -328,8 +334,9 @@ static cJSON *decode_stream_request(const char *body, size_t len, struct rpc_err
 		return NULL;
 	}
 	if (e.bad_json) {
+		rpc_fail(err, CONNECT_INVALID_ARGUMENT, "unmarshal message: malformed JSON request body%s%s",
+			 e.msg ? "" : ": ", e.msg ? "" : e.why);
 		cJSON_Delete(e.msg);
-		rpc_fail(err, CONNECT_INVALID_ARGUMENT, "unmarshal message: malformed JSON request body");
 		return NULL;
 	}
 	return e.msg;

@@ -25,11 +25,11 @@ static cJSON *checkpoint_json(const hangar_checkpoint *cp)
 			i.content_hash, NULL);
 	labels = cJSON_Parse(i.labels_json ? i.labels_json : "{}");
 	cJSON_AddItemToObject(o, "labels", labels ? labels : cJSON_CreateObject());
-	cJSON_AddNumberToObject(o, "created_us", (double)i.created_at_us);
-	cJSON_AddNumberToObject(o, "stored_bytes", (double)i.stored_bytes);
-	cJSON_AddNumberToObject(o, "archive_bytes", (double)i.archive_bytes);
-	cJSON_AddNumberToObject(o, "files", (double)i.files);
-	cJSON_AddNumberToObject(o, "blob_bytes", (double)i.blob_bytes);
+	sjson_add_int64(o, "created_us", (int64_t)i.created_at_us);
+	sjson_add_int64(o, "stored_bytes", (int64_t)i.stored_bytes);
+	sjson_add_int64(o, "archive_bytes", (int64_t)i.archive_bytes);
+	sjson_add_int64(o, "files", (int64_t)i.files);
+	sjson_add_int64(o, "blob_bytes", (int64_t)i.blob_bytes);
 	return o;
 }
 

@@ -3,7 +3,9 @@
  * hangar/errors.h has a row; tests/hangard checks the table against the
  * header, so a new code cannot reach clients as a silent 500.
  */
+#define _GNU_SOURCE
 #include <stdio.h>
+#include <string.h>
 
 #include "hangard.h"
 
@@ -46,4 +48,26 @@ void errors_print(void)
 	for (size_t i = 0; i < sizeof(error_table) / sizeof(error_table[0]); i++)
 		printf("%d %s %u\n", error_table[i].code, hangar_error_name(error_table[i].code),
 		       error_table[i].status);
+}
+
+/*
+ * Where a library message would show how the state store is reached: libpq
+ * words its failures with the server's host, port, socket and database
+ * ("connection to server at "db" (10.0.0.5), port 5432 failed"), and a
+ * connection string may carry a user and a password. Clients get none of
+ * it, whichever request failed.
+ */
+static const char *const store_markers[] = {
+	"postgres://", "postgresql://", "host=", "hostaddr=", "port=", "dbname=", "user=", "password=",
+	"connection to server", "server at", ".s.PGSQL", "Is the server running", "database \"", "role \"",
+};
+
+const char *error_public_message(const char *msg, char *buf, size_t cap)
+{
+	for (size_t i = 0; i < sizeof(store_markers) / sizeof(store_markers[0]); i++)
+		if (strcasestr(msg, store_markers[i])) {
+			snprintf(buf, cap, "the state store failed (its address and error stay in the server)");
+			return buf;
+		}
+	return msg;
 }

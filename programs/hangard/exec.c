@@ -164,10 +164,10 @@ static void exec_req_free(struct exec_req *e)
 
 static void add_outcome(cJSON *o, const hangar_exec_result *res, uint64_t limit)
 {
-	cJSON_AddNumberToObject(o, "exit_code", res->exit_code);
+	sjson_add_int64(o, "exit_code", res->exit_code);
 	cJSON_AddBoolToObject(o, "timed_out", res->timed_out);
-	cJSON_AddNumberToObject(o, "stdout_bytes", (double)res->out_bytes);
-	cJSON_AddNumberToObject(o, "stderr_bytes", (double)res->err_bytes);
+	sjson_add_int64(o, "stdout_bytes", (int64_t)res->out_bytes);
+	sjson_add_int64(o, "stderr_bytes", (int64_t)res->err_bytes);
 	cJSON_AddBoolToObject(o, "stdout_truncated", res->out_bytes > limit);
 	cJSON_AddBoolToObject(o, "stderr_truncated", res->err_bytes > limit);
 	cJSON_AddNumberToObject(o, "duration_ms", (double)res->duration_us / 1000.0);
@@ -283,7 +283,7 @@ void h_exec_stream(struct request *r)
 		cJSON_AddStringToObject(ev, "type", "error");
 		eo = cJSON_AddObjectToObject(ev, "error");
 		cJSON_AddStringToObject(eo, "kind", hangar_error_name(rc));
-		cJSON_AddNumberToObject(eo, "code", rc);
+		sjson_add_int64(eo, "code", rc);
 		cJSON_AddStringToObject(eo, "message", err->code == rc ? err->message : hangar_strerror(rc));
 	} else {
 		cJSON_AddStringToObject(ev, "type", "exit");

@@ -97,6 +97,6 @@ void h_file_put(struct request *r)
 	}
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "path", path);
-	cJSON_AddNumberToObject(o, "bytes", (double)len);
+	sjson_add_int64(o, "bytes", (int64_t)len);
 	reply_json(r, 200, o);
 }

@@ -17,6 +17,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "sjson.h"   /* sjson_add_int64: every integer hangard writes */
+
 struct MHD_Connection;
 struct MHD_Response;
 
@@ -94,6 +96,16 @@ typedef void (*route_fn)(struct request *r);
 /* Fills the array of a listing route; returns 0 or a library error. */
 typedef int (*list_fill_fn)(struct request *r, cJSON *arr);
 
+/*
+ * A body over its limit is still read, and thrown away, up to this many
+ * bytes past the limit, so that a client that sends the whole body before
+ * reading (most do) reads the 413 instead of a reset. A longer one
+ * announced by Content-Length is answered at once; one that turns out
+ * longer while it arrives has its connection closed without an answer
+ * (libmicrohttpd takes none in the middle of a body).
+ */
+#define HANGARD_DRAIN_BYTES (UINT64_C(1) << 20)
+
 #define ROUTE_INLINE 0x1u  /* never blocks: runs on the connection's thread */
 #define ROUTE_UPLOAD 0x2u  /* the body streams to a temporary file */
 #define ROUTE_NOAUTH 0x4u
@@ -157,6 +169,9 @@ cJSON *request_json(struct request *r, const char *const *allowed);
 
 /* The HTTP status for a libhangar error code. */
 unsigned error_status(int code);
+/* msg, or in buf a message without it when msg would show how the state
+ * store is reached (host, port, database, user). */
+const char *error_public_message(const char *msg, char *buf, size_t cap);
 
 /* ---- streams (stream.c) ----------------------------------------------------- */
 

@@ -97,8 +97,8 @@ static void raise_file_limit(const struct hangard_config *cfg)
 		cJSON *line = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(line, "msg", "the file limit is below HANGARD_MAX_CONNECTIONS");
-		cJSON_AddNumberToObject(line, "limit", (double)rl.rlim_cur);
-		cJSON_AddNumberToObject(line, "max_connections", cfg->max_connections);
+		sjson_add_int64(line, "limit", (int64_t)rl.rlim_cur);
+		sjson_add_int64(line, "max_connections", cfg->max_connections);
 		log_line(line);
 	}
 }
@@ -188,7 +188,7 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	cJSON *line = cJSON_CreateObject();
 	cJSON_AddStringToObject(line, "msg", "listening");
 	cJSON_AddStringToObject(line, "addr", cfg->addr);
-	cJSON_AddNumberToObject(line, "port", port);
+	sjson_add_int64(line, "port", port);
 	cJSON_AddBoolToObject(line, "tls", cfg->tls_cert != NULL);
 	log_line(line);
 	if (ready_fd >= 0) {

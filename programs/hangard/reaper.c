@@ -30,8 +30,8 @@ static void log_pass(const char *msg, const hangar_reap_result *r, int rc)
 	cJSON_AddStringToObject(line, "msg", msg);
 	cJSON_AddStringToObject(line, "lease", LEASE_NAME);
 	if (r) {
-		cJSON_AddNumberToObject(line, "sessions_reaped", r->sessions_reaped);
-		cJSON_AddNumberToObject(line, "records_forgotten", r->records_forgotten);
+		sjson_add_int64(line, "sessions_reaped", r->sessions_reaped);
+		sjson_add_int64(line, "records_forgotten", r->records_forgotten);
 	}
 	if (rc) {
 		cJSON_AddStringToObject(line, "error", hangar_error_name(rc));

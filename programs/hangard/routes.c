@@ -39,9 +39,9 @@ static void reply_unready(struct request *r, int code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
-	cJSON_AddNumberToObject(err, "code", code);
+	sjson_add_int64(err, "code", code);
 	cJSON_AddStringToObject(err, "message", msg);
-	cJSON_AddNumberToObject(err, "retry_after_s", 1);
+	sjson_add_int64(err, "retry_after_s", 1);
 	text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
@@ -78,7 +78,9 @@ void h_readyz(struct request *r)
 	}
 	hangar_buf_dispose(&dir);
 	if ((rc = hangar_ctx_ping_store(hangard->ctx)) < 0) {
-		reply_unready(r, rc, "the state store does not answer: %s", hangar_error_last()->message);
+		char safe[512];
+		reply_unready(r, rc, "the state store does not answer: %s",
+			      error_public_message(hangar_error_last()->message, safe, sizeof(safe)));
 		return;
 	}
 	doc = cJSON_CreateObject();
@@ -113,13 +115,13 @@ static int add_tier(const hangar_tier_info *t, void *payload)
 	cJSON *arr = payload, *o = cJSON_CreateObject(), *ps;
 	cJSON_AddStringToObject(o, "name", t->name);
 	cJSON_AddBoolToObject(o, "falls_back", t->falls_back);
-	cJSON_AddNumberToObject(o, "hedge_ms", (double)t->hedge_ms);
+	sjson_add_int64(o, "hedge_ms", (int64_t)t->hedge_ms);
 	ps = cJSON_AddArrayToObject(o, "providers");
 	for (uint32_t i = 0; i < t->n_providers; i++) {
 		cJSON *p = cJSON_CreateObject();
 		cJSON_AddStringToObject(p, "name", t->providers[i]);
 		cJSON_AddBoolToObject(p, "loaded", t->loaded[i]);
-		cJSON_AddNumberToObject(p, "cooling_until_us", (double)t->cooling_until_us[i]);
+		sjson_add_int64(p, "cooling_until_us", (int64_t)t->cooling_until_us[i]);
 		cJSON_AddItemToArray(ps, p);
 	}
 	cJSON_AddItemToArray(arr, o);
@@ -148,7 +150,7 @@ static int add_environment(const hangar_environment_info *e, void *payload)
 {
 	cJSON *o = add_strings(cJSON_CreateObject(), "name", e->name, "description", e->description, "tier", e->tier,
 			       "workspace", e->workspace, "user", e->user, NULL);
-	cJSON_AddNumberToObject(o, "timeout", (double)e->timeout_sec);
+	sjson_add_int64(o, "timeout", (int64_t)e->timeout_sec);
 	cJSON_AddStringToObject(o, "network", e->network == HANGAR_NETWORK_ON    ? "on"
 					      : e->network == HANGAR_NETWORK_OFF ? "off"
 										 : "default");

@@ -2,6 +2,7 @@
  * /v1/sandboxes: create, list, get, kill, pause, resume, timeout, fork and
  * snapshot, each one library call (plus the attach that names the sandbox).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,8 @@ cJSON *sandbox_json(const hangar_sandbox_info *info)
 	cJSON *o = add_strings(cJSON_CreateObject(), "id", info->id, "provider", info->provider, "template",
 			       info->template_id, "state",
 			       info->state == HANGAR_SANDBOX_PAUSED ? "paused" : "running", NULL);
-	cJSON_AddNumberToObject(o, "created_at_us", (double)info->created_at_us);
-	cJSON_AddNumberToObject(o, "expires_at_us", (double)info->expires_at_us);
+	sjson_add_int64(o, "created_at_us", (int64_t)info->created_at_us);
+	sjson_add_int64(o, "expires_at_us", (int64_t)info->expires_at_us);
 	return o;
 }
 
@@ -76,8 +77,10 @@ int want_int(struct request *r, cJSON *doc, const char *key, double min, double 
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
 	if (!v || cJSON_IsNull(v))
 		return 0;
-	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < min ||
-	    v->valuedouble > max) {
+	/* The bounds first: 1e400 parses to infinity, and casting that (or
+	 * anything past int64) to an integer is undefined. */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= min && v->valuedouble <= max) ||
+	    v->valuedouble != floor(v->valuedouble)) {
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"%s\" must be a whole number from %.0f to %.0f", key,
 			    min, max);
 		return -1;
@@ -266,14 +269,14 @@ out:
 static void add_fork(const hangar_fork_result *f, void *payload)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "index", f->index);
+	sjson_add_int64(o, "index", f->index);
 	if (f->error == 0) {
 		cJSON_AddStringToObject(o, "id", hangar_sandbox_id(f->sandbox));
 		cJSON_AddStringToObject(o, "provider", hangar_provider_name(hangar_sandbox_provider(f->sandbox)));
 	} else {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
 		cJSON_AddStringToObject(e, "kind", hangar_error_name(f->error));
-		cJSON_AddNumberToObject(e, "code", f->error);
+		sjson_add_int64(e, "code", f->error);
 		cJSON_AddStringToObject(e, "message", f->message);
 	}
 	cJSON_AddItemToArray(payload, o);

@@ -27,7 +27,9 @@
 #include <microhttpd.h>
 #include <sodium.h>
 
+#include "body.h"
 #include "hangard.h"
+#include "sjson.h"
 
 struct server *hangard;
 
@@ -43,6 +45,8 @@ struct request {
 	size_t route;            /* index in hangard_routes, or SIZE_MAX */
 	char method[16];
 	char id[17];
+	int begun;               /* request_begin ran */
+	char *bad_target;        /* why the raw target is refused, or NULL */
 	char *param;
 	int64_t start_us;
 	const struct token *tok;
@@ -52,6 +56,7 @@ struct request {
 	char *upload_path;
 	uint64_t upload_len;
 	int too_big;
+	uint64_t received;       /* body bytes read, kept or not */
 	enum phase phase;
 	unsigned status;
 	struct MHD_Response *resp;
@@ -134,33 +139,11 @@ const char *request_upload_path(const struct request *r, uint64_t *len)
 
 cJSON *request_json(struct request *r, const char *const *allowed)
 {
-	const char *end = NULL;
-	cJSON *doc, *it;
+	char err[512];
+	cJSON *doc = body_decode(r->body, r->body_len, allowed, err, sizeof(err));
 
-	if (r->body_len == 0)
-		return cJSON_CreateObject();
-	doc = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, 0);
-	if (!doc) {
-		size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
-		reply_error(r, 400, "invalid", HANGAR_EINVAL, "the body is not JSON (at byte %zu)", at);
-		return NULL;
-	}
-	if (!cJSON_IsObject(doc)) {
-		cJSON_Delete(doc);
-		reply_error(r, 400, "invalid", HANGAR_EINVAL, "the body must be a JSON object");
-		return NULL;
-	}
-	cJSON_ArrayForEach(it, doc) {
-		const char *const *a;
-		for (a = allowed; *a; a++)
-			if (strcmp(*a, it->string) == 0)
-				break;
-		if (!*a) {
-			reply_error(r, 400, "invalid", HANGAR_EINVAL, "unknown field \"%.64s\"", it->string);
-			cJSON_Delete(doc);
-			return NULL;
-		}
-	}
+	if (!doc)
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "%s", err);
 	return doc;
 }
 
@@ -230,7 +213,7 @@ void reply_error(struct request *r, unsigned status, const char *kind, int code,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	cJSON_AddStringToObject(err, "kind", kind);
-	cJSON_AddNumberToObject(err, "code", code);
+	sjson_add_int64(err, "code", code);
 	cJSON_AddStringToObject(err, "message", msg);
 	reply_json(r, status, doc);
 	/* Every 503 says when to ask again (the OpenAPI document promises it). */
@@ -242,17 +225,18 @@ void reply_hangar_error(struct request *r, int code)
 {
 	const hangar_error *e = hangar_error_last();
 	const char *msg = e->code == code && e->message[0] ? e->message : hangar_strerror(code);
+	char safe[512];
 	unsigned status = error_status(code);
 	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
 	int retry = e->code == code ? e->retry_after_s : 0;
 
 	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
-	cJSON_AddNumberToObject(err, "code", code);
-	cJSON_AddStringToObject(err, "message", msg);
+	sjson_add_int64(err, "code", code);
+	cJSON_AddStringToObject(err, "message", error_public_message(msg, safe, sizeof(safe)));
 	if (status == 503) {
 		char secs[16];
 		snprintf(secs, sizeof(secs), "%d", retry > 0 ? retry : 1);
-		cJSON_AddNumberToObject(err, "retry_after_s", retry > 0 ? retry : 1);
+		sjson_add_int64(err, "retry_after_s", retry > 0 ? retry : 1);
 		reply_json(r, status, doc);
 		if (r->resp)
 			MHD_add_response_header(r->resp, "Retry-After", secs);
@@ -336,9 +320,13 @@ static int submit(struct request *r)
 
 /* ---- the request's life ---- */
 
-static size_t match_route(const char *url, const char *method, char **param, int *method_mismatch)
+/* The route for url and method. When the path is served for other methods
+ * only, *method_mismatch is set and allow lists them ("GET, DELETE"). */
+static size_t match_route(const char *url, const char *method, char **param, int *method_mismatch, char *allow,
+			  size_t allow_cap)
 {
 	*method_mismatch = 0;
+	allow[0] = '\0';
 	for (size_t i = 0; i < hangard_n_routes; i++) {
 		const char *t = hangard_routes[i].path, *u = url, *pstart = NULL;
 		size_t plen = 0;
@@ -362,7 +350,9 @@ static size_t match_route(const char *url, const char *method, char **param, int
 		if (*t || *u)
 			continue;
 		if (strcmp(hangard_routes[i].method, method) != 0) {
+			size_t n = strlen(allow);
 			*method_mismatch = 1;
+			snprintf(allow + n, allow_cap - n, "%s%s", n ? ", " : "", hangard_routes[i].method);
 			continue;
 		}
 		free(*param);
@@ -435,53 +425,105 @@ static int open_upload(struct request *r)
 	return 0;
 }
 
-static struct request *request_begin(struct MHD_Connection *conn, const char *url, const char *method)
+/* A request's record, from its first line on (the target is not decoded yet). */
+static struct request *request_new(struct MHD_Connection *conn, const char *target)
 {
 	struct request *r = calloc(1, sizeof(*r));
 	unsigned char raw[8];
-	int mismatch;
+	char err[256];
 
 	if (!r)
 		return NULL;
 	r->conn = conn;
 	r->upload_fd = -1;
+	r->route = SIZE_MAX;
 	r->start_us = now_us();
-	snprintf(r->method, sizeof(r->method), "%s", method);
+	snprintf(r->method, sizeof(r->method), "-");
 	randombytes_buf(raw, sizeof(raw));
 	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
-	r->route = match_route(url, method, &r->param, &mismatch);
+	if (target && target_check(target, err, sizeof(err)) < 0)
+		r->bad_target = strdup(err);
+	return r;
+}
+
+/*
+ * libmicrohttpd calls this with the target as sent, before it decodes it
+ * (where a %00 would end the C string), and keeps what it returns as the
+ * request's context: the request exists, with its id, from its first line.
+ */
+static void *on_target(void *cls, const char *target, struct MHD_Connection *conn)
+{
+	(void)cls;
+	return request_new(conn, target);
+}
+
+/* The body limit of the request's route. */
+static uint64_t body_cap(const struct request *r)
+{
+	return (hangard_routes[r->route].flags & ROUTE_UPLOAD) ? hangard->cfg->max_upload : hangard->cfg->max_body;
+}
+
+static void reply_too_large(struct request *r)
+{
+	reply_error(r, 413, "too_large", HANGAR_ETOOLARGE, "the body is over the limit of %" PRIu64 " bytes",
+		    body_cap(r));
+}
+
+/* Once the headers are in: the route, the token, the declared length. */
+static void request_begin(struct request *r, const char *url, const char *method)
+{
+	char allow[64];
+	int mismatch;
+
+	/* In flight from here: a stop waits for it. One still sending its
+	 * headers is not waited for, or a slow client could hold a stop. */
+	r->begun = 1;
 	pthread_mutex_lock(&pool_lock);
 	active++;
 	pthread_mutex_unlock(&pool_lock);
+	snprintf(r->method, sizeof(r->method), "%s", method);
+	if (r->bad_target) {
+		r->route = SIZE_MAX;
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "%s", r->bad_target);
+		return;
+	}
+	r->route = match_route(url, method, &r->param, &mismatch, allow, sizeof(allow));
 	if (r->route == SIZE_MAX) {
-		if (mismatch)
-			reply_error(r, 405, "method_not_allowed", HANGAR_EINVAL, "%s is not allowed here", method);
-		else
+		if (mismatch) {
+			reply_error(r, 405, "method_not_allowed", HANGAR_EINVAL, "%s is not allowed here (Allow: %s)",
+				    method, allow);
+			if (r->resp)
+				MHD_add_response_header(r->resp, MHD_HTTP_HEADER_ALLOW, allow);
+		} else {
 			reply_error(r, 404, "no_route", HANGAR_ENOTFOUND, "no such route");
-		return r;
+		}
+		return;
 	}
 	const struct route *rt = &hangard_routes[r->route];
 	if (authenticate(r, rt) < 0)
-		return r;
+		return;
 	if (hangard->stopping) {
 		reply_error(r, 503, "unavailable", HANGAR_EUNAVAILABLE, "the server is shutting down");
-		return r;
+		return;
 	}
 	const char *cl = request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	uint64_t cap = (rt->flags & ROUTE_UPLOAD) ? hangard->cfg->max_upload : hangard->cfg->max_body;
-	if (cl && strtoull(cl, NULL, 10) > cap) {
-		reply_error(r, 413, "too_large", HANGAR_ETOOLARGE, "the body is over the limit of %" PRIu64 " bytes",
-			    cap);
-		return r;
+	if (cl && strtoull(cl, NULL, 10) > body_cap(r)) {
+		/* Within the drain bound, read the body (and drop it) so that a
+		 * client still sending reads the 413 rather than a reset. */
+		if (strtoull(cl, NULL, 10) - body_cap(r) > HANGARD_DRAIN_BYTES)
+			reply_too_large(r);
+		else
+			r->too_big = 1;
+		return;
 	}
 	if ((rt->flags & ROUTE_UPLOAD) && open_upload(r) < 0)
 		reply_error(r, 500, "os", HANGAR_EOS, "cannot make a temporary file: %s", strerror(errno));
-	return r;
 }
 
 static void take_body(struct request *r, const char *data, size_t size)
 {
 	const struct route *rt = &hangard_routes[r->route];
+	r->received += size;
 	if (r->too_big)
 		return;
 	if (rt->flags & ROUTE_UPLOAD) {
@@ -526,10 +568,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 
 	if (!r) {
-		r = request_begin(conn, url, method);
+		r = request_new(conn, NULL);
 		if (!r)
 			return MHD_NO;
 		*con_cls = r;
+	}
+	if (!r->begun) {
+		request_begin(r, url, method);
 		if (r->resp)
 			return queue_now(r);
 		return MHD_YES;
@@ -541,13 +586,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_size) {
 		take_body(r, upload_data, *upload_size);
 		*upload_size = 0;
+		if (r->too_big == 1 && r->received > body_cap(r) + HANGARD_DRAIN_BYTES) {
+			/* Past the drain bound. libmicrohttpd takes no answer while a
+			 * body is arriving: the connection is closed without one. */
+			r->status = 413;
+			return MHD_NO;
+		}
 		return MHD_YES;
 	}
 	if (r->too_big == 1) {
-		uint64_t cap = (hangard_routes[r->route].flags & ROUTE_UPLOAD) ? hangard->cfg->max_upload
-									     : hangard->cfg->max_body;
-		reply_error(r, 413, "too_large", HANGAR_ETOOLARGE, "the body is over the limit of %" PRIu64 " bytes",
-			    cap);
+		reply_too_large(r);
 		return queue_now(r);
 	}
 	if (r->too_big) {
@@ -569,6 +617,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return MHD_YES;
 }
 
+/* The status libmicrohttpd last said it answered on this thread: it logs
+ * its own error answers just before it completes their request. */
+static __thread unsigned mhd_status;
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct request *r = *con_cls;
@@ -584,12 +636,22 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cJSON_AddStringToObject(line, "request_id", r->id);
 	cJSON_AddStringToObject(line, "method", r->method);
 	cJSON_AddStringToObject(line, "route", tmpl);
-	cJSON_AddNumberToObject(line, "status", r->status);
+	sjson_add_int64(line, "status", r->status);
 	cJSON_AddNumberToObject(line, "duration_ms", (double)dur / 1000.0);
 	if (r->tok)
 		cJSON_AddStringToObject(line, "token", token_name(r->tok));
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		cJSON_AddBoolToObject(line, "aborted", 1);
+	if (!r->begun)
+		/* libmicrohttpd refused it before its headers were in (a malformed
+		 * request, or headers over HANGARD_HEADER_LIMIT_BYTES: 431) and
+		 * sent its own answer, which this process never sees. */
+	{
+		cJSON_AddStringToObject(line, "answered_by", "libmicrohttpd");
+		if (mhd_status)
+			cJSON_ReplaceItemInObject(line, "status", sjson_int64(mhd_status));
+	}
+	mhd_status = 0;
 	log_line(line);
 	metrics_record(r->route, r->status, dur);
 
@@ -603,11 +665,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	free(r->body);
 	free(r->param);
+	free(r->bad_target);
+	if (r->begun) {
+		pthread_mutex_lock(&pool_lock);
+		active--;
+		pthread_cond_broadcast(&idle_cond);
+		pthread_mutex_unlock(&pool_lock);
+	}
 	free(r);
-	pthread_mutex_lock(&pool_lock);
-	active--;
-	pthread_cond_broadcast(&idle_cond);
-	pthread_mutex_unlock(&pool_lock);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
@@ -621,6 +686,9 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
+	const char *code = strstr(msg, "response code is ");
+	if (code)
+		mhd_status = (unsigned)strtoul(code + 17, NULL, 10);
 	line = cJSON_CreateObject();
 	cJSON_AddStringToObject(line, "msg", "http");
 	cJSON_AddStringToObject(line, "detail", msg);
@@ -705,6 +773,7 @@ int server_start(struct server *srv, unsigned *port)
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->header_limit, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_target, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 

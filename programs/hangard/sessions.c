@@ -45,9 +45,9 @@ static cJSON *session_json(const hangar_session_info *i)
 	cJSON *labels = cJSON_Parse(i->labels_json ? i->labels_json : "{}");
 	cJSON_AddItemToObject(o, "labels", labels ? labels : cJSON_CreateObject());
 	cJSON_AddBoolToObject(o, "exclusive_credential", (i->flags & HANGAR_SESSION_EXCLUSIVE_CREDENTIAL) != 0);
-	cJSON_AddNumberToObject(o, "created_us", (double)i->created_at_us);
-	cJSON_AddNumberToObject(o, "updated_us", (double)i->updated_at_us);
-	cJSON_AddNumberToObject(o, "parked_since_us", (double)i->parked_since_us);
+	sjson_add_int64(o, "created_us", (int64_t)i->created_at_us);
+	sjson_add_int64(o, "updated_us", (int64_t)i->updated_at_us);
+	sjson_add_int64(o, "parked_since_us", (int64_t)i->parked_since_us);
 	return o;
 }
 
@@ -278,7 +278,7 @@ static void add_session_fork(const hangar_session_fork_result *f, void *payload)
 	int rc = f->error;
 	const char *msg = f->message;
 
-	cJSON_AddNumberToObject(o, "index", f->index);
+	sjson_add_int64(o, "index", f->index);
 	cJSON_AddStringToObject(o, "method", fork_method_name(f->method));
 	if (rc == 0) {
 		rc = hangar_session_get_info(&info, f->session);
@@ -290,7 +290,7 @@ static void add_session_fork(const hangar_session_fork_result *f, void *payload)
 	if (rc != 0) {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
 		cJSON_AddStringToObject(e, "kind", hangar_error_name(rc));
-		cJSON_AddNumberToObject(e, "code", rc);
+		sjson_add_int64(e, "code", rc);
 		cJSON_AddStringToObject(e, "message", msg ? msg : "");
 	}
 	cJSON_AddItemToArray(out->forks, o);
@@ -347,7 +347,7 @@ void h_session_keep(struct request *r)
 		reply_hangar_error(r, rc);
 	} else {
 		cJSON *body = cJSON_CreateObject();
-		cJSON_AddNumberToObject(body, "archived", archived);
+		sjson_add_int64(body, "archived", archived);
 		cJSON_AddItemToObject(body, "session", session_json(&info));
 		reply_json(r, 200, body);
 	}

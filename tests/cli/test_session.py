@@ -1,6 +1,7 @@
 """hangar session create|list|info|exec|suspend|resume|fork|keep|archive|delete|reap, end to end on local sandboxes."""
 
 import json
+import re
 
 KEY = {"HANGAR_SECRET_KEY": "cli session tests key"}
 
@@ -120,3 +121,19 @@ def test_reap_and_errors(hangar):
     assert r.returncode == 1
     r = hangar("session", "create", "--label", "nolabel", env=KEY)
     assert r.returncode == 2
+
+
+def test_json_integers_are_exact(hangar):
+    # Times in microseconds are past 2^50: written through a double with 15
+    # digits they would come out as 1.79617579301415e+15.
+    import re
+    sid = create(hangar)
+    try:
+        text = run(hangar, "session", "info", sid, "--json")
+        numbers = dict(re.findall(r'"(created_us|updated_us|parked_since_us)":(-?[0-9][0-9.eE+-]*)', text))
+        assert {"created_us", "updated_us"} <= set(numbers), text
+        for name, value in numbers.items():
+            assert re.fullmatch(r"-?[0-9]+", value), (name, value)
+        assert int(numbers["created_us"]) > 1 << 50
+    finally:
+        run(hangar, "session", "delete", sid)

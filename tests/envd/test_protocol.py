@@ -126,6 +126,26 @@ def test_unary_malformed_json_400(client, body):
     assert_connect_error(r, 400, "invalid_argument")
 
 
+@pytest.mark.parametrize("body, why", [
+    (b'{"process":{"pid":1},"process":{"pid":2}}', 'duplicate member "process"'),
+    (b'{} {}', "data follows the value"),
+    (b'{"process":{"tag":"a\\u0000b"}}', "at /process/tag"),
+    (b'{"process":{"tag":"\\udc00"}}', "surrogate"),
+    (b'{"process":{"tag":"\xed\xa0\x80"}}', "not valid UTF-8"),
+])
+def test_unary_json_is_strict(client, body, why):
+    # cJSON alone would take the first "process", a tag cut at the NUL, or
+    # the bytes as they are: each is refused, saying where.
+    r = client.unary(LIST, body)
+    assert why in assert_connect_error(r, 400, "invalid_argument")["message"], r
+
+
+def test_stream_json_is_strict(client):
+    status, envs, _ = client.stream(START, body=envelope(b'{"process":{"cmd":"/bin/true","cmd":"/bin/false"}}'))
+    assert_stream_error(status, envs, "invalid_argument")
+    assert no_start(envs)
+
+
 def test_unary_connect_protocol_version_2(client):
     r = client.unary(LIST, {}, headers={"Connect-Protocol-Version": "2"})
     assert_connect_error(r, 400, "invalid_argument")

@@ -50,6 +50,16 @@ def wait_for(what, cond, timeout=30, interval=0.05):
     return got
 
 
+def resolve_ref(doc, obj):
+    """obj of the OpenAPI document doc with its $ref followed, as often as it has one."""
+    while "$ref" in obj:
+        node = doc
+        for part in obj["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        obj = node
+    return obj
+
+
 def hash_line(name, token, scopes):
     r = subprocess.run([binary(), "hash-token", name, scopes], input=token.encode(),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ADMIN, READER, TOKENS, WRITER, binary, wait_for
+from conftest import ADMIN, READER, TOKENS, WRITER, binary, resolve_ref, wait_for
 
 
 def test_livez_needs_no_token(server):
@@ -282,12 +282,7 @@ def test_every_503_and_429_in_the_openapi_document_declares_retry_after(server):
     doc = server.ok("GET", "/v1/openapi.json").json()
 
     def resolve(obj):
-        while "$ref" in obj:
-            node = doc
-            for part in obj["$ref"].lstrip("#/").split("/"):
-                node = node[part]
-            obj = node
-        return obj
+        return resolve_ref(doc, obj)
 
     checked = 0
     for path, ops in doc["paths"].items():

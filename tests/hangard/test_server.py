@@ -101,10 +101,11 @@ def test_no_tokens_file_no_server():
 # ---- limits ---------------------------------------------------------------
 
 def test_oversized_body_is_413(server):
-    # Refused on the announced length, before the body is read.
+    # An announced length past the limit and the drain bound (1 MiB past
+    # it) is refused at once, before the body is read.
     sock = raw_connect(server)
     sock.sendall(f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITER}\r\n"
-                 f"Content-Type: application/json\r\nContent-Length: {2 << 20}\r\n\r\n".encode() + b"{" * 1000)
+                 f"Content-Type: application/json\r\nContent-Length: {(2 << 20) + 1}\r\n\r\n".encode() + b"{" * 1000)
     answer = closed_without_answer(sock)
     sock.close()
     assert answer.startswith(b"HTTP/1.1 413"), answer

@@ -67,6 +67,12 @@ def test_readyz_on_postgresql_follows_the_server(make_server):
         r = s.request("GET", "/readyz")
         assert_unready(r, "unavailable")
         assert password.encode() not in r.body
+        # Nor how the store is reached: not its socket directory, port or database.
+        answers = [r, s.request("GET", "/v1/sessions"), s.request("GET", "/v1/sessions/s-0123456789")]
+        for a in answers:
+            assert a.status >= 500, a
+            for secret in (PG, os.environ["HANGAR_TEST_PG_PORT"], db):
+                assert secret.encode() not in a.body, (secret, a)
         s.ok("GET", "/livez", token=None)
     finally:
         # start (unlike restart) does not reuse the options pg-run.sh gave: the same again.
