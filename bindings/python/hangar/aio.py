@@ -27,7 +27,7 @@ work to the loop with loop.call_soon_threadsafe().
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import queue
 import threading
 import time
 from typing import (Any, Callable, Concatenate, Coroutine, Generic, Iterator, List, Literal, Optional, ParamSpec,
@@ -50,26 +50,94 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _S = TypeVar("_S")
 
-# The threads blocking calls run on: created as calls need them, each
+# The threads blocking calls run on: started as calls need them, each
 # waiting in the library with the GIL released, so there are enough for
-# every call a program keeps going at once.
+# every call a program keeps going at once. A call is handed over through a
+# queue and its end reported to the loop with call_soon_threadsafe: no
+# concurrent.futures.Future, whose locks and conditions would cost more
+# than the rest of the hand-over.
 _MAX_THREADS = 256
-_executor = concurrent.futures.ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="hangar-aio")
+
+
+class _Call:
+    """One blocking call: fn(stop) on a thread of the pool, its outcome, and who waits for it."""
+
+    __slots__ = ("fn", "stop", "loop", "fut", "settled", "result", "error", "ran", "delivered")
+
+    def __init__(self, fn: Callable[[threading.Event], Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.fn = fn
+        self.stop = threading.Event()
+        self.loop = loop
+        self.fut: asyncio.Future[None] = loop.create_future()
+        self.settled: Optional[asyncio.Future[None]] = None
+        self.result: Any = None
+        self.error: Optional[BaseException] = None
+        self.ran = False
+        self.delivered = False
+
+    def work(self) -> None:
+        """On a thread of the pool: runs fn unless cancelled before it started."""
+        if not self.stop.is_set():
+            self.ran = True
+            try:
+                self.result = self.fn(self.stop)
+            except BaseException as e:
+                self.error = e
+        try:
+            self.loop.call_soon_threadsafe(self.deliver)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits any more
+
+    def deliver(self) -> None:
+        """On the loop: wakes whoever waits for the call."""
+        self.delivered = True
+        if not self.fut.done():
+            self.fut.set_result(None)
+        if self.settled is not None and not self.settled.done():
+            self.settled.set_result(None)
+
+    async def settle(self) -> None:
+        """Waits for the call to end, whatever cancels the waiting task meanwhile."""
+        while not self.delivered:
+            if self.settled is None:
+                self.settled = self.loop.create_future()
+            try:
+                await asyncio.shield(self.settled)
+            except asyncio.CancelledError:
+                pass  # cancelled again: the call still has to end first
+
+
+class _Pool:
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._queue: "queue.SimpleQueue[_Call]" = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+
+    def submit(self, call: _Call) -> None:
+        self._queue.put(call)
+        if self._idle.acquire(blocking=False):
+            return
+        with self._lock:
+            if self._threads < self._size:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"hangar-aio-{self._threads}", daemon=True).start()
+
+    def _work(self) -> None:
+        get, idle = self._queue.get, self._idle
+        while True:
+            call = get()
+            call.work()
+            del call
+            idle.release()
+
+
+_pool = _Pool(_MAX_THREADS)
 
 # How long a Process.wait() sleeps in the library before it looks whether
 # its task was cancelled.
 _WAIT_SLICE = 0.25
-
-
-async def _settle(cf: "concurrent.futures.Future[Any]") -> None:
-    """Waits for a call to end, whatever cancels the waiting task meanwhile."""
-    while not cf.done():
-        try:
-            await asyncio.shield(asyncio.wrap_future(cf))
-        except BaseException:
-            # Cancelled again, or the call raised: either way, the loop
-            # looks whether it has ended.
-            pass
 
 
 async def _run(fn: Callable[[threading.Event], _R], undo: Optional[Callable[[_R], None]] = None) -> _R:
@@ -78,17 +146,25 @@ async def _run(fn: Callable[[threading.Event], _R], undo: Optional[Callable[[_R]
     fn polls stop through the library's cancel callback where the call
     has one. What fn made despite the cancellation is undone with undo.
     """
-    stop = threading.Event()
-    cf = _executor.submit(fn, stop)
+    loop = asyncio.get_running_loop()
+    call = _Call(fn, loop)
+    _pool.submit(call)
     try:
-        return await asyncio.wrap_future(cf)
+        await call.fut
     except asyncio.CancelledError:
-        stop.set()
-        await _settle(cf)
-        if undo is not None and not cf.cancelled() and cf.exception() is None:
-            done = _executor.submit(undo, cf.result())
-            await _settle(done)
+        call.stop.set()
+        await call.settle()
+        if undo is not None and call.ran and call.error is None:
+            made, u = call.result, undo
+            undoing = _Call(lambda stop: u(made), loop)
+            _pool.submit(undoing)
+            await undoing.settle()
         raise
+    error, call.error = call.error, None
+    if error is not None:
+        raise error
+    result: _R = call.result
+    return result
 
 
 def _stoppable(stop: threading.Event, user: Optional[Callable[[], bool]]) -> Callable[[], bool]:
