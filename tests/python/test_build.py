@@ -149,3 +149,27 @@ def test_the_package_has_no_import_cycle():
     # The layers, lowest first: each imports only below it.
     assert "sandbox" not in graph["context"] and "session" not in graph["context"]
     assert "sandbox" not in graph["process"] and "sandbox" not in graph["commands"]
+
+
+def test_pip_builds_the_same_version_and_every_module():
+    # bindings/python/meson.build (pip's) says its version; it is the project's.
+    import re
+
+    root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+
+    def read(*p):
+        with open(os.path.join(root, *p)) as f:
+            return f.read()
+
+    def version(text):
+        return re.search(r"^project\([^)]*?version : '([^']+)'", text, re.S | re.M).group(1)
+
+    assert version(read("bindings", "python", "meson.build")) == version(read("meson.build"))
+    assert hangar.__version__ == version(read("meson.build"))
+    # Both builds install the one list of hangar/meson.build: every module is on it.
+    listed = set(re.findall(r"'([\w.]+)'", re.search(r"hangar_py_sources = \[(.*?)\]",
+                                                      read("bindings", "python", "hangar", "meson.build"),
+                                                      re.S).group(1)))
+    present = {f for f in os.listdir(os.path.join(root, "bindings", "python", "hangar"))
+               if f.endswith((".py", ".pyi")) or f == "py.typed"}
+    assert listed == present
