@@ -185,16 +185,17 @@ def median_interval(v):
     return v[max(0, math.floor(n / 2 - h))], v[min(n - 1, math.ceil(n / 2 + h))]
 
 
-def print_pairs(label, unit, pairs, goal):
+def print_pairs(label, unit, pairs, goal, sides=("through the bindings", "straight into C"),
+                cpu="this thread's CPU", what="bindings add"):
     py, c, diff, cpu_diff = pairs
     print(f"  {label}: n={len(diff)} pairs")
-    print(f"    through the bindings    p50 {pct(py, 50) / 1e3:9.3f} ms   p95 {pct(py, 95) / 1e3:9.3f} ms")
-    print(f"    straight into C         p50 {pct(c, 50) / 1e3:9.3f} ms   p95 {pct(c, 95) / 1e3:9.3f} ms")
-    for what, v in (("pairs' difference", diff), ("  in this thread's CPU", cpu_diff)):
+    for side, v in zip(sides, (py, c)):
+        print(f"    {side:<23} p50 {pct(v, 50) / 1e3:9.3f} ms   p95 {pct(v, 95) / 1e3:9.3f} ms")
+    for name, v in (("pairs' difference", diff), ("  in " + cpu, cpu_diff)):
         lo, hi = median_interval(v)
-        print(f"    {what:<23} p25 {pct(v, 25):+9.1f} µs  p50 {pct(v, 50):+9.1f} µs  p75 {pct(v, 75):+9.1f} µs"
+        print(f"    {name:<23} p25 {pct(v, 25):+9.1f} µs  p50 {pct(v, 50):+9.1f} µs  p75 {pct(v, 75):+9.1f} µs"
               f"  (95 % interval of the p50: {lo:+.1f} to {hi:+.1f})")
-    print(f"  bindings add p50 {pct(diff, 50):.1f} µs per {unit} (goal ≤ {goal})")
+    print(f"  {what} p50 {pct(diff, 50):.1f} µs per {unit}, {pct(cpu_diff, 50):.1f} µs of CPU (goal ≤ {goal})")
 
 
 def async_paired(sb, n, warmup):
@@ -293,16 +294,9 @@ def main():
 
         print()
         print("the async API: await AsyncSandbox.exec('true') against Sandbox.exec('true'), alternating pairs:")
-        py, sync, diff, cpu_diff = async_paired(sb, a.async_pairs, 20)
-        print(f"  exec('true'): n={len(diff)} pairs")
-        print(f"    awaited (hangar.aio)    p50 {pct(py, 50) / 1e3:9.3f} ms   p95 {pct(py, 95) / 1e3:9.3f} ms")
-        print(f"    sync (hangar)           p50 {pct(sync, 50) / 1e3:9.3f} ms   p95 {pct(sync, 95) / 1e3:9.3f} ms")
-        for what, v in (("pairs' difference", diff), ("  in the process's CPU", cpu_diff)):
-            lo, hi = median_interval(v)
-            print(f"    {what:<23} p25 {pct(v, 25):+9.1f} µs  p50 {pct(v, 50):+9.1f} µs  p75 {pct(v, 75):+9.1f} µs"
-                  f"  (95 % interval of the p50: {lo:+.1f} to {hi:+.1f})")
-        print(f"  the async API adds p50 {pct(diff, 50):.1f} µs per exec over the sync one, "
-              f"{pct(cpu_diff, 50):.1f} µs of CPU (goal ≤ 100 µs)")
+        print_pairs("exec('true')", "exec over the sync one", async_paired(sb, a.async_pairs, 20), "100 µs",
+                    sides=("awaited (hangar.aio)", "sync (hangar)"), cpu="the process's CPU",
+                    what="the async API adds")
 
         print()
         print("the same exec from C in another process (lib-exec --attach, its own connection), in rounds:")

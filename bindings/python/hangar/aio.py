@@ -249,10 +249,17 @@ class _Closable(Protocol):
 
 
 _C = TypeVar("_C", bound=_Closable)
+_W = TypeVar("_W", bound="_Wrapper[Any]")
 
 
 class _Wrapper(Generic[_C]):
     """What every wrapper of a handle has: the sync object, close(), an async with-block that closes."""
+
+    async def __aenter__(self: _W) -> _W:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
     def __init__(self, sync: _C) -> None:
         self._sync = sync
@@ -272,12 +279,6 @@ class _Wrapper(Generic[_C]):
 
 class AsyncProcess(_Wrapper[Process]):
     """A Process for asyncio: the same methods, wait() awaitable and cancellable."""
-
-    async def __aenter__(self) -> "AsyncProcess":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def pid(self) -> int:
@@ -504,9 +505,6 @@ class AsyncSandbox(_Wrapper[Sandbox]):
                         undo=Sandbox.close)
         return cls(sb)
 
-    async def __aenter__(self) -> "AsyncSandbox":
-        return self
-
     async def __aexit__(self, *exc: object) -> None:
         sync = self._sync
         await _run(lambda stop: sync.__exit__(None, None, None))
@@ -635,12 +633,6 @@ class AsyncSession(_Wrapper[Session]):
         """As Session.list()."""
         return await _run(lambda stop: Session.list(ctx))
 
-    async def __aenter__(self) -> "AsyncSession":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
     @property
     def id(self) -> str:
         """The session's id."""
@@ -714,12 +706,6 @@ class AsyncCheckpoint(_Wrapper[Checkpoint]):
     async def list(cls, ctx: Optional[Context] = None, session_id: Optional[str] = None) -> List["AsyncCheckpoint"]:
         """As Checkpoint.list()."""
         return [cls(cp) for cp in await _run(lambda stop: list(Checkpoint.list(ctx, session_id)))]
-
-    async def __aenter__(self) -> "AsyncCheckpoint":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def id(self) -> str:
