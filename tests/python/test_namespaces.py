@@ -84,6 +84,8 @@ def test_run_in_the_background_and_its_process(sandbox):
     sandbox.commands.send_stdin(p.pid, b"def")
     assert p.wait(30) == 0
     p.close()
+    with pytest.raises(ValueError, match="foreground"):
+        sandbox.commands.run("sleep 300", background=True, cancel=lambda: True)
 
 
 def test_connect_kill_and_their_errors(sandbox):
@@ -197,6 +199,8 @@ def test_pty(sandbox):
         with lock:
             return b"".join(got)
 
+    with pytest.raises(TypeError, match="PtySize"):
+        sandbox.pty.create((30, 90))
     t = sandbox.pty.create(hangar.PtySize(rows=30, cols=90), on_data=data)
     assert isinstance(t, hangar.Process)
     sandbox.pty.send_stdin(t.pid, "stty size\n")
@@ -204,6 +208,8 @@ def test_pty(sandbox):
     sandbox.pty.resize(t.pid, hangar.PtySize(rows=40, cols=100))
     sandbox.pty.send_stdin(t, "stty size\n")  # the Process itself works too
     wait_for("the new size", lambda: b"40 100" in seen())
+    with pytest.raises(TypeError, match="PtySize"):
+        sandbox.pty.resize(t, (41, 101))
     sandbox.pty.resize(t, hangar.PtySize(rows=41, cols=101))
     sandbox.pty.send_stdin(t, "stty size\n")
     wait_for("the newer size", lambda: b"41 101" in seen())

@@ -131,6 +131,8 @@ class Commands:
         status, and the callbacks run on a library thread.
         """
         if background:
+            if cancel is not None:
+                raise ValueError("cancel= stops a command run in the foreground: kill() a background one")
             out = _text_output(on_stdout, on_stderr)
             p = Process.start(self._sb, cmd, cwd=cwd, user=user, env=envs, timeout=_seconds(timeout),
                               stdin=stdin is not None, on_output=out)
@@ -203,6 +205,8 @@ class Pty:
         by the next wait() or check() of the Process. timeout: the
         terminal's lifetime in seconds (None: no limit; E2B's default is 60).
         """
+        if not isinstance(size, PtySize):
+            raise TypeError(f"size must be a hangar.PtySize(rows, cols), not {type(size).__name__}")
         fn = on_data
         out = None if fn is None else (lambda stream, data: fn(data))
         p = Process.start(self._sb, None, pty=True, cols=size.cols, rows=size.rows, cwd=cwd, user=user, env=envs,
@@ -220,6 +224,8 @@ class Pty:
 
     def resize(self, pid: Union[int, Process], size: PtySize) -> None:
         """Resizes the terminal (UnsupportedError for a process without one)."""
+        if not isinstance(size, PtySize):
+            raise TypeError(f"size must be a hangar.PtySize(rows, cols), not {type(size).__name__}")
         t = self._terminal(pid)
         if isinstance(t, Process):
             t.resize(size.cols, size.rows)
