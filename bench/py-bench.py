@@ -14,6 +14,12 @@ understate the bindings' cost by at most that. Each comparison also gives
 the pairs' difference in this thread's CPU time, where the bindings' cost
 is spent, and which a busy machine disturbs far less than the wall clock.
 
+The async API (hangar.aio) is measured the same way against the sync one:
+`await sb.exec("true")` on an AsyncSandbox, then the same exec through the
+Sandbox it wraps, alternating (goal: at most 100 us more per call); and
+its own cost per call without a sandbox (a call handed to its thread pool
+and awaited).
+
 Then, as a cross-check without ctypes, the same exec from C in another
 process (lib-exec --attach, its own connection to the same envd) in
 alternating rounds; and the bindings' own cost per call without any
@@ -27,6 +33,7 @@ provider needs (root, bubblewrap).
 """
 
 import argparse
+import asyncio
 import ctypes
 import math
 import os
@@ -41,6 +48,7 @@ if os.environ.get("HANGAR_PY_PRELOAD"):
     os.environ.pop("LD_PRELOAD", None)
 
 import hangar  # noqa: E402
+import hangar.aio  # noqa: E402
 
 
 def pct(v, p):
@@ -177,16 +185,63 @@ def median_interval(v):
     return v[max(0, math.floor(n / 2 - h))], v[min(n - 1, math.ceil(n / 2 + h))]
 
 
-def print_pairs(label, unit, pairs, goal):
+def print_pairs(label, unit, pairs, goal, sides=("through the bindings", "straight into C"),
+                cpu="this thread's CPU", what="bindings add"):
     py, c, diff, cpu_diff = pairs
     print(f"  {label}: n={len(diff)} pairs")
-    print(f"    through the bindings    p50 {pct(py, 50) / 1e3:9.3f} ms   p95 {pct(py, 95) / 1e3:9.3f} ms")
-    print(f"    straight into C         p50 {pct(c, 50) / 1e3:9.3f} ms   p95 {pct(c, 95) / 1e3:9.3f} ms")
-    for what, v in (("pairs' difference", diff), ("  in this thread's CPU", cpu_diff)):
+    for side, v in zip(sides, (py, c)):
+        print(f"    {side:<23} p50 {pct(v, 50) / 1e3:9.3f} ms   p95 {pct(v, 95) / 1e3:9.3f} ms")
+    for name, v in (("pairs' difference", diff), ("  in " + cpu, cpu_diff)):
         lo, hi = median_interval(v)
-        print(f"    {what:<23} p25 {pct(v, 25):+9.1f} µs  p50 {pct(v, 50):+9.1f} µs  p75 {pct(v, 75):+9.1f} µs"
+        print(f"    {name:<23} p25 {pct(v, 25):+9.1f} µs  p50 {pct(v, 50):+9.1f} µs  p75 {pct(v, 75):+9.1f} µs"
               f"  (95 % interval of the p50: {lo:+.1f} to {hi:+.1f})")
-    print(f"  bindings add p50 {pct(diff, 50):.1f} µs per {unit} (goal ≤ {goal})")
+    print(f"  {what} p50 {pct(diff, 50):.1f} µs per {unit}, {pct(cpu_diff, 50):.1f} µs of CPU (goal ≤ {goal})")
+
+
+def async_paired(sb, n, warmup):
+    """paired(), the first side awaited on an event loop: await AsyncSandbox.exec() against Sandbox.exec().
+
+    The CPU time is the process's (the call runs on another thread): what
+    the hand-over costs, which the wall clock shows only with the
+    scheduling delays of two more thread wake-ups on top, large on a busy
+    machine.
+    """
+    asb = hangar.aio.AsyncSandbox(sb)
+    out = [], [], [], []
+    clock, cpu = time.perf_counter, time.process_time
+
+    async def pairs():
+        py, c, diff, cpu_diff = out
+        for i in range(warmup + n):
+            w0, u0 = clock(), cpu()
+            r = await asb.exec("true")
+            w1, u1 = clock(), cpu()
+            q = sb.exec("true")
+            w2, u2 = clock(), cpu()
+            if r.exit_code or q.exit_code:
+                raise SystemExit(f"py-bench: `true` exited {r.exit_code} / {q.exit_code}")
+            if i >= warmup:
+                py.append((w1 - w0) * 1e6)
+                c.append((w2 - w1) * 1e6)
+                diff.append(py[-1] - c[-1])
+                cpu_diff.append(((u1 - u0) - (u2 - u1)) * 1e6)
+
+    asyncio.run(pairs())
+    return out
+
+
+def async_call_us(n=20000):
+    """What handing a call to hangar.aio's threads and awaiting it costs, the call itself doing nothing."""
+    async def calls():
+        run = hangar.aio._run
+        for _ in range(200):
+            await run(lambda stop: None)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await run(lambda stop: None)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    return asyncio.run(calls())
 
 
 def per_call_us(fn, n=200000):
@@ -202,6 +257,7 @@ def main():
     ap.add_argument("--calls", type=int, default=300, help="calls per lib-exec round")
     ap.add_argument("--rounds", type=int, default=3, help="lib-exec rounds")
     ap.add_argument("--cycles", type=int, default=100, help="create -> exec -> kill pairs")
+    ap.add_argument("--async-pairs", type=int, default=1000, help="async exec pairs")
     ap.add_argument("lib_exec")
     a = ap.parse_args()
 
@@ -235,6 +291,12 @@ def main():
             raise SystemExit(f"py-bench: {len(bad)} calls failed; first: {bad[0]}")
         print_pairs("exec('true')", "exec", pairs, "50 µs")
         c.lib.hangar_sandbox_unref(csb)
+
+        print()
+        print("the async API: await AsyncSandbox.exec('true') against Sandbox.exec('true'), alternating pairs:")
+        print_pairs("exec('true')", "exec over the sync one", async_paired(sb, a.async_pairs, 20), "100 µs",
+                    sides=("awaited (hangar.aio)", "sync (hangar)"), cpu="the process's CPU",
+                    what="the async API adds")
 
         print()
         print("the same exec from C in another process (lib-exec --attach, its own connection), in rounds:")
@@ -288,6 +350,7 @@ def main():
             pass
 
     print(f"  a failing call raising its HangarError      {per_call_us(raising, 20000):7.2f} us")
+    print(f"  an awaited call through hangar.aio's pool   {async_call_us():7.2f} us")
     c.close()
     return 0
 

@@ -16,7 +16,7 @@
  *     thread, from hangar_error_last(); which class it is, is decided in one
  *     place (hangar/errors.py, through set_error_factory()).
  */
-%module(package="hangar") hangar
+%module(package="hangar") _hangar
 
 %{
 #define PY_SSIZE_T_CLEAN

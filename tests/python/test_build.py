@@ -85,3 +85,91 @@ def test_store_and_reaper_lease(ctx):
     assert other.reap_as_leader("py-reaper", 60).leader
     with pytest.raises(hangar.InvalidArgumentError):
         ctx.reap_as_leader("bad lease name!", 60)
+
+
+def package_imports():
+    """Each module of the package and the modules of it it imports when it runs.
+
+    Imports under `if TYPE_CHECKING:` are left out (they never run); an
+    import anywhere else counts, in a function too.
+    """
+    import ast
+    import glob
+
+    root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+    graph, nested = {}, []
+    for path in glob.glob(os.path.join(root, "bindings", "python", "hangar", "*.py")):
+        name = os.path.basename(path)[:-3]
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        deps = set()
+
+        def visit(node, depth):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                for n in node.orelse:
+                    visit(n, depth)
+                return
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found = {node.module} if node.module else {a.name for a in node.names}
+                deps.update(found)
+                if depth:
+                    nested.append(f"{name}: {sorted(found)}")
+            inner = depth + isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            for child in ast.iter_child_nodes(node):
+                visit(child, inner)
+
+        visit(tree, 0)
+        graph[name] = deps - {"_hangar"}
+    return graph, nested
+
+
+def test_the_package_has_no_import_cycle():
+    graph, nested = package_imports()
+    assert {"context", "sandbox", "process", "session", "aio"} <= set(graph)
+    # Imports are at the top of a module, where an order between modules shows.
+    assert not nested, f"imports inside functions: {nested}"
+    state = {}
+
+    def cycle(m, path):
+        state[m] = "open"
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == "open":
+                return path + [m, d]
+            if d not in state:
+                found = cycle(d, path + [m])
+                if found:
+                    return found
+        state[m] = "done"
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = cycle(m, [])
+            assert not found, "import cycle: " + " -> ".join(found)
+    # The layers, lowest first: each imports only below it.
+    assert "sandbox" not in graph["context"] and "session" not in graph["context"]
+    assert "sandbox" not in graph["process"] and "sandbox" not in graph["commands"]
+
+
+def test_pip_builds_the_same_version_and_every_module():
+    # bindings/python/meson.build (pip's) says its version; it is the project's.
+    import re
+
+    root = os.environ.get("HANGAR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+
+    def read(*p):
+        with open(os.path.join(root, *p)) as f:
+            return f.read()
+
+    def version(text):
+        return re.search(r"^project\([^)]*?version : '([^']+)'", text, re.S | re.M).group(1)
+
+    assert version(read("bindings", "python", "meson.build")) == version(read("meson.build"))
+    assert hangar.__version__ == version(read("meson.build"))
+    # Both builds install the one list of hangar/meson.build: every module is on it.
+    listed = set(re.findall(r"'([\w.]+)'", re.search(r"hangar_py_sources = \[(.*?)\]",
+                                                      read("bindings", "python", "hangar", "meson.build"),
+                                                      re.S).group(1)))
+    present = {f for f in os.listdir(os.path.join(root, "bindings", "python", "hangar"))
+               if f.endswith((".py", ".pyi")) or f == "py.typed"}
+    assert listed == present

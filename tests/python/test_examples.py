@@ -111,6 +111,20 @@ def test_session_over_two_turns():
     hangar.Session.open(hangar.Context(), sid).delete()
 
 
+def test_fan_out_runs_at_once_and_cancels_at_the_deadline():
+    before = live_sandboxes()
+    r = example("fan_out.py", "echo one", "echo two; exit 3", "echo three")
+    out = r.stdout.decode()
+    assert r.returncode == 1, r.stderr
+    for i, (word, code) in enumerate((("one", 0), ("two", 3), ("three", 0))):
+        assert f"[{i}] exit {code} in " in out and f"\n{word}\n" in out
+    assert live_sandboxes() == before
+    r = example("fan_out.py", "--timeout", "3", "echo quick", "sleep 300")
+    assert r.returncode == 1 and "[0] exit 0" in r.stdout.decode()
+    assert b"1 command(s) cancelled after 3.0 s" in r.stderr, r.stderr
+    assert live_sandboxes() == before, "a cancelled command left its sandbox alive"
+
+
 def test_mypy_strict_accepts_the_examples_and_the_package(tmp_path):
     mypy = shutil.which("mypy")
     if not mypy:

@@ -266,9 +266,11 @@ def test_every_public_name_has_a_docstring():
     # Python terms). Inherited members (bytes' for Output) are not ours.
     import inspect
 
+    import hangar.aio
+
     missing = []
-    for name in hangar.__all__:
-        obj = getattr(hangar, name)
+    for module, name in [(hangar, n) for n in hangar.__all__] + [(hangar.aio, n) for n in hangar.aio.__all__]:
+        obj = getattr(module, name)
         if not (inspect.isclass(obj) or callable(obj)):
             continue
         if not inspect.isclass(obj):

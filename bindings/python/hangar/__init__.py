@@ -2,10 +2,11 @@
 
     import hangar
 
-    ctx = hangar.Context()
-    with hangar.Sandbox.create(ctx) as sb:
-        r = sb.exec("echo hello")
+    with hangar.Sandbox.create() as sb:        # the default context
+        r = sb.commands.run("echo hello")
         print(r.exit_code, r.stdout.text)
+
+hangar.aio has the same API for asyncio (AsyncSandbox, ...).
 
 A thin layer over libhangar (see libhangar(3) and hangar-python(7)): every
 call that can block releases the GIL, failures raise the HangarError
@@ -23,11 +24,13 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_KERNEL_ISOLATIO
                      EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, ReapResult, SandboxInfo,
                      SessionInfo, Setting, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
-from .context import Context
+from .commands import Commands, Pty, PtySize
+from .context import Context, default_context
 from .errors import (ERROR_CLASSES, CanceledError, CapacityError, ConfigError, CreateError, DeadlineError,
                      ExistsError, FileError, GoneError, HangarError, InvalidArgumentError, NoMemoryError,
                      NotFoundError, PausedError, ProtocolError, RefusedError, SystemCallError, TooLargeError,
                      UnavailableError, UnsupportedError, _from_details, error_class)
+from .files import EVENT_CHMOD, EVENT_CREATE, EVENT_REMOVE, EVENT_WRITE, Files, FilesystemEvent, WatchHandle
 from .process import Process
 from .sandbox import ForkResult, Sandbox
 from .session import Session, SessionForkResult
@@ -37,7 +40,8 @@ _hangar.set_error_factory(_from_details)
 __version__: str = _hangar.HANGAR_VERSION_STRING if hasattr(_hangar, "HANGAR_VERSION_STRING") else "0"
 
 __all__ = [
-    "Context", "Sandbox", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
+    "Context", "default_context", "Sandbox", "Commands", "Files", "Pty", "PtySize", "WatchHandle",
+    "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
     "EnvironmentInfo", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterator, List, Optional, Union, overload
 
 from . import _hangar as _h
 from ._types import CheckpointInfo, Labels, _pairs
-from .context import Context, _Adopt, _Handle
+from .context import Context, _Adopt, _context, _ctx_and_id, _Handle
 from .sandbox import Sandbox
 
 Progress = Callable[[int, int], Optional[bool]]
@@ -46,20 +46,30 @@ class Checkpoint:
                 p, workspace, _SELECT_ALL if select_all else 0, 0 if native else _NO_NATIVE, session_id, parent_id,
                 blob, _pairs(labels), user, timeout, _progress(progress))))
 
+    @overload
     @classmethod
-    def lookup(cls, ctx: Context, id: str) -> "Checkpoint":
-        """Finds a checkpoint by id (NotFoundError)."""
+    def lookup(cls, ctx: str) -> "Checkpoint": ...
+
+    @overload
+    @classmethod
+    def lookup(cls, ctx: Optional[Context], id: str) -> "Checkpoint": ...
+
+    @classmethod
+    def lookup(cls, ctx: Union[Context, str, None], id: Optional[str] = None) -> "Checkpoint":
+        """Finds a checkpoint by id (NotFoundError): lookup(id) in the default context, or lookup(ctx, id)."""
+        ctx, id = _ctx_and_id(ctx, id, "checkpoint id")
         with _Adopt(Checkpoint.close) as own, ctx._handle as c:
             _rc, ptr = _h.hangar_checkpoint_lookup(c, id)
             return own(cls(ctx, ptr))
 
     @classmethod
-    def list(cls, ctx: Context, session_id: Optional[str] = None) -> Iterator["Checkpoint"]:
-        """The index, oldest first; only one session's with session_id."""
-        with _Adopt(Checkpoint.close) as own, ctx._handle as c:
+    def list(cls, ctx: Optional[Context] = None, session_id: Optional[str] = None) -> Iterator["Checkpoint"]:
+        """The index, oldest first; only one session's with session_id (ctx None: the default context)."""
+        in_ctx = _context(ctx)
+        with _Adopt(Checkpoint.close) as own, in_ctx._handle as c:
 
             def each(p: Any) -> None:
-                own(cls(ctx, _h.hangar_checkpoint_ref(p)))
+                own(cls(in_ctx, _h.hangar_checkpoint_ref(p)))
 
             _h.py_checkpoint_list(c, session_id, each)
         return iter(own.made)

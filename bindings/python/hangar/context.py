@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 import weakref
-from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _hangar as _h
 from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, ReapResult, SandboxInfo, Setting, TemplateInfo,
@@ -222,6 +223,13 @@ class _Adopt(Generic[_T]):
                 e.add_note(f"hangar: undoing what the call made ({obj!r}) failed: {type(u).__name__}: {u}")
 
 
+# Turns the raw handles the session hook receives into a Session and a
+# Sandbox (each with a reference of its own). The session module sets it as
+# it loads: this module is below the ones defining those classes and
+# imports neither.
+_hook_objects: Optional[Callable[["Context", Any, Any], Tuple[Any, Any]]] = None
+
+
 class Context:
     """A library context: the HANGAR_* settings, the providers, and callbacks.
 
@@ -388,9 +396,8 @@ class Context:
         An exception it raises refuses too, and is raised by the suspend or
         resume it ran in.
         """
-        from .sandbox import Sandbox
-        from .session import Session
-
+        assert _hook_objects is not None, "hangar.session registers the hook's objects when the package loads"
+        objects = _hook_objects
         cbs = self._cbs
         new = None
         if fn is not None:
@@ -403,8 +410,7 @@ class Context:
                 ctx = me()
                 if ctx is None:
                     return 0
-                s = Session._borrowed(ctx, t[0])
-                sb = Sandbox._borrowed(ctx, t[1])
+                s, sb = objects(ctx, t[0], t[1])
                 try:
                     r = user(s, sb, int(t[2]))
                 finally:
@@ -444,3 +450,58 @@ class Context:
         """Checks that the state store answers now (for readiness probes); raises if not."""
         with self._handle as c:
             _h.hangar_ctx_ping_store(c)
+
+
+_default: Optional[Context] = None
+_default_lock = threading.Lock()
+
+
+def default_context() -> Context:
+    """The context of every call given none: made on first use, then shared.
+
+    It reads the HANGAR_* environment variables once, when the first call
+    that needs it runs (Sandbox.create() without a context, say); a wrong
+    value raises ConfigError naming the variable, from that call and from
+    every later one until the environment is fixed (a failure is not
+    kept). It is safe to use from several threads at once, like any
+    Context; changing its settings with set() is not, while other threads
+    use it. A Context passed explicitly is always used instead.
+    """
+    global _default
+    ctx = _default
+    if ctx is None:
+        with _default_lock:
+            if _default is None:
+                _default = Context()
+            ctx = _default
+    return ctx
+
+
+@atexit.register
+def _release_default() -> None:
+    # Released while the interpreter still has its modules: collected
+    # during their teardown, it could no longer reach the extension.
+    global _default
+    ctx, _default = _default, None
+    if ctx is not None:
+        ctx._handle.close()
+
+
+def _context(ctx: Optional[Context]) -> Context:
+    """ctx, or the default context when it is None."""
+    if ctx is None:
+        return default_context()
+    if not isinstance(ctx, Context):
+        raise TypeError(f"expected a hangar.Context or None, not {type(ctx).__name__}")
+    return ctx
+
+
+def _ctx_and_id(first: "Context | str | None", second: Optional[str], what: str) -> Tuple[Context, str]:
+    """(context, id) from a call written f(id) (the default context) or f(ctx, id)."""
+    if isinstance(first, str):
+        if second is not None:
+            raise TypeError(f"expected ({what}) or (ctx, {what}), not two strings")
+        return default_context(), first
+    if second is None:
+        raise TypeError(f"missing the {what}")
+    return _context(first), second

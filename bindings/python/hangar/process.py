@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 from . import _hangar as _h
 from ._types import SIGKILL, SIGTERM, Env, _pairs
 from .context import _Adopt, _Handle, _Holder
-from .sandbox import Sandbox
+
+if TYPE_CHECKING:
+    # Only named in annotations: the sandbox module imports this one.
+    from .sandbox import Sandbox
 
 OutputCallback = Callable[[int, bytes], None]
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterator, List, Optional, Union, overload
 
 from . import _hangar as _h
 from ._types import (NETWORK_DEFAULT, NETWORK_OFF, NETWORK_ON, Env, ExecResult, FileInfo, LogEntry, Metric,
                      SandboxInfo, _pairs)
-from .context import Context, _Adopt, _Handle
-from .errors import GoneError
-
-if TYPE_CHECKING:
-    from .process import Process
+from .commands import Commands, Pty
+from .context import Context, _Adopt, _context, _ctx_and_id, _Handle
+from .errors import GoneError, _from_code
+from .files import Files
+from .process import Process
 
 OutputCallback = Callable[[int, bytes], None]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -53,7 +53,7 @@ class Sandbox:
         return cls(ctx, _h.hangar_sandbox_ref(ptr), keep=keep)
 
     @classmethod
-    def create(cls, ctx: Context, *, provider: Optional[str] = None, template: Optional[str] = None,
+    def create(cls, ctx: Optional[Context] = None, *, provider: Optional[str] = None, template: Optional[str] = None,
                timeout: int = 0, env: Optional[Env] = None, network: Optional[bool] = None,
                tier: Optional[str] = None, environment: Optional[str] = None, keep: bool = False) -> "Sandbox":
         """Creates a sandbox and waits until it answers.
@@ -67,14 +67,31 @@ class Sandbox:
         left unset. keep: not killed when a with-block ends, nor when a
         context callback raises after the sandbox was made (the create
         raises that exception; without keep the sandbox is killed first).
+        ctx: the context to create it in; None (or nothing) is the default
+        context, made from the HANGAR_* environment on first use
+        (hangar.default_context()).
         """
+        ctx = _context(ctx)
         with _Adopt(Sandbox._discard) as own, ctx._handle as c:
             return own(cls(ctx, _h.py_sandbox_create(c, provider, template, timeout, _pairs(env),
                                                      _network(network), tier, environment), keep=keep))
 
+    @overload
     @classmethod
-    def attach(cls, ctx: Context, id: str, *, provider: Optional[str] = None) -> "Sandbox":
-        """Attaches to an existing sandbox by id (GoneError when there is none); never killed by a with-block."""
+    def attach(cls, ctx: str, *, provider: Optional[str] = None) -> "Sandbox": ...
+
+    @overload
+    @classmethod
+    def attach(cls, ctx: Optional[Context], id: str, *, provider: Optional[str] = None) -> "Sandbox": ...
+
+    @classmethod
+    def attach(cls, ctx: Union[Context, str, None], id: Optional[str] = None, *,
+               provider: Optional[str] = None) -> "Sandbox":
+        """Attaches to an existing sandbox by id (GoneError when there is none); never killed by a with-block.
+
+        Sandbox.attach(id) uses the default context, Sandbox.attach(ctx, id) ctx.
+        """
+        ctx, id = _ctx_and_id(ctx, id, "sandbox id")
         with _Adopt(Sandbox.close) as own, ctx._handle as c:
             _rc, ptr = _h.hangar_sandbox_attach(c, provider, id)
             return own(cls(ctx, ptr, keep=True))
@@ -132,6 +149,11 @@ class Sandbox:
         return self._id
 
     @property
+    def sandbox_id(self) -> str:
+        """The sandbox's id (the E2B SDK's name for it)."""
+        return self._id
+
+    @property
     def provider(self) -> str:
         """The name of the sandbox's provider."""
         with self._handle as p:
@@ -163,11 +185,24 @@ class Sandbox:
                                      cancel)
         return ExecResult._from_raw(raw)
 
-    def start(self, command: Optional[str] = None, **kw: Any) -> "Process":
+    def start(self, command: Optional[str] = None, **kw: Any) -> Process:
         """Starts a background process: see Process.start()."""
-        from .process import Process
-
         return Process.start(self, command, **kw)
+
+    @property
+    def commands(self) -> Commands:
+        """Commands shaped as the E2B SDK's: sb.commands.run(cmd, ...)."""
+        return Commands(self)
+
+    @property
+    def files(self) -> Files:
+        """Files shaped as the E2B SDK's: sb.files.read(path), write, list, ..."""
+        return Files(self)
+
+    @property
+    def pty(self) -> Pty:
+        """Terminals shaped as the E2B SDK's: sb.pty.create(...)."""
+        return Pty(self)
 
     # ---- files ------------------------------------------------------------------------
 
@@ -267,8 +302,6 @@ class Sandbox:
         Each new sandbox is the caller's as a created one is: a with-block
         on it kills it unless .keep() was called.
         """
-        from .errors import _from_code
-
         out: List[ForkResult] = []
         with _Adopt(Sandbox._discard) as own, self._handle as p:
 

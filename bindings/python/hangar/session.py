@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple, Union, overload
 
 from . import _hangar as _h
+from . import context as _context_module
 from ._types import Env, Labels, SessionInfo, _pairs
-from .context import Context, _Adopt, _Handle
+from .context import Context, _Adopt, _context, _ctx_and_id, _Handle
 from .errors import HangarError, _from_code
 from .sandbox import Sandbox, _network
 
@@ -38,7 +39,7 @@ class Session:
         return cls(ctx, _h.hangar_session_ref(ptr))
 
     @classmethod
-    def create(cls, ctx: Context, *, id: Optional[str] = None, environment: Optional[str] = None,
+    def create(cls, ctx: Optional[Context] = None, *, id: Optional[str] = None, environment: Optional[str] = None,
                provider: Optional[str] = None, template: Optional[str] = None, timeout: int = 0,
                env: Optional[Env] = None, network: Optional[bool] = None, tier: Optional[str] = None,
                workspace: Optional[str] = None, user: Optional[str] = None, labels: Optional[Labels] = None,
@@ -46,23 +47,35 @@ class Session:
         """Creates a session and its first sandbox (as Sandbox.create() with these options).
 
         When a context callback raises after the session was made, it is
-        deleted (its sandbox with it) before the exception goes on.
+        deleted (its sandbox with it) before the exception goes on. ctx
+        None (or nothing) is the default context (hangar.default_context()).
         """
+        ctx = _context(ctx)
         with _Adopt(Session._discard) as own, ctx._handle as c:
             return own(cls(ctx, _h.py_session_create(c, id, environment, provider, template, timeout, _pairs(env),
                                                      _network(network), tier, workspace, user, _pairs(labels),
                                                      _EXCLUSIVE_CREDENTIAL if exclusive_credential else 0)))
 
+    @overload
     @classmethod
-    def open(cls, ctx: Context, id: str) -> "Session":
-        """Opens a session by id (NotFoundError)."""
+    def open(cls, ctx: str) -> "Session": ...
+
+    @overload
+    @classmethod
+    def open(cls, ctx: Optional[Context], id: str) -> "Session": ...
+
+    @classmethod
+    def open(cls, ctx: Union[Context, str, None], id: Optional[str] = None) -> "Session":
+        """Opens a session by id (NotFoundError): Session.open(id) in the default context, or open(ctx, id)."""
+        ctx, id = _ctx_and_id(ctx, id, "session id")
         with _Adopt(Session.close) as own, ctx._handle as c:
             _rc, ptr = _h.hangar_session_open(c, id)
             return own(cls(ctx, ptr))
 
     @classmethod
-    def list(cls, ctx: Context) -> Iterator[SessionInfo]:
-        """The sessions of the state store, oldest first."""
+    def list(cls, ctx: Optional[Context] = None) -> Iterator[SessionInfo]:
+        """The sessions of the state store, oldest first (ctx None: the default context's)."""
+        ctx = _context(ctx)
         out: List[SessionInfo] = []
         with ctx._handle as c:
             _h.py_session_list(c, lambda d: out.append(SessionInfo._from_raw(d)))
@@ -153,3 +166,10 @@ class Session:
         with self._handle as p:
             _rc, n = _h.hangar_session_keep(p)
         return int(n)
+
+
+def _hook_objects(ctx: Context, session: Any, sandbox: Any) -> Tuple[Session, Sandbox]:
+    return Session._borrowed(ctx, session), Sandbox._borrowed(ctx, sandbox)
+
+
+_context_module._hook_objects = _hook_objects

@@ -1,0 +1,311 @@
+"""hangar.aio: many sandboxes from one event loop, and cancellation that reaches the sandbox."""
+
+import asyncio
+import secrets
+import threading
+import time
+
+import pytest
+
+import hangar
+from hangar.aio import AsyncCheckpoint, AsyncSandbox, AsyncSession
+
+DEADLINE = 120
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def eventually(what, cond, timeout=30.0):
+    """Awaits cond() (a coroutine function) until it is true or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = await cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def alive(sb, pid):
+    return (await sb.commands.run(f"kill -0 {pid}")).exit_code == 0
+
+
+def local_sandboxes(ctx):
+    return {s.id for s in ctx.sandboxes("local")}
+
+
+def idle(sb):
+    """No call is running on the handle."""
+    return sb.sync._handle._busy == 0
+
+
+@pytest.fixture
+def async_target(target):
+    return target
+
+
+def test_create_run_and_the_async_with_block(async_target):
+    ctx, provider = async_target
+
+    async def main():
+        sb = await AsyncSandbox.create(ctx, provider=provider)
+        async with sb:
+            assert sb.provider == provider and sb.sandbox_id == sb.id
+            r = await sb.commands.run("echo hi; exit 4")
+            assert r.exit_code == 4 and r.stdout == b"hi\n"
+            await sb.files.write("/tmp/aio.txt", "text")
+            assert await sb.files.read("/tmp/aio.txt") == "text"
+            assert await sb.files.read("/tmp/aio.txt", format="bytes") == b"text"
+            assert (await sb.exec("cat /tmp/aio.txt")).stdout == b"text"
+            assert [e.name for e in await sb.files.list("/tmp") if e.name == "aio.txt"] == ["aio.txt"]
+            assert (await sb.info()).id == sb.id
+            with pytest.raises(hangar.FileError):
+                await sb.files.read("/tmp/none")
+        with pytest.raises(hangar.GoneError):
+            await AsyncSandbox.attach(ctx, sb.id)
+        # `async with await AsyncSandbox.create()` and the default context.
+        async with await AsyncSandbox.create() as d:
+            assert d.context is hangar.default_context()
+            again = await AsyncSandbox.attach(d.id)
+            assert (await again.commands.run("echo same")).stdout == b"same\n"
+            again.close()
+        with pytest.raises(hangar.GoneError):
+            await AsyncSandbox.attach(d.id)
+        with pytest.raises(ValueError, match="closed"):
+            await d.commands.run("true")  # the block released the handle
+
+    run(main())
+
+
+def test_twenty_sandboxes_at_once_from_one_loop(ctx):
+    n = 20
+    before = local_sandboxes(ctx)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+        count = [0]
+        lock = threading.Lock()
+
+        def ready(text):
+            # On a thread of the package: count, and tell the loop when all are in.
+            with lock:
+                count[0] += 1
+                if count[0] == n:
+                    loop.call_soon_threadsafe(started.set)
+
+        async with asyncio.timeout(DEADLINE):
+            sbs = await asyncio.gather(*(AsyncSandbox.create(ctx) for _ in range(n)))
+            assert len({sb.id for sb in sbs}) == n
+            try:
+                outs = await asyncio.gather(*(sb.commands.run(f"echo {i}") for i, sb in enumerate(sbs)))
+                assert [r.stdout for r in outs] == [f"{i}\n".encode() for i in range(n)]
+                # All twenty commands are running at the same time: each said
+                # ready and waits; none can end before the loop cancels it.
+                tasks = [asyncio.ensure_future(sb.commands.run("echo ready; sleep 300", on_stdout=ready))
+                         for sb in sbs]
+                await started.wait()
+                assert not any(t.done() for t in tasks)
+                for t in tasks:
+                    t.cancel()
+                results = await asyncio.gather(*tasks, return_exceptions=True)
+                assert all(isinstance(r, asyncio.CancelledError) for r in results)
+                assert all(idle(sb) for sb in sbs)
+            finally:
+                await asyncio.gather(*(sb.kill() for sb in sbs))
+                for sb in sbs:
+                    sb.close()
+
+    run(main())
+    assert local_sandboxes(ctx) == before
+
+
+def test_cancelling_a_long_exec_stops_it_in_the_sandbox(async_target):
+    ctx, provider = async_target
+    marker = f"/tmp/aio-cancel-{secrets.token_hex(4)}"
+
+    async def main():
+        async with await AsyncSandbox.create(ctx, provider=provider) as sb:
+            task = asyncio.ensure_future(sb.exec(f"sleep 300 & echo $$ $! > {marker}; wait"))
+            await eventually("the command to start", lambda: sb.files.exists(marker))
+            shell, child = (await sb.files.read(marker)).split()
+            assert await alive(sb, shell) and await alive(sb, child)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The task ends once the call has: nothing runs on for it.
+            assert idle(sb)
+            # The command and what it started are stopped in the sandbox.
+            await eventually("the shell to stop", lambda: _not(alive(sb, shell)))
+            await eventually("its child to stop", lambda: _not(alive(sb, child)))
+            assert (await sb.commands.run("echo usable")).stdout == b"usable\n"
+
+    run(main())
+
+
+async def _not(aw):
+    return not await aw
+
+
+def test_asyncio_timeout_around_calls(async_target):
+    ctx, provider = async_target
+    marker = f"/tmp/aio-timeout-{secrets.token_hex(4)}"
+
+    async def main():
+        async with await AsyncSandbox.create(ctx, provider=provider) as sb:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(1):
+                    await sb.commands.run(f"echo $$ > {marker}; sleep 300")
+            pid = (await sb.files.read(marker)).strip()
+            await eventually("the timed-out command to stop", lambda: _not(alive(sb, pid)))
+            # Within the time, the same call returns its result.
+            async with asyncio.timeout(30):
+                assert (await sb.commands.run("echo in-time")).stdout == b"in-time\n"
+            # wait_for too, and a call that cannot be interrupted ends before the task does.
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(sb.exec("sleep 300"), 0.5)
+            assert idle(sb)
+
+    run(main())
+
+
+def test_a_cancelled_create_leaves_no_sandbox(ctx):
+    made, cancelled = [], threading.Event()
+
+    def on_event(name, details):
+        # Inside the create, once the sandbox exists: it returns only
+        # after the task was cancelled.
+        if name == "sandbox.created":
+            made.append(details["id"])
+            loop.call_soon_threadsafe(created.set)
+            cancelled.wait(DEADLINE)
+
+    events = hangar.Context(on_event=on_event)
+    before = local_sandboxes(ctx)
+
+    async def main():
+        global loop, created
+        loop, created = asyncio.get_running_loop(), asyncio.Event()
+        # Cancelled before its thread took it, and cancelled in the middle.
+        task = asyncio.ensure_future(AsyncSandbox.create(events))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        task = asyncio.ensure_future(AsyncSandbox.create(events))
+        await created.wait()
+        task.cancel()
+        cancelled.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    # The sandbox the create made was killed before the task ended.
+    assert len(made) == 1 and made[0] not in local_sandboxes(ctx)
+    assert local_sandboxes(ctx) == before
+
+
+def test_process_wait_is_cancellable_and_background_runs(ctx):
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            got = []
+            p = await sb.commands.run("read x; echo got $x", background=True, stdin=b"", on_stdout=got.append)
+            await sb.commands.send_stdin(p.pid, "it\n")
+            assert await p.wait(30) == 0
+            p.close()
+            q = await sb.start("sleep 300")
+            waiting = asyncio.ensure_future(q.wait())
+            await asyncio.sleep(0)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            # The wait was cancelled, not the process.
+            assert await alive(sb, q.pid)
+            with pytest.raises(hangar.DeadlineError):
+                await q.wait(0.1)
+            assert await sb.commands.kill(q.pid)
+            assert await q.wait(30) == -1
+            q.close()
+            t = await sb.pty.create(hangar.PtySize(rows=20, cols=70))
+            await sb.pty.resize(t, hangar.PtySize(rows=21, cols=71))
+            assert await sb.pty.kill(t) is True
+            assert await t.wait(30) == -1
+            t.close()
+            assert "".join(got) == "got it\n"
+
+    run(main())
+
+
+def test_watch_and_every_files_method(ctx):
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            d = f"/tmp/aio-{secrets.token_hex(4)}"
+            assert await sb.files.make_dir(d) is True and await sb.files.make_dir(d) is False
+            w = await sb.files.watch_dir(d)
+            await sb.files.write(f"{d}/a", b"1")
+            assert await w.get_new_events() == [hangar.FilesystemEvent("a", hangar.EVENT_CREATE)]
+            w.stop()
+            assert (await sb.files.rename(f"{d}/a", f"{d}/b")).name == "b"
+            assert (await sb.files.get_info(f"{d}/b")).bytes == 1
+            assert await sb.files.exists(f"{d}/b") and not await sb.files.exists(f"{d}/a")
+            await sb.files.remove(d)
+            assert not await sb.files.exists(d)
+            with pytest.raises(hangar.FileError):
+                await sb.files.rename(f"{d}/a", f"{d}/c")
+
+    run(main())
+
+
+def test_sessions_and_checkpoints(ctx):
+    async def main():
+        s = await AsyncSession.create(ctx)
+        try:
+            sb = await s.sandbox()
+            await sb.files.write("/workspace/turn", "one")
+            cp = await AsyncCheckpoint.create(sb, workspace="/workspace", blob=b"conversation")
+            assert cp.id in [c.id for c in await AsyncCheckpoint.list(ctx)]
+            assert (await (await AsyncCheckpoint.lookup(ctx, cp.id)).read_blob()) == b"conversation"
+            await sb.files.write("/workspace/turn", "two")
+            await cp.restore(sb)
+            assert await sb.files.read("/workspace/turn") == "one"
+            await s.suspend()
+            assert (await s.info()).state == hangar.SESSION_PARKED
+            again = await AsyncSession.open(s.id)
+            back = await again.resume()
+            assert await back.files.read("/workspace/turn") == "one"
+            assert s.id in [i.id for i in await AsyncSession.list(ctx)]
+            await cp.delete()
+            with pytest.raises(hangar.NotFoundError):
+                await AsyncCheckpoint.lookup(ctx, cp.id)
+        finally:
+            await s.delete()
+
+    run(main())
+
+
+def test_a_cancelled_checkpoint_is_not_kept(ctx):
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            await sb.exec("head -c 20000000 /dev/urandom > /workspace/big")
+            before = {c.id for c in await AsyncCheckpoint.list(ctx)}
+            loop, going, cancelled = asyncio.get_running_loop(), asyncio.Event(), threading.Event()
+
+            def progress(done, total):
+                # The first report waits for the cancel: the next one stops the capture.
+                if not going.is_set():
+                    loop.call_soon_threadsafe(going.set)
+                    cancelled.wait(DEADLINE)
+                return False
+
+            task = asyncio.ensure_future(AsyncCheckpoint.create(sb, workspace="/workspace", select_all=True,
+                                                                progress=progress))
+            await going.wait()
+            task.cancel()
+            cancelled.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert {c.id for c in await AsyncCheckpoint.list(ctx)} == before
+
+    run(main())
