@@ -52,6 +52,8 @@ typedef enum hangar_error_code {
 	HANGAR_EEXISTS = -17,
 	/** The caller cancelled it (hangar_exec_opts.cancel returned non-zero). */
 	HANGAR_ECANCELED = -18,
+	/** Another caller is changing it now (a session under another's lease); retry_after_s says when to try again. */
+	HANGAR_EBUSY = -19,
 } hangar_error_code;
 
 /*

@@ -148,9 +148,14 @@ typedef struct hangar_suspend_opts {
 	uint32_t flags;               /**< HANGAR_SUSPEND_* */
 	uint32_t reserved0;
 	int64_t timeout_sec;          /**< the checkpoint; 0: HANGAR_CHECKPOINT_TIMEOUT_SECONDS */
+	/* Version 2. */
+	hangar_cancel_fn cancel;      /**< polled during the checkpoint; non-zero gives the suspend up
+	                                   (HANGAR_ECANCELED): nothing is stored, the session stays
+	                                   active; NULL: never */
+	void *cancel_payload;
 } hangar_suspend_opts;
 
-#define HANGAR_SUSPEND_OPTS_VERSION 1
+#define HANGAR_SUSPEND_OPTS_VERSION 2
 #define HANGAR_SUSPEND_OPTS_INIT HANGAR_STRUCT_INIT(hangar_suspend_opts, HANGAR_SUSPEND_OPTS_VERSION)
 
 /** @param version HANGAR_SUSPEND_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
@@ -170,7 +175,9 @@ HANGAR_EXTERN(int) hangar_suspend_opts_init(hangar_suspend_opts *opts, uint32_t 
  *
  * @return 0, HANGAR_EINVAL (also: a malformed label, refused before
  *         anything happens), HANGAR_EGONE (archived, or the sandbox was
- *         gone), HANGAR_ETIMEOUT (the session's lease stayed taken),
+ *         gone), HANGAR_EBUSY (another caller held the session's lease
+ *         past HANGAR_SESSION_BUSY_WAIT_SECONDS), HANGAR_ECANCELED
+ *         (opts->cancel: nothing stored, the session stays active),
  *         HANGAR_ENOTFOUND, HANGAR_EOS, or what hangar_checkpoint_create()
  *         returns (the session is then active).
  * **Thread safety:** safe from any thread; the session's lease serialises
@@ -186,7 +193,7 @@ HANGAR_EXTERN(int) hangar_session_suspend(hangar_session *s, const hangar_suspen
  * (HANGAR_RESUME_FRESH).
  *
  * @param out receives a reference to the sandbox, or NULL when not wanted.
- * @return 0, HANGAR_EINVAL, HANGAR_EGONE (archived), HANGAR_ETIMEOUT,
+ * @return 0, HANGAR_EINVAL, HANGAR_EGONE (archived), HANGAR_EBUSY,
  *         HANGAR_ENOTFOUND, HANGAR_EOS, HANGAR_EREFUSED (the COLD hook
  *         failed, or the kept create options do not open under the secret
  *         keys), or what hangar_sandbox_create() or
@@ -199,7 +206,7 @@ HANGAR_EXTERN(int) hangar_session_resume(hangar_session *s, hangar_sandbox **out
 /**
  * Archives a session: destroys its sandbox, running or parked, and keeps
  * its record and checkpoints. An archived session cannot be resumed.
- * @return 0, HANGAR_EINVAL, HANGAR_ETIMEOUT or HANGAR_EOS. Archiving twice
+ * @return 0, HANGAR_EINVAL, HANGAR_EBUSY or HANGAR_EOS. Archiving twice
  *         is not an error. A sandbox that cannot be destroyed (its provider
  *         unreachable) is logged and left to expire.
  * **Thread safety:** as suspend.
@@ -211,7 +218,7 @@ HANGAR_EXTERN(int) hangar_session_archive(hangar_session *s);
  * session id is the session's except those another session builds on (a
  * fork's base), and removes its record. The handle stays
  * valid; calls on it then fail with HANGAR_ENOTFOUND.
- * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND, HANGAR_ETIMEOUT, HANGAR_EOS,
+ * @return 0, HANGAR_EINVAL, HANGAR_ENOTFOUND, HANGAR_EBUSY, HANGAR_EOS,
  *         or what hangar_checkpoint_delete() returns (the record is then
  *         kept, so the call can be repeated).
  * **Thread safety:** as suspend.
@@ -292,7 +299,9 @@ HANGAR_EXTERN(void) hangar_session_set_hook(hangar_ctx *ctx, hangar_session_hook
  * MINUTES (all of them when it is 0) and the longest-parked past
  * HANGAR_SESSION_HOT_RESUME_MAX; their sessions become suspended and
  * resume from their checkpoints. A session another caller holds is skipped
- * this time.
+ * this time. Also destroys the sandboxes a resume or eviction gave up but
+ * could not destroy then, because their supervisor did not answer: each is
+ * recorded in the state store until it is gone.
  * @param reaped receives how many were destroyed, or NULL.
  * @return 0, HANGAR_EINVAL or HANGAR_EOS.
  * **Thread safety:** safe from any thread and any number of processes.

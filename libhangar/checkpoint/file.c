@@ -5,8 +5,14 @@
  * either the previous blob or the new one, whole, never a partial one under
  * the final name. Dot-names are never blob names, so a reader cannot pick up
  * a temporary file a crashed writer left behind.
+ *
+ * A dot-name carries its writer's process identity (".NAME~IDENTITY.tmp",
+ * hproc_identity()), so the next write into the directory sweeps what a
+ * killed writer of this machine left at once; one of unknown making is
+ * swept once it is a day old.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -30,8 +37,46 @@ struct file_writer {
 	struct blob_writer base;
 	int fd;
 	char name[129];
-	char tmp[160];
+	char tmp[256];
 };
+
+#define STALE_TMP_SECONDS 86400
+
+/* Removes the temporary files of writers that no longer run. */
+static void sweep_dead_writers(struct file_store *fs)
+{
+	int fd = openat(fs->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	time_t now = time(NULL);
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		const char *n = e->d_name, *tilde = strrchr(n, '~');
+		size_t len = strlen(n);
+		char identity[128];
+		struct stat st;
+		int dead;
+
+		if (n[0] != '.' || len < 5 || strcmp(n + len - 4, ".tmp") != 0)
+			continue;
+		if (tilde && (size_t)(n + len - 4 - tilde - 1) < sizeof(identity)) {
+			snprintf(identity, sizeof(identity), "%.*s", (int)(n + len - 4 - tilde - 1), tilde + 1);
+			dead = hproc_dead(identity);
+		} else {
+			dead = fstatat(fs->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       now - st.st_mtime > STALE_TMP_SECONDS;
+		}
+		if (dead && unlinkat(fs->dirfd, n, 0) == 0)
+			hangar_sys_log(fs->base.ctx, HANGAR_LOG_INFO, "checkpoint store %s: swept %s, left by a writer that stopped",
+				       fs->dir, n);
+	}
+	closedir(d);
+}
 
 static struct file_store *fs_of(struct blobstore *bs)
 {
@@ -42,15 +87,14 @@ static int write_begin(struct blob_writer **out, struct blobstore *bs, const cha
 {
 	struct file_store *fs = fs_of(bs);
 	struct file_writer *w = calloc(1, sizeof(*w));
-	unsigned char rnd[8];
-	char hex[17];
+	char identity[128];
 
 	if (!w)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	randombytes_buf(rnd, sizeof(rnd));
-	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
+	sweep_dead_writers(fs);
+	hproc_identity(identity, sizeof(identity));
 	snprintf(w->name, sizeof(w->name), "%s", name);
-	snprintf(w->tmp, sizeof(w->tmp), ".%s.%s.tmp", name, hex);
+	snprintf(w->tmp, sizeof(w->tmp), ".%s~%s.tmp", name, identity);
 	w->fd = openat(fs->dirfd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w->fd < 0) {
 		int e = errno;

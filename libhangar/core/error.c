@@ -257,6 +257,7 @@ static const struct {
 	{ HANGAR_EOS, "os", "system call failed" },
 	{ HANGAR_EEXISTS, "exists", "already exists" },
 	{ HANGAR_ECANCELED, "canceled", "cancelled by the caller" },
+	{ HANGAR_EBUSY, "busy", "being changed by another caller" },
 };
 
 const char *hangar_strerror(int code)

@@ -71,6 +71,7 @@ enum hsetting {
 	HS_SESSION_HOT_RESUME_MAX,
 	HS_SESSION_CHECK_SECONDS,
 	HS_MAX_SANDBOXES,
+	HS_SESSION_BUSY_WAIT,
 	HS_COUNT
 };
 
@@ -87,6 +88,17 @@ extern const struct hangar_provider_ops *const hangar_builtin_providers[];
 
 /* Creates dir and its missing parents, 0700; failures name setting, the one dir comes from. */
 int hmkdirs(const char *dir, const char *setting);
+
+/*
+ * This process, named so that another process can tell whether it still
+ * runs: "b<boot>.n<pid namespace>.p<pid>.s<start time>.<random>". A name
+ * is dead when it is of this machine's boot and pid namespace and no
+ * process of that pid and start time runs; of elsewhere, it is never known
+ * dead (0). Leases and temporary files carry it, so what a killed process
+ * held is taken over or swept at once.
+ */
+void hproc_identity(char *out, size_t size);
+int hproc_dead(const char *identity);
 
 /* ---- keys (core/kdf.c) ---------------------------------------------------- */
 

@@ -95,6 +95,8 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 	[HS_MAX_SANDBOXES] = { "HANGAR_MAX_SANDBOXES", HANGAR_SETTING_TYPE_INT, 0, "0", 0, 1000000, NULL,
 			       "most sandboxes the state store records at once, paused ones included (0: no limit)",
 			       NULL },
+	[HS_SESSION_BUSY_WAIT] = { "HANGAR_SESSION_BUSY_WAIT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 0, 3600, NULL,
+				   "how long a session call waits while another caller changes the session", NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

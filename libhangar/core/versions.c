@@ -34,7 +34,8 @@ HV_TABLE(hv_copy_opts, "copy options", HANGAR_COPY_OPTS_VERSION, HV_NOW(hangar_c
 HV_TABLE(hv_checkpoint_opts, "checkpoint options", HANGAR_CHECKPOINT_OPTS_VERSION, HV_NOW(hangar_checkpoint_opts));
 HV_TABLE(hv_restore_opts, "restore options", HANGAR_RESTORE_OPTS_VERSION, HV_NOW(hangar_restore_opts));
 HV_TABLE(hv_session_opts, "session options", HANGAR_SESSION_OPTS_VERSION, HV_NOW(hangar_session_opts));
-HV_TABLE(hv_suspend_opts, "suspend options", HANGAR_SUSPEND_OPTS_VERSION, HV_NOW(hangar_suspend_opts));
+HV_TABLE(hv_suspend_opts, "suspend options", HANGAR_SUSPEND_OPTS_VERSION, HV_UPTO(hangar_suspend_opts, cancel),
+	 HV_NOW(hangar_suspend_opts));
 HV_TABLE(hv_template_build_opts, "template build options", HANGAR_TEMPLATE_BUILD_OPTS_VERSION,
 	 HV_NOW(hangar_template_build_opts));
 

@@ -148,9 +148,15 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 	co.labels = (const char *const *)labels;
 	co.user = *row.user ? row.user : NULL;
 	co.timeout_sec = o->timeout_sec;
-	co.progress = sess_renew_progress;
-	co.progress_payload = l;
+	co.cancel = o->cancel;
+	co.cancel_payload = o->cancel_payload;
 	ckpt_rc = hangar_checkpoint_create(&cp, sb, &co);
+	if (ckpt_rc == HANGAR_ECANCELED) {
+		/* The caller gave up: nothing was stored, the session keeps running. */
+		rc = ckpt_rc;
+		herr_prefix("session %s keeps running: its suspend was cancelled", row.id);
+		goto out;
+	}
 	if (ckpt_rc == 0 && cp) {
 		sess_set(&row.checkpoint_id, hangar_checkpoint_id(cp));
 	} else if (!*row.checkpoint_id) {
@@ -162,7 +168,6 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "session %s: checkpoint failed, suspending on %s: %s", row.id,
 		     row.checkpoint_id, hangar_error_last()->message);
 	}
-	sess_lease_renew(l);
 
 	park_refusal(s, &row, sb, o->flags, reason);
 	if (!reason[0] && sess_hook(s, sb, HANGAR_SESSION_HOOK_PARK) != 0)
@@ -227,12 +232,28 @@ int hangar_session_suspend(hangar_session *s, const hangar_suspend_opts *opts)
 
 /* ---- resume ----------------------------------------------------------------------- */
 
+/* The check command's bound: HANGAR_SESSION_CHECK_SECONDS for the whole call, not only in the sandbox. */
+struct check_bound {
+	int64_t until_ms;
+	int hit;
+};
+
+static int check_overdue(void *payload)
+{
+	struct check_bound *b = payload;
+
+	if (clock_mono_ms() >= b->until_ms)
+		b->hit = 1;
+	return b->hit;
+}
+
 /* Tries the parked sandbox: 0 and *out when it is the session's again, else reason says why not. */
 static int try_hot(hangar_session *s, struct store_session *row, hangar_sandbox **out, char reason[REASON_MAX])
 {
 	hangar_ctx *ctx = s->ctx;
 	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
 	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	struct check_bound check = { 0, 0 };
 	hangar_sandbox *sb = NULL;
 	char *latest = NULL;
 	int rc;
@@ -249,7 +270,8 @@ static int try_hot(hangar_session *s, struct store_session *row, hangar_sandbox 
 	}
 	free(latest);
 	if ((rc = sess_attach(ctx, row, &sb)) != 0) {
-		snprintf(reason, REASON_MAX, "the parked sandbox is gone: %s", hangar_error_last()->message);
+		snprintf(reason, REASON_MAX, "the parked sandbox %s: %s",
+			 rc == HANGAR_EGONE ? "is gone" : "did not answer (hung)", hangar_error_last()->message);
 		sess_destroy_sandbox(ctx, row, NULL, reason);
 		return 0;
 	}
@@ -257,10 +279,17 @@ static int try_hot(hangar_session *s, struct store_session *row, hangar_sandbox 
 		snprintf(reason, REASON_MAX, "resuming the parked sandbox failed: %s", hangar_error_last()->message);
 		goto fail;
 	}
+	check.until_ms = clock_mono_ms() + hctx_int(ctx, HS_SESSION_CHECK_SECONDS) * 1000;
 	eo.timeout_sec = hctx_int(ctx, HS_SESSION_CHECK_SECONDS);
+	eo.cancel = check_overdue;
+	eo.payload = &check;
 	rc = hangar_sandbox_exec(&res, sb, "true", &eo);
 	if (rc || res.exit_code != 0 || res.timed_out) {
-		if (rc)
+		if (rc == HANGAR_ECANCELED && check.hit)
+			snprintf(reason, REASON_MAX,
+				 "the resumed sandbox hung: no answer to a command within %lld s (HANGAR_SESSION_CHECK_SECONDS)",
+				 (long long)hctx_int(ctx, HS_SESSION_CHECK_SECONDS));
+		else if (rc)
 			snprintf(reason, REASON_MAX, "the resumed sandbox did not answer a command: %s",
 				 hangar_error_last()->message);
 		else
@@ -296,7 +325,6 @@ static int cold(hangar_session *s, struct store_session *row, struct sess_lease 
 		return rc;
 	if ((rc = sess_create_sandbox(ctx, row, NULL, NULL, &sb)) != 0)
 		goto out;
-	sess_lease_renew(l);
 	if (*latest && (rc = sess_restore(ctx, row, latest, sb, l)) != 0) {
 		herr_prefix("session %s: restoring checkpoint %s", row->id, latest);
 		goto fail;
@@ -530,6 +558,34 @@ int sess_evict_parked(hangar_ctx *ctx, const char *except, const char *why)
 	return rc;
 }
 
+/* Destroys the sandboxes given up earlier that could not be destroyed then; how many went. */
+static uint32_t reap_doomed(hangar_ctx *ctx)
+{
+	char **ids = NULL, **providers = NULL;
+	uint32_t n = 0;
+
+	if (store_doomed_list(ctx, 64, &ids, &providers) == 0)
+		for (size_t i = 0; ids[i]; i++) {
+			hangar_sandbox *sb = NULL;
+			int rc = hangar_sandbox_attach(&sb, ctx, *providers[i] ? providers[i] : NULL, ids[i]);
+
+			if (rc == 0)
+				rc = hangar_sandbox_kill(sb);
+			hangar_sandbox_unref(sb);
+			if (rc == 0 || rc == HANGAR_EGONE || rc == HANGAR_ENOTFOUND) {
+				hangar_sys_log(ctx, HANGAR_LOG_INFO, "reaper: destroyed sandbox %s, given up earlier", ids[i]);
+				if (store_doomed_remove(ctx, ids[i]) == 0 && rc == 0)
+					n++;
+			} else {
+				hangar_sys_log(ctx, HANGAR_LOG_INFO, "reaper: sandbox %s, given up earlier, still does not answer: %s",
+					       ids[i], hangar_error_last()->message);
+			}
+		}
+	store_ids_free(ids);
+	store_ids_free(providers);
+	return n;
+}
+
 int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 {
 	struct parked_list l = { 0 };
@@ -564,6 +620,7 @@ int hangar_session_reap(hangar_ctx *ctx, uint32_t *reaped)
 			rc = r;
 	}
 	parked_list_free(&l);
+	n += reap_doomed(ctx);
 	if (reaped)
 		*reaped = n;
 	if (rc == 0)

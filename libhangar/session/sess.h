@@ -20,25 +20,29 @@ struct hangar_session {
 
 /* ---- leases: one caller at a time changes a session ------------------------- */
 
+/* ---- leases (lease.c) ---------------------------------------------------------- */
+
+#define LEASE_TTL_US (30LL * 1000000)   /* a lease runs out this long after its holder stopped */
+#define LEASE_RENEW_MS 10000             /* how often a holder renews it */
+
 struct sess_lease {
 	hangar_ctx *ctx;
 	const char *id;
-	char holder[64];
-	int64_t renewed_ms;             /* monotonic */
+	char holder[96];                /* hproc_identity() */
 	int held;
+	struct renewer *renewer;        /* the thread renewing it while held */
 };
 
 /*
- * Takes id's lease, waiting (up to twice its lifetime) while another caller
- * holds it. wait 0: one try only, 0 returned with l->held 0 when taken.
- * HANGAR_ETIMEOUT when it stayed taken, HANGAR_ENOTFOUND without the session.
+ * Takes id's lease: at once when it is free, has run out, or its holder is
+ * found dead; else waits up to HANGAR_SESSION_BUSY_WAIT_SECONDS for it, then
+ * fails with HANGAR_EBUSY (retry_after_s: how long it still runs). wait 0:
+ * no waiting, 0 returned with l->held 0 when another holds it. While held,
+ * a thread renews it.
  */
 int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int wait);
-/* Extends a held lease when its last renewal is more than a few seconds old. */
-void sess_lease_renew(struct sess_lease *l);
+/* Stops renewing and gives the lease up (nothing when not held), keeping the thread's error. */
 void sess_lease_give(struct sess_lease *l);
-/* A checkpoint progress callback that renews the lease given as payload (may be NULL). */
-int sess_renew_progress(uint64_t done, uint64_t total, void *payload);
 
 /* ---- records ---------------------------------------------------------------- */
 

@@ -22,76 +22,6 @@
 #include "sandbox/sandbox.h"
 #include "sess.h"
 
-#define LEASE_TTL_US (120LL * 1000000)
-#define LEASE_RENEW_MS 20000
-
-/* ---- leases ---------------------------------------------------------------------- */
-
-int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int wait)
-{
-	unsigned char raw[8];
-	int64_t deadline = clock_mono_ms() + 2 * LEASE_TTL_US / 1000;
-	long pause_ms = 10;
-	int rc;
-
-	memset(l, 0, sizeof(*l));
-	l->ctx = ctx;
-	l->id = id;
-	randombytes_buf(raw, sizeof(raw));
-	snprintf(l->holder, sizeof(l->holder), "%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (long)getpid(), raw[0], raw[1],
-		 raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]);
-	for (;;) {
-		rc = store_session_lease(ctx, id, l->holder, LEASE_TTL_US);
-		if (rc == 1) {
-			l->held = 1;
-			l->renewed_ms = clock_mono_ms();
-			return 0;
-		}
-		if (rc < 0)
-			return rc;
-		if (!wait)
-			return 0;
-		if (clock_mono_ms() >= deadline)
-			return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_OS,
-				    "session %s is held by another caller, and was not given up in %lld s", id,
-				    (long long)(2 * LEASE_TTL_US / 1000000));
-		/* The holder gives it up with one UPDATE: poll, backing off to 200 ms. */
-		{
-			struct timespec ts = { 0, pause_ms * 1000000L };
-
-			nanosleep(&ts, NULL);
-		}
-		if (pause_ms < 200)
-			pause_ms *= 2;
-	}
-}
-
-void sess_lease_renew(struct sess_lease *l)
-{
-	if (!l || !l->held || clock_mono_ms() - l->renewed_ms < LEASE_RENEW_MS)
-		return;
-	{
-		hangar_sys_saved_error saved;
-
-		hangar_sys_error_save(&saved);
-		if (store_session_lease(l->ctx, l->id, l->holder, LEASE_TTL_US) == 1)
-			l->renewed_ms = clock_mono_ms();
-		hangar_sys_error_restore(&saved);
-	}
-}
-
-void sess_lease_give(struct sess_lease *l)
-{
-	hangar_sys_saved_error saved;
-
-	if (!l->held)
-		return;
-	hangar_sys_error_save(&saved);
-	store_session_unlease(l->ctx, l->id, l->holder);
-	hangar_sys_error_restore(&saved);
-	l->held = 0;
-}
-
 /* ---- records --------------------------------------------------------------------- */
 
 void sess_new_id(char out[32], const char *prefix)
@@ -385,10 +315,15 @@ void sess_destroy_sandbox(hangar_ctx *ctx, const struct store_session *row, hang
 	}
 	if (rc == 0)
 		rc = hangar_sandbox_kill(sb);
-	if (rc && rc != HANGAR_EGONE)
-		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "session %s: sandbox %s (%s) could not be destroyed, it expires on its own: %s",
-		     row->id, row->sandbox_id, why, hangar_error_last()->message);
-	else
+	if (rc && rc != HANGAR_EGONE) {
+		/* Never left paused with no owner: the reaper destroys it once it answers. */
+		hangar_sys_log(ctx, HANGAR_LOG_WARNING,
+			       "session %s: sandbox %s (%s) could not be destroyed now, the reaper will: %s", row->id,
+			       row->sandbox_id, why, hangar_error_last()->message);
+		if (store_doomed_add(ctx, row->sandbox_id, row->provider, why) != 0)
+			hangar_sys_log(ctx, HANGAR_LOG_ERROR, "session %s: sandbox %s could not be recorded for the reaper: %s",
+				       row->id, row->sandbox_id, hangar_error_last()->message);
+	} else
 		hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: destroyed sandbox %s: %s", row->id, row->sandbox_id, why);
 	hangar_sandbox_unref(own);
 	hangar_sys_error_restore(&saved);
@@ -422,14 +357,6 @@ int sess_latest_checkpoint(hangar_ctx *ctx, const struct store_session *row, cha
 	return *id ? 0 : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 }
 
-int sess_renew_progress(uint64_t done, uint64_t total, void *payload)
-{
-	(void)done;
-	(void)total;
-	sess_lease_renew(payload);
-	return 0;
-}
-
 int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *checkpoint_id, hangar_sandbox *sb,
 		 struct sess_lease *l)
 {
@@ -441,8 +368,6 @@ int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *c
 		return rc;
 	ro.workspace = *row->workspace ? row->workspace : NULL;
 	ro.user = *row->user ? row->user : NULL;
-	ro.progress = sess_renew_progress;
-	ro.progress_payload = l;
 	rc = hangar_checkpoint_restore(sb, cp, &ro);
 	hangar_checkpoint_unref(cp);
 	return rc;

@@ -274,36 +274,84 @@ int store_sandbox_count(hangar_ctx *ctx, uint64_t *n)
 	return count(ctx, "SELECT COUNT(*) FROM sandboxes", -1, n);
 }
 
-int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us)
+/* Who holds id's lease and until when: 0, or HANGAR_ENOTFOUND when there is no such session. */
+static int lease_holder(hangar_ctx *ctx, struct db *db, const char *id, char **holder, int64_t *expires_us)
+{
+	struct db_stmt *st;
+	int rc;
+
+	if ((rc = db_prepare(db, &st, "SELECT lease_holder, lease_expires_us FROM sessions WHERE id = $1")) != 0)
+		return rc;
+	db_bind_text(st, 1, id);
+	rc = db_step(st);
+	if (rc == DB_ROW) {
+		const char *h = db_column_text(st, 0);
+
+		if (expires_us)
+			*expires_us = db_column_int64(st, 1);
+		rc = 0;
+		if (holder && !(*holder = strdup(h ? h : "")))
+			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	} else if (rc == DB_DONE) {
+		rc = herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no session %s", id);
+	}
+	db_finalize(st);
+	return rc;
+}
+
+int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us, const char *dead,
+			char **other, int64_t *expires_us)
 {
 	struct db *db = store_db(ctx);
 	struct db_stmt *st;
 	int64_t now = clock_wall_us();
 	int rc;
 
+	if (other)
+		*other = NULL;
+	if (expires_us)
+		*expires_us = 0;
 	if (!db)
 		return hangar_error_last()->code;
 	/* One conditional UPDATE: whichever caller writes first takes it. */
 	rc = db_prepare(db, &st,
 			"UPDATE sessions SET lease_holder = $2, lease_expires_us = $3 WHERE id = $1 AND"
-			" (lease_holder = '' OR lease_holder = $2 OR lease_expires_us < $4)");
+			" (lease_holder = '' OR lease_holder = $2 OR lease_expires_us < $4 OR lease_holder = $5)");
 	if (rc)
 		return rc;
 	db_bind_text(st, 1, id);
 	db_bind_text(st, 2, holder);
 	db_bind_int64(st, 3, now + ttl_us);
 	db_bind_int64(st, 4, now);
+	db_bind_text(st, 5, dead && *dead ? dead : holder);
 	rc = db_step(st);
 	if (rc == DB_DONE)
 		rc = db_changes(st) > 0 ? 1 : 0;
 	db_finalize(st);
-	if (rc == 0) {
-		struct store_session s;
+	/* Held by another (who, until when), or no such session? */
+	if (rc == 0 && (rc = lease_holder(ctx, db, id, other, expires_us)) == 0)
+		rc = 0;
+	return rc;
+}
 
-		/* Held by another, or no such session? */
-		if ((rc = store_session_get(ctx, id, &s)) == 0)
-			store_session_free(&s);
-	}
+int store_session_lease_renew(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	int rc;
+
+	if (!db)
+		return hangar_error_last()->code;
+	rc = db_prepare(db, &st, "UPDATE sessions SET lease_expires_us = $3 WHERE id = $1 AND lease_holder = $2");
+	if (rc)
+		return rc;
+	db_bind_text(st, 1, id);
+	db_bind_text(st, 2, holder);
+	db_bind_int64(st, 3, clock_wall_us() + ttl_us);
+	rc = db_step(st);
+	if (rc == DB_DONE)
+		rc = db_changes(st) > 0 ? 1 : 0;
+	db_finalize(st);
 	return rc;
 }
 
@@ -344,4 +392,80 @@ int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const 
 	rc = db_step(st);
 	db_finalize(st);
 	return rc;   /* DB_ROW (1): in use; DB_DONE (0): not */
+}
+
+/* ---- sandboxes to destroy later ------------------------------------------------- */
+
+int store_doomed_add(hangar_ctx *ctx, const char *id, const char *provider, const char *reason)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	int rc;
+
+	if (!db)
+		return hangar_error_last()->code;
+	rc = db_prepare(db, &st,
+			"INSERT INTO doomed (id, provider, reason, since_us) VALUES ($1, $2, $3, $4) "
+			"ON CONFLICT (id) DO UPDATE SET reason = excluded.reason");
+	if (rc)
+		return rc;
+	db_bind_text(st, 1, id);
+	db_bind_text(st, 2, provider ? provider : "");
+	db_bind_text(st, 3, reason ? reason : "");
+	db_bind_int64(st, 4, clock_wall_us());
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
+}
+
+int store_doomed_remove(hangar_ctx *ctx, const char *id)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	int rc;
+
+	if (!db)
+		return hangar_error_last()->code;
+	if ((rc = db_prepare(db, &st, "DELETE FROM doomed WHERE id = $1")) != 0)
+		return rc;
+	db_bind_text(st, 1, id);
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
+}
+
+int store_doomed_list(hangar_ctx *ctx, size_t max, char ***ids, char ***providers)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	size_t n = 0;
+	int rc;
+
+	*ids = calloc(max + 1, sizeof(char *));
+	*providers = calloc(max + 1, sizeof(char *));
+	if (!*ids || !*providers) {
+		store_ids_free(*ids);
+		store_ids_free(*providers);
+		*ids = *providers = NULL;
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	if (!db)
+		return hangar_error_last()->code;
+	if ((rc = db_prepare(db, &st, "SELECT id, provider FROM doomed ORDER BY since_us")) != 0)
+		return rc;
+	while ((rc = db_step(st)) == DB_ROW) {
+		const char *id = db_column_text(st, 0), *p = db_column_text(st, 1);
+
+		if (n == max)
+			continue;
+		(*ids)[n] = strdup(id ? id : "");
+		(*providers)[n] = strdup(p ? p : "");
+		if (!(*ids)[n] || !(*providers)[n]) {
+			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+			break;
+		}
+		n++;
+	}
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
 }

@@ -84,6 +84,10 @@ static const struct db_migration migrations[] = {
 	  "CREATE INDEX sessions_by_state ON sessions (state, parked_us);"
 	  "CREATE INDEX sessions_by_fork ON sessions (fork_group);",
 	  NULL },
+	/* 4 -> 5: sandboxes to destroy that could not be when they were given up */
+	{ "CREATE TABLE doomed ("
+	  "  id TEXT PRIMARY KEY, provider TEXT NOT NULL, reason TEXT NOT NULL, since_us INTEGER NOT NULL);",
+	  NULL },
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -123,13 +123,29 @@ void store_session_free(struct store_session *s);
 /* How many sessions are in state. */
 int store_session_count(hangar_ctx *ctx, int state, uint64_t *n);
 /*
- * Takes id's lease for holder until now + ttl_us: when nobody holds it, it
- * expired, or holder already does (a renewal). 1 taken, 0 held by another,
- * or a failure (negative); HANGAR_ENOTFOUND when the row is gone.
+ * Takes id's lease for holder for ttl_us when it is free, has run out, is
+ * holder's already, or is held by dead (a holder known to be dead; NULL:
+ * none). 1 when taken; 0 when another holds it, who (*other, malloc'd) and
+ * until when (*expires_us, wall clock) then said where not NULL; a failure
+ * (negative), HANGAR_ENOTFOUND when there is no such session.
  */
-int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us);
+int store_session_lease(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us, const char *dead,
+			char **other, int64_t *expires_us);
+/* Extends id's lease by ttl_us from now if holder still holds it: 1 when it did, 0 when not, or a failure. */
+int store_session_lease_renew(hangar_ctx *ctx, const char *id, const char *holder, int64_t ttl_us);
 /* Gives id's lease up if holder holds it. */
 int store_session_unlease(hangar_ctx *ctx, const char *id, const char *holder);
+
+/*
+ * Sandboxes given up that could not be destroyed then (their supervisor did
+ * not answer): kept until the reaper destroys them. add records (or
+ * updates the reason of) one; list gives at most max, oldest first, as
+ * NULL-terminated arrays to free with store_ids_free (also on failure);
+ * remove forgets one.
+ */
+int store_doomed_add(hangar_ctx *ctx, const char *id, const char *provider, const char *reason);
+int store_doomed_list(hangar_ctx *ctx, size_t max, char ***ids, char ***providers);
+int store_doomed_remove(hangar_ctx *ctx, const char *id);
 
 /* 1 when a session other than except builds on checkpoint_id (a fork's base), else 0. */
 int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const char *except);

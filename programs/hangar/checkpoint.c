@@ -11,7 +11,6 @@
 
 #include "cli.h"
 
-static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 
 /* The longest a capture or restore may take from the command line (a day). */
 #define CKPT_TIMEOUT_MAX 86400
@@ -81,26 +80,6 @@ static void progress_end(struct progress *p)
 {
 	if (p->on && p->drawn)
 		fprintf(stderr, "\r\033[K");
-}
-
-/* A cancel callback: a stop signal arrived. */
-static int signalled(void *payload)
-{
-	(void)payload;
-	return sig_caught() != 0;
-}
-
-static int setup_signals(void)
-{
-	return sig_setup(stop_signals, sizeof(stop_signals) / sizeof(stop_signals[0])) < 0 ? EXIT_FAIL : 0;
-}
-
-/* The status for a failed long operation: interrupted by a signal, or a message. */
-static int failed(int rc, const char *what, const char *id)
-{
-	if (rc == HANGAR_ECANCELED && sig_caught())
-		return EXIT_SIGNAL_BASE + sig_caught();
-	return cli_fail("cannot %s %s", what, cli_text(id));
 }
 
 /* ---- printing ------------------------------------------------------------------------- */
@@ -234,16 +213,16 @@ int cmd_checkpoint_create(struct cli *cli, int argc, char **argv)
 	}
 	a.opts.labels = a.labels.v;
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = cli_attach(ctx, id, &sb)) != 0 ||
-	    (status = setup_signals()) != 0)
+	    (status = stop_signals_setup()) != 0)
 		goto out;
 	progress_start(&prog, "checkpoint");
-	a.opts.cancel = signalled;
+	a.opts.cancel = stop_requested;
 	a.opts.progress = on_progress;
 	a.opts.progress_payload = &prog;
 	rc = hangar_checkpoint_create(&cp, sb, &a.opts);
 	progress_end(&prog);
 	if (rc != 0) {
-		status = failed(rc, "checkpoint sandbox", id);
+		status = stop_status(rc, "checkpoint sandbox", id);
 		goto out;
 	}
 	if (a.json) {
@@ -444,16 +423,16 @@ int cmd_checkpoint_restore(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status < 0 ? 0 : status;
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = lookup(ctx, ops[0], &cp)) != 0 ||
-	    (status = cli_attach(ctx, ops[1], &sb)) != 0 || (status = setup_signals()) != 0)
+	    (status = cli_attach(ctx, ops[1], &sb)) != 0 || (status = stop_signals_setup()) != 0)
 		goto out;
 	progress_start(&prog, "restore");
-	opts.cancel = signalled;
+	opts.cancel = stop_requested;
 	opts.progress = on_progress;
 	opts.progress_payload = &prog;
 	rc = hangar_checkpoint_restore(sb, cp, &opts);
 	progress_end(&prog);
 	if (rc != 0)
-		status = failed(rc, "restore checkpoint", ops[0]);
+		status = stop_status(rc, "restore checkpoint", ops[0]);
 out:
 	hangar_checkpoint_unref(cp);
 	hangar_sandbox_unref(sb);
@@ -480,16 +459,16 @@ int cmd_checkpoint_export(struct cli *cli, int argc, char **argv)
 	if (status)
 		return status < 0 ? 0 : status;
 	if ((status = cli_open(cli, &ctx)) != 0 || (status = lookup(ctx, ops[0], &cp)) != 0 ||
-	    (status = setup_signals()) != 0)
+	    (status = stop_signals_setup()) != 0)
 		goto out;
 	progress_start(&prog, "export");
-	opts.cancel = signalled;
+	opts.cancel = stop_requested;
 	opts.progress = on_progress;
 	opts.progress_payload = &prog;
 	rc = hangar_checkpoint_export(cp, ops[1], &opts);
 	progress_end(&prog);
 	if (rc != 0)
-		status = failed(rc, "export checkpoint", ops[0]);
+		status = stop_status(rc, "export checkpoint", ops[0]);
 out:
 	hangar_checkpoint_unref(cp);
 	hangar_ctx_unref(ctx);

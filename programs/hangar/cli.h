@@ -108,6 +108,16 @@ int sig_fd(void);
 int sig_caught(void);
 int sig_next(void);       /* the next signal from the pipe, 0 when none is pending */
 int sig_block(const int *signals, size_t n, sigset_t *old);
+/*
+ * For long operations that stop on a signal (capture, restore, export,
+ * suspend): catches SIGINT, SIGTERM, SIGHUP and SIGQUIT (EXIT_FAIL when it
+ * cannot); stop_requested is their cancel callback; stop_status is the exit
+ * status of a failed one: 128+signal when a signal stopped it, else the
+ * message "cannot WHAT ID".
+ */
+int stop_signals_setup(void);
+int stop_requested(void *payload);
+int stop_status(int rc, const char *what, const char *id);
 
 /* util.c: running a command with hangar_sandbox_exec on a worker thread, so a
  * signal can be noticed while it runs. */

@@ -327,7 +327,7 @@ int cmd_session_suspend(struct cli *cli, int argc, char **argv)
 	hangar_ctx *ctx = NULL;
 	char *id = NULL, *blob = NULL;
 	size_t blob_len = 0;
-	int status;
+	int status, rc;
 
 	status = cli_want(cli, cli_parse(cli, argc, argv, "b:l:Nt:h", longopts, &id, 1, suspend_opt, &a), 1,
 			  "session id");
@@ -340,10 +340,13 @@ int cmd_session_suspend(struct cli *cli, int argc, char **argv)
 		a.opts.blob_len = blob_len;
 	}
 	a.opts.labels = a.labels.v;
-	if ((status = cli_open(cli, &ctx)) != 0 || (status = open_session(ctx, id, &s)) != 0)
+	if ((status = cli_open(cli, &ctx)) != 0 || (status = open_session(ctx, id, &s)) != 0 ||
+	    (status = stop_signals_setup()) != 0)
 		goto out;
-	if (hangar_session_suspend(s, &a.opts) != 0) {
-		status = cli_fail("cannot suspend session %s", cli_text(id));
+	/* A stop signal cancels the capture: nothing is stored, the session stays active. */
+	a.opts.cancel = stop_requested;
+	if ((rc = hangar_session_suspend(s, &a.opts)) != 0) {
+		status = stop_status(rc, "suspend session", id);
 		goto out;
 	}
 	if ((status = get_info(s, &in)) != 0)

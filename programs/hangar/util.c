@@ -397,6 +397,26 @@ int sig_caught(void)
 	return caught;
 }
 
+int stop_signals_setup(void)
+{
+	static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+	return sig_setup(stop_signals, sizeof(stop_signals) / sizeof(stop_signals[0])) < 0 ? EXIT_FAIL : 0;
+}
+
+int stop_requested(void *payload)
+{
+	(void)payload;
+	return sig_caught() != 0;
+}
+
+int stop_status(int rc, const char *what, const char *id)
+{
+	if (rc == HANGAR_ECANCELED && sig_caught())
+		return EXIT_SIGNAL_BASE + sig_caught();
+	return cli_fail("cannot %s %s", what, cli_text(id));
+}
+
 int sig_next(void)
 {
 	unsigned char b;

@@ -31,6 +31,7 @@ static const struct {
 	{ HANGAR_EOS, 500 },
 	{ HANGAR_EEXISTS, 409 },
 	{ HANGAR_ECANCELED, 503 },    /* only the server cancels: it is stopping */
+	{ HANGAR_EBUSY, 409 },        /* with Retry-After: another caller holds the session */
 };
 
 unsigned error_status(int code)

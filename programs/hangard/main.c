@@ -139,6 +139,10 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 		fprintf(stderr, "hangard: %s\n", hangar_error_last()->message);
 		goto out;
 	}
+	/* A client is told at once that a session is busy (409, Retry-After): it
+	 * holds the timeout, not hangard. Set the variable to wait instead. */
+	if (!getenv("HANGAR_SESSION_BUSY_WAIT_SECONDS"))
+		hangar_ctx_set(srv.ctx, "HANGAR_SESSION_BUSY_WAIT_SECONDS", "0");
 	for (size_t i = 0; i < n_lib; i++)
 		if (hangar_ctx_set(srv.ctx, lib[i].name, lib[i].value) < 0) {
 			fprintf(stderr, "hangard: %s: %s\n", lib[i].name, hangar_error_last()->message);

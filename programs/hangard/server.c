@@ -233,7 +233,7 @@ void reply_hangar_error(struct request *r, int code)
 	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
 	sjson_add_int64(err, "code", code);
 	cJSON_AddStringToObject(err, "message", error_public_message(msg, safe, sizeof(safe)));
-	if (status == 503) {
+	if (status == 503 || code == HANGAR_EBUSY) {
 		char secs[16];
 		snprintf(secs, sizeof(secs), "%d", retry > 0 ? retry : 1);
 		sjson_add_int64(err, "retry_after_s", retry > 0 ? retry : 1);

@@ -66,6 +66,17 @@ struct v1_exec_result {
 	int64_t duration_us;
 };
 
+struct v1_suspend_opts {
+	uint32_t version;
+	uint32_t size;
+	const void *blob;
+	size_t blob_len;
+	const char *const *labels;
+	uint32_t flags;
+	uint32_t reserved0;
+	int64_t timeout_sec;
+};
+
 /* Structs whose only version is 1: today's layout is version 1's. */
 static_assert(HANGAR_EXEC_OPTS_VERSION == 1, "write hangar_exec_opts' version-1 layout here");
 static_assert(HANGAR_PROCESS_OPTS_VERSION == 1, "write hangar_process_opts' version-1 layout here");
@@ -73,7 +84,6 @@ static_assert(HANGAR_COPY_OPTS_VERSION == 1, "write hangar_copy_opts' version-1 
 static_assert(HANGAR_CHECKPOINT_OPTS_VERSION == 1, "write hangar_checkpoint_opts' version-1 layout here");
 static_assert(HANGAR_RESTORE_OPTS_VERSION == 1, "write hangar_restore_opts' version-1 layout here");
 static_assert(HANGAR_SESSION_OPTS_VERSION == 1, "write hangar_session_opts' version-1 layout here");
-static_assert(HANGAR_SUSPEND_OPTS_VERSION == 1, "write hangar_suspend_opts' version-1 layout here");
 static_assert(HANGAR_TEMPLATE_BUILD_OPTS_VERSION == 1, "write hangar_template_build_opts' version-1 layout here");
 static_assert(HANGAR_SANDBOX_INFO_VERSION == 1, "write hangar_sandbox_info's version-1 layout here");
 static_assert(HANGAR_CHECKPOINT_INFO_VERSION == 1, "write hangar_checkpoint_info's version-1 layout here");
@@ -82,6 +92,7 @@ static_assert(HANGAR_REAP_RESULT_VERSION == 1, "write hangar_reap_result's versi
 /* The two that moved on, and to where: a third version needs a test of the second. */
 static_assert(HANGAR_CREATE_OPTS_VERSION == 2, "test hangar_create_opts' version 2 layout too");
 static_assert(HANGAR_EXEC_RESULT_VERSION == 2, "test hangar_exec_result's version 2 layout too");
+static_assert(HANGAR_SUSPEND_OPTS_VERSION == 2, "test hangar_suspend_opts' version 2 layout too");
 
 /* ---- *_opts_init ------------------------------------------------------------ */
 
@@ -113,7 +124,8 @@ START_TEST(opts_init_writes_the_asked_version)
 	CHECK_INIT(hangar_checkpoint_opts, hangar_checkpoint_opts_init, 1);
 	CHECK_INIT(hangar_restore_opts, hangar_restore_opts_init, 1);
 	CHECK_INIT(hangar_session_opts, hangar_session_opts_init, 1);
-	CHECK_INIT(hangar_suspend_opts, hangar_suspend_opts_init, 1);
+	CHECK_INIT(struct v1_suspend_opts, hangar_suspend_opts_init, 1);
+	CHECK_INIT(hangar_suspend_opts, hangar_suspend_opts_init, 2);
 	CHECK_INIT(hangar_template_build_opts, hangar_template_build_opts_init, 1);
 }
 END_TEST

@@ -3,6 +3,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint/blobstore.h"
@@ -235,7 +237,44 @@ START_TEST(crash_before_commit)
 	ck_assert_int_eq(count_entries(store_dir, "."), 1); /* its temporary, under a dot-name */
 	expect_blob("cp", old, 5000);
 	ck_assert_int_eq(blob_exists(bs, "cp"), 1);
+	/* The next write sweeps what the dead writer left. */
+	put("next", old, 5000);
+	ck_assert_int_eq(count_entries(store_dir, "."), 0);
+	expect_blob("cp", old, 5000);
 	free(old);
+	free(data);
+}
+END_TEST
+
+/* Temporary files of live writers stay; of dead ones, or a day old and of unknown making, go. */
+START_TEST(sweep_spares_live_writers)
+{
+	unsigned char *data = pattern(100, 12);
+	struct blob_writer *live;
+	char path[4400];
+	struct timespec old[2] = { { time(NULL) - 2 * 86400, 0 }, { time(NULL) - 2 * 86400, 0 } };
+	FILE *f;
+
+	must(blob_write_begin(&live, bs, "in-progress"), "begin");
+	must(blob_write(live, data, 100), "write");
+	snprintf(path, sizeof(path), "%s/.old-format.0123456789abcdef.tmp", store_dir);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fclose(f);
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	snprintf(path, sizeof(path), "%s/.fresh-format.0123456789abcdef.tmp", store_dir);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fclose(f);
+	/* Another process's, of another machine: only its age could tell. */
+	snprintf(path, sizeof(path), "%s/.elsewhere~bdeadbeef.n1.p1.s1.00000000.tmp", store_dir);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fclose(f);
+	put("other", data, 100);
+	ck_assert_int_eq(count_entries(store_dir, ".old-format"), 0);
+	ck_assert_int_eq(count_entries(store_dir, ".fresh-format"), 1);
+	ck_assert_int_eq(count_entries(store_dir, ".elsewhere"), 1);
+	ck_assert_int_eq(count_entries(store_dir, ".in-progress"), 1);
+	must(blob_write_commit(live), "commit");
+	ck_assert_int_eq(blob_exists(bs, "in-progress"), 1);
 	free(data);
 }
 END_TEST
@@ -377,6 +416,7 @@ static Suite *file_suite(void)
 	tcase_add_test(tc, failing_write_leaves_previous);
 	tcase_add_test(tc, full_disk_leaves_previous);
 	tcase_add_test(tc, crash_before_commit);
+	tcase_add_test(tc, sweep_spares_live_writers);
 	tcase_add_test(tc, delete_and_exists);
 	tcase_add_test(tc, hostile_names);
 	tcase_add_test(tc, store_urls);

@@ -1,7 +1,14 @@
 """hangar session create|list|info|exec|suspend|resume|fork|keep|archive|delete|reap, end to end on local sandboxes."""
 
 import json
+import os
 import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import wait_for
 
 KEY = {"HANGAR_SECRET_KEY": "cli session tests key"}
 
@@ -137,3 +144,42 @@ def test_json_integers_are_exact(hangar):
         assert int(numbers["created_us"]) > 1 << 50
     finally:
         run(hangar, "session", "delete", sid)
+
+
+def _temp_blobs(state_dir):
+    d = os.path.join(state_dir, "checkpoints")
+    return [n for n in os.listdir(d) if n.startswith(".") and n.endswith(".tmp")] if os.path.isdir(d) else []
+
+
+@pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_suspend_stopped_by_a_signal_stores_nothing(hangar, state_dir, signo):
+    sid = create(hangar)
+    try:
+        # Enough incompressible data that the capture is still writing when the signal comes.
+        run(hangar, "session", "exec", sid, "--", "head -c 200000000 /dev/urandom > /workspace/big")
+        before = info(hangar, sid)
+        checkpoints = run(hangar, "checkpoint", "list", "--session", sid, "--json")
+        e = dict(hangar.env)
+        e.update(KEY)
+        p = subprocess.Popen(hangar.argv("session", "suspend", sid), env=e, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # The capture is under way once its sealed object is being written.
+            wait_for("the capture to start writing", lambda: _temp_blobs(state_dir), timeout=60, interval=0.01)
+            p.send_signal(signo)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 128 + signo, err
+        # Nothing stored, nothing left half-made, the session as it was.
+        assert run(hangar, "checkpoint", "list", "--session", sid, "--json") == checkpoints
+        assert _temp_blobs(state_dir) == []
+        after = info(hangar, sid)
+        assert after["state"] == "active" and after["sandbox"] == before["sandbox"], after
+        # The lease was given up: a call that does not wait gets the session at once.
+        r = hangar("session", "suspend", sid, "--no-park", env=dict(KEY, HANGAR_SESSION_BUSY_WAIT_SECONDS="0"))
+        assert r.returncode == 0, r.stderr
+    finally:
+        hangar("session", "delete", sid, env=KEY)

@@ -101,3 +101,36 @@ def test_session_events_reach_subscribers(server):
         sub.close()
         if sid:
             server.request("DELETE", f"/v1/sessions/{sid}")
+
+
+def _hold_lease(server, sid, holder, seconds):
+    """Writes a lease on the session's row as another replica would (SQLite store)."""
+    import sqlite3
+    import time
+    db = sqlite3.connect(f"{server.state_dir}/hangar.db", timeout=10)
+    with db:
+        db.execute("UPDATE sessions SET lease_holder = ?, lease_expires_us = ? WHERE id = ?",
+                   (holder, int((time.time() + seconds) * 1e6), sid))
+    db.close()
+
+
+def test_busy_session_answers_409_at_once(server):
+    s = server.ok("POST", "/v1/sessions", {}, status=201).json()
+    sid = s["id"]
+    try:
+        # Another replica (not a process of this machine) holds the lease for a minute.
+        _hold_lease(server, sid, "another-replica", 60)
+        for method, path, body in (("POST", f"/v1/sessions/{sid}/suspend", {}),
+                                   ("POST", f"/v1/sessions/{sid}/resume", None),
+                                   ("POST", f"/v1/sessions/{sid}/archive", None)):
+            r = server.request(method, path, body, timeout=20)
+            assert r.status == 409, (path, r.status, r.body)
+            err = r.json()["error"]
+            assert err["kind"] == "busy", err
+            assert 50 <= err["retry_after_s"] <= 60, err
+            assert 50 <= int(r.header("Retry-After")) <= 60, r.headers
+        # Given up: the session answers again.
+        _hold_lease(server, sid, "", -1)
+        assert server.ok("POST", f"/v1/sessions/{sid}/suspend", {}).json()["state"] in ("parked", "suspended")
+    finally:
+        server.request("DELETE", f"/v1/sessions/{sid}")

@@ -30,6 +30,7 @@
 #include "../checkpoints/helpers.h"
 #include "leftovers.h"
 #include "sandbox/sandbox.h"
+#include "session/sess.h"
 #include "store/store.h"
 #include "clock.h"
 
@@ -1117,7 +1118,7 @@ START_TEST(eviction_passes_over_a_held_session)
 	ck_assert_int_eq(park_one(ctx, &s[0], 0), HANGAR_SESSION_PARKED);
 	ck_assert_int_eq(park_one(ctx, &s[1], 0), HANGAR_SESSION_PARKED);
 	/* Another caller holds the longest-parked one: the next goes instead. */
-	ck_assert_int_eq(store_session_lease(ctx, hangar_session_id(s[0]), "another-caller", 60000000), 1);
+	ck_assert_int_eq(store_session_lease(ctx, hangar_session_id(s[0]), "another-caller", 60000000, NULL, NULL, NULL), 1);
 	ck_assert_int_eq(park_one(ctx, &s[2], 0), HANGAR_SESSION_PARKED);
 	info_of(s[0], &i);
 	ck_assert_int_eq(i.state, HANGAR_SESSION_PARKED);
@@ -1128,6 +1129,108 @@ START_TEST(eviction_passes_over_a_held_session)
 		ck_assert_int_eq(hangar_session_delete(s[k]), 0);
 		hangar_session_unref(s[k]);
 	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A holder's name tells whether it still runs, on this machine only. */
+START_TEST(lease_holders_known_dead)
+{
+	char me[96], other[128];
+	const char *s;
+
+	hproc_identity(me, sizeof(me));
+	ck_assert_int_eq(hproc_dead(me), 0);
+	/* The same pid with another start time: the pid was used again, the holder is gone. */
+	s = strstr(me, ".s");
+	ck_assert_ptr_nonnull(s);
+	snprintf(other, sizeof(other), "%.*s.s1.00000000", (int)(s - me), me);
+	ck_assert_int_eq(hproc_dead(other), 1);
+	/* Another machine (boot), or a name of another making: only the lease's end tells. */
+	snprintf(other, sizeof(other), "bzzzzzzzz%s", strchr(me, '.'));
+	ck_assert_int_eq(hproc_dead(other), 0);
+	ck_assert_int_eq(hproc_dead("another-caller"), 0);
+	ck_assert_int_eq(hproc_dead(""), 0);
+	ck_assert_int_eq(hproc_dead(NULL), 0);
+}
+END_TEST
+
+/*
+ * A child process names itself as a lease holder and stays alive until
+ * told; the lease is written in its name. While it runs, a resume answers
+ * HANGAR_EBUSY at once (no wait asked) with the time left; once it is
+ * killed with SIGKILL, the next resume takes the lease over at once.
+ */
+START_TEST(lease_of_a_killed_holder_is_taken_over)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s = session_for(ctx, T_LOCAL, 0);
+	hangar_sandbox *sb = NULL;
+	char holder[96] = "";
+	int to_child[2], from_child[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	set(ctx, "HANGAR_SESSION_BUSY_WAIT_SECONDS", "0");
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(from_child), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char name[96], c;
+
+		hproc_identity(name, sizeof(name));
+		if (write(from_child[1], name, strlen(name) + 1) < 0)
+			_exit(1);
+		while (read(to_child[0], &c, 1) < 0)
+			;
+		_exit(0);
+	}
+	close(from_child[1]);
+	close(to_child[0]);
+	n = read(from_child[0], holder, sizeof(holder) - 1);
+	ck_assert_int_gt(n, 1);
+	ck_assert_int_eq(store_session_lease(ctx, hangar_session_id(s), holder, 60000000, NULL, NULL, NULL), 1);
+
+	/* Alive: busy, with how long the lease still runs. */
+	ck_assert_int_eq(hangar_session_resume(s, &sb), HANGAR_EBUSY);
+	ck_assert_ptr_null(sb);
+	ck_assert_int_ge(hangar_error_last()->retry_after_s, 50);
+	ck_assert_int_le(hangar_error_last()->retry_after_s, 60);
+
+	/* Killed: its lease is taken over without waiting it out. */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(hangar_session_resume(s, &sb), 0);
+	ck_assert_ptr_nonnull(sb);
+	hangar_sandbox_unref(sb);
+	close(from_child[0]);
+	close(to_child[1]);
+	ck_assert_int_eq(hangar_session_delete(s), 0);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A holder that stays alive past the wait asked gets HANGAR_EBUSY, not a hang. */
+START_TEST(busy_wait_is_bounded)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s = session_for(ctx, T_LOCAL, 0);
+	hangar_sandbox *sb = NULL;
+	char other[96];
+
+	set(ctx, "HANGAR_SESSION_BUSY_WAIT_SECONDS", "1");
+	hproc_identity(other, sizeof(other)); /* this process: alive */
+	ck_assert_int_eq(store_session_lease(ctx, hangar_session_id(s), other, 60000000, NULL, NULL, NULL), 1);
+	ck_assert_int_eq(hangar_session_suspend(s, NULL), HANGAR_EBUSY);
+	ck_assert_int_gt(hangar_error_last()->retry_after_s, 0);
+	ck_assert_int_eq(store_session_unlease(ctx, hangar_session_id(s), other), 0);
+	/* Given up: the next caller gets it at once. */
+	ck_assert_int_eq(hangar_session_resume(s, &sb), 0);
+	hangar_sandbox_unref(sb);
+	ck_assert_int_eq(hangar_session_delete(s), 0);
+	hangar_session_unref(s);
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -1302,6 +1405,164 @@ START_TEST(records)
 }
 END_TEST
 
+/* The pid in the parked sandbox's jail.pid. */
+static pid_t jail_pid_of(const char *sandbox_id)
+{
+	char path[4400];
+	FILE *f;
+	int pid = 0;
+
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, sandbox_id);
+	f = fopen(path, "re");
+	ck_assert_msg(f != NULL, "%s", path);
+	ck_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	return pid;
+}
+
+/* The parent of pid, from /proc; 0 when unknown. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	FILE *f;
+	long ppid = 0;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %ld", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+/* The process named comm below root (its descendant), or 0. */
+static pid_t descendant_named(pid_t root, const char *comm)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (!found && (e = readdir(d))) {
+		char path[300], name[64] = "";
+		pid_t pid = (pid_t)atol(e->d_name), up;
+		FILE *f;
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		if (!fgets(name, sizeof(name), f))
+			name[0] = '\0';
+		fclose(f);
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(name, comm) != 0)
+			continue;
+		for (up = parent_of(pid); up > 1; up = parent_of(up))
+			if (up == root) {
+				found = pid;
+				break;
+			}
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * The parked sandbox's envd hangs (stopped): the resume's check gives up
+ * after HANGAR_SESSION_CHECK_SECONDS, not the exec's own deadline, and the
+ * session comes back cold with the reason saying so.
+ */
+START_TEST(hung_envd_is_given_up_at_the_check_bound)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s;
+	hangar_session_info i;
+	hangar_sandbox *sb = NULL;
+	char parked[128];
+	pid_t envd;
+	int64_t t0;
+
+	set(ctx, "HANGAR_SESSION_CHECK_SECONDS", "2");
+	ck_assert_int_eq(park_one(ctx, &s, 0), HANGAR_SESSION_PARKED);
+	info_of(s, &i);
+	snprintf(parked, sizeof(parked), "%s", i.sandbox_id);
+	envd = descendant_named(jail_pid_of(parked), "hangar-envd");
+	ck_assert_int_gt(envd, 0);
+	ck_assert_int_eq(kill(envd, SIGSTOP), 0);
+	t0 = clock_mono_ms();
+	ck_assert_int_eq(hangar_session_resume(s, &sb), 0);
+	/* The old deadline was the check plus 35 s; a stated margin of 15 s over the check. */
+	ck_assert_int_lt(clock_mono_ms() - t0, (2 + 15) * 1000);
+	info_of(s, &i);
+	ck_assert_int_eq(i.last_resume, HANGAR_RESUME_COLD);
+	ck_assert_msg(strstr(i.last_resume_reason, "hung") && strstr(i.last_resume_reason, "HANGAR_SESSION_CHECK_SECONDS"),
+		      "%s", i.last_resume_reason);
+	ck_assert_str_ne(i.sandbox_id, parked);
+	/* The hung one was destroyed. */
+	ck_assert(!sandbox_exists(ctx, parked));
+	hangar_sandbox_unref(sb);
+	ck_assert_int_eq(hangar_session_delete(s), 0);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * The parked sandbox's supervisor is stopped: the resume falls back cold,
+ * and the sandbox it could not destroy is recorded; once the supervisor
+ * runs again, the reaper destroys it. It is never left paused, unowned.
+ */
+START_TEST(stopped_supervisor_strands_nothing)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s;
+	hangar_session_info i;
+	hangar_sandbox *sb = NULL;
+	char parked[128], **ids = NULL, **providers = NULL;
+	uint32_t n = 0;
+	pid_t jail;
+	int listed = 0;
+
+	set(ctx, "HANGAR_SESSION_CHECK_SECONDS", "2");
+	ck_assert_int_eq(park_one(ctx, &s, 0), HANGAR_SESSION_PARKED);
+	info_of(s, &i);
+	snprintf(parked, sizeof(parked), "%s", i.sandbox_id);
+	jail = jail_pid_of(parked);
+	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
+	ck_assert_int_eq(hangar_session_resume(s, &sb), 0);
+	hangar_sandbox_unref(sb);
+	info_of(s, &i);
+	ck_assert_int_eq(i.last_resume, HANGAR_RESUME_COLD);
+	ck_assert_str_ne(i.sandbox_id, parked);
+	/* Recorded for the reaper. */
+	ck_assert_int_eq(store_doomed_list(ctx, 16, &ids, &providers), 0);
+	for (size_t k = 0; ids[k]; k++)
+		listed |= !strcmp(ids[k], parked);
+	store_ids_free(ids);
+	store_ids_free(providers);
+	ck_assert_msg(listed, "%s is not recorded for the reaper", parked);
+	/* The supervisor runs again: the reaper destroys it and forgets it. */
+	ck_assert_int_eq(kill(jail, SIGCONT), 0);
+	ck_assert_int_eq(hangar_session_reap(ctx, &n), 0);
+	ck_assert_uint_ge(n, 1);
+	ck_assert(!sandbox_exists(ctx, parked));
+	ck_assert_int_eq(store_doomed_list(ctx, 16, &ids, &providers), 0);
+	ck_assert_ptr_null(ids[0]);
+	store_ids_free(ids);
+	store_ids_free(providers);
+	ck_assert_int_eq(hangar_session_delete(s), 0);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("sessions");
@@ -1320,6 +1581,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, full_fleet_evicts_parked);
 	tcase_add_test(tc, failed_checkpoint);
 	tcase_add_test(tc, eviction_passes_over_a_held_session);
+	tcase_add_test(tc, lease_holders_known_dead);
+	tcase_add_test(tc, lease_of_a_killed_holder_is_taken_over);
+	tcase_add_test(tc, busy_wait_is_bounded);
+	tcase_add_test(tc, hung_envd_is_given_up_at_the_check_bound);
+	tcase_add_test(tc, stopped_supervisor_strands_nothing);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("concurrency and forks");
 	tcase_add_checked_fixture(tc, setup, teardown);

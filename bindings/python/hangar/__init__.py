@@ -26,7 +26,7 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_KERNEL_ISOLATIO
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
 from .context import Context, default_context
-from .errors import (ERROR_CLASSES, CanceledError, CapacityError, ConfigError, CreateError, DeadlineError,
+from .errors import (ERROR_CLASSES, BusyError, CanceledError, CapacityError, ConfigError, CreateError, DeadlineError,
                      ExistsError, FileError, GoneError, HangarError, InvalidArgumentError, NoMemoryError,
                      NotFoundError, PausedError, ProtocolError, RefusedError, SystemCallError, TooLargeError,
                      UnavailableError, UnsupportedError, _from_details, error_class)
@@ -47,6 +47,7 @@ __all__ = [
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",
+    "BusyError",
     "ERROR_CLASSES", "error_class",
     "STDOUT", "STDERR", "PTY", "RUNNING", "PAUSED", "FILE_OTHER", "FILE_REGULAR", "FILE_DIRECTORY",
     "CAP_PAUSE", "CAP_HOT_RESUME", "CAP_PTY", "CAP_SNAPSHOT", "CAP_FORK", "CAP_KERNEL_ISOLATION",

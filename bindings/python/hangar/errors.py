@@ -141,10 +141,16 @@ class CanceledError(HangarError):
     code, name = -18, "canceled"
 
 
+class BusyError(HangarError):
+    """Another caller is changing it now: a session under another's lease
+    (HANGAR_EBUSY); retry_after says when to try again."""
+    code, name = -19, "busy"
+
+
 ERROR_CLASSES: tuple[Type[HangarError], ...] = (
     InvalidArgumentError, NoMemoryError, ConfigError, UnavailableError, CapacityError, CreateError,
     GoneError, PausedError, FileError, TooLargeError, DeadlineError, RefusedError, UnsupportedError,
-    ProtocolError, NotFoundError, SystemCallError, ExistsError, CanceledError,
+    ProtocolError, NotFoundError, SystemCallError, ExistsError, CanceledError, BusyError,
 )
 
 # The one mapping from codes to classes.
