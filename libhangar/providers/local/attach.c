@@ -19,7 +19,7 @@
  * Connects to the jail's socket name (jail.sock, ports.sock) in dir; the
  * peer must be jail_pid itself. 0 with the socket in *out, or an error set.
  */
-int jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out)
+int local_jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { TOKEN_DEADLINE_MS / 1000, (TOKEN_DEADLINE_MS % 1000) * 1000 };
@@ -62,7 +62,7 @@ static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf 
 {
 	int64_t deadline = clock_mono_ms() + TOKEN_DEADLINE_MS;
 	size_t have = 0;
-	int fd, timed_out = 0, rc = jail_connect(dir, id, jail_pid, "jail.sock", &fd);
+	int fd, timed_out = 0, rc = local_jail_connect(dir, id, jail_pid, "jail.sock", &fd);
 
 	if (rc)
 		return rc;
@@ -110,16 +110,16 @@ static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf 
 	return 0;
 }
 
-/* describe()'s token argument when the description is only listed, never used to connect. */
-const char NO_TOKEN[] = "";
+/* local_describe()'s token argument when the description is only listed, never used to connect. */
+const char LOCAL_NO_TOKEN[] = "";
 
 /*
  * Fills out from m; token is envd's, NULL to ask the jail (jail_pid) for it,
- * or NO_TOKEN for a listing, which needs none (so one stuck supervisor
+ * or LOCAL_NO_TOKEN for a listing, which needs none (so one stuck supervisor
  * cannot hold up or fail a list).
  */
-int describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
-		    int jail_pid, hangar_sys_sandbox *out)
+int local_describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token,
+		   int jail_pid, hangar_sys_sandbox *out)
 {
 	char path[PATH_MAX], fetched[TOKEN_MAX + 1];
 	const char *token = known_token;
@@ -134,7 +134,7 @@ int describe(struct local *l, const char *dir, const struct lmeta *m, const char
 			ltokens_keep(&l->tokens, m->id, jail_pid, fetched);
 		}
 		token = fetched;
-	} else if (token != NO_TOKEN) {
+	} else if (token != LOCAL_NO_TOKEN) {
 		ltokens_keep(&l->tokens, m->id, jail_pid, token);
 	}
 	/* A sandbox an older jail made has its socket in run/, which was bound inside. */
@@ -146,7 +146,7 @@ int describe(struct local *l, const char *dir, const struct lmeta *m, const char
 		r = hangar_sys_sandbox_set_envd_socket(out, path);
 	if (!r)
 		r = hangar_sys_sandbox_set_envd_url(out, "http://localhost");
-	if (!r && token != NO_TOKEN)
+	if (!r && token != LOCAL_NO_TOKEN)
 		r = hangar_sys_sandbox_set_access_token(out, token);
 	if (!r)
 		r = hangar_sys_sandbox_set_user(out, "user");
@@ -161,19 +161,19 @@ int describe(struct local *l, const char *dir, const struct lmeta *m, const char
 	return r;
 }
 
-int l_connect(void *state, const char *id, hangar_sys_sandbox *out)
+int local_connect(void *state, const char *id, hangar_sys_sandbox *out)
 {
 	struct local *l = state;
 	char dir[DIR_MAX];
 	struct lmeta m;
-	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
 	r = lstate_meta_read(dir, &m);
 	if (r < 0)
-		return meta_failed(id, r);
-	r = describe(l, dir, &m, NULL, pid, out);
+		return local_meta_failed(id, r);
+	r = local_describe(l, dir, &m, NULL, pid, out);
 	lstate_meta_clear(&m);
 	return r;
 }

@@ -155,7 +155,7 @@ static int signal_sandbox(int jail_pid, int sig)
 	return count > 0 ? 0 : -ESRCH;
 }
 
-int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
+int local_set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
 {
 	struct freezer f;
 	char path[PATH_MAX + 32];
@@ -190,7 +190,7 @@ int set_frozen(const char *id, const char *dir, int jail_pid, int frozen)
  * (processes of a sandbox whose supervisor was SIGKILLed die with it, but
  * not instantly) is thawed, killed and waited for first.
  */
-int remove_cgroup(int v2, const char *cg)
+int local_remove_cgroup(int v2, const char *cg)
 {
 	char path[PATH_MAX + 32];
 	int64_t deadline = clock_mono_ms() + KILL_DEADLINE_MS;
@@ -211,13 +211,13 @@ int remove_cgroup(int v2, const char *cg)
 
 			again = 0;
 			while (f && fscanf(f, "%d", &pid) == 1) {
-				int fd = pidfd_open_(pid);
+				int fd = local_pidfd_open(pid);
 
 				again = 1;
 				if (fd < 0)
 					continue;
-				pidfd_signal(fd, SIGKILL);
-				pidfd_wait(fd, deadline);
+				local_pidfd_signal(fd, SIGKILL);
+				local_pidfd_wait(fd, deadline);
 				close(fd);
 			}
 			if (f)

@@ -13,36 +13,36 @@
 #include "util/clock.h"
 #include "local.h"
 
-int l_kill(void *state, const char *id)
+int local_kill(void *state, const char *id)
 {
 	struct local *l = state;
 	char dir[DIR_MAX];
-	int pid = 0, fd = -1, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, fd = -1, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
-	fd = pidfd_open_(pid);
+	fd = local_pidfd_open(pid);
 	if (fd < 0 || !lstate_is_jail(pid, id)) {
 		if (fd >= 0)
 			close(fd);
-		clean_stale(l, id);
+		local_clean_stale(l, id);
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is already gone", id);
 	}
 	ltokens_forget(&l->tokens, id);
-	pidfd_signal(fd, SIGTERM);
-	if (!pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
+	local_pidfd_signal(fd, SIGTERM);
+	if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
 		/* The jail is stuck: kill it; bwrap dies with it (--die-with-parent). */
 		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; killing its supervisor", id);
-		pidfd_signal(fd, SIGKILL);
-		pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
+		local_pidfd_signal(fd, SIGKILL);
+		local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
 	}
 	close(fd);
 	if (access(dir, F_OK) == 0)
-		clean_stale(l, id);
+		local_clean_stale(l, id);
 	return 0;
 }
 
-int l_list(void *state, hangar_sys_list *out)
+int local_list(void *state, hangar_sys_list *out)
 {
 	struct local *l = state;
 	struct dirent *de;
@@ -59,14 +59,14 @@ int l_list(void *state, hangar_sys_list *out)
 
 		if (!lstate_valid_id(de->d_name))
 			continue;
-		sb_dir(dir, sizeof(dir), l, de->d_name);
-		switch (liveness(dir, de->d_name, &pid)) {
-		case CREATING:
+		local_sandbox_dir(dir, sizeof(dir), l, de->d_name);
+		switch (local_liveness(dir, de->d_name, &pid)) {
+		case LOCAL_CREATING:
 			continue;
-		case DEAD:
-			clean_stale(l, de->d_name);
+		case LOCAL_DEAD:
+			local_clean_stale(l, de->d_name);
 			continue;
-		case ALIVE:
+		case LOCAL_ALIVE:
 			break;
 		}
 		if (lstate_meta_read(dir, &m) < 0)
@@ -74,7 +74,7 @@ int l_list(void *state, hangar_sys_list *out)
 		sb = hangar_sys_list_add(out);
 		if (!sb)
 			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
-		else if (describe(l, dir, &m, NO_TOKEN, pid, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
+		else if (local_describe(l, dir, &m, LOCAL_NO_TOKEN, pid, sb) != 0 && hangar_error_last()->code != HANGAR_EGONE)
 			rc = hangar_error_last()->code;
 		lstate_meta_clear(&m);
 	}
@@ -89,33 +89,33 @@ static int locked_update(struct local *l, const char *id, int (*fn)(const char *
 {
 	char dir[DIR_MAX];
 	struct lmeta m;
-	int pid = 0, lock, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, lock, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
-	lock = lock_dir(dir, LOCK_EX);
+	lock = local_lock(dir, LOCK_EX);
 	if (lock < 0)
 		return errno == ENOENT ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id)
 				       : hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot lock it", id);
 	r = lstate_meta_read(dir, &m);
 	if (r < 0) {
-		unlock_dir(lock);
-		return meta_failed(id, r);
+		local_unlock(lock);
+		return local_meta_failed(id, r);
 	}
 	r = fn(id, dir, pid, &m, arg);
 	if (r == 0) {
 		int w = lstate_meta_write(dir, &m);
 
 		if (w < 0)
-			r = meta_failed(id, w);
+			r = local_meta_failed(id, w);
 		else if (!lstate_is_jail(pid, id))
 			r = hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id);
 		else
 			kill(pid, SIGHUP);
 	}
 	if (r == 0 && out)
-		r = describe(l, dir, &m, NULL, pid, out);
-	unlock_dir(lock);
+		r = local_describe(l, dir, &m, NULL, pid, out);
+	local_unlock(lock);
 	lstate_meta_clear(&m);
 	return r;
 }
@@ -127,7 +127,7 @@ static int do_pause(const char *id, const char *dir, int pid, struct lmeta *m, v
 	(void)arg;
 	if (m->paused)
 		return 0;
-	r = set_frozen(id, dir, pid, 1);
+	r = local_set_frozen(id, dir, pid, 1);
 	if (r)
 		return r;
 	m->paused = 1;
@@ -140,7 +140,7 @@ static int do_resume(const char *id, const char *dir, int pid, struct lmeta *m, 
 	int r;
 
 	(void)arg;
-	r = set_frozen(id, dir, pid, 0);
+	r = local_set_frozen(id, dir, pid, 0);
 	if (r)
 		return r;
 	m->paused = 0;
@@ -162,17 +162,17 @@ static int do_set_timeout(const char *id, const char *dir, int pid, struct lmeta
 	return 0;
 }
 
-int l_pause(void *state, const char *id)
+int local_pause(void *state, const char *id)
 {
 	return locked_update(state, id, do_pause, NULL, NULL);
 }
 
-int l_resume(void *state, const char *id, hangar_sys_sandbox *out)
+int local_resume(void *state, const char *id, hangar_sys_sandbox *out)
 {
 	return locked_update(state, id, do_resume, NULL, out);
 }
 
-int l_set_timeout(void *state, const char *id, int64_t seconds)
+int local_set_timeout(void *state, const char *id, int64_t seconds)
 {
 	if (seconds < 0 || seconds > 366LL * 86400)
 		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "timeout must be 0 to 366 days, not %lld s",

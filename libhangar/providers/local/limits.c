@@ -9,13 +9,13 @@
 #include "local.h"
 #include "usage.h"
 
-int l_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
-		     void *payload)
+int local_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
+		  void *payload)
 {
 	struct local *l = state;
 	hangar_sandbox_metric m;
 	char dir[DIR_MAX];
-	int pid, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
@@ -27,13 +27,13 @@ int l_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox
 }
 
 /* The limits the sandbox has hit so far (the OOM killer, refused forks, a full disk), one entry each. */
-int l_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
-		  void *payload)
+int local_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
+	       void *payload)
 {
 	struct local *l = state;
 	char dir[DIR_MAX], msgs[USAGE_EVENTS][USAGE_MSG_MAX];
 	const char *levels[USAGE_EVENTS];
-	int pid, n, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid, n, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
@@ -52,12 +52,12 @@ int l_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_lo
 	return 0;
 }
 
-int l_oom_kills(void *state, const char *id, uint64_t *out)
+int local_oom_kills(void *state, const char *id, uint64_t *out)
 {
 	struct local *l = state;
 	char dir[DIR_MAX];
 	long long n;
-	int pid = 0, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;

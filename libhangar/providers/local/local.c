@@ -26,6 +26,8 @@
 
 #include "local.h"
 
+static int check_uid_range(const char *name, const char *value);
+
 static int executable_file(const char *path)
 {
 	struct stat st;
@@ -75,7 +77,7 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static void l_fini(void *state)
+static void local_fini(void *state)
 {
 	struct local *l = state;
 
@@ -141,14 +143,66 @@ static int check_cgroup_dir(const char *cg)
 	return 0;
 }
 
-static int l_init(void **state, hangar_ctx *ctx, void *data)
+/* Finds bwrap, hangar-envd and hangar-jail as the settings name them: 0, or an error naming the setting. */
+static int find_programs(struct local *l)
 {
-	const char *bwrap = hangar_sys_ctx_setting(ctx, "HANGAR_BWRAP_PATH");
-	const char *envd = hangar_sys_ctx_setting(ctx, "HANGAR_ENVD_PATH");
-	const char *sdir = hangar_sys_ctx_setting(ctx, "HANGAR_STATE_DIR");
-	const char *jail = hangar_sys_ctx_setting(ctx, "HANGAR_JAIL_PATH");
-	struct local *l;
+	const char *bwrap = hangar_sys_ctx_setting(l->ctx, "HANGAR_BWRAP_PATH");
+	const char *envd = hangar_sys_ctx_setting(l->ctx, "HANGAR_ENVD_PATH");
+	const char *jail = hangar_sys_ctx_setting(l->ctx, "HANGAR_JAIL_PATH");
 	char buf[PATH_MAX];
+
+	l->bwrap = bwrap && *bwrap ? resolve_exe(bwrap) : NULL;
+	if (!l->bwrap)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_BWRAP_PATH: \"%s\" is not an executable file or on PATH "
+					"(install bubblewrap)", bwrap ? bwrap : "");
+	if (!envd || !executable_file(envd) || !realpath(envd, buf) || !(l->envd = strdup(buf)))
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_ENVD_PATH: \"%s\" is not an executable file",
+					envd ? envd : "");
+	if (!jail || !executable_file(jail) || !(l->jail = strdup(jail)))
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_JAIL_PATH: \"%s\" is not an executable file", jail ? jail : "");
+	return 0;
+}
+
+/*
+ * $HANGAR_STATE_DIR/local into buf (PATH_MAX): 0, or an error when it is
+ * too long, since every sandbox's unix sockets lie below it.
+ */
+static int root_path(struct local *l, char *buf)
+{
+	const char *sdir = hangar_sys_ctx_setting(l->ctx, "HANGAR_STATE_DIR");
+
+	if (!sdir || sdir[0] != '/' ||
+	    snprintf(buf, PATH_MAX, "%s/local", sdir) >= PATH_MAX ||
+	    strlen(buf) + strlen(SOCKET_SUFFIX) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"HANGAR_STATE_DIR: \"%s\" is too long for the sandboxes' unix sockets "
+					"(at most %zu characters)", sdir ? sdir : "",
+					sizeof(((struct sockaddr_un *)0)->sun_path) - strlen(SOCKET_SUFFIX) - 7);
+	return 0;
+}
+
+/* Makes the directory root_path() gave, mode 0700, and keeps it as l->root. */
+static int make_root(struct local *l, const char *path)
+{
+	int r = mkdir_p(path, 0700);
+
+	if (r < 0 || chmod(path, 0700) < 0)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, r < 0 ? -r : errno, "HANGAR_STATE_DIR: cannot create %s",
+					path);
+	l->root = strdup(path);
+	if (!l->root)
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int local_init(void **state, hangar_ctx *ctx, void *data)
+{
+	const char *range = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_UID_RANGE");
+	const char *cg = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_CGROUP");
+	struct local *l;
+	char root[PATH_MAX];
 	int r;
 
 	(void)data;
@@ -158,69 +212,24 @@ static int l_init(void **state, hangar_ctx *ctx, void *data)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
 	ltokens_init(&l->tokens);
 	l->ctx = ctx;
-	l->bwrap = bwrap && *bwrap ? resolve_exe(bwrap) : NULL;
-	if (!l->bwrap) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-					"HANGAR_BWRAP_PATH: \"%s\" is not an executable file or on PATH "
-					"(install bubblewrap)", bwrap ? bwrap : "");
-	}
-	if (!envd || !executable_file(envd) || !realpath(envd, buf) || !(l->envd = strdup(buf))) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "HANGAR_ENVD_PATH: \"%s\" is not an executable file",
-					envd ? envd : "");
-	}
-	if (!jail || !executable_file(jail) || !(l->jail = strdup(jail))) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-					"HANGAR_JAIL_PATH: \"%s\" is not an executable file", jail ? jail : "");
-	}
-	if (!sdir || sdir[0] != '/' ||
-	    snprintf(buf, sizeof(buf), "%s/local", sdir) >= (int)sizeof(buf) ||
-	    strlen(buf) + strlen(SOCKET_SUFFIX) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-					"HANGAR_STATE_DIR: \"%s\" is too long for the sandboxes' unix sockets "
-					"(at most %zu characters)", sdir ? sdir : "",
-					sizeof(((struct sockaddr_un *)0)->sun_path) - strlen(SOCKET_SUFFIX) - 7);
-	}
-	{
-		const char *range = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_UID_RANGE");
-		unsigned long long start = 0, count = 0;
-		char tail = 0;
-
-		if (range && *range &&
-		    (sscanf(range, "%llu:%llu%c", &start, &count, &tail) != 2 || start == 0 || count < 65536 ||
-		     start + count > 0xffffffffULL)) {
-			l_fini(l);
-			return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
-						"HANGAR_LOCAL_UID_RANGE: \"%s\" is not START:COUNT (host ids, START > 0, "
-						"COUNT >= 65536)", range);
-		}
-	}
-	{
-		const char *cg = hangar_sys_ctx_setting(ctx, "HANGAR_LOCAL_CGROUP");
-
-		if (cg && *cg && (r = check_cgroup_dir(cg)) < 0) {
-			l_fini(l);
-			return r;
-		}
-	}
-	r = mkdir_p(buf, 0700);
-	if (r < 0 || chmod(buf, 0700) < 0) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ECONFIG, 0, r < 0 ? -r : errno, "HANGAR_STATE_DIR: cannot create %s",
-					buf);
-	}
-	l->root = strdup(buf);
-	if (!l->root) {
-		l_fini(l);
-		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	r = find_programs(l);
+	if (!r)
+		r = root_path(l, root);
+	if (!r && range && *range)
+		r = check_uid_range("HANGAR_LOCAL_UID_RANGE", range);
+	if (!r && cg && *cg)
+		r = check_cgroup_dir(cg);
+	if (!r)
+		r = make_root(l, root);
+	if (r) {
+		local_fini(l);
+		return r;
 	}
 	*state = l;
 	return 0;
 }
 
+/* HANGAR_LOCAL_UID_RANGE: START:COUNT host ids, START > 0, COUNT >= 65536. */
 static int check_uid_range(const char *name, const char *value)
 {
 	unsigned long long start = 0, count = 0;
@@ -300,18 +309,18 @@ const struct hangar_provider_ops local_provider_ops = {
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "local",
 	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY,
-	.init = l_init,
-	.fini = l_fini,
-	.create = l_create,
-	.connect = l_connect,
-	.kill = l_kill,
-	.pause = l_pause,
-	.resume = l_resume,
-	.set_timeout = l_set_timeout,
-	.list = l_list,
-	.metrics = l_metrics,
-	.logs = l_logs,
+	.init = local_init,
+	.fini = local_fini,
+	.create = local_create,
+	.connect = local_connect,
+	.kill = local_kill,
+	.pause = local_pause,
+	.resume = local_resume,
+	.set_timeout = local_set_timeout,
+	.list = local_list,
+	.metrics = local_metrics,
+	.logs = local_logs,
 	.settings = local_settings,
-	.expose_port = l_expose_port,
-	.oom_kills = l_oom_kills,
+	.expose_port = local_expose_port,
+	.oom_kills = local_oom_kills,
 };

@@ -40,59 +40,61 @@ struct local {
 	struct ltokens tokens;   /* envd's token of each jail met (tokens.h) */
 };
 
-
 /* state.c: a sandbox's directory, its lock, its jail */
 
 /* dir of sandbox id into buf; root's length was checked at init, so it always fits DIR_MAX. */
-void sb_dir(char *buf, size_t size, const struct local *l, const char *id);
+void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id);
 /* A pidfd of pid, or -1 with errno. */
-int pidfd_open_(int pid);
+int local_pidfd_open(int pid);
 /* Sends sig to the process of pidfd: 0, or -1 with errno. */
-int pidfd_signal(int pidfd, int sig);
+int local_pidfd_signal(int pidfd, int sig);
 /* 1 when pidfd's process was gone before deadline_ms (monotonic), else 0. */
-int pidfd_wait(int pidfd, int64_t deadline_ms);
+int local_pidfd_wait(int pidfd, int64_t deadline_ms);
 /* Opens and flocks dir/lock (how: LOCK_SH or LOCK_EX, maybe LOCK_NB); the fd, or -1 with errno. */
-int lock_dir(const char *dir, int how);
-/* Releases a lock_dir() lock; -1 is no lock. */
-void unlock_dir(int fd);
-enum liveness { ALIVE, CREATING, DEAD };
+int local_lock(const char *dir, int how);
+/* Releases a local_lock() lock; -1 is no lock. */
+void local_unlock(int fd);
+
+enum local_liveness { LOCAL_ALIVE, LOCAL_CREATING, LOCAL_DEAD };
 /* Whether dir's jail lives (its pid in *jail_pid, 0 when none), is being made, or is dead. */
-enum liveness liveness(const char *dir, const char *id, int *jail_pid);
+enum local_liveness local_liveness(const char *dir, const char *id, int *jail_pid);
 /* Undoes what a dead jail left behind (cgroup, directory), unless someone holds its lock. */
-void clean_stale(struct local *l, const char *id);
+void local_clean_stale(struct local *l, const char *id);
 /* A live sandbox's directory into dir and its jail's pid: 0, or HANGAR_EGONE set (a dead one cleaned up). */
-int find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid);
+int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid);
 /* Sets the error of a failed meta.json read or write (-errno r) and returns its code. */
-int meta_failed(const char *id, int r);
+int local_meta_failed(const char *id, int r);
 
 /* freezer.c: cgroups */
 
 /* Thaws, kills, waits for and removes cgroup cg (v2: cgroup v2): 0, or -1 with errno. */
-int remove_cgroup(int v2, const char *cg);
+int local_remove_cgroup(int v2, const char *cg);
 /* Freezes (frozen 1) or thaws the sandbox's processes, waiting until done: 0, or an error set. */
-int set_frozen(const char *id, const char *dir, int jail_pid, int frozen);
+int local_set_frozen(const char *id, const char *dir, int jail_pid, int frozen);
 
 /* attach.c: envd's token and the sandbox's description */
 
 /* Connects to the jail's socket name in dir, whose peer must be jail_pid: 0 with *out, or an error set. */
-int jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out);
-/* describe()'s token argument when the description is only listed, never used to connect. */
-extern const char NO_TOKEN[];
+int local_jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out);
+/* local_describe()'s token argument when the description is only listed, never used to connect. */
+extern const char LOCAL_NO_TOKEN[];
 /* Describes sandbox m into out, with known_token, else envd's token recalled or asked of the jail: 0, or an error set. */
-int describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token, int jail_pid,
-	     hangar_sys_sandbox *out);
+int local_describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token, int jail_pid,
+		   hangar_sys_sandbox *out);
 
-/* The provider's slots (include/hangar/sys/provider.h says what each must do). */
-int l_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);  /* create.c */
-int l_connect(void *state, const char *id, hangar_sys_sandbox *out);                      /* attach.c */
-int l_kill(void *state, const char *id);                                                    /* lifecycle.c */
-int l_list(void *state, hangar_sys_list *out);
-int l_pause(void *state, const char *id);
-int l_resume(void *state, const char *id, hangar_sys_sandbox *out);
-int l_set_timeout(void *state, const char *id, int64_t seconds);
-int l_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
-	      void *payload);                                                                 /* limits.c */
-int l_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
-	   void *payload);
-int l_oom_kills(void *state, const char *id, uint64_t *out);
-int l_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr);      /* ports.c */
+/* The provider's slots; include/hangar/sys/provider.h says what each must do. */
+
+int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);       /* create.c */
+int local_connect(void *state, const char *id, hangar_sys_sandbox *out);                            /* attach.c */
+int local_kill(void *state, const char *id);                                                        /* lifecycle.c */
+int local_list(void *state, hangar_sys_list *out);                                                  /* lifecycle.c */
+int local_pause(void *state, const char *id);                                                       /* lifecycle.c */
+int local_resume(void *state, const char *id, hangar_sys_sandbox *out);                             /* lifecycle.c */
+int local_set_timeout(void *state, const char *id, int64_t seconds);                                /* lifecycle.c */
+int local_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr);            /* ports.c */
+int local_oom_kills(void *state, const char *id, uint64_t *out);                                    /* limits.c */
+/* limits.c */
+int local_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandbox_metric *metric, void *payload),
+		  void *payload);
+int local_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_log_entry *entry, void *payload),
+	       void *payload);

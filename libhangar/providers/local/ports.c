@@ -54,15 +54,15 @@ static int read_answer(int fd, const char *id, char *buf, size_t size, int64_t d
  * each connection to the port on the sandbox's own loopback (see
  * programs/hangar-jail/ports.c).
  */
-int l_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr)
+int local_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr)
 {
 	struct local *l = state;
 	char dir[DIR_MAX], req[32], answer[256];
 	unsigned a, b, c, d, host_port;
 	char tail = 0;
-	int pid = 0, fd = -1, r = find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid = 0, fd = -1, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
 
-	if (r || (r = jail_connect(dir, id, pid, "ports.sock", &fd)) != 0)
+	if (r || (r = local_jail_connect(dir, id, pid, "ports.sock", &fd)) != 0)
 		return r;
 	snprintf(req, sizeof(req), "expose %u\n", (unsigned)port);
 	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {

@@ -20,24 +20,24 @@
 #include "usage.h"
 
 /* root's length was checked at init, so this always fits DIR_MAX. */
-void sb_dir(char *buf, size_t size, const struct local *l, const char *id)
+void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id)
 {
 	if (snprintf(buf, size, "%s/%s", l->root, id) >= (int)size)
 		buf[0] = '\0';
 }
 
-int pidfd_open_(int pid)
+int local_pidfd_open(int pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int pidfd_signal(int pidfd, int sig)
+int local_pidfd_signal(int pidfd, int sig)
 {
 	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
 /* Waits for a pidfd to report its process gone; 1 when it did before the deadline. */
-int pidfd_wait(int pidfd, int64_t deadline_ms)
+int local_pidfd_wait(int pidfd, int64_t deadline_ms)
 {
 	for (;;) {
 		struct pollfd p = { pidfd, POLLIN, 0 };
@@ -55,7 +55,7 @@ int pidfd_wait(int pidfd, int64_t deadline_ms)
 }
 
 /* Opens and flocks dir/lock; -1 with errno (EWOULDBLOCK with LOCK_NB). */
-int lock_dir(const char *dir, int how)
+int local_lock(const char *dir, int how)
 {
 	char path[PATH_MAX];
 	int fd;
@@ -76,48 +76,48 @@ int lock_dir(const char *dir, int how)
 	return fd;
 }
 
-void unlock_dir(int fd)
+void local_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd);
 }
 
-enum liveness liveness(const char *dir, const char *id, int *jail_pid)
+enum local_liveness local_liveness(const char *dir, const char *id, int *jail_pid)
 {
 	int pid = lstate_jail_pid(dir), fd;
 
 	*jail_pid = pid;
 	if (pid > 0)
-		return lstate_is_jail(pid, id) ? ALIVE : DEAD;
+		return lstate_is_jail(pid, id) ? LOCAL_ALIVE : LOCAL_DEAD;
 	/* No jail yet: a create holding the lock is still starting it. */
-	fd = lock_dir(dir, LOCK_SH | LOCK_NB);
+	fd = local_lock(dir, LOCK_SH | LOCK_NB);
 	if (fd < 0 && errno == EWOULDBLOCK)
-		return CREATING;
-	unlock_dir(fd);
-	return DEAD;
+		return LOCAL_CREATING;
+	local_unlock(fd);
+	return LOCAL_DEAD;
 }
 
 /* Undoes what a dead jail left behind: a thawed, empty cgroup and the directory. */
-void clean_stale(struct local *l, const char *id)
+void local_clean_stale(struct local *l, const char *id)
 {
 	char dir[DIR_MAX], path[PATH_MAX], *cg;
 	int fd, pid;
 
 	ltokens_forget(&l->tokens, id);
-	sb_dir(dir, sizeof(dir), l, id);
-	fd = lock_dir(dir, LOCK_EX | LOCK_NB);
+	local_sandbox_dir(dir, sizeof(dir), l, id);
+	fd = local_lock(dir, LOCK_EX | LOCK_NB);
 	if (fd < 0 && errno != ENOENT)
 		return; /* someone is working on it */
 	/* Re-check under the lock: the jail may have started meanwhile. */
-	if (liveness(dir, id, &pid) == ALIVE) {
-		unlock_dir(fd);
+	if (local_liveness(dir, id, &pid) == LOCAL_ALIVE) {
+		local_unlock(fd);
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/cgroup", dir);
 	cg = lstate_read_file(path, PATH_MAX + 8, NULL);
 	if (cg && (!strncmp(cg, "v1 /sys/fs/cgroup/", 18) || !strncmp(cg, "v2 /sys/fs/cgroup/", 18))) {
 		cg[strcspn(cg, "\n")] = '\0';
-		if (strstr(cg, id) && !strstr(cg, "..") && remove_cgroup(cg[1] == '2', cg + 3) < 0)
+		if (strstr(cg, id) && !strstr(cg, "..") && local_remove_cgroup(cg[1] == '2', cg + 3) < 0)
 			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove cgroup %s of dead sandbox %s: %s",
 			     cg + 3, id, strerror(errno));
 	}
@@ -125,36 +125,36 @@ void clean_stale(struct local *l, const char *id)
 	usage_remove_cgroups(dir, id);
 	hangar_sys_log(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
 	lstate_rmtree_at(AT_FDCWD, dir);
-	unlock_dir(fd);
+	local_unlock(fd);
 }
 
 /*
  * Finds a live sandbox: 0 with its jail pid, or HANGAR_EGONE (cleaning up
  * what a dead one left).
  */
-int find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
+int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
 {
 	struct stat st;
 
 	if (!lstate_valid_id(id))
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "no local sandbox %s (not a local sandbox id)", id);
-	sb_dir(dir, size, l, id);
+	local_sandbox_dir(dir, size, l, id);
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "no local sandbox %s (killed, expired or never created)",
 					id);
-	switch (liveness(dir, id, jail_pid)) {
-	case ALIVE:
+	switch (local_liveness(dir, id, jail_pid)) {
+	case LOCAL_ALIVE:
 		return 0;
-	case CREATING:
+	case LOCAL_CREATING:
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is still being created", id);
-	case DEAD:
+	case LOCAL_DEAD:
 		break;
 	}
-	clean_stale(l, id);
+	local_clean_stale(l, id);
 	return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor died)", id);
 }
 
-int meta_failed(const char *id, int r)
+int local_meta_failed(const char *id, int r)
 {
 	if (r == -ENOENT)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id);
