@@ -18,6 +18,8 @@
 #define ENVD_PORT 49983
 #define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
 #define LIST_PAGE 100                     /* entries asked for per list page */
+#define LIST_MAX_PAGES 10000              /* a list longer than this is refused */
+#define TRAFFIC_SECRET "traffic-token"    /* the name a traffic token is sealed under */
 
 struct e2b_known;
 
@@ -90,6 +92,33 @@ int e2b_put_buf(hangar_buf *out, const char *s);
 void e2b_progress(const struct hangar_template_build_opts *o, const char *status, const char *msg);
 /* Polls a build until it is ready, failed, or HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS passed. */
 int e2b_follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid, const char *bid);
+
+/* Shared by the provider's files (e2b.c). */
+
+/* Sets HANGAR_EINVAL for a malformed sandbox id; returns it. */
+int bad_id(const char *id);
+/* Remembers sandbox id's lifetime, which a resume restarts. */
+void remember(struct e2b *e, const char *id, int64_t timeout_sec);
+/* Sandbox id's remembered lifetime, else HANGAR_SANDBOX_TIMEOUT_SECONDS. */
+int64_t remembered_timeout(struct e2b *e, const char *id);
+/* Forgets sandbox id: it is gone. */
+void forget(struct e2b *e, const char *id);
+
+/* envd.c */
+
+/* Sets out's envd URL and routing headers; answer_domain is the answer's, NULL for the configured one. */
+int describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out);
+/* Fills out from a Sandbox answer j, applying the token rules (*refused: a rule refused it). 0 or an error set. */
+int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused);
+/* Seals the traffic token of answer j, if it has one, in place of the kept one; errors are only logged. */
+void reseal(struct e2b *e, const char *id, const cJSON *j);
+
+/* create.c */
+
+/* Kills a sandbox nobody may use, keeping the thread's error (saying so when the kill failed too). */
+void kill_refused(struct e2b *e, const char *id);
+/* Takes a new sandbox from a Sandbox answer j (create, fork) into out, killing it when refused. 0 or an error set. */
+int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out);
 
 /* The operations of the one table (e2b.c). */
 int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
