@@ -97,7 +97,7 @@ static int kill_hard(struct e2b *e, const char *id)
 		e2b_resp_free(&r);
 		tries++;
 		if (rc == 0 || rc == HANGAR_EGONE) {
-			forget(e, id);
+			e2b_forget(e, id);
 			return 0;
 		}
 		if (rc == HANGAR_ENOMEM || !kill_transient(rc, status))
@@ -123,7 +123,7 @@ static int kill_hard(struct e2b *e, const char *id)
  * the reason it was refused as the thread's last error; when the kill still
  * failed, the message says so, with the id: the sandbox may still be running.
  */
-void kill_refused(struct e2b *e, const char *id)
+void e2b_kill_refused(struct e2b *e, const char *id)
 {
 	hangar_sys_saved_error saved;
 	char why[512];
@@ -145,7 +145,7 @@ void kill_refused(struct e2b *e, const char *id)
  * traffic token sealed, describes it into out, and kills it when a rule
  * refuses it or it cannot be described. timeout is its lifetime.
  */
-int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out)
+int e2b_adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out)
 {
 	const char *id, *traffic;
 	int rc, refused;
@@ -162,17 +162,17 @@ int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *ou
 						 "HANGAR_SECRET_KEY must be set for the %s flavour of the e2b "
 						 "provider: its traffic tokens are kept sealed with it",
 						 e->fl->name);
-			kill_refused(e, id);
+			e2b_kill_refused(e, id);
 			return hangar_error_last()->code;
 		}
 		/* The platform hands it out again on every connect. */
 		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: traffic token of %s not kept: %s", id,
 		     hangar_error_last()->message);
 	}
-	rc = describe(e, id, j, out, &refused);
+	rc = e2b_describe(e, id, j, out, &refused);
 	if (rc) {
 		/* Refused, or undescribable: either way nobody may use it. */
-		kill_refused(e, id);
+		e2b_kill_refused(e, id);
 		return hangar_error_last()->code;
 	}
 	{
@@ -180,7 +180,7 @@ int adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *ou
 
 		hangar_sys_sandbox_set_times(out, now, timeout > 0 ? now + timeout * 1000000 : 0);
 	}
-	remember(e, id, timeout);
+	e2b_remember(e, id, timeout);
 	return 0;
 }
 
@@ -329,7 +329,7 @@ int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sa
 		const char *id = e2b_jstr(r.json, "sandboxID");
 
 		hangar_sys_log(e->ctx, HANGAR_LOG_DEBUG, "e2b: created %s from %s", id ? id : "?", resolved);
-		rc = adopt(e, r.json, timeout, out);
+		rc = e2b_adopt(e, r.json, timeout, out);
 	}
 	e2b_resp_free(&r);
 	return rc;

@@ -1,7 +1,8 @@
 /*
- * The e2b provider's operations, shared by its flavours (e2b.h).
+ * The e2b provider's instance, settings and table, shared by its flavours
+ * (e2b.h), and the rules every one of its files keeps.
  *
- * Security rules (seeds 000 and 001):
+ * Security rules:
  *   - every sandbox is created with network.allowPublicTraffic=false, so the
  *     platform's edge wants the traffic token, which only we hold;
  *   - envd's access token lives in memory only (the sandbox description);
@@ -60,12 +61,12 @@ int e2b_oom(void)
 	return hangar_sys_error(HANGAR_ENOMEM, 0, 0, "out of memory");
 }
 
-int bad_id(const char *id)
+int e2b_bad_id(const char *id)
 {
 	return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: invalid sandbox id (it must match [A-Za-z0-9_-]{1,64})");
 }
 
-void remember(struct e2b *e, const char *id, int64_t timeout_sec)
+void e2b_remember(struct e2b *e, const char *id, int64_t timeout_sec)
 {
 	struct e2b_known *k;
 
@@ -83,7 +84,7 @@ void remember(struct e2b *e, const char *id, int64_t timeout_sec)
 	pthread_mutex_unlock(&e->mu);
 }
 
-int64_t remembered_timeout(struct e2b *e, const char *id)
+int64_t e2b_remembered_timeout(struct e2b *e, const char *id)
 {
 	int64_t t = e->default_timeout;
 
@@ -97,7 +98,7 @@ int64_t remembered_timeout(struct e2b *e, const char *id)
 	return t;
 }
 
-void forget(struct e2b *e, const char *id)
+void e2b_forget(struct e2b *e, const char *id)
 {
 	pthread_mutex_lock(&e->mu);
 	for (struct e2b_known **kp = &e->known; *kp; kp = &(*kp)->next)
@@ -199,11 +200,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 			  setting_int(ctx, "HANGAR_E2B_REQUEST_TIMEOUT_SECONDS") * 1000);
 	free(base);
 	if (rc) {
-		pthread_mutex_destroy(&e->mu);
-		cJSON_Delete(e->templates);
-		free(e->domain);
-		free(e->sandbox_url);
-		free(e);
+		e2b_fini(e); /* e2b_api_init() leaves nothing to release when it fails */
 		return rc;
 	}
 	*state = e;
@@ -268,7 +265,7 @@ static int e2b_expose_port(void *state, const char *id, uint32_t port, hangar_bu
 
 	(void)out_addr;
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
 				"e2b: the %s flavour cannot expose port %u: its host %u-%s.<domain> wants the "
 				"sandbox's traffic token (public traffic is off), which stays in the library",

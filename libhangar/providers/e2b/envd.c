@@ -57,7 +57,7 @@ fail:
  * host routed by header on E2B's own domains, else 49983-<id>.<domain>.
  * E2b-Sandbox-Id and E2b-Sandbox-Port go with every request, as the SDKs do.
  */
-int describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out)
+int e2b_describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out)
 {
 	const char *domain = answer_domain ? answer_domain : e->domain;
 	char port[16], *url = NULL;
@@ -89,7 +89,7 @@ int describe_envd(struct e2b *e, const char *id, const char *answer_domain, hang
  * The traffic token comes from the answer, else from the sealed store.
  * Applies the envd-token rules; *refused tells the caller a rule refused it.
  */
-int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused)
+int e2b_describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused)
 {
 	const char *envd_token = e2b_jstr(j, "envdAccessToken");
 	const char *traffic = e2b_jstr(j, "trafficAccessToken");
@@ -100,7 +100,7 @@ int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *
 	*refused = 0;
 	rc = hangar_sys_sandbox_set_id(out, id);
 	if (rc == 0)
-		rc = describe_envd(e, id, e2b_jstr(j, "domain"), out);
+		rc = e2b_describe_envd(e, id, e2b_jstr(j, "domain"), out);
 	if (rc == 0 && tpl)
 		rc = hangar_sys_sandbox_set_template(out, tpl);
 	if (rc)
@@ -138,7 +138,7 @@ int describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *
 }
 
 /* A newer traffic token than the sealed one (E2B rotates them on resume). */
-void reseal(struct e2b *e, const char *id, const cJSON *j)
+void e2b_reseal(struct e2b *e, const char *id, const cJSON *j)
 {
 	const char *traffic = e2b_jstr(j, "trafficAccessToken");
 	hangar_sys_saved_error saved;

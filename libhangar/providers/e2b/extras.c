@@ -28,7 +28,7 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "e2b: the %s flavour has no native fork",
 					e->fl->name);
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	if (count < 1 || count > 100)
 		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a fork makes 1 to 100 sandboxes");
 	if (timeout_sec <= 0 || timeout_sec > E2B_MAX_TIMEOUT)
@@ -57,11 +57,11 @@ int e2b_fork(void *state, const char *id, uint32_t count, int64_t timeout_sec, h
 			const char *extra = cJSON_IsObject(sbj) ? e2b_jstr(sbj, "sandboxID") : NULL;
 
 			if (extra && e2b_valid_id(extra))
-				kill_refused(e, extra);
+				e2b_kill_refused(e, extra);
 			continue;
 		}
 		if (cJSON_IsObject(sbj)) {
-			int a = adopt(e, sbj, timeout_sec, d);
+			int a = e2b_adopt(e, sbj, timeout_sec, d);
 
 			if (a && hangar_sys_sandbox_set_error(d, a, hangar_error_last()->message) != 0)
 				hangar_sys_sandbox_set_error(d, a, "");
@@ -94,7 +94,7 @@ int e2b_metrics(void *state, const char *id, int (*fn)(const struct hangar_sandb
 	int rc, n = 0, skip;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	if (e->fl->no_metrics)
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "e2b: the %s flavour keeps no metrics: %s",
 					e->fl->name, e->fl->no_metrics);
@@ -150,7 +150,7 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 	int rc, n = 0;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	/* The v2 route on every flavour: CubeAPI has it too. */
 	snprintf(path, sizeof(path), "/v2/sandboxes/%s/logs?limit=%d", id, LOGS_MAX);
 	rc = e2b_call(&e->api, "GET", path, NULL, 1, E2B_ROUTE_SANDBOX, "logs", &r);

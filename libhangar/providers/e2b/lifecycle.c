@@ -50,6 +50,22 @@ static int connect_route(struct e2b *e, const char *id, int64_t timeout, int run
 	return rc;
 }
 
+/* A paused sandbox from its detail j: connecting would resume it, so it is described without tokens. */
+static int describe_paused(struct e2b *e, const char *id, const cJSON *j, int64_t created, hangar_sys_sandbox *out)
+{
+	int rc = hangar_sys_sandbox_set_id(out, id);
+
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_state(out, HANGAR_SANDBOX_PAUSED);
+	if (rc == 0)
+		rc = e2b_describe_envd(e, id, e2b_jstr(j, "domain"), out);
+	if (rc == 0 && e2b_jstr(j, "templateID"))
+		rc = hangar_sys_sandbox_set_template(out, e2b_jstr(j, "templateID"));
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_times(out, created, 0);
+	return rc;
+}
+
 int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 {
 	struct e2b *e = state;
@@ -58,7 +74,7 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	int rc, refused;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	rc = get_detail(e, id, &d);
 	if (rc) {
 		e2b_resp_free(&d);
@@ -67,16 +83,7 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	created = e2b_jtime_us(d.json, "startedAt");
 	expires = e2b_jtime_us(d.json, "endAt");
 	if (state_of(d.json) == HANGAR_SANDBOX_PAUSED) {
-		/* Connecting would resume it: describe it without tokens. */
-		rc = hangar_sys_sandbox_set_id(out, id);
-		if (rc == 0)
-			rc = hangar_sys_sandbox_set_state(out, HANGAR_SANDBOX_PAUSED);
-		if (rc == 0)
-			rc = describe_envd(e, id, e2b_jstr(d.json, "domain"), out);
-		if (rc == 0 && e2b_jstr(d.json, "templateID"))
-			rc = hangar_sys_sandbox_set_template(out, e2b_jstr(d.json, "templateID"));
-		if (rc == 0)
-			rc = hangar_sys_sandbox_set_times(out, created, 0);
+		rc = describe_paused(e, id, d.json, created, out);
 		e2b_resp_free(&d);
 		return rc;
 	}
@@ -87,7 +94,7 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	 * left (a flavour whose platform ignores the value there sends none).
 	 */
 	if (e2b_jstr(d.json, "envdAccessToken")) {
-		rc = describe(e, id, d.json, out, &refused);
+		rc = e2b_describe(e, id, d.json, out, &refused);
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_times(out, created, expires);
 		e2b_resp_free(&d);
@@ -97,19 +104,19 @@ int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out)
 		int64_t left = expires > now ? (expires - now) / 1000000 : 0;
 
 		if (expires == 0)
-			left = remembered_timeout(e, id);
+			left = e2b_remembered_timeout(e, id);
 		else if (left < 1)
 			left = 1;
 		rc = connect_route(e, id, left, 1, &c, "connect");
 	}
 	if (rc == 0) {
-		rc = describe(e, id, c.json, out, &refused);
+		rc = e2b_describe(e, id, c.json, out, &refused);
 		if (rc == 0 && !e2b_jstr(c.json, "templateID") && e2b_jstr(d.json, "templateID"))
 			rc = hangar_sys_sandbox_set_template(out, e2b_jstr(d.json, "templateID"));
 		if (rc == 0)
 			rc = hangar_sys_sandbox_set_times(out, created, expires);
 		if (rc == 0)
-			reseal(e, id, c.json);
+			e2b_reseal(e, id, c.json);
 	}
 	e2b_resp_free(&c);
 	e2b_resp_free(&d);
@@ -124,15 +131,15 @@ int e2b_resume(void *state, const char *id, hangar_sys_sandbox *out)
 	int rc, refused;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
-	timeout = remembered_timeout(e, id);
+		return e2b_bad_id(id);
+	timeout = e2b_remembered_timeout(e, id);
 	rc = connect_route(e, id, timeout, 0, &c, "resume");
 	if (rc == 0)
-		rc = describe(e, id, c.json, out, &refused);
+		rc = e2b_describe(e, id, c.json, out, &refused);
 	if (rc == 0)
 		rc = hangar_sys_sandbox_set_times(out, 0, timeout > 0 ? now + timeout * 1000000 : 0);
 	if (rc == 0)
-		reseal(e, id, c.json);
+		e2b_reseal(e, id, c.json);
 	e2b_resp_free(&c);
 	return rc;
 }
@@ -145,12 +152,12 @@ int e2b_kill(void *state, const char *id)
 	int rc;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	snprintf(path, sizeof(path), "/sandboxes/%s", id);
 	rc = e2b_call(&e->api, "DELETE", path, NULL, 0, E2B_ROUTE_SANDBOX, "kill", &r);
 	e2b_resp_free(&r);
 	if (rc == 0 || rc == HANGAR_EGONE)
-		forget(e, id);
+		e2b_forget(e, id);
 	return rc;
 }
 
@@ -162,7 +169,7 @@ static int do_pause(struct e2b *e, const char *id, int memory)
 	int rc;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	if (e->fl->pause_body(&body, memory) != 0)
 		return e2b_oom();
 	snprintf(path, sizeof(path), "/sandboxes/%s/pause", id);
@@ -209,7 +216,7 @@ int e2b_set_timeout(void *state, const char *id, int64_t seconds)
 	int rc;
 
 	if (!e2b_valid_id(id))
-		return bad_id(id);
+		return e2b_bad_id(id);
 	if (seconds < 0 || seconds > E2B_MAX_TIMEOUT)
 		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "e2b: a timeout must be 0 to 366 days");
 	body = cJSON_CreateObject();
@@ -222,7 +229,7 @@ int e2b_set_timeout(void *state, const char *id, int64_t seconds)
 	cJSON_Delete(body);
 	e2b_resp_free(&r);
 	if (rc == 0)
-		remember(e, id, seconds ? seconds : e->fl->no_limit_timeout);
+		e2b_remember(e, id, seconds ? seconds : e->fl->no_limit_timeout);
 	return rc;
 }
 

@@ -39,7 +39,7 @@ int e2b_snapshot(void *state, const char *id, const char *name, hangar_buf *out_
 		return e2b_oom();
 	if (!e2b_valid_id(id)) {
 		cJSON_Delete(body);
-		return bad_id(id);
+		return e2b_bad_id(id);
 	}
 	if (name)
 		cJSON_AddStringToObject(body, "name", name);
