@@ -105,29 +105,34 @@ static int v1_wait_frozen(const char *cg, int64_t deadline)
 	}
 }
 
+/* The first child of pid's main thread, or 0. */
+static int first_child(int pid)
+{
+	char path[128];
+	FILE *f;
+	int child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &child) != 1)
+		child = 0;
+	if (f)
+		fclose(f);
+	return child;
+}
+
 /* The sandbox's processes on the host: those in bwrap's pid namespace, below the jail. */
 static int signal_sandbox(int jail_pid, int sig)
 {
 	char path[128], link[64], ns[64] = "";
 	struct dirent *de;
 	DIR *d;
-	FILE *f;
-	int bwrap = 0, inner = 0, count = 0;
+	int bwrap, inner, count = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail_pid, jail_pid);
-	f = fopen(path, "re");
-	if (!f || fscanf(f, "%d", &bwrap) != 1)
-		bwrap = 0;
-	if (f)
-		fclose(f);
+	bwrap = first_child(jail_pid);
 	if (bwrap <= 0)
 		return -ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", bwrap, bwrap);
-	f = fopen(path, "re");
-	if (!f || fscanf(f, "%d", &inner) != 1)
-		inner = 0;
-	if (f)
-		fclose(f);
+	inner = first_child(bwrap);
 	if (inner <= 0)
 		return -ESRCH;
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", inner);

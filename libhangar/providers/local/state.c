@@ -1,6 +1,7 @@
 /*
  * A local sandbox's directory as the library sees it: its path and its
- * lock, whether its jail lives, and clearing away what a dead one left.
+ * lock, whether its jail lives, and clearing away what a dead one left;
+ * and the pidfds through which jails are signalled and waited for.
  */
 #define _GNU_SOURCE
 #include <errno.h>
