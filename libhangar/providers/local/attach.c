@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -61,39 +60,15 @@ int local_jail_connect(const char *dir, const char *id, int jail_pid, const char
 static int fetch_token(const char *dir, const char *id, int jail_pid, char *buf /* TOKEN_MAX + 1 */)
 {
 	int64_t deadline = clock_mono_ms() + TOKEN_DEADLINE_MS;
-	size_t have = 0;
-	int fd, timed_out = 0, rc = local_jail_connect(dir, id, jail_pid, "jail.sock", &fd);
+	size_t have;
+	int fd, r, rc = local_jail_connect(dir, id, jail_pid, "jail.sock", &fd);
 
 	if (rc)
 		return rc;
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - clock_mono_ms();
-		ssize_t n;
-		int r;
-
-		if (left <= 0) {
-			timed_out = 1;
-			break;
-		}
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			timed_out = r == 0;
-			break;
-		}
-		n = read(fd, buf + have, TOKEN_MAX + 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		if (have > TOKEN_MAX)
-			break;
-	}
+	/* A failing poll() leaves what was read to the checks below, as an early EOF would. */
+	r = local_read_until(fd, buf, TOKEN_MAX + 1, deadline, NULL, &have);
 	close(fd);
-	if (timed_out) {
+	if (r == -ETIMEDOUT) {
 		explicit_bzero(buf, have);
 		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0,
 					"local sandbox %s: its supervisor did not answer within %d s", id,

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -197,39 +196,22 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 	return r;
 }
 
+/* Whether the ready pipe said "ready\n" (in what it sent before any NUL byte). */
+static int said_ready(const char *buf, size_t have)
+{
+	return memmem(buf, strnlen(buf, have), "ready\n", 6) != NULL;
+}
+
 /* Reads "ready\n" from fd before the deadline: 0, -ETIMEDOUT or -EPIPE (EOF). */
 static int wait_ready(int fd, int64_t deadline_ms)
 {
 	char buf[64];
-	size_t have = 0;
+	size_t have;
+	int r = local_read_until(fd, buf, sizeof(buf) - 1, deadline_ms, said_ready, &have);
 
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline_ms - clock_mono_ms();
-		ssize_t n;
-		int r;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ETIMEDOUT;
-		n = read(fd, buf + have, sizeof(buf) - 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		have += (size_t)n;
-		buf[have] = '\0';
-		if (strstr(buf, "ready\n"))
-			return 0;
-		if (have == sizeof(buf) - 1)
-			return -EPIPE;
-	}
+	if (r < 0)
+		return r;
+	return said_ready(buf, have) ? 0 : -EPIPE;
 }
 
 /* Stops a jail that started but whose sandbox never became ready. */

@@ -50,6 +50,14 @@ int local_pidfd_open(int pid);
 int local_pidfd_signal(int pidfd, int sig);
 /* 1 when pidfd's process was gone before deadline_ms (monotonic), else 0. */
 int local_pidfd_wait(int pidfd, int64_t deadline_ms);
+/*
+ * Reads fd into buf until EOF (or a read error), until size bytes are in, or
+ * until stop (NULL: never) says the *have bytes read are enough, but not
+ * past deadline_ms (monotonic). 0, -ETIMEDOUT, or -errno when poll() fails;
+ * *have counts what was read in every case.
+ */
+int local_read_until(int fd, char *buf, size_t size, int64_t deadline_ms, int (*stop)(const char *buf, size_t have),
+		     size_t *have);
 /* Opens and flocks dir/lock (how: LOCK_SH or LOCK_EX, maybe LOCK_NB); the fd, or -1 with errno. */
 int local_lock(const char *dir, int how);
 /* Releases a local_lock() lock; -1 is no lock. */

@@ -4,7 +4,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,31 +15,15 @@
 /* Reads the jail's one-line answer on fd until it closes, within deadline. 0, or an error set. */
 static int read_answer(int fd, const char *id, char *buf, size_t size, int64_t deadline)
 {
-	size_t have = 0;
+	size_t have;
+	int r = local_read_until(fd, buf, size - 1, deadline, NULL, &have);
 
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - clock_mono_ms();
-		ssize_t n;
-		int r;
-
-		if (left <= 0)
-			return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0,
-						"local sandbox %s: its supervisor did not answer within %d s", id,
-						PORTS_DEADLINE_MS / 1000);
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return hangar_sys_error(HANGAR_EOS, 0, errno, "poll");
-		if (r == 0)
-			continue;
-		n = read(fd, buf + have, size - 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || (have += (size_t)n) == size - 1)
-			break;
-	}
+	if (r == -ETIMEDOUT)
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, 0,
+					"local sandbox %s: its supervisor did not answer within %d s", id,
+					PORTS_DEADLINE_MS / 1000);
+	if (r < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "poll");
 	buf[have] = '\0';
 	if (!have || buf[have - 1] != '\n')
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its supervisor did not "

@@ -55,6 +55,36 @@ int local_pidfd_wait(int pidfd, int64_t deadline_ms)
 	}
 }
 
+int local_read_until(int fd, char *buf, size_t size, int64_t deadline_ms, int (*stop)(const char *buf, size_t have),
+		     size_t *have)
+{
+	*have = 0;
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline_ms - clock_mono_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		n = read(fd, buf + *have, size - *have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 0;
+		*have += (size_t)n;
+		if (*have == size || (stop && stop(buf, *have)))
+			return 0;
+	}
+}
+
 /* Opens and flocks dir/lock; -1 with errno (EWOULDBLOCK with LOCK_NB). */
 int local_lock(const char *dir, int how)
 {
