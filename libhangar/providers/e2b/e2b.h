@@ -123,7 +123,7 @@ void e2b_reseal(struct e2b *e, const char *id, const cJSON *j);
 
 /* Kills a sandbox nobody may use, keeping the thread's error (saying so when the kill failed too). */
 void e2b_kill_refused(struct e2b *e, const char *id);
-/* Takes a new sandbox from a Sandbox answer j (create, fork) into out, killing it when refused. 0 or an error set. */
+/* Takes a new sandbox from answer j (create, fork) into out, killing it when refused: 0 or an error set. */
 int e2b_adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out);
 
 /* The operations of the one table (create.c, lifecycle.c, templates.c, extras.c). */

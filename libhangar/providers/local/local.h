@@ -40,9 +40,9 @@ struct local {
 	struct ltokens tokens;   /* envd's token of each jail met (tokens.h) */
 };
 
-/* state.c: a sandbox's directory, its lock, its jail */
+/* state.c: a sandbox's directory, its lock, its jail, and waiting on the jail */
 
-/* dir of sandbox id into buf; root's length was checked at init, so it always fits DIR_MAX. */
+/* The directory of sandbox id into buf; root's length was checked at init, so it always fits DIR_MAX. */
 void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id);
 /* A pidfd of pid, or -1 with errno. */
 int local_pidfd_open(int pid);
@@ -86,7 +86,10 @@ int local_set_frozen(const char *id, const char *dir, int jail_pid, int frozen);
 int local_jail_connect(const char *dir, const char *id, int jail_pid, const char *name, int *out);
 /* local_describe()'s token argument when the description is only listed, never used to connect. */
 extern const char LOCAL_NO_TOKEN[];
-/* Describes sandbox m into out, with known_token, else envd's token recalled or asked of the jail: 0, or an error set. */
+/*
+ * Describes sandbox m into out with known_token as envd's, or with the token
+ * remembered or asked of the jail when it is NULL: 0, or an error set.
+ */
 int local_describe(struct local *l, const char *dir, const struct lmeta *m, const char *known_token, int jail_pid,
 		   hangar_sys_sandbox *out);
 

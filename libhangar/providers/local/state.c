@@ -1,7 +1,8 @@
 /*
  * A local sandbox's directory as the library sees it: its path and its
  * lock, whether its jail lives, and clearing away what a dead one left;
- * and the pidfds through which jails are signalled and waited for.
+ * and waiting on a jail: its pidfd, and reads from its pipe and sockets
+ * that end at a deadline.
  */
 #define _GNU_SOURCE
 #include <errno.h>
