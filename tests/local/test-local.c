@@ -702,10 +702,63 @@ START_TEST(bad_settings)
 	expect_config_error("HANGAR_BWRAP_PATH", "no-such-bwrap-anywhere", "HANGAR_BWRAP_PATH");
 	expect_config_error("HANGAR_ENVD_PATH", "/nonexistent/hangar-envd", "HANGAR_ENVD_PATH");
 	expect_config_error("HANGAR_ENVD_PATH", "/etc/passwd", "HANGAR_ENVD_PATH");
+	expect_config_error("HANGAR_JAIL_PATH", "/nonexistent/hangar-jail", "HANGAR_JAIL_PATH");
 	memset(longdir, 'x', sizeof(longdir) - 1);
 	longdir[0] = '/';
 	longdir[sizeof(longdir) - 1] = '\0';
 	expect_config_error("HANGAR_STATE_DIR", longdir, "HANGAR_STATE_DIR");
+}
+END_TEST
+
+/* Entries of state_dir/local other than the uid pool's. */
+static int sandbox_dirs_left(void)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int left = 0;
+
+	snprintf(dir, sizeof(dir), "%s/local", state_dir);
+	d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".uids"))
+			left++;
+	closedir(d);
+	return left;
+}
+
+/* A create refused for its options is refused before anything is made. */
+START_TEST(refused_create_leaves_nothing)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	char *big = malloc(40000);
+	const char *env[] = { "A=1", big, NULL };
+	int rc;
+
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'x', 39999);
+	big[0] = 'B';
+	big[1] = '=';
+	big[39999] = '\0';
+	o.provider = "local";
+	o.template_id = "no-such-template";
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	ck_assert_int_eq(rc, HANGAR_ECREATE);
+	ck_assert_ptr_null(sb);
+	ck_assert_msg(strstr(hangar_error_last()->message, "no-such-template"), "message: %s",
+		      hangar_error_last()->message);
+	o.template_id = NULL;
+	o.env = env;
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	ck_assert_int_eq(rc, HANGAR_EINVAL);
+	ck_assert_ptr_null(sb);
+	ck_assert_msg(strstr(hangar_error_last()->message, "32 KiB"), "message: %s", hangar_error_last()->message);
+	ck_assert_int_eq(sandbox_dirs_left(), 0);
+	free(big);
+	hangar_ctx_unref(ctx);
 }
 END_TEST
 
@@ -733,14 +786,7 @@ START_TEST(failed_start_reports_the_log)
 	ck_assert_msg(strstr(hangar_error_last()->message, "cannot start, on purpose"), "message: %s",
 		      hangar_error_last()->message);
 	/* Nothing is left behind. */
-	snprintf(dir, sizeof(dir), "%s/local", state_dir);
-	d = opendir(dir);
-	ck_assert_ptr_nonnull(d);
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".uids"))
-			left++;
-	closedir(d);
-	ck_assert_int_eq(left, 0);
+	ck_assert_int_eq(sandbox_dirs_left(), 0);
 	/* Its uid range is free again: only the pool's lock file stays. */
 	snprintf(dir, sizeof(dir), "%s/local/.uids", state_dir);
 	d = opendir(dir);
@@ -1252,6 +1298,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, outlives_its_creator);
 	tcase_add_test(tc, network_on_and_off);
 	tcase_add_test(tc, bad_settings);
+	tcase_add_test(tc, refused_create_leaves_nothing);
 	tcase_add_test(tc, failed_start_reports_the_log);
 	tcase_add_test(tc, dead_supervisor_means_gone);
 	tcase_add_test(tc, another_jail_never_answers_for_a_dead_one);

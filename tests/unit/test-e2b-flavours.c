@@ -1,7 +1,7 @@
 /*
  * The e2b provider's flavour tables (libhangar/providers/e2b/{cloud,
- * selfhosted,cube}.c): every flavour fills every hook, since e2b.c calls
- * them without asking which flavour runs, and each hook gives its
+ * selfhosted,cube}.c): every flavour fills every hook, since the provider
+ * calls them without asking which flavour runs, and each hook gives its
  * platform's shape of a route or body. The suites e2b and tiers drive the
  * same hooks against the fake control planes.
  */

@@ -64,10 +64,7 @@ int e2b_api_init(struct e2b_api *a, hangar_ctx *ctx, const char *base, const cha
 	a->base = strdup(base);
 	a->key = key && *key ? strdup(key) : NULL;
 	if (!a->base || (key && *key && !a->key)) {
-		free(a->base);
-		free(a->key);
-		net_pool_free(a->pool);
-		a->pool = NULL;
+		e2b_api_fini(a);
 		return e2b_error(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, 0, NULL, "out of memory");
 	}
 	n = strlen(a->base);

@@ -7,6 +7,12 @@
  * HANGAR_E2B_FLAVOR and takes that flavour's table (cloud.c, selfhosted.c,
  * cube.c): its requirements and capabilities, and hooks for the routes and
  * bodies where its control API differs. The core knows none of this.
+ *
+ * The table's operations: create.c makes sandboxes (and kills those nobody
+ * may use), lifecycle.c connects, resumes, kills, pauses and lists them,
+ * envd.c says where each one's envd is and with which tokens, templates.c
+ * takes snapshots and builds templates, extras.c has forks, metrics and
+ * logs.
  */
 #pragma once
 
@@ -18,6 +24,8 @@
 #define ENVD_PORT 49983
 #define E2B_MAX_TIMEOUT (366LL * 86400)   /* what "no limit" becomes where the platform has none */
 #define LIST_PAGE 100                     /* entries asked for per list page */
+#define LIST_MAX_PAGES 10000              /* a list longer than this is refused */
+#define TRAFFIC_SECRET "traffic-token"    /* the name a traffic token is sealed under */
 
 struct e2b_known;
 
@@ -40,8 +48,8 @@ struct e2b {
  * A flavour: what its platform requires and reports, and hooks where its
  * control API differs in shape. Each flavour's file fills its table;
  * E2B's own shapes (cloud and self-hosted run the same infra) are the
- * e2b_infra_* hooks of infra.c. Every hook is set; e2b.c calls them and
- * never asks which flavour it runs.
+ * e2b_infra_* hooks of infra.c. Every hook is set; the provider calls them
+ * and never asks which flavour it runs.
  */
 struct e2b_flavour {
 	const char *name;           /* "cloud", "selfhosted", "cube" */
@@ -84,14 +92,41 @@ int e2b_infra_template_build(struct e2b *e, const struct hangar_template_build_o
 void e2b_infra_build_status_path(char *out, size_t size, const char *tid, const char *bid, int offset);
 void e2b_infra_template_list_path(char *out, size_t size, const char *token);
 
-/* What the hooks share of e2b.c. */
+/* What the hooks share of the provider (e2b.c, templates.c). */
 int e2b_oom(void);
 int e2b_put_buf(hangar_buf *out, const char *s);
 void e2b_progress(const struct hangar_template_build_opts *o, const char *status, const char *msg);
 /* Polls a build until it is ready, failed, or HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS passed. */
 int e2b_follow_build(struct e2b *e, const struct hangar_template_build_opts *o, const char *tid, const char *bid);
 
-/* The operations of the one table (e2b.c). */
+/* e2b.c: ids, and what is remembered of each sandbox between calls */
+
+/* Sets HANGAR_EINVAL for a malformed sandbox id; returns it. */
+int e2b_bad_id(const char *id);
+/* Remembers sandbox id's lifetime, which a resume restarts. */
+void e2b_remember(struct e2b *e, const char *id, int64_t timeout_sec);
+/* Sandbox id's remembered lifetime, else HANGAR_SANDBOX_TIMEOUT_SECONDS. */
+int64_t e2b_remembered_timeout(struct e2b *e, const char *id);
+/* Forgets sandbox id: it is gone. */
+void e2b_forget(struct e2b *e, const char *id);
+
+/* envd.c */
+
+/* Sets out's envd URL and routing headers; answer_domain is the answer's, NULL for the configured one. */
+int e2b_describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out);
+/* Fills out from a Sandbox answer j, applying the token rules (*refused: a rule refused it). 0 or an error set. */
+int e2b_describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandbox *out, int *refused);
+/* Seals the traffic token of answer j, if it has one, in place of the kept one; errors are only logged. */
+void e2b_reseal(struct e2b *e, const char *id, const cJSON *j);
+
+/* create.c */
+
+/* Kills a sandbox nobody may use, keeping the thread's error (saying so when the kill failed too). */
+void e2b_kill_refused(struct e2b *e, const char *id);
+/* Takes a new sandbox from answer j (create, fork) into out, killing it when refused: 0 or an error set. */
+int e2b_adopt(struct e2b *e, const cJSON *j, int64_t timeout, hangar_sys_sandbox *out);
+
+/* The operations of the one table (create.c, lifecycle.c, templates.c, extras.c). */
 int e2b_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
 int e2b_connect(void *state, const char *id, hangar_sys_sandbox *out);
 int e2b_kill(void *state, const char *id);
@@ -110,5 +145,5 @@ int e2b_logs(void *state, const char *id, int (*fn)(const struct hangar_sandbox_
 int e2b_template_list(void *state, int (*fn)(const struct hangar_template_info *info, void *payload),
 		      void *payload);
 
-/* The provider's table, listed in libhangar/providers/builtin.c. */
+/* The provider's table, listed in libhangar/modules.c. */
 extern const struct hangar_provider_ops e2b_provider_ops;

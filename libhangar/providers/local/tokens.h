@@ -5,9 +5,9 @@
  *
  * An entry is keyed by the sandbox's id and its jail's pid, and the caller
  * recalls one only after it has just proved that pid to be that id's jail
- * (liveness() in local.c): ids are random and a sandbox directory is never
- * made twice, so one id names one jail ever, and a jail keeps its token for
- * its whole life. Entries are wiped when they are dropped.
+ * (local_liveness() in state.c): ids are random and a sandbox directory is
+ * never made twice, so one id names one jail ever, and a jail keeps its
+ * token for its whole life. Entries are wiped when they are dropped.
  */
 #pragma once
 

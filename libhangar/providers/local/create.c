@@ -1,0 +1,446 @@
+/*
+ * Creating a local sandbox: its directory laid out under a temporary name
+ * and renamed into place, hangar-jail started with envd's token on a pipe,
+ * and the wait for envd to say it is ready.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "local.h"
+
+/* The last bytes of envd.log, made printable, for error messages. */
+static void log_tail(int fd, char *out, size_t size)
+{
+	struct stat st;
+	off_t from;
+	ssize_t n;
+	size_t want = size - 1;
+
+	out[0] = '\0';
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	if (want > LOG_TAIL_BYTES)
+		want = LOG_TAIL_BYTES;
+	from = st.st_size > (off_t)want ? st.st_size - (off_t)want : 0;
+	n = pread(fd, out, want, from);
+	if (n <= 0)
+		return;
+	out[n] = '\0';
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		out[--n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\n')
+			out[i] = ';';
+		else if ((unsigned char)out[i] < 0x20)
+			out[i] = ' ';
+}
+
+/*
+ * Lays out the sandbox's directory (still under its temporary name). The
+ * jail writes its /etc there; what the sandbox writes lives in file systems
+ * of its own (memory, limited in size), never here.
+ */
+static int lay_out(const char *dir, const struct lmeta *m)
+{
+	static const char *const dirs[] = { "rootfs", "rootfs/etc" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]) >= (int)sizeof(path) || mkdir(path, 0755) < 0)
+			return -errno;
+	}
+	return lstate_meta_write(dir, m);
+}
+
+/* The sandbox's settings reach the jail as its environment: setting, then the jail's name for it. */
+static const char *const jail_settings[][2] = {
+	{ "HANGAR_LOCAL_FREEZER", "HANGAR_JAIL_FREEZER" },
+	{ "HANGAR_LOCAL_MEMORY_MB", "HANGAR_JAIL_MEMORY_MB" },
+	{ "HANGAR_LOCAL_PIDS", "HANGAR_JAIL_PIDS" },
+	{ "HANGAR_LOCAL_CPUS", "HANGAR_JAIL_CPUS" },
+	{ "HANGAR_LOCAL_DISK_MB", "HANGAR_JAIL_DISK_MB" },
+	{ "HANGAR_LOCAL_UID_RANGE", "HANGAR_JAIL_UID_RANGE" },
+	{ "HANGAR_LOCAL_NET_ALLOW", "HANGAR_JAIL_NET_ALLOW" },
+	{ "HANGAR_LOCAL_SUBIDS", "HANGAR_JAIL_SUBIDS" },
+	{ "HANGAR_LOCAL_CGROUP", "HANGAR_JAIL_CGROUP" },
+};
+#define JAIL_SETTINGS (sizeof(jail_settings) / sizeof(jail_settings[0]))
+
+/* The jail's environment into envp (JAIL_SETTINGS + 2 entries), its strings in envbuf. */
+static void jail_env(const struct local *l, char envbuf[JAIL_SETTINGS][1100], char **envp)
+{
+	size_t ne = 0;
+
+	envp[ne++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	for (size_t i = 0; i < JAIL_SETTINGS; i++) {
+		const char *v = hangar_sys_ctx_setting(l->ctx, jail_settings[i][0]);
+
+		if (v && *v && strlen(v) < 1024) {
+			snprintf(envbuf[i], sizeof(envbuf[i]), "%s=%s", jail_settings[i][1], v);
+			envp[ne++] = envbuf[i];
+		}
+	}
+	envp[ne] = NULL;
+}
+
+/*
+ * A pipe holding token, its write end closed before the spawn: the jail
+ * reads it to EOF. A pipe holds far more than a token, so the write cannot
+ * block. The read end, or -errno.
+ */
+static int token_pipe(const char *token)
+{
+	size_t tlen = strlen(token);
+	int tp[2];
+
+	if (pipe2(tp, O_CLOEXEC) < 0)
+		return -errno;
+	errno = 0;
+	if (write(tp[1], token, tlen) != (ssize_t)tlen) {
+		int e = errno ? errno : EIO;
+
+		close(tp[0]);
+		close(tp[1]);
+		return -e;
+	}
+	close(tp[1]);
+	return tp[0];
+}
+
+/*
+ * Runs argv with envp, fds[i] as its descriptor i (0 to 4) and no other,
+ * and an empty signal mask, then reaps it: the first jail process forks the
+ * supervisor and exits at once. 0 or -errno.
+ *
+ * posix_spawn, not fork: glibc's shares the caller's memory with the
+ * child until it execs (clone with CLONE_VM and CLONE_VFORK), so the
+ * caller's pages are never made copy-on-write. After a fork, a large
+ * caller (a Python interpreter, a server) pays a page fault for every
+ * page it next writes to, hundreds per create.
+ */
+static int spawn_reaped(char *const *argv, char *const *envp, const int fds[5])
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none;
+	pid_t pid;
+	int status, rc = posix_spawn_file_actions_init(&fa);
+
+	sigemptyset(&none);
+	if (rc == 0 && (rc = posix_spawnattr_init(&at)) != 0)
+		posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return -rc;
+	for (int i = 0; rc == 0 && i < 5; i++)
+		rc = posix_spawn_file_actions_adddup2(&fa, fds[i], i);
+	if (rc == 0 && (rc = posix_spawn_file_actions_addclosefrom_np(&fa, 5)) == 0 &&
+	    (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
+	    (rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK)) == 0)
+		rc = posix_spawn(&pid, argv[0], &fa, &at, argv, envp);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return -rc;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+/*
+ * Starts hangar-jail, detached, with ready_w as its fd 3, a pipe holding the
+ * token as its fd 4, and log as its stdout and stderr. Everything the child
+ * needs is prepared before the spawn.
+ */
+static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log, const char *token)
+{
+	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
+			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
+	char envbuf[JAIL_SETTINGS][1100], *envp[JAIL_SETTINGS + 2];
+	int devnull, hi_ready, hi_log, hi_token, tp, r;
+
+	jail_env(l, envbuf, envp);
+	tp = token_pipe(token);
+	if (tp < 0)
+		return tp;
+	/* Keep the child's descriptors clear of 0..4 so the dup2()s cannot collide. */
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	hi_ready = fcntl(ready_w, F_DUPFD_CLOEXEC, 10);
+	hi_log = fcntl(log, F_DUPFD_CLOEXEC, 10);
+	hi_token = fcntl(tp, F_DUPFD_CLOEXEC, 10);
+	close(tp);
+	if (devnull < 0 || hi_ready < 0 || hi_log < 0 || hi_token < 0)
+		r = -errno;
+	else
+		r = spawn_reaped(argv, envp, (const int[5]){ devnull, hi_log, hi_log, hi_ready, hi_token });
+	if (devnull >= 0)
+		close(devnull);
+	if (hi_ready >= 0)
+		close(hi_ready);
+	if (hi_log >= 0)
+		close(hi_log);
+	if (hi_token >= 0)
+		close(hi_token);
+	return r;
+}
+
+/* Whether the ready pipe said "ready\n" (in what it sent before any NUL byte). */
+static int said_ready(const char *buf, size_t have)
+{
+	return memmem(buf, strnlen(buf, have), "ready\n", 6) != NULL;
+}
+
+/* Reads "ready\n" from fd before the deadline: 0, -ETIMEDOUT or -EPIPE (EOF). */
+static int wait_ready(int fd, int64_t deadline_ms)
+{
+	char buf[64];
+	size_t have;
+	int r = local_read_until(fd, buf, sizeof(buf) - 1, deadline_ms, said_ready, &have);
+
+	if (r < 0)
+		return r;
+	return said_ready(buf, have) ? 0 : -EPIPE;
+}
+
+/* Stops a jail that started but whose sandbox never became ready. */
+static void stop_jail(const char *dir, const char *id)
+{
+	int pid = lstate_jail_pid(dir), fd;
+
+	if (pid <= 0)
+		return;
+	fd = local_pidfd_open(pid);
+	if (fd < 0)
+		return;
+	if (lstate_is_jail(pid, id)) {
+		local_pidfd_signal(fd, SIGTERM);
+		if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS))
+			local_pidfd_signal(fd, SIGKILL);
+	}
+	close(fd);
+}
+
+static int new_id(char *id)
+{
+	unsigned char rnd[8];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	memcpy(id, "sb-", 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(id + 3 + 2 * i, 3, "%02x", rnd[i]);
+	return 0;
+}
+
+static int new_token(char *hex /* 65 */)
+{
+	unsigned char rnd[32];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	explicit_bzero(rnd, sizeof(rnd));
+	return 0;
+}
+
+static int copy_env(struct lmeta *m, const char *const *env)
+{
+	size_t n = 0;
+
+	for (const char *const *e = env; e && *e; e++)
+		n++;
+	if (!n)
+		return 0;
+	m->env = calloc(n + 1, sizeof(char *));
+	if (!m->env)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!(m->env[i] = strdup(env[i])))
+			return -ENOMEM;
+	return 0;
+}
+
+/*
+ * A new sandbox's meta.json from opts, all but its id, jail and expiry: 0,
+ * or an error set (the caller clears m either way).
+ */
+static int new_meta(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m)
+{
+	if (opts->template_id && *opts->template_id && strcmp(opts->template_id, "local") != 0)
+		return hangar_sys_error(HANGAR_ECREATE, 0, 0,
+					"the local provider has no template \"%s\" (only \"local\": the host's /usr)",
+					opts->template_id);
+	for (const char *const *e = opts->env; e && *e; e++)
+		if (strlen(*e) > 32768)
+			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
+	if (opts->network == HANGAR_NETWORK_ON || opts->network == HANGAR_NETWORK_OFF) {
+		m->network = opts->network == HANGAR_NETWORK_ON;
+	} else {
+		int32_t net = 1;
+
+		hangar_sys_ctx_setting_bool(&net, l->ctx, "HANGAR_LOCAL_NETWORK");
+		m->network = net != 0;
+	}
+	/*
+	 * An unprivileged caller's way out (slirp4netns) needs the tun device:
+	 * without it the sandbox would have loopback only, which is not what
+	 * was asked for. Said now, rather than found out later.
+	 */
+	if (m->network && geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, errno,
+					"network on needs /dev/net/tun, which uid %u cannot open: ask for network "
+					"off, set HANGAR_LOCAL_NETWORK=off, or make the device usable (mode 0666, "
+					"as Debian has it)",
+					(unsigned)geteuid());
+	snprintf(m->template_id, sizeof(m->template_id), "local");
+	m->created_at_us = clock_wall_us();
+	m->timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
+	m->unprivileged = geteuid() != 0;
+	if (copy_env(m, opts->env) < 0)
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
+ * Makes the sandbox's directory dir (DIR_MAX) with a new id in m->id. It is
+ * laid out under a dot name, locked, then renamed into place: list() and
+ * connect() never see a half-made sandbox as a dead one. 0 with the lock
+ * held in *lock, or an error set and nothing left behind.
+ */
+static int make_dir(const struct local *l, struct lmeta *m, char *dir, int *lock)
+{
+	char tmpdir[DIR_MAX], path[PATH_MAX];
+	int r;
+
+	for (int tries = 0;; tries++) {
+		if ((r = new_id(m->id)) < 0)
+			return hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
+		snprintf(tmpdir, sizeof(tmpdir), "%s/.new-%s", l->root, m->id);
+		local_sandbox_dir(dir, DIR_MAX, l, m->id);
+		if (access(dir, F_OK) == 0 && tries < 8)
+			continue;
+		if (mkdir(tmpdir, 0700) == 0)
+			break;
+		if (errno != EEXIST || tries >= 8)
+			return hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot create %s", tmpdir);
+	}
+	snprintf(path, sizeof(path), "%s/lock", tmpdir);
+	*lock = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*lock < 0 || flock(*lock, LOCK_EX) < 0) {
+		r = hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot lock %s", path);
+		lstate_rmtree_at(AT_FDCWD, tmpdir);
+		return r;
+	}
+	r = lay_out(tmpdir, m);
+	if (r == 0 && rename(tmpdir, dir) < 0)
+		r = -errno;
+	if (r < 0) {
+		r = hangar_sys_error(HANGAR_ECREATE, 0, -r, "cannot lay out sandbox directory %s", tmpdir);
+		lstate_rmtree_at(AT_FDCWD, tmpdir);
+		return r;
+	}
+	return 0;
+}
+
+/*
+ * Starts the jail of sandbox id in dir and waits, until t0 +
+ * READY_DEADLINE_MS, for envd to be ready. Hands the caller envd.log's
+ * descriptor (*log) and the ready pipe's (*ready) to close. 0, or an error
+ * set with the jail stopped and dir removed.
+ */
+static int start_jail(const struct local *l, const char *dir, const char *id, const char *token, int64_t t0,
+		      int *log, int *ready)
+{
+	char path[PATH_MAX], tail[LOG_TAIL_BYTES + 1];
+	int pipefd[2], r;
+
+	snprintf(path, sizeof(path), "%s/envd.log", dir);
+	*log = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*log < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+		r = hangar_sys_error(HANGAR_ECREATE, 0, errno, "cannot create %s", path);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return r;
+	}
+	*ready = pipefd[0];
+	r = spawn_jail(l, dir, pipefd[1], *log, token);
+	close(pipefd[1]);
+	if (r < 0) {
+		r = hangar_sys_error(HANGAR_ECREATE, 0, -r, "cannot start %s", l->jail);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return r;
+	}
+	r = wait_ready(*ready, t0 + READY_DEADLINE_MS);
+	if (r < 0) {
+		stop_jail(dir, id);
+		/* The jail removes the directory; the log stays readable through our descriptor. */
+		log_tail(*log, tail, sizeof(tail));
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return hangar_sys_error(HANGAR_ECREATE, 0, 0, "local sandbox %s %s: %s", id,
+					r == -ETIMEDOUT ? "did not become ready within 30 s" : "failed to start",
+					*tail ? tail : "(envd.log is empty)");
+	}
+	return 0;
+}
+
+/* Running: records the jail and starts the clock. 0, or an error set with the sandbox stopped and removed. */
+static int record_running(const char *dir, struct lmeta *m)
+{
+	int r;
+
+	m->jail_pid = lstate_jail_pid(dir);
+	m->expires_at_us = m->timeout_sec > 0 ? clock_wall_us() + m->timeout_sec * 1000000 : 0;
+	r = lstate_meta_write(dir, m);
+	if (r == 0 && m->jail_pid > 0)
+		kill(m->jail_pid, SIGHUP); /* the expiry moved */
+	if (r < 0) {
+		stop_jail(dir, m->id);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return hangar_sys_error(HANGAR_ECREATE, 0, -r, "local sandbox %s: cannot write meta.json", m->id);
+	}
+	return 0;
+}
+
+int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	struct local *l = state;
+	char dir[DIR_MAX], token[65];
+	struct lmeta m = { 0 };
+	int lock = -1, log = -1, ready = -1, r, rc;
+	int64_t t0 = clock_mono_ms();
+
+	rc = new_meta(l, opts, &m);
+	if (rc == 0 && (r = new_token(token)) < 0)
+		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
+	if (rc == 0)
+		rc = make_dir(l, &m, dir, &lock);
+	if (rc == 0)
+		rc = start_jail(l, dir, m.id, token, t0, &log, &ready);
+	if (rc == 0)
+		rc = record_running(dir, &m);
+	if (rc == 0) {
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id,
+			       (long long)(clock_mono_ms() - t0));
+		rc = local_describe(l, dir, &m, token, m.jail_pid, out);
+	}
+	explicit_bzero(token, sizeof(token));
+	if (ready >= 0)
+		close(ready);
+	if (log >= 0)
+		close(log);
+	local_unlock(lock);
+	lstate_meta_clear(&m);
+	return rc;
+}
