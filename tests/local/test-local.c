@@ -1198,6 +1198,45 @@ static int find_id_cb(const hangar_sandbox_info *info, void *payload)
 	return 0;
 }
 
+/*
+ * Past its lifetime, while its supervisor has not torn it down yet (held
+ * here with SIGSTOP), a sandbox is gone to every caller: never reported as
+ * merely unreachable, however the teardown's steps interleave with a call.
+ */
+START_TEST(expired_is_gone_before_teardown)
+{
+	hangar_ctx *ctx = new_ctx(), *other = new_ctx();
+	hangar_sandbox *sb = create(ctx, 2, 0, NULL), *again = NULL;
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	char id[64], path[PATH_MAX];
+	int jail = 0;
+	FILE *f;
+
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	sb_path(path, sizeof(path), id, "/jail.pid");
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
+	ck_assert_int_gt(info.expires_at_us, 0);
+	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
+	/* Wait for the wall clock to pass the recorded expiry. */
+	while (clock_wall_us() <= info.expires_at_us) {
+		struct timespec ts = { 0, 50 * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_eq(hangar_sandbox_attach(&again, other, "local", id), HANGAR_EGONE);
+	ck_assert_ptr_null(again);
+	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), HANGAR_EGONE);
+	ck_assert_int_eq(kill(jail, SIGCONT), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(other);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(silent_supervisor)
 {
 	hangar_ctx *ctx = new_ctx(), *other;
@@ -1307,6 +1346,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, unprivileged_caller);
 	tcase_add_test(tc, token_only_in_memory);
 	tcase_add_test(tc, silent_supervisor);
+	tcase_add_test(tc, expired_is_gone_before_teardown);
 	tcase_add_test(tc, remembered_tokens_stay_apart);
 	suite_add_tcase(s, tc);
 	return s;

@@ -161,8 +161,25 @@ void local_clean_stale(struct local *l, const char *id)
 }
 
 /*
+ * Past its lifetime the jail is tearing the sandbox down: envd may be gone
+ * already while the supervisor still runs. It is gone to callers from that
+ * moment, never merely unreachable, and its lifetime cannot be extended.
+ */
+static int expired(const char *id, const char *dir)
+{
+	struct lmeta m;
+	int gone;
+
+	if (lstate_meta_read(dir, &m) < 0)
+		return 0; /* the caller reads it again and says what is wrong */
+	gone = !m.paused && m.expires_at_us > 0 && m.expires_at_us <= clock_wall_us();
+	lstate_meta_clear(&m);
+	return gone ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its lifetime ran out)", id) : 0;
+}
+
+/*
  * Finds a live sandbox: 0 with its jail pid, or HANGAR_EGONE (cleaning up
- * what a dead one left).
+ * what a dead one left, or past its lifetime).
  */
 int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
 {
@@ -176,7 +193,7 @@ int local_find_alive(struct local *l, const char *id, char *dir, size_t size, in
 					id);
 	switch (local_liveness(dir, id, jail_pid)) {
 	case LOCAL_ALIVE:
-		return 0;
+		return expired(id, dir);
 	case LOCAL_CREATING:
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is still being created", id);
 	case LOCAL_DEAD:
