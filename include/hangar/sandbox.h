@@ -298,7 +298,8 @@ typedef struct hangar_exec_result {
  * @return 0 (see out->exit_code and out->timed_out), HANGAR_EINVAL (also a
  *         command line too long, or a struct version newer than the
  *         library's),
- *         HANGAR_EGONE (the sandbox died), HANGAR_EPAUSED,
+ *         HANGAR_EGONE (the sandbox died), HANGAR_EPAUSED (also when
+ *         another caller pauses it while the command runs: within seconds),
  *         HANGAR_ETIMEOUT (the sandbox stopped answering: our backstop
  *         deadline passed, the sandbox is alive), HANGAR_EUNAVAILABLE,
  *         HANGAR_EPROTOCOL, HANGAR_ECANCELED (opts->cancel said stop).

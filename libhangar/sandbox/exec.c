@@ -5,8 +5,11 @@
  * in-sandbox timeout kills the whole process group and exit 124 means "timed
  * out" everywhere. envd's own deadline (Connect-Timeout-Ms) is a little
  * longer, as a backstop, and our request deadline longer still, so a silent
- * sandbox is told apart from a slow command. Output is capped per stream,
- * keeping its head and tail.
+ * sandbox is told apart from a slow command. envd sends a keepalive every
+ * second while the command is quiet, so a stream that falls silent means a
+ * frozen or dead sandbox: its state is asked then, and a sandbox another
+ * caller paused fails the call with HANGAR_EPAUSED within seconds. Output is
+ * capped per stream, keeping its head and tail.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -21,7 +24,8 @@
 #define KILL_GRACE_SEC 5      /* timeout -k: SIGKILL this long after SIGTERM */
 #define ENVD_BACKSTOP_SEC 10  /* envd kills the command this long after the timeout */
 #define REQUEST_SLACK_SEC 20  /* and we give up on the request this long after it */
-#define EXEC_KEEPALIVE_SEC 30
+#define EXEC_KEEPALIVE_SEC 1  /* envd's keepalive while a command is silent */
+#define SILENCE_CHECK_MS 2500 /* a stream silent this long: is the sandbox still running? */
 #define EXEC_TIMEOUT_MAX (7LL * 86400)     /* as HANGAR_EXEC_TIMEOUT_SECONDS */
 #define OUTPUT_LIMIT_MAX (1ULL << 32)      /* as HANGAR_OUTPUT_LIMIT_BYTES */
 /* Linux's MAX_ARG_STRLEN: no single argument or environment entry of a new program may be longer. */
@@ -158,16 +162,39 @@ struct exec_run {
 	int failed;                   /* stdin delivery, memory or a broken protocol */
 	int rc;
 	int cancelled;                /* the caller's cancel callback said stop */
+	int stopped;                  /* the sandbox was found paused (HANGAR_EPAUSED) or gone */
+	int64_t heard_ms;             /* when the stream last said anything, keepalives too */
+	int64_t checked_ms;           /* when the sandbox's state was last asked about */
 };
 
-/* Polled by the envd client while the command runs. */
-static int exec_cancelled(void *arg)
+/*
+ * Polled by the envd client at least once a second while the command runs.
+ * Besides the caller's cancel: envd sends a keepalive every second, so a
+ * stream silent for SILENCE_CHECK_MS means a frozen or dead sandbox. Its
+ * state is then asked once per SILENCE_CHECK_MS, so a command on a sandbox
+ * that another process paused fails within seconds with HANGAR_EPAUSED,
+ * not after its whole deadline.
+ */
+static int exec_poll(void *arg)
 {
 	struct exec_run *run = arg;
+	int64_t now;
+	int r;
 
 	if (!run->cancelled && run->opts->cancel && run->opts->cancel(run->opts->payload))
 		run->cancelled = 1;
-	return run->cancelled;
+	if (run->cancelled || run->stopped)
+		return 1;
+	now = clock_mono_ms();
+	if (now - run->heard_ms < SILENCE_CHECK_MS || now - run->checked_ms < SILENCE_CHECK_MS)
+		return 0;
+	run->checked_ms = now;
+	r = sandbox_paused_now(run->sb);
+	if (r == 1)
+		run->stopped = HANGAR_EPAUSED;
+	else if (r == HANGAR_EGONE)
+		run->stopped = HANGAR_EGONE;
+	return run->stopped != 0;
 }
 
 static int send_stdin(struct exec_run *run)
@@ -316,6 +343,7 @@ static int on_event(const cJSON *msg, void *arg)
 	struct exec_run *run = arg;
 	struct proc_event ev;
 
+	run->heard_ms = clock_mono_ms();
 	proc_event_parse(msg, &ev);
 	if (proc_order_check(&run->order, &ev, "command") != 0) {
 		/* Nothing after this can be believed: not the output, not an exit status. */
@@ -436,7 +464,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	call.connect_timeout_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC) * 1000;
 	call.deadline_ms = (timeout + KILL_GRACE_SEC + ENVD_BACKSTOP_SEC + REQUEST_SLACK_SEC) * 1000;
 	call.keepalive_sec = EXEC_KEEPALIVE_SEC;
-	call.cancel = o.cancel ? exec_cancelled : NULL;
+	call.cancel = exec_poll;
 	call.cancel_arg = &run;
 	run.input_call = call;
 	run.input_call.cancel = NULL;
@@ -451,6 +479,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	req = start_request(command, &o, timeout);
 	ooms = oom_kills(sb);
 	started = clock_mono_ms();
+	run.heard_ms = run.checked_ms = started;
 	rc = envd_stream(c, &call, "/process.Process/Start", req, on_event, &run, &st);
 	cJSON_Delete(req);
 	if (run.failed) {
@@ -459,6 +488,11 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 			stop_command(&run); /* nobody is listening to it any more */
 	} else if (rc == ENVD_CANCELLED && run.cancelled)
 		rc = cancel_command(&run);
+	else if (rc == ENVD_CANCELLED && run.stopped == HANGAR_EPAUSED)
+		rc = herr(HANGAR_EPAUSED, HANGAR_ERRCAT_SANDBOX,
+			  "sandbox %s was paused while the command ran (it may go on once resumed)", sb->id);
+	else if (rc == ENVD_CANCELLED && run.stopped == HANGAR_EGONE)
+		rc = herr(HANGAR_EGONE, HANGAR_ERRCAT_SANDBOX, "sandbox %s is gone: the command ended with it", sb->id);
 	else if (rc == HANGAR_ETIMEOUT && st.code == CONNECT_DEADLINE_EXCEEDED)
 		rc = 0; /* envd's backstop killed it: a timed-out command, reported as such */
 	else if (rc == 0 && !run.ended)

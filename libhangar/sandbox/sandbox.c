@@ -854,6 +854,19 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
 	return v;
 }
 
+int sandbox_paused_now(struct hangar_sandbox *sb)
+{
+	struct sbview *v;
+	int rc = sandbox_refresh(sb), paused;
+
+	if (rc)
+		return rc;
+	v = current_view(sb);
+	paused = v->desc.state == HANGAR_SANDBOX_PAUSED;
+	sbview_put(v);
+	return paused;
+}
+
 int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct envd_status *st)
 {
 	hangar_error saved = *hangar_error_last();

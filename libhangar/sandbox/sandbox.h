@@ -61,6 +61,8 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
  */
 int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct envd_status *st);
 
+/* Asks the provider again: 1 when the sandbox is paused now, 0 when it runs, or a failure (HANGAR_EGONE). */
+int sandbox_paused_now(struct hangar_sandbox *sb);
 /* Asks the provider about the sandbox again (its connect) and replaces its view. */
 int sandbox_refresh(struct hangar_sandbox *sb);
 /*

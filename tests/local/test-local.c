@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1237,6 +1238,71 @@ START_TEST(expired_is_gone_before_teardown)
 }
 END_TEST
 
+/* An exec on a thread of its own: its return code and how long it took. */
+struct long_exec {
+	hangar_sandbox *sb;
+	int rc;
+	int64_t took_ms;
+};
+
+static void *long_exec_run(void *arg)
+{
+	struct long_exec *x = arg;
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int64_t t0 = clock_mono_ms();
+
+	eo.timeout_sec = 60;
+	x->rc = hangar_sandbox_exec(&r, x->sb, "echo started > /tmp/started; sleep 50", &eo);
+	x->took_ms = clock_mono_ms() - t0;
+	hangar_exec_result_dispose(&r);
+	return NULL;
+}
+
+/*
+ * Another caller pauses the sandbox while a command runs: the exec fails
+ * with HANGAR_EPAUSED within seconds, not after its 60 s (plus slack)
+ * deadline; resumed, the sandbox answers again.
+ */
+START_TEST(exec_fails_promptly_when_paused_elsewhere)
+{
+	hangar_ctx *ctx = new_ctx(), *other = new_ctx();
+	hangar_sandbox *sb = create(ctx, 300, 0, NULL), *elsewhere = NULL;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	struct long_exec x = { sb, 1, 0 };
+	pthread_t th;
+	if (geteuid() != 0)
+		return; /* the cgroup freezer needs root */
+	ck_assert_int_eq(pthread_create(&th, NULL, long_exec_run, &x), 0);
+	/* Wait until the command runs: its file appears in the sandbox. */
+	for (int64_t until = clock_mono_ms() + 30000;;) {
+		hangar_buf b = HANGAR_BUF_INIT;
+		int rc = hangar_sandbox_read_file(&b, sb, "/tmp/started");
+
+		hangar_buf_dispose(&b);
+		if (rc == 0)
+			break;
+		ck_assert_msg(clock_mono_ms() < until, "the command did not start");
+		poll(NULL, 0, 20);
+	}
+	ck_assert_int_eq(hangar_sandbox_attach(&elsewhere, other, "local", hangar_sandbox_id(sb)), 0);
+	ck_assert_int_eq(hangar_sandbox_pause(elsewhere), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(x.rc, HANGAR_EPAUSED);
+	/* A stated bound: the keepalive check (2.5 s), one state query, and slack for a loaded machine. */
+	ck_assert_int_lt(x.took_ms, 20000);
+	ck_assert_int_eq(hangar_sandbox_resume(elsewhere), 0);
+	ck_assert_int_eq(hangar_sandbox_exec(&r, sb, "echo back", NULL), 0);
+	ck_assert_str_eq(r.out.ptr, "back\n");
+	hangar_exec_result_dispose(&r);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(elsewhere);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(other);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(silent_supervisor)
 {
 	hangar_ctx *ctx = new_ctx(), *other;
@@ -1347,6 +1413,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, token_only_in_memory);
 	tcase_add_test(tc, silent_supervisor);
 	tcase_add_test(tc, expired_is_gone_before_teardown);
+	tcase_add_test(tc, exec_fails_promptly_when_paused_elsewhere);
 	tcase_add_test(tc, remembered_tokens_stay_apart);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1536,8 +1536,20 @@ START_TEST(stopped_supervisor_strands_nothing)
 	snprintf(parked, sizeof(parked), "%s", i.sandbox_id);
 	jail = jail_pid_of(parked);
 	ck_assert_int_eq(kill(jail, SIGSTOP), 0);
-	ck_assert_int_eq(hangar_session_resume(s, &sb), 0);
-	hangar_sandbox_unref(sb);
+	/* Another process resumes it: it must ask the stopped supervisor for envd's token. */
+	{
+		hangar_ctx *other = ctx_for(T_LOCAL);
+		hangar_session *s2 = NULL;
+
+		set(other, "HANGAR_SESSION_CHECK_SECONDS", "2");
+		ck_assert_int_eq(hangar_session_open(&s2, other, hangar_session_id(s)), 0);
+		ck_assert_int_eq(hangar_session_resume(s2, &sb), 0);
+		hangar_sandbox_unref(sb);
+		info_of(s2, &i);
+		ck_assert_msg(strstr(i.last_resume_reason, "did not answer (hung)"), "%s", i.last_resume_reason);
+		hangar_session_unref(s2);
+		hangar_ctx_unref(other);
+	}
 	info_of(s, &i);
 	ck_assert_int_eq(i.last_resume, HANGAR_RESUME_COLD);
 	ck_assert_str_ne(i.sandbox_id, parked);
