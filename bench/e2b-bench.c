@@ -23,20 +23,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 
 #define KEY "e2b_bench_0123456789abcdef"
 
 static pid_t fake;
 static int api_port, edge_port;
 static char state_dir[64];
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int cmp(const void *a, const void *b)
 {
@@ -143,12 +136,12 @@ int main(int argc, char **argv)
 
 	/* a. create -> first command */
 	for (int i = 0; i < n; i++) {
-		int64_t t0 = now_us();
+		int64_t t0 = clock_mono_us();
 
 		if (hangar_sandbox_create(&sb, ctx, &o))
 			die("create");
 		exec_true(sb);
-		v[i] = now_us() - t0;
+		v[i] = clock_mono_us() - t0;
 		hangar_sandbox_kill(sb);
 		sb = hangar_sandbox_unref(sb);
 	}
@@ -159,10 +152,10 @@ int main(int argc, char **argv)
 		die("create");
 	exec_true(sb);
 	for (int i = 0; i < n; i++) {
-		int64_t t0 = now_us();
+		int64_t t0 = clock_mono_us();
 
 		exec_true(sb);
-		v[i] = now_us() - t0;
+		v[i] = clock_mono_us() - t0;
 	}
 	report("exec true, through the edge", v, n);
 	{
@@ -194,10 +187,10 @@ int main(int argc, char **argv)
 				die("attach");
 			exec_true(direct);
 			for (int i = 0; i < n; i++) {
-				int64_t t0 = now_us();
+				int64_t t0 = clock_mono_us();
 
 				exec_true(direct);
-				v[i] = now_us() - t0;
+				v[i] = clock_mono_us() - t0;
 			}
 			report("exec true, straight to envd (no edge)", v, n);
 			hangar_sandbox_unref(direct);
@@ -209,19 +202,19 @@ int main(int argc, char **argv)
 
 	/* c. the control-API client per call */
 	for (int i = 0; i < n; i++) {
-		int64_t t0 = now_us();
+		int64_t t0 = clock_mono_us();
 
 		if (hangar_sandbox_get_info(&info, sb))
 			die("status");
-		v[i] = now_us() - t0;
+		v[i] = clock_mono_us() - t0;
 	}
 	report("status (GET /sandboxes/{id})", v, n);
 	for (int i = 0; i < n; i++) {
-		int64_t t0 = now_us();
+		int64_t t0 = clock_mono_us();
 
 		if (hangar_sandbox_set_timeout(sb, 300))
 			die("set timeout");
-		v[i] = now_us() - t0;
+		v[i] = clock_mono_us() - t0;
 	}
 	report("set timeout (POST /sandboxes/{id}/timeout)", v, n);
 	hangar_sandbox_kill(sb);

@@ -9,6 +9,7 @@
  * slows the child down) and dropped while nobody does, as upstream.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "envd.h"
 
 #include <errno.h>
@@ -81,14 +82,6 @@ static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct proc *live;
 static struct retained *exits;
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void proc_ref(struct proc *p)
 {
 	atomic_fetch_add(&p->refs, 1);
@@ -135,7 +128,7 @@ static void retained_free(struct retained *r)
 /* Drops expired entries and any matching pid or tag (a newer process owns them). */
 static void retained_prune_locked(pid_t pid, const char *tag)
 {
-	int64_t now = now_ns();
+	int64_t now = clock_mono_ns();
 
 	for (struct retained **pp = &exits; *pp;) {
 		struct retained *r = *pp;
@@ -417,7 +410,7 @@ static void finish(struct proc *p, int wstatus, int deadline_hit)
 		r->pid = p->pid;
 		r->tag = p->tag ? strdup(p->tag) : NULL;
 		r->end_json = strdup(json);
-		r->expires_ns = now_ns() + (int64_t)ENVD_EXIT_RETENTION_SEC * 1000000000;
+		r->expires_ns = clock_mono_ns() + (int64_t)ENVD_EXIT_RETENTION_SEC * 1000000000;
 		r->next = exits;
 		exits = r;
 		r = NULL;
@@ -506,7 +499,7 @@ static void *supervise(void *arg)
 		i_stop = n;
 		pfd[n++] = (struct pollfd){ .fd = p->stop_fd, .events = POLLIN };
 		if (p->deadline_ns && !deadline_hit) {
-			int64_t left = p->deadline_ns - now_ns();
+			int64_t left = p->deadline_ns - clock_mono_ns();
 
 			timeout = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
 		}
@@ -515,7 +508,7 @@ static void *supervise(void *arg)
 				continue;
 			break;
 		}
-		if (p->deadline_ns && !deadline_hit && now_ns() >= p->deadline_ns) {
+		if (p->deadline_ns && !deadline_hit && clock_mono_ns() >= p->deadline_ns) {
 			deadline_hit = 1;
 			kill(p->pid, SIGKILL);
 			end_deadline_owner(p);
@@ -931,7 +924,7 @@ static int do_start(struct envd_req *r, const cJSON *in, struct envd_stream *s, 
 	p->config = config;
 	p->tag = sr.tag ? strdup(sr.tag) : NULL;
 	if (r->timeout_ms > 0)
-		p->deadline_ns = now_ns() + r->timeout_ms * 1000000;
+		p->deadline_ns = clock_mono_ns() + r->timeout_ms * 1000000;
 	start_req_free(&sr);
 
 	subscribe(p, s, 1);

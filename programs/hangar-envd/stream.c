@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include "clock.h"
 #include "stream.h"
 
 #include <errno.h>
@@ -36,14 +37,6 @@ struct envd_stream {
 	int detached;
 };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 struct envd_stream *envd_stream_new(struct MHD_Connection *conn, int keepalive_sec)
 {
 	struct envd_stream *s = calloc(1, sizeof(*s));
@@ -63,7 +56,7 @@ struct envd_stream *envd_stream_new(struct MHD_Connection *conn, int keepalive_s
 	s->sockfd = ci ? ci->connect_fd : -1;
 	s->keepalive_sec = keepalive_sec > 0 ? keepalive_sec : ENVD_KEEPALIVE_DEFAULT;
 	s->keepalive_json = "{\"event\":{\"keepalive\":{}}}";
-	s->last_send_ns = now_ns();
+	s->last_send_ns = clock_mono_ns();
 	return s;
 }
 
@@ -91,7 +84,7 @@ void envd_stream_set_keepalive(struct envd_stream *s, const char *keepalive_json
 void envd_stream_set_deadline_ms(struct envd_stream *s, int64_t ms)
 {
 	pthread_mutex_lock(&s->mu);
-	s->deadline_ns = ms > 0 ? now_ns() + ms * 1000000 : 0;
+	s->deadline_ns = ms > 0 ? clock_mono_ns() + ms * 1000000 : 0;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -137,7 +130,7 @@ int envd_stream_send(struct envd_stream *s, cJSON *msg)
 		pthread_cond_wait(&s->drained, &s->mu);
 	if (!s->gone && !s->ended) {
 		r = append_locked(s, 0, json, strlen(json));
-		s->last_send_ns = now_ns();
+		s->last_send_ns = clock_mono_ns();
 	}
 	pthread_mutex_unlock(&s->mu);
 	free(json);
@@ -229,7 +222,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			detach_once(s);
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		}
-		now = now_ns();
+		now = clock_mono_ns();
 		if (s->deadline_ns && now >= s->deadline_ns) {
 			end_locked(s, CONNECT_DEADLINE_EXCEEDED, "context deadline exceeded");
 			pthread_mutex_unlock(&s->mu);

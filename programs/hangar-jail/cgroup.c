@@ -157,7 +157,7 @@ void freezer_kill(const struct freezer *f, int64_t deadline)
 		lstate_write_str(path, "1"); /* absent before Linux 5.14: the loop below does it */
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.procs", f->path);
-	while (mono_ms() < deadline) {
+	while (clock_mono_ms() < deadline) {
 		FILE *in = fopen(path, "re");
 		int pid, any = 0;
 

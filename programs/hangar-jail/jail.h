@@ -10,16 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clock.h"   /* clock_wall_us() (meta.json's expiry), clock_mono_ms() (deadlines) */
 #include "lstate.h"
 
 /* ---- util.c: small helpers every module uses ---- */
 
 /* Says "hangar-jail: <message>" on stderr, which the library keeps as the sandbox's log. */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The wall clock in microseconds (meta.json's expiry is in it). */
-int64_t now_us(void);
-/* The monotonic clock in milliseconds, for deadlines. */
-int64_t mono_ms(void);
 /* 1 when path exists (even unreadable), else 0. */
 int exists(const char *path);
 /* The first child of pid, or 0: bwrap's is the sandbox's pid 1, in all its namespaces. */

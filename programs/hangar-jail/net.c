@@ -147,7 +147,7 @@ static int read_child_pid(int fd, int64_t deadline)
 
 	while (have < sizeof(buf) - 1) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t n;
 		char *k;
 
@@ -185,7 +185,7 @@ static int wait_ready(int fd, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		char c;
 		ssize_t n;
 
@@ -219,7 +219,7 @@ static int wait_loopback(int child, int64_t deadline)
 			fclose(f);
 		if (up)
 			return 0;
-		if (mono_ms() >= deadline || !f) {
+		if (clock_mono_ms() >= deadline || !f) {
 			say("the sandbox's loopback did not come up");
 			return -1;
 		}
@@ -472,7 +472,7 @@ int net_start(struct jail *j)
 	close(j->net_info[1]);
 	close(j->net_block[0]);
 	if (j->bwrap_pid > 0)
-		j->slirp = net_setup(j->net_info[0], j->slirp_path, mono_ms() + NET_DEADLINE_MS);
+		j->slirp = net_setup(j->net_info[0], j->slirp_path, clock_mono_ms() + NET_DEADLINE_MS);
 	/*
 	 * net_info[0] stays open for the jail's life: bubblewrap writes its
 	 * --info-fd in several writes, the last ones after the child's pid

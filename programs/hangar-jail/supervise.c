@@ -53,7 +53,7 @@ void wait_gone(pid_t pid, int64_t deadline)
 		return; /* already gone */
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 
 		if (left <= 0 || poll(&p, 1, (int)left) != 0)
 			break;
@@ -76,7 +76,7 @@ static int arm_timer(const struct jail *j)
 	}
 	lstate_meta_clear(&m);
 	if (m.expires_at_us > 0 && !m.paused) {
-		if (m.expires_at_us <= now_us())
+		if (m.expires_at_us <= clock_wall_us())
 			return 0;
 		its.it_value.tv_sec = m.expires_at_us / 1000000;
 		its.it_value.tv_nsec = (m.expires_at_us % 1000000) * 1000;
@@ -102,7 +102,7 @@ static void kill_bwrap(pid_t bwrap, int64_t deadline)
 	wait_gone(bwrap, deadline);
 	if (fd >= 0) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 
 		if (left > 0)
 			poll(&p, 1, (int)left);
@@ -112,7 +112,7 @@ static void kill_bwrap(pid_t bwrap, int64_t deadline)
 
 void jail_teardown(struct jail *j, int bwrap_done)
 {
-	int64_t deadline = mono_ms() + TEARDOWN_DEADLINE_MS;
+	int64_t deadline = clock_mono_ms() + TEARDOWN_DEADLINE_MS;
 	char path[PATH_MAX];
 	int r;
 

@@ -183,7 +183,7 @@ const struct token *tokens_find(const struct tokens *t, const char *presented)
 int tokens_admit(struct tokens *t, const struct token *tok, double rate, double burst, unsigned *retry_s)
 {
 	struct token *e = &t->v[tok - t->v];
-	int64_t now = now_us();
+	int64_t now = clock_mono_us();
 	int ok;
 
 	if (rate <= 0)

@@ -263,7 +263,8 @@ int fill_session_checkpoints(struct request *r, cJSON *arr);
 extern const char hangard_openapi[];
 extern const size_t hangard_openapi_len;
 
-int64_t now_us(void);
+#include "clock.h"   /* clock_mono_us() and the other clocks */
+
 void log_line(cJSON *obj);   /* one JSON line on stderr; takes obj */
 
 #endif

@@ -78,13 +78,6 @@ static unsigned n_workers;
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void log_line(cJSON *obj)
 {
 	struct timespec ts;
@@ -437,7 +430,7 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	r->conn = conn;
 	r->upload_fd = -1;
 	r->route = SIZE_MAX;
-	r->start_us = now_us();
+	r->start_us = clock_mono_us();
 	snprintf(r->method, sizeof(r->method), "-");
 	randombytes_buf(raw, sizeof(raw));
 	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
@@ -629,7 +622,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!r)
 		return;
 	*con_cls = NULL;
-	int64_t dur = now_us() - r->start_us;
+	int64_t dur = clock_mono_us() - r->start_us;
 	const char *tmpl = r->route == SIZE_MAX ? "-" : hangard_routes[r->route].path;
 	cJSON *line = cJSON_CreateObject();
 	cJSON_AddStringToObject(line, "msg", "request");
@@ -807,7 +800,7 @@ static int wait_idle(int64_t deadline_us)
 	int rc = 0;
 	pthread_mutex_lock(&pool_lock);
 	while (active > 0) {
-		int64_t left = deadline_us - now_us();
+		int64_t left = deadline_us - clock_mono_us();
 		struct timespec ts;
 		if (left <= 0) {
 			rc = -1;
@@ -838,12 +831,12 @@ void server_stop(struct server *srv)
 	}
 	/* Event streams never end on their own: end them first. */
 	events_close_all();
-	clean = wait_idle(now_us() + (int64_t)srv->cfg->shutdown_s * 1000000) == 0;
+	clean = wait_idle(clock_mono_us() + (int64_t)srv->cfg->shutdown_s * 1000000) == 0;
 	if (!clean) {
 		/* Past the bound: commands in flight are cancelled (their cancel
 		 * callbacks read stopping == 2) and get a few seconds to answer. */
 		srv->stopping = 2;
-		clean = wait_idle(now_us() + 5000000) == 0;
+		clean = wait_idle(clock_mono_us() + 5000000) == 0;
 	}
 	line = cJSON_CreateObject();
 	cJSON_AddStringToObject(line, "msg", clean ? "stopped" : "stopped with requests in flight");

@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 
 #define ENVD_PORT 49983
 #define ENVD_VERSION "0.6.4"
@@ -174,7 +175,6 @@ enum view { V_CREATE, V_CONNECT, V_DETAIL, V_LISTED };
 
 /* fake-util.c */
 void vlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int64_t mono_ms(void);
 int64_t wall_ms(void);
 void ms_to_timespec(int64_t ms, struct timespec *ts);
 void add_time(cJSON *o, const char *key, int64_t ms);

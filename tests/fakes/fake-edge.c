@@ -206,13 +206,13 @@ static void *edge_conn(void *arg)
 	size_t n = 0, up_len = 0, head_len;
 	struct edge_head h;
 	struct sandbox *sb;
-	int64_t deadline = mono_ms() + 60000;
+	int64_t deadline = clock_mono_ms() + 60000;
 
 	if (!buf)
 		goto out;
 	while (!hend) {
 		struct pollfd pfd = { .fd = cfd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t r;
 
 		if (n >= EDGE_HEAD_MAX) {

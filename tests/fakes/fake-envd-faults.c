@@ -50,7 +50,7 @@ static int envelope(int fd, unsigned char flags, const char *json)
 static void drain_body(int fd, const char *head, size_t head_len, size_t have)
 {
 	const char *cl = strcasestr(head, "\r\nContent-Length:");
-	int64_t deadline = mono_ms() + 5000;
+	int64_t deadline = clock_mono_ms() + 5000;
 	size_t want = 0;
 	char tmp[4096];
 
@@ -59,7 +59,7 @@ static void drain_body(int fd, const char *head, size_t head_len, size_t have)
 	want = want > have - head_len ? want - (have - head_len) : 0;
 	while (want > 0) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t r;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -74,13 +74,13 @@ static void drain_body(int fd, const char *head, size_t head_len, size_t have)
 /* Ends the answer, then waits (briefly) for the client to close its side. */
 static void finish(int fd)
 {
-	int64_t deadline = mono_ms() + 2000;
+	int64_t deadline = clock_mono_ms() + 2000;
 	char tmp[512];
 
 	shutdown(fd, SHUT_WR);
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0 || read(fd, tmp, sizeof(tmp)) <= 0)
 			return;
@@ -92,11 +92,11 @@ static void endless_file(int fd)
 	static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
 				   "Content-Length: " ENDLESS_ANNOUNCED "\r\nConnection: close\r\n\r\n";
 	static const char zeros[65536];
-	int64_t deadline = mono_ms() + ENDLESS_MAX_MS;
+	int64_t deadline = clock_mono_ms() + ENDLESS_MAX_MS;
 
 	if (send_all(fd, head, sizeof(head) - 1) < 0)
 		return;
-	while (mono_ms() < deadline && send_all(fd, zeros, sizeof(zeros)) == 0)
+	while (clock_mono_ms() < deadline && send_all(fd, zeros, sizeof(zeros)) == 0)
 		;
 }
 

@@ -89,11 +89,11 @@ static int read_ready(int fd, int *port)
 {
 	char buf[64];
 	size_t n = 0;
-	int64_t deadline = mono_ms() + READY_TIMEOUT_MS;
+	int64_t deadline = clock_mono_ms() + READY_TIMEOUT_MS;
 
 	while (n < sizeof(buf) - 1) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t r;
 		int pr;
 

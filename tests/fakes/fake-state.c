@@ -34,14 +34,14 @@ int64_t expiry_after(int64_t seconds)
 {
 	if (seconds < 0)
 		return NEVER;
-	return mono_ms() + seconds * 1000;
+	return clock_mono_ms() + seconds * 1000;
 }
 
 int64_t expires_wall_ms(const struct sandbox *sb)
 {
 	if (sb->expires == NEVER)
 		return NEVER;
-	return wall_ms() + (sb->expires - mono_ms());
+	return wall_ms() + (sb->expires - clock_mono_ms());
 }
 
 void new_token(char *out)
@@ -111,7 +111,7 @@ void *reaper_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&g.lock);
 	while (!g.stopping) {
-		int64_t now = mono_ms(), next = NEVER;
+		int64_t now = clock_mono_ms(), next = NEVER;
 		struct sandbox *due = NULL;
 
 		for (struct sandbox *sb = g.sandboxes; sb; sb = sb->next) {
@@ -128,7 +128,7 @@ void *reaper_main(void *arg)
 			pthread_mutex_unlock(&g.lock);
 			pthread_mutex_lock(&due->op);
 			pthread_mutex_lock(&g.lock);
-			if (due->state == SB_RUNNING && due->expires <= mono_ms()) {
+			if (due->state == SB_RUNNING && due->expires <= clock_mono_ms()) {
 				int pause = due->auto_pause;
 
 				sb_log(due, "sandbox timed out");

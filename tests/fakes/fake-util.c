@@ -15,14 +15,6 @@ void vlog(const char *fmt, ...)
 	va_end(ap);
 }
 
-int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t wall_ms(void)
 {
 	struct timespec ts;
@@ -151,7 +143,7 @@ void wait_ms(int ms)
 	pthread_cond_t c;
 	pthread_condattr_t a;
 	struct timespec ts;
-	int64_t deadline = mono_ms() + ms;
+	int64_t deadline = clock_mono_ms() + ms;
 
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
@@ -159,7 +151,7 @@ void wait_ms(int ms)
 	pthread_condattr_destroy(&a);
 	pthread_mutex_lock(&m);
 	ms_to_timespec(deadline, &ts);
-	while (mono_ms() < deadline)
+	while (clock_mono_ms() < deadline)
 		if (pthread_cond_timedwait(&c, &m, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&m);
