@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import WRITER, Server, wait_for
+from conftest import READER, WRITER, Server, wait_for
 
 NOISE_MB = 200
 
@@ -93,6 +93,10 @@ def test_suspend_whose_client_leaves_stores_nothing(capturer, session):
     assert_nothing_kept(capturer, session)
     # Cancelled because its client left, not a failure of the server.
     assert status == 499
+    from test_api import parse_prometheus
+    samples, _ = parse_prometheus(capturer.ok("GET", "/metrics", token=READER).body.decode())
+    key = frozenset({"method": "POST", "route": "/v1/sessions/{id}/suspend", "status": "499"}.items())
+    assert samples.get(("hangard_requests_total", key)) == 1, sorted(k for k in samples if "499" in str(k))
 
 
 def test_checkpoint_whose_client_leaves_stores_nothing(capturer, session):
