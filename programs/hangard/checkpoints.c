@@ -118,7 +118,9 @@ void h_checkpoint_delete(struct request *r)
 }
 
 /* {workspace, select, session, parent, labels, blob, user, timeout}: 201
- * and the checkpoint. The blob is the string's bytes, as for a suspend. */
+ * and the checkpoint. The blob is the string's bytes, as for a suspend. A
+ * client that leaves before the answer cancels the capture: nothing is
+ * stored for an answer nobody reads. */
 void h_sandbox_checkpoint(struct request *r)
 {
 	static const char *const fields[] = { "workspace", "select", "session", "parent", "labels",
@@ -152,6 +154,8 @@ void h_sandbox_checkpoint(struct request *r)
 	opts.labels = (const char *const *)labels;
 	opts.blob = blob;
 	opts.blob_len = blob ? strlen(blob) : 0;
+	opts.cancel = request_abandoned;
+	opts.cancel_payload = r;
 	sb = sandbox_open(r);
 	if (!sb)
 		goto out;

@@ -30,7 +30,7 @@ static const struct {
 	{ HANGAR_ENOTFOUND, 404 },
 	{ HANGAR_EOS, 500 },
 	{ HANGAR_EEXISTS, 409 },
-	{ HANGAR_ECANCELED, 503 },    /* only the server cancels: it is stopping */
+	{ HANGAR_ECANCELED, 503 },    /* the server is stopping (a client that left: 499) */
 	{ HANGAR_EBUSY, 409 },        /* with Retry-After: another caller holds the session */
 };
 

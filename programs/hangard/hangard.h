@@ -148,6 +148,11 @@ const char *request_upload_path(const struct request *r, uint64_t *len);
 const char *request_method(const struct request *r);
 const struct route *request_route(const struct request *r);
 struct MHD_Connection *request_connection(const struct request *r);
+/* A hangar_cancel_fn for the library call of a handler, with the request as
+ * payload: non-zero once the client has closed its connection (nobody will
+ * read the answer) or a stop has run past its bound. Only from the handler,
+ * before it answers. */
+int request_abandoned(void *request);
 
 /* What a handler answers: exactly one of these, once. */
 void reply_json(struct request *r, unsigned status, cJSON *body);   /* takes body */

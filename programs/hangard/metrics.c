@@ -12,8 +12,8 @@
 
 #include "hangard.h"
 
-static const unsigned statuses[] = { 200, 201, 204, 400, 401, 403, 404, 405, 409, 410,
-				     413, 429, 500, 501, 502, 503, 504, 0 /* any other */ };
+static const unsigned statuses[] = { 200, 201, 204, 400, 401, 403, 404, 405, 409, 410, 413,
+				     429, 499 /* the client left */, 500, 501, 502, 503, 504, 0 /* any other */ };
 #define N_STATUS (sizeof(statuses) / sizeof(statuses[0]))
 static const double buckets[] = { 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120 };
 #define N_BUCKET (sizeof(buckets) / sizeof(buckets[0]))

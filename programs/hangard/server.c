@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ enum phase {
 
 struct request {
 	struct MHD_Connection *conn;
+	int fd;                  /* the connection's socket, -1 until begun */
 	size_t route;            /* index in hangard_routes, or SIZE_MAX */
 	char method[16];
 	char id[17];
@@ -140,6 +142,35 @@ cJSON *request_json(struct request *r, const char *const *allowed)
 	return doc;
 }
 
+/*
+ * While a worker runs the handler the connection is suspended, and
+ * libmicrohttpd does not look at its socket: a client that closes it is
+ * only noticed when the answer is sent, and often not even then (the
+ * kernel takes the answer's bytes before the peer's reset comes back). So
+ * the socket is asked directly, without reading from it: the peer's FIN
+ * (POLLRDHUP), a reset or an error means nobody will read the answer. A
+ * client that only shuts its sending side down after the request looks the
+ * same, and counts as gone.
+ */
+static int client_left(const struct request *r)
+{
+	struct pollfd p;
+
+	if (r->fd < 0)
+		return 0;
+	p.fd = r->fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	if (poll(&p, 1, 0) != 1)
+		return 0;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+int request_abandoned(void *request)
+{
+	return hangard->stopping == 2 || client_left(request);
+}
+
 /* ---- answering ---- */
 
 void reply_response(struct request *r, unsigned status, struct MHD_Response *resp)
@@ -223,6 +254,11 @@ void reply_hangar_error(struct request *r, int code)
 	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
 	int retry = e->code == code ? e->retry_after_s : 0;
 
+	/* Cancelled because the client left: 499, as other servers log a
+	 * request whose client closed it, so that the log and the metrics do
+	 * not count it as the server's failure. */
+	if (code == HANGAR_ECANCELED && hangard->stopping != 2 && client_left(r))
+		status = 499;
 	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
 	sjson_add_int64(err, "code", code);
 	cJSON_AddStringToObject(err, "message", error_public_message(msg, safe, sizeof(safe)));
@@ -428,6 +464,7 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	if (!r)
 		return NULL;
 	r->conn = conn;
+	r->fd = -1;
 	r->upload_fd = -1;
 	r->route = SIZE_MAX;
 	r->start_us = clock_mono_us();
@@ -465,12 +502,16 @@ static void reply_too_large(struct request *r)
 /* Once the headers are in: the route, the token, the declared length. */
 static void request_begin(struct request *r, const char *url, const char *method)
 {
+	const union MHD_ConnectionInfo *info;
 	char allow[64];
 	int mismatch;
 
 	/* In flight from here: a stop waits for it. One still sending its
 	 * headers is not waited for, or a slow client could hold a stop. */
 	r->begun = 1;
+	info = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (info)
+		r->fd = info->connect_fd;
 	pthread_mutex_lock(&pool_lock);
 	active++;
 	pthread_mutex_unlock(&pool_lock);

@@ -165,7 +165,9 @@ void h_session_get(struct request *r)
 }
 
 /* The blob is taken as the string's bytes, as sent (UTF-8 text such as a
- * conversation); callers with binary bytes encode them themselves. */
+ * conversation); callers with binary bytes encode them themselves. A client
+ * that leaves before the answer cancels the suspend: the library stores
+ * nothing, the session stays active and its lease is free again. */
 void h_session_suspend(struct request *r)
 {
 	static const char *const fields[] = { "blob", "labels", "no_park", NULL };
@@ -195,6 +197,8 @@ void h_session_suspend(struct request *r)
 	opts.blob = blob;
 	opts.blob_len = blob ? strlen(blob) : 0;
 	opts.labels = (const char *const *)labels;
+	opts.cancel = request_abandoned;
+	opts.cancel_payload = r;
 	s = session_open(r);
 	if (!s)
 		goto out;

@@ -1,0 +1,107 @@
+"""A client that leaves while hangard captures a workspace cancels the capture.
+
+Each test fills a session's workspace with 200 MB of random bytes, so that
+the capture is still running when the client closes its socket: it starts
+the request on a raw socket, waits until the checkpoint store holds the
+capture's temporary file, and closes. hangard must then store nothing
+(no checkpoint, no temporary file), leave the session active on its
+sandbox, and free the session's lease at once: the next suspend succeeds
+without a 409.
+"""
+
+import json
+import os
+import socket
+import tempfile
+
+import pytest
+
+from conftest import READER, WRITER, Server, wait_for
+
+NOISE_MB = 200
+
+
+@pytest.fixture(scope="module")
+def capturer(workdir):
+    """A server of this module's own: its checkpoint store holds only what these tests make."""
+    s = Server(tempfile.mkdtemp(dir=workdir)).start()
+    yield s
+    s.stop()
+
+
+def temporaries(server):
+    """The checkpoint store's temporary files (a capture writing)."""
+    d = os.path.join(server.state_dir, "checkpoints")
+    if not os.path.isdir(d):
+        return []
+    return [n for n in os.listdir(d) if n.endswith(".tmp")]
+
+
+def answered(server, route):
+    """The statuses hangard logged for requests of route, in order."""
+    return [l["status"] for l in server.log_lines() if l.get("msg") == "request" and l.get("route") == route]
+
+
+@pytest.fixture
+def session(capturer):
+    """An active session whose workspace is still being captured when the client leaves."""
+    s = capturer.ok("POST", "/v1/sessions", {}, status=201).json()
+    ws = s["workspace"]
+    out = capturer.ok("POST", f"/v1/sandboxes/{s['sandbox']}/exec",
+                      {"command": f"mkdir -p {ws} && head -c {NOISE_MB}M /dev/urandom > {ws}/noise && "
+                                  f"stat -c %s {ws}/noise"}).json()
+    assert out["exit_code"] == 0 and out["stdout"] == f"{NOISE_MB << 20}\n", out
+    yield s
+    capturer.request("DELETE", f"/v1/sessions/{s['id']}")
+
+
+def leave_during_capture(server, path, body, route):
+    """Starts POST path, closes the socket once the capture is under way,
+    waits until hangard has ended the request, and returns its status."""
+    assert temporaries(server) == []
+    before = len(answered(server, route))
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {WRITER}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        wait_for("the capture under way", lambda: temporaries(server), timeout=60)
+    finally:
+        sock.close()
+    return wait_for("hangard ending the request", lambda: answered(server, route)[before:], timeout=120)[0]
+
+
+def assert_nothing_kept(server, s):
+    """Nothing stored, the session active on its sandbox, and its lease free."""
+    sid = s["id"]
+    assert temporaries(server) == []
+    assert server.ok("GET", f"/v1/sessions/{sid}/checkpoints").json() == {"checkpoints": []}
+    got = server.ok("GET", f"/v1/sessions/{sid}").json()
+    assert got["state"] == "active" and got["sandbox"] == s["sandbox"] and not got["checkpoint"], got
+    # hangard waits for no lease (HANGAR_SESSION_BUSY_WAIT_SECONDS is 0): a
+    # lease still held would be 409 here.
+    got = server.ok("POST", f"/v1/sessions/{sid}/suspend", {}).json()
+    assert got["state"] == "parked" and got["sandbox"] == s["sandbox"] and got["checkpoint"], got
+    cps = server.ok("GET", f"/v1/sessions/{sid}/checkpoints").json()["checkpoints"]
+    assert [c["id"] for c in cps] == [got["checkpoint"]] and cps[0]["archive_bytes"] > NOISE_MB << 20, cps
+    assert temporaries(server) == []
+
+
+def test_suspend_whose_client_leaves_stores_nothing(capturer, session):
+    status = leave_during_capture(capturer, f"/v1/sessions/{session['id']}/suspend", {"blob": "the conversation"},
+                                  "/v1/sessions/{id}/suspend")
+    assert_nothing_kept(capturer, session)
+    # Cancelled because its client left, not a failure of the server.
+    assert status == 499
+    from test_api import parse_prometheus
+    samples, _ = parse_prometheus(capturer.ok("GET", "/metrics", token=READER).body.decode())
+    key = frozenset({"method": "POST", "route": "/v1/sessions/{id}/suspend", "status": "499"}.items())
+    assert samples.get(("hangard_requests_total", key)) == 1, sorted(k for k in samples if "499" in str(k))
+
+
+def test_checkpoint_whose_client_leaves_stores_nothing(capturer, session):
+    status = leave_during_capture(capturer, f"/v1/sandboxes/{session['sandbox']}/checkpoints",
+                                  {"session": session["id"], "workspace": session["workspace"]},
+                                  "/v1/sandboxes/{id}/checkpoints")
+    assert_nothing_kept(capturer, session)
+    assert status == 499
