@@ -379,6 +379,53 @@ START_TEST(stream_invalid_json)
 }
 END_TEST
 
+/* A start event whose pid is said twice: which one ran? */
+static void serve_duplicate_member_message(int fd)
+{
+	if (rawhttp_send_str(fd, stream_head) == 0 &&
+	    send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7,\"pid\":8}}}") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
+}
+
+static void serve_trailing_data_message(int fd)
+{
+	if (rawhttp_send_str(fd, stream_head) == 0 &&
+	    send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}} {\"x\":1}") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
+}
+
+START_TEST(stream_not_strict_json)
+{
+	serve_fn hostile[] = { serve_duplicate_member_message, serve_trailing_data_message };
+	const char *why[] = { "duplicate member \"pid\"", "follows the value" };
+
+	for (int i = 0; i < 2; i++) {
+		struct envd_call call = slow_call();
+		long n;
+
+		answer_with(hostile[i]);
+		ck_assert_code(run_stream(&call, NULL, &n), HANGAR_EPROTOCOL);
+		ck_assert_int_eq(n, 0);
+		ck_assert_msg(strstr(hangar_error_last()->message, why[i]), "%s", hangar_error_last()->message);
+	}
+}
+END_TEST
+
+/* A request whose text is not UTF-8 is refused before it is sent. */
+START_TEST(stream_request_not_utf8)
+{
+	struct envd_call call = slow_call();
+	cJSON *req = cJSON_Parse("{\"process\":{\"cmd\":\"true\"}}");
+	long n = 0;
+
+	answer_with(serve_duplicate_member_message);
+	cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "process"), "cmd"), "tr\xc0\xafue");
+	ck_assert_code(envd_stream(client, &call, "process.Process/Start", req, count, &n, NULL), HANGAR_EINVAL);
+	cJSON_Delete(req);
+	ck_assert_int_eq(srv.accepted, 0);
+}
+END_TEST
+
 static void serve_end_with_error(int fd)
 {
 	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}}") == 0)
@@ -519,6 +566,32 @@ static void serve_unary_invalid_json(int fd)
 {
 	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"a\":tru");
 }
+
+static void serve_unary_duplicate_member(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
+			     "{\"processes\":[],\"processes\":1}");
+}
+
+static void serve_unary_trailing_data(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 18\r\n\r\n"
+			     "{\"processes\":[]}{}");
+}
+
+START_TEST(unary_not_strict_json)
+{
+	serve_fn hostile[] = { serve_unary_duplicate_member, serve_unary_trailing_data };
+
+	for (int i = 0; i < 2; i++) {
+		struct envd_call call = slow_call();
+
+		answer_with(hostile[i]);
+		ck_assert_code(run_unary(&call, NULL), HANGAR_EPROTOCOL);
+		ck_assert_msg(strstr(hangar_error_last()->message, "strict JSON"), "%s", hangar_error_last()->message);
+	}
+}
+END_TEST
 
 START_TEST(unary_invalid_json)
 {
@@ -893,6 +966,8 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, stream_cut_mid_chunked_body);
 	tcase_add_test(tc, stream_without_end_envelope);
 	tcase_add_test(tc, stream_invalid_json);
+	tcase_add_test(tc, stream_not_strict_json);
+	tcase_add_test(tc, stream_request_not_utf8);
 	tcase_add_test(tc, stream_end_with_error);
 	tcase_add_test(tc, stream_data_after_end);
 	tcase_add_test(tc, stream_http_401);
@@ -905,6 +980,7 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, unary_declared_over_limit);
 	tcase_add_test(tc, unary_counted_over_limit);
 	tcase_add_test(tc, unary_invalid_json);
+	tcase_add_test(tc, unary_not_strict_json);
 	tcase_add_test(tc, unary_endless_error_body);
 	tcase_add_test(tc, garbage_instead_of_http);
 	tcase_add_test(tc, hang_up_without_answer);
