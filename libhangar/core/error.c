@@ -37,11 +37,9 @@ static void escape_controls(char *msg, size_t cap)
 			continue;
 		}
 		if (c >= 0x80) {
-			size_t k = 2, left = strnlen(p, 4);
+			size_t k = sjson_char_len(p, strnlen(p, 4));
 
-			while (k <= left && !sjson_text_ok(p, k))
-				k++;
-			if (k <= left) {
+			if (k) {
 				if (n + k >= sizeof(out))
 					break;
 				memcpy(out + n, p, k);
@@ -295,17 +293,10 @@ const char *hangar_error_name(int code)
 /* Where the first byte that does not begin a valid UTF-8 character is. */
 static size_t first_bad_byte(const char *s, size_t len)
 {
-	size_t i = 0;
+	size_t i = 0, n;
 
-	while (i < len) {
-		size_t n = 1;
-
-		while (n <= 4 && i + n <= len && !sjson_text_ok(s + i, n))
-			n++;
-		if (n > 4 || i + n > len)
-			break;
+	while (i < len && (n = sjson_char_len(s + i, len - i)) != 0)
 		i += n;
-	}
 	return i;
 }
 
