@@ -274,6 +274,53 @@ START_TEST(checkpoints)
 }
 END_TEST
 
+/*
+ * JSON settings are strict: a tier listed twice or a value after the
+ * object is HANGAR_ECONFIG naming the variable, whether it comes from
+ * hangar_ctx_set() or from the environment when a context opens; the value
+ * before it stays. Text that is not UTF-8 is an argument hangar_ctx_set()
+ * refuses (HANGAR_EINVAL), and a wrong configuration at open.
+ */
+START_TEST(json_settings_are_strict)
+{
+	static const struct {
+		const char *name, *value, *clue;
+		int set_code;
+	} cases[] = {
+		{ "HANGAR_TIERS", "{\"fast\":[\"fake\"],\"fast\":[\"e2b\"]}", "duplicate member \"fast\"", HANGAR_ECONFIG },
+		{ "HANGAR_TIERS", "{\"fast\":[\"fake\"]} {\"heavy\":[]}", "follows the value", HANGAR_ECONFIG },
+		{ "HANGAR_TIERS", "{\"fast\":[\"fa\xc0\xafke\"]}", "UTF-8", HANGAR_EINVAL },
+		{ "HANGAR_TIER_HEDGE", "{\"fast\":100,\"fast\":200}", "duplicate member \"fast\"", HANGAR_ECONFIG },
+		{ "HANGAR_E2B_ENVIRONMENT_TEMPLATES", "{\"py\":\"a\",\"py\":\"b\"}", "duplicate member \"py\"", HANGAR_ECONFIG },
+		{ "HANGAR_WORKSPACE", "/w\xed\xa0\x80", "UTF-8", HANGAR_EINVAL },
+	};
+	hangar_buf before = HANGAR_BUF_INIT, after = HANGAR_BUF_INIT;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *m;
+		hangar_ctx *fresh = NULL;
+
+		must(hangar_ctx_get(&before, ctx, cases[i].name), "get before");
+		ck_assert_int_eq(hangar_ctx_set(ctx, cases[i].name, cases[i].value), cases[i].set_code);
+		m = hangar_error_last()->message;
+		ck_assert_msg(strstr(m, cases[i].set_code == HANGAR_EINVAL ? "value" : cases[i].name) &&
+				      strstr(m, cases[i].clue),
+			      "%zu: %s", i, m);
+		must(hangar_ctx_get(&after, ctx, cases[i].name), "get after");
+		ck_assert_str_eq(after.ptr, before.ptr);
+
+		ck_assert_int_eq(setenv(cases[i].name, cases[i].value, 1), 0);
+		ck_assert_int_eq(hangar_ctx_new(&fresh, 0), HANGAR_ECONFIG);
+		m = hangar_error_last()->message;
+		ck_assert_msg(strstr(m, cases[i].name) && strstr(m, cases[i].clue), "%zu at open: %s", i, m);
+		ck_assert_ptr_null(fresh);
+		ck_assert_int_eq(unsetenv(cases[i].name), 0);
+	}
+	hangar_buf_dispose(&before);
+	hangar_buf_dispose(&after);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("text");
@@ -287,6 +334,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, creates, 0, (int)NBAD);
 	tcase_add_loop_test(t, names_and_settings, 0, (int)NBAD);
 	tcase_add_loop_test(t, checkpoints, 0, (int)NBAD);
+	tcase_add_test(t, json_settings_are_strict);
 	suite_add_tcase(s, t);
 	return s;
 }
