@@ -748,14 +748,30 @@ int envd_stream(struct envd_client *c, const struct envd_call *call, const char 
 
 /* ---- /files ------------------------------------------------------------------------ */
 
+/*
+ * Text that goes into a URL's query is UTF-8, as into a request's JSON:
+ * percent-escaping would carry any bytes, and the sandbox would have to
+ * guess what they mean.
+ */
+static int url_text_ok(struct xfer *x, const char *const *texts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (texts[i] && !sjson_text_ok(texts[i], strlen(texts[i])))
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+				    "invalid argument: %s: the request holds text that is not valid UTF-8", x->what);
+	return 0;
+}
+
 /* ?path=<path>[&username=<user>], escaped. */
 static int files_setup(struct xfer *x, const char *path)
 {
 	const char *user = x->call->user ? x->call->user : x->call->ep->user;
 	char *epath, *euser = NULL;
 	struct hbuf q = HBUF_INIT;
-	int rc = 0;
+	int rc = url_text_ok(x, (const char *const[]){ path, user }, 2);
 
+	if (rc)
+		return rc;
 	epath = net_escape(path);
 	if (user && *user)
 		euser = net_escape(user);
@@ -850,10 +866,10 @@ static int files_post(struct xfer *x, const char *path)
 	if (rc != 0)
 		return rc;
 	/* envd sets no Content-Type here (Go sniffs text/plain): parse regardless. */
-	j = cJSON_ParseWithLength(x->res.body.data ? x->res.body.data : "", x->res.body.len);
+	j = answer_json(x);
 	rc = cJSON_IsArray(j) ? 0
 			      : herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x->res.http_status, NULL,
-					  "%s: the answer is not a JSON array", x->what);
+					  "%s: the answer is not a strict JSON array", x->what);
 	cJSON_Delete(j);
 	return rc;
 }
@@ -961,10 +977,14 @@ int envd_hangar_info(struct envd_client *c, const struct envd_call *call, int *a
 static int archive_url(struct xfer *x, const char *ws, const char *key, const char *value)
 {
 	const char *user = x->call->user ? x->call->user : x->call->ep->user;
-	char *epath = net_escape(ws), *evalue = net_escape(value), *euser = NULL;
+	char *epath, *evalue, *euser = NULL;
 	struct hbuf q = HBUF_INIT;
-	int rc = 0;
+	int rc = url_text_ok(x, (const char *const[]){ ws, value, user }, 3);
 
+	if (rc)
+		return rc;
+	epath = net_escape(ws);
+	evalue = net_escape(value);
 	if (user && *user)
 		euser = net_escape(user);
 	if (!epath || !evalue || (user && *user && !euser) ||

@@ -909,6 +909,37 @@ START_TEST(files_write_answer_not_array)
 }
 END_TEST
 
+static void serve_write_duplicate_member(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 36\r\n\r\n"
+			     "[{\"path\":\"/etc/x\",\"path\":\"/f\"}]\n\n\n\n\n");
+}
+
+START_TEST(files_write_answer_not_strict)
+{
+	struct envd_call call = slow_call();
+
+	answer_with(serve_write_duplicate_member);
+	ck_assert_code(envd_file_write(client, &call, "/f", "x", 1, NULL), HANGAR_EPROTOCOL);
+}
+END_TEST
+
+/* A path or user that is not UTF-8 never goes into a URL: refused before anything is sent. */
+START_TEST(files_path_not_utf8)
+{
+	struct envd_call call = slow_call();
+	struct hbuf out = HBUF_INIT;
+
+	answer_with(serve_write_not_array);
+	ck_assert_code(envd_file_write(client, &call, "/f\xc0\xaf", "x", 1, NULL), HANGAR_EINVAL);
+	ck_assert_code(envd_file_read(client, &call, "/f\xff", 1024, &out, NULL), HANGAR_EINVAL);
+	call.user = "us\xed\xa0\x80r";
+	ck_assert_code(envd_file_read(client, &call, "/f", 1024, &out, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(srv.accepted, 0);
+	ck_assert_ptr_null(out.data);
+}
+END_TEST
+
 /* ---- connection reuse ------------------------------------------------------------------------ */
 
 static void serve_unary_ok(int fd)
@@ -999,6 +1030,8 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, files_identity_limits);
 	tcase_add_test(tc, files_rest_errors);
 	tcase_add_test(tc, files_write_answer_not_array);
+	tcase_add_test(tc, files_write_answer_not_strict);
+	tcase_add_test(tc, files_path_not_utf8);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reuse");

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "lstate.h"
-#include "sjson.h"
+#include "util/sjson.h"
 
 #define META_MAX (256 * 1024)
 
