@@ -336,12 +336,25 @@ void format_time_us(char *buf, size_t size, int64_t us)
 		snprintf(buf, size, "-");
 }
 
-/* A JSON string literal on stdout. */
 /*
- * A JSON string of s. Output is always valid UTF-8: a byte that is not part
- * of a valid character (from a sandbox's log, a platform's message) is
- * written as U+FFFD, never passed through raw for the reader to choke on.
+ * Writes the character at p (left bytes remain) and returns its length, or
+ * writes \ufffd for a byte that is not part of a valid UTF-8 character and
+ * returns 1: what reaches stdout as JSON is always valid UTF-8, whatever a
+ * sandbox's log or a record written by another program holds.
  */
+static size_t put_char_or_fffd(const char *p, size_t left)
+{
+	size_t n = sjson_char_len(p, left);
+
+	if (n) {
+		fwrite(p, 1, n, stdout);
+		return n;
+	}
+	fputs("\\ufffd", stdout);
+	return 1;
+}
+
+/* A JSON string literal of s on stdout. */
 void json_string(const char *s)
 {
 	const char *p = s ? s : "";
@@ -359,16 +372,10 @@ void json_string(const char *s)
 		case '\r': fputs("\\r", stdout); break;
 		case '\t': fputs("\\t", stdout); break;
 		default:
-			if (c < 0x20 || c == 0x7f) {
+			if (c < 0x20 || c == 0x7f)
 				printf("\\u%04x", c);
-			} else if (c < 0x80) {
-				putchar(c);
-			} else if ((n = sjson_char_len(p, left)) != 0) {
-				fwrite(p, 1, n, stdout);
-			} else {
-				fputs("\\ufffd", stdout);
-				n = 1;
-			}
+			else
+				n = put_char_or_fffd(p, left);
 		}
 		p += n;
 		left -= n;
@@ -385,16 +392,8 @@ void json_value(const char *json)
 	const char *p = json && *json ? json : "{}";
 	size_t left = strlen(p), n;
 
-	while (left) {
-		if ((n = sjson_char_len(p, left)) != 0) {
-			fwrite(p, 1, n, stdout);
-		} else {
-			fputs("\\ufffd", stdout);
-			n = 1;
-		}
-		p += n;
-		left -= n;
-	}
+	for (; left; p += n, left -= n)
+		n = put_char_or_fffd(p, left);
 }
 
 const char *state_name(int32_t state)
