@@ -167,6 +167,41 @@ START_TEST(processes)
 }
 END_TEST
 
+/*
+ * A whole command: refused before it is sent, so nothing of it runs (its
+ * first half would create a file). The envd request is where the command,
+ * its directory and environment are checked; the user is named.
+ */
+START_TEST(execs)
+{
+	size_t i = (size_t)_i;
+	char cmd[400], cwd[300], env[300], *envv[] = { env, NULL };
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+	snprintf(cmd, sizeof(cmd), "touch %s; echo %s", good_path("ran"), bad[i]);
+	refused(hangar_sandbox_exec(&r, sb, cmd, NULL), "request", "exec command");
+	snprintf(cmd, sizeof(cmd), "touch %s", good_path("ran"));
+	snprintf(cwd, sizeof(cwd), "/tmp%s", bad[i]);
+	o.cwd = cwd;
+	refused(hangar_sandbox_exec(&r, sb, cmd, &o), "request", "exec cwd");
+	o.cwd = NULL;
+	snprintf(env, sizeof(env), "K=v%s", bad[i]);
+	o.env = (const char *const *)envv;
+	refused(hangar_sandbox_exec(&r, sb, cmd, &o), "request", "exec env");
+	o.env = NULL;
+	o.user = bad[i];
+	refused(hangar_sandbox_exec(&r, sb, cmd, &o), "user name", "exec user");
+	ck_assert(!exists_on_host(good_path("ran")));
+	/* The same command with nothing wrong runs. */
+	o.user = NULL;
+	must(hangar_sandbox_exec(&r, sb, cmd, &o), "exec");
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert(exists_on_host(good_path("ran")));
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
 START_TEST(creates)
 {
 	size_t i = (size_t)_i;
@@ -331,6 +366,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, paths, 0, (int)NBAD);
 	tcase_add_test(t, valid_text_passes);
 	tcase_add_loop_test(t, processes, 0, (int)NBAD);
+	tcase_add_loop_test(t, execs, 0, (int)NBAD);
 	tcase_add_loop_test(t, creates, 0, (int)NBAD);
 	tcase_add_loop_test(t, names_and_settings, 0, (int)NBAD);
 	tcase_add_loop_test(t, checkpoints, 0, (int)NBAD);
