@@ -356,6 +356,24 @@ START_TEST(json_settings_are_strict)
 }
 END_TEST
 
+/*
+ * A message that quotes a peer (a provider passing on what its platform
+ * said) is one line of valid UTF-8: control bytes and bytes that are not
+ * part of a character are written as \xNN; valid characters stay as they are.
+ */
+START_TEST(messages_quote_peers_as_utf8)
+{
+	ck_assert_int_eq(hangar_sys_error(HANGAR_EPROTOCOL, 502, 0, "the platform said %s",
+					  "caf\xc3\xa9 \xff\xfe ok\xc0\xaf \xed\xa0\x80\n\xe2\x9c\x93"),
+			 HANGAR_EPROTOCOL);
+	ck_assert_str_eq(hangar_error_last()->message,
+			 "the platform said caf\xc3\xa9 \\xff\\xfe ok\\xc0\\xaf \\xed\\xa0\\x80\\x0a\xe2\x9c\x93");
+	/* A character cut by the end of the text is escaped too, never left half. */
+	hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "cut %s", "\xe2\x9c");
+	ck_assert_str_eq(hangar_error_last()->message, "cut \\xe2\\x9c");
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("text");
@@ -371,6 +389,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, names_and_settings, 0, (int)NBAD);
 	tcase_add_loop_test(t, checkpoints, 0, (int)NBAD);
 	tcase_add_test(t, json_settings_are_strict);
+	tcase_add_test(t, messages_quote_peers_as_utf8);
 	suite_add_tcase(s, t);
 	return s;
 }
