@@ -97,9 +97,10 @@ HANGAR_EXTERN(hangar_ctx *) hangar_ctx_unref(hangar_ctx *ctx);
  * @param ctx   the context.
  * @param name  the setting's name, e.g. "HANGAR_EXEC_TIMEOUT_SECONDS".
  * @param value the new value; NULL restores the default.
- * @return 0, HANGAR_EINVAL (unknown name, or a provider's setting it reads
- *         only when set up, e.g. HANGAR_E2B_FLAVOR, once that provider is
- *         in use), HANGAR_ECONFIG (bad value) or HANGAR_ENOMEM.
+ * @return 0, HANGAR_EINVAL (unknown name, name or value not valid UTF-8,
+ *         or a provider's setting it reads only when set up, e.g.
+ *         HANGAR_E2B_FLAVOR, once that provider is in use), HANGAR_ECONFIG
+ *         (bad value: JSON values are parsed strictly) or HANGAR_ENOMEM.
  *
  * **Ownership:** value is copied.
  * **Thread safety:** not with concurrent calls on the same context.

@@ -16,7 +16,8 @@ HANGAR_BEGIN_DECL
 
 typedef enum hangar_error_code {
 	HANGAR_OK = 0,
-	/** An argument is missing, malformed or out of range. */
+	/** An argument is missing, malformed or out of range, or text in it is
+	 *  not valid UTF-8 (libhangar(3), TEXT AND JSON). */
 	HANGAR_EINVAL = -1,
 	/** Out of memory. */
 	HANGAR_ENOMEM = -2,

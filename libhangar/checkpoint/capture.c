@@ -324,6 +324,10 @@ int ckpt_labels_json(char **out, const char *const *labels)
 	*out = NULL;
 	if (!o)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (hcheck_texts(labels, "opts->labels")) {
+		cJSON_Delete(o);
+		return HANGAR_EINVAL;
+	}
 	for (const char *const *l = labels; l && *l; l++) {
 		const char *eq = strchr(*l, '=');
 		char key[65];
@@ -419,6 +423,8 @@ int hangar_checkpoint_create(hangar_checkpoint **out, hangar_sandbox *sb, const 
 	if ((rc = HOPTS_COPY(o, opts, hv_checkpoint_opts, "opts")) != 0)
 		return rc;
 	ws = o.workspace ? o.workspace : hctx_str(sb->ctx, HS_WORKSPACE);
+	HCHECK_TEXT(ws, "the workspace");
+	HCHECK_TEXT(o.user, "opts->user");
 	HCHECK_ARG(ckpt_valid_workspace(ws), "the workspace must be an absolute path of printable characters");
 	HCHECK_ARG(o.select == HANGAR_CHECKPOINT_SELECT_AUTO || o.select == HANGAR_CHECKPOINT_SELECT_ALL,
 		   "opts->select must be HANGAR_CHECKPOINT_SELECT_AUTO or _ALL");

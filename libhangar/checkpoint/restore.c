@@ -384,6 +384,8 @@ int hangar_checkpoint_restore(hangar_sandbox *sb, hangar_checkpoint *cp, const h
 	if ((rc = HOPTS_COPY(o, opts, hv_restore_opts, "opts")) != 0)
 		return rc;
 	ws = o.workspace ? o.workspace : cp->row.workspace;
+	HCHECK_TEXT(ws, "the workspace");
+	HCHECK_TEXT(o.user, "opts->user");
 	HCHECK_ARG(ckpt_valid_workspace(ws), "the workspace must be an absolute path of printable characters");
 	HCHECK_ARG(!(o.flags & ~(HANGAR_RESTORE_MERGE | HANGAR_RESTORE_NO_NATIVE)), "opts->flags has unknown bits");
 	HCHECK_ARG(o.timeout_sec >= 0 && o.timeout_sec <= 86400, "opts->timeout_sec must be from 0 to 86400");

@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "util/buf.h"
+#include "util/sjson.h"
 #include "context.h"
 #include "environment.h"
 #include "versioned.h"
@@ -146,7 +147,7 @@ static int check_one(const char *path, const cJSON *def)
  * file, or (lenient, for the default place) when it cannot be reached: a
  * caller whose HOME is another user's (sudo -u keeps it) has no file there.
  */
-static int read_small(const char *path, char **out, int *missing, int lenient)
+static int read_small(const char *path, char **out, size_t *len, int *missing, int lenient)
 {
 	struct hbuf b = HBUF_INIT;
 	struct stat st;
@@ -191,6 +192,7 @@ static int read_small(const char *path, char **out, int *missing, int lenient)
 	}
 	close(fd);
 	/* The buffer is kept NUL-terminated; an empty file gives "". */
+	*len = b.len;
 	*out = b.data ? hbuf_steal(&b) : strdup("");
 	if (!*out)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
@@ -199,17 +201,22 @@ static int read_small(const char *path, char **out, int *missing, int lenient)
 
 int env_file_load(const char *path, int may_be_missing, struct cJSON **out)
 {
-	char *text;
+	char *text, err[256];
+	size_t len = 0;
 	cJSON *root;
 	int missing, rc, n = 0;
 
 	*out = NULL;
-	if ((rc = read_small(path, &text, &missing, may_be_missing)) != 0)
+	if ((rc = read_small(path, &text, &len, &missing, may_be_missing)) != 0)
 		return rc;
 	if (missing)
 		return may_be_missing ? 0 : bad(path, "no such file");
-	root = cJSON_ParseWithOpts(text, NULL, 1);
+	/* Strict: a member said twice (two "tier"s in one environment) or
+	 * anything after the object is refused, naming where. */
+	root = sjson_parse(text, len, 0, err, sizeof(err));
 	free(text);
+	if (!root)
+		return bad(path, "not strict JSON: %s", err);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return bad(path, "not a JSON object of environments");
@@ -219,13 +226,6 @@ int env_file_load(const char *path, int may_be_missing, struct cJSON **out)
 			cJSON_Delete(root);
 			return bad(path, "more than %d environments", ENV_MAX);
 		}
-		for (const cJSON *e = root->child; e != d; e = e->next)
-			if (!strcmp(e->string, d->string)) {
-				/* The message quotes the name: word it before the tree goes. */
-				rc = bad(path, "environment \"%.64s\" is defined twice", d->string);
-				cJSON_Delete(root);
-				return rc;
-			}
 		if ((rc = check_one(path, d)) != 0) {
 			cJSON_Delete(root);
 			return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "util/sjson.h"
 
 struct err_state {
 	hangar_error e;
@@ -19,7 +20,8 @@ static void set_message(const char *fmt, va_list ap) __attribute__((format(print
 
 /*
  * Messages quote what peers sent (ids, error bodies, paths): control bytes
- * are written as \xNN, so one message is one line whatever it quotes.
+ * and bytes that are not UTF-8 are written as \xNN, so one message is one
+ * line of valid UTF-8 whatever it quotes.
  */
 static void escape_controls(char *msg, size_t cap)
 {
@@ -30,9 +32,21 @@ static void escape_controls(char *msg, size_t cap)
 	for (const char *p = msg; *p && n + 1 < sizeof(out); p++) {
 		unsigned char c = (unsigned char)*p;
 
-		if (c >= 0x20 && c != 0x7f) {
+		if (c >= 0x20 && c < 0x7f) {
 			out[n++] = (char)c;
 			continue;
+		}
+		if (c >= 0x80) {
+			size_t k = sjson_char_len(p, strnlen(p, 4));
+
+			if (k) {
+				if (n + k >= sizeof(out))
+					break;
+				memcpy(out + n, p, k);
+				n += k;
+				p += k - 1;
+				continue;
+			}
 		}
 		any = 1;
 		if (n + 5 >= sizeof(out))
@@ -274,4 +288,42 @@ const char *hangar_error_name(int code)
 		if (codes[i].code == code)
 			return codes[i].name;
 	return "unknown";
+}
+
+/* Where the first byte that does not begin a valid UTF-8 character is. */
+static size_t first_bad_byte(const char *s, size_t len)
+{
+	size_t i = 0, n;
+
+	while (i < len && (n = sjson_char_len(s + i, len - i)) != 0)
+		i += n;
+	return i;
+}
+
+int hcheck_text(const char *s, const char *what)
+{
+	size_t len;
+
+	if (!s)
+		return 0;
+	len = strlen(s);
+	if (sjson_text_ok(s, len))
+		return 0;
+	return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+		    "invalid argument: %s is not valid UTF-8 (byte %zu of %zu)", what, first_bad_byte(s, len) + 1,
+		    len);
+}
+
+int hcheck_texts(const char *const *v, const char *what)
+{
+	size_t i = 0;
+
+	for (const char *const *e = v; e && *e; e++, i++) {
+		char name[160];
+
+		snprintf(name, sizeof(name), "%s[%zu]", what, i);
+		if (hcheck_text(*e, name))
+			return HANGAR_EINVAL;
+	}
+	return 0;
 }

@@ -39,6 +39,23 @@ void herr_flags(uint32_t flags);
 			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: %s", what); \
 	} while (0)
 
+/*
+ * The one rule for text a caller gives the library (ids, paths, commands,
+ * names, labels, env entries, setting values): valid UTF-8, or
+ * HANGAR_EINVAL naming what (an argument, "opts->cwd") and where the first
+ * bad byte is, never quoting the bytes. NULL passes: whether an argument
+ * may be NULL is the caller's own check. C strings hold no NUL, so UTF-8 is
+ * the whole rule here; length-counted data (file contents) is not text.
+ */
+int hcheck_text(const char *s, const char *what);
+/* The same for each string of a NULL-terminated list (NULL passes). */
+int hcheck_texts(const char *const *v, const char *what);
+#define HCHECK_TEXT(s, what)                      \
+	do {                                      \
+		if (hcheck_text((s), (what)))     \
+			return HANGAR_EINVAL;     \
+	} while (0)
+
 /* ---- settings (core/settings.c) ------------------------------------------- */
 
 /* The library's own settings; providers declare theirs in their table. */

@@ -214,6 +214,8 @@ struct hangar_provider *provider_get(hangar_ctx *ctx, const char *name)
 
 	if (!name)
 		name = hctx_str(ctx, HS_DEFAULT_PROVIDER);
+	if (hcheck_text(name, "the provider name"))
+		return NULL;
 	pthread_mutex_lock(&ctx->mu);
 	for (p = ctx->providers; p; p = p->next)
 		if (!strcmp(p->ops.name, name))

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "module.h"
+#include "util/sjson.h"
 #include "context.h"
 #include "environment.h"
 
@@ -138,10 +139,24 @@ static int valid_tier(const char *t)
 	return 0;
 }
 
+/*
+ * A JSON setting's value, strictly: one value, no duplicate members, valid
+ * UTF-8. NULL with HANGAR_ECONFIG naming the setting and where it breaks.
+ */
+static cJSON *setting_json(const char *name, const char *value)
+{
+	char err[256];
+	cJSON *json = sjson_parse(value, strlen(value), 0, err, sizeof(err));
+
+	if (!json)
+		herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s is not strict JSON: %s", name, err);
+	return json;
+}
+
 static int check_tiers(const char *name, const char *value)
 {
-	cJSON *json = cJSON_Parse(value);
-	int rc = 0;
+	cJSON *json = setting_json(name, value);
+	int rc = json ? 0 : HANGAR_ECONFIG;
 
 	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next) {
 		if (!valid_tier(t->string)) {
@@ -164,8 +179,8 @@ static int check_tiers(const char *name, const char *value)
 
 static int check_hedge(const char *name, const char *value)
 {
-	cJSON *json = cJSON_Parse(value);
-	int rc = 0;
+	cJSON *json = setting_json(name, value);
+	int rc = json ? 0 : HANGAR_ECONFIG;
 
 	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next) {
 		if (!valid_tier(t->string))
@@ -251,6 +266,8 @@ static int validate(const struct hangar_setting_def *d, const char *value, int64
 	int rc = 0;
 
 	*num = 0;
+	if (!sjson_text_ok(value, strlen(value)))
+		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s is not valid UTF-8", name);
 	if ((d->flags & HANGAR_SETTING_OPTIONAL) && !*value)
 		return 0;
 	switch (d->type) {
@@ -299,10 +316,12 @@ static int validate(const struct hangar_setting_def *d, const char *value, int64
 				    name, value);
 		break;
 	case HANGAR_SETTING_TYPE_JSON: {
-		cJSON *json = cJSON_Parse(value);
+		cJSON *json = setting_json(name, value);
 		int is_object = cJSON_IsObject(json);
 
 		cJSON_Delete(json);
+		if (!json)
+			return HANGAR_ECONFIG;
 		if (!is_object)
 			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG, "%s must be a JSON object", name);
 		break;
@@ -535,6 +554,8 @@ int hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value)
 
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(name, "name is NULL");
+	HCHECK_TEXT(name, "name");
+	HCHECK_TEXT(value, "value");
 	s = find(ctx, name);
 	if (!s)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
@@ -558,6 +579,7 @@ int hangar_ctx_get(hangar_buf *out, hangar_ctx *ctx, const char *name)
 	HCHECK_ARG(out, "out is NULL");
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(name, "name is NULL");
+	HCHECK_TEXT(name, "name");
 	s = find(ctx, name);
 	if (!s)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
@@ -672,6 +694,7 @@ int hangar_ctx_foreach_setting_of(hangar_ctx *ctx, const char *provider, hangar_
 
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(fn, "fn is NULL");
+	HCHECK_TEXT(provider, "provider");
 	if (provider) {
 		for (p = ctx->providers; p; p = p->next)
 			if (!strcmp(p->ops.name, provider))

@@ -42,6 +42,8 @@ int hangar_template_build(hangar_buf *out_template_id, hangar_ctx *ctx, const ch
 		return rc;
 	HCHECK_ARG(o.name && *o.name, "opts->name is required");
 	HCHECK_ARG(o.image && *o.image, "opts->image is required");
+	HCHECK_TEXT(o.name, "opts->name");
+	HCHECK_TEXT(o.image, "opts->image");
 	p = templating(ctx, provider, 1);
 	if (!p)
 		return hangar_error_last()->code;

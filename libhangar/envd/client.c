@@ -33,6 +33,7 @@
 #include "core/module.h"
 #include "net/net.h"
 #include "util/pjson.h"
+#include "util/sjson.h"
 
 #define POOL_MAX 32                     /* idle easy handles kept */
 #define ERRBODY_MAX (64u << 10)         /* body of an error answer we look at */
@@ -494,6 +495,39 @@ static int xfer_perform(struct xfer *x)
 }
 
 /*
+ * A sandbox's answer as strict JSON (one value, no duplicate members, valid
+ * UTF-8), or NULL: a hostile envd could otherwise say two things in one
+ * answer and let cJSON pick. An error body that is not strict is ignored
+ * and the status speaks; a success answer that is not is a protocol error.
+ */
+static cJSON *answer_json(struct xfer *x)
+{
+	char err[160];
+
+	return sjson_parse(x->res.body.data ? x->res.body.data : "", x->res.body.len, 0, err, sizeof(err));
+}
+
+/* The same for an answer that must be a JSON object: NULL with HANGAR_EPROTOCOL saying why. */
+static cJSON *answer_object(struct xfer *x)
+{
+	char err[160];
+	cJSON *j = sjson_parse(x->res.body.data ? x->res.body.data : "", x->res.body.len, 0, err, sizeof(err));
+
+	if (!j) {
+		herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x->res.http_status, NULL,
+			  "%s: the answer is not strict JSON: %s", x->what, err);
+		return NULL;
+	}
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x->res.http_status, NULL,
+			  "%s: the answer is not a JSON object", x->what);
+		return NULL;
+	}
+	return j;
+}
+
+/*
  * An RPC answered with an HTTP error. Its body is Connect's {"code":"…",
  * "message":…}; other bodies (envd's token middleware sends {"code":401,…},
  * a proxy sends HTML) leave the status to speak, as Connect clients do.
@@ -506,7 +540,7 @@ static int rpc_http_error(struct xfer *x)
 	int rc;
 
 	if (x->res.body.len)
-		j = cJSON_ParseWithLength(x->res.body.data, x->res.body.len);
+		j = answer_json(x);
 	if (cJSON_IsObject(j)) {
 		const cJSON *jc = cJSON_GetObjectItemCaseSensitive(j, "code");
 		const cJSON *jm = cJSON_GetObjectItemCaseSensitive(j, "message");
@@ -554,7 +588,7 @@ static int files_http_error(struct xfer *x)
 	int rc;
 
 	if (x->res.body.len)
-		j = cJSON_ParseWithLength(x->res.body.data, x->res.body.len);
+		j = answer_json(x);
 	if (cJSON_IsObject(j)) {
 		const cJSON *jc = cJSON_GetObjectItemCaseSensitive(j, "code");
 		const cJSON *jm = cJSON_GetObjectItemCaseSensitive(j, "message");
@@ -609,9 +643,27 @@ static int rpc_setup(struct xfer *x, const char *method, const char *content_typ
 	return rc;
 }
 
-static char *request_json(const cJSON *req)
+/*
+ * The request body, or NULL with the error set. cJSON writes the bytes of a
+ * string as they are, so text that is not UTF-8 and slipped past a public
+ * call's own check is refused here rather than sent: a sandbox is never
+ * asked to guess what it means.
+ */
+static char *request_json(struct xfer *x, const cJSON *req)
 {
-	return req ? cJSON_PrintUnformatted(req) : strdup("{}");
+	char *json = req ? cJSON_PrintUnformatted(req) : strdup("{}");
+
+	if (!json) {
+		herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		return NULL;
+	}
+	if (!sjson_text_ok(json, strlen(json))) {
+		free(json);
+		herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+		     "invalid argument: %s: the request holds text that is not valid UTF-8", x->what);
+		return NULL;
+	}
+	return json;
 }
 
 int envd_unary(struct envd_client *c, const struct envd_call *call, const char *method, const cJSON *req,
@@ -630,8 +682,8 @@ int envd_unary(struct envd_client *c, const struct envd_call *call, const char *
 		rc = rpc_setup(&x, method, "application/json");
 	if (!rc)
 		rc = net_header_add(&x.rq, "Connect-Protocol-Version: 1");
-	if (!rc && !(x.reqbody = request_json(req)))
-		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	if (!rc && !(x.reqbody = request_json(&x, req)))
+		rc = hangar_error_last()->code;
 	if (!rc) {
 		x.rq.body = x.reqbody;
 		x.rq.body_len = strlen(x.reqbody);
@@ -641,14 +693,11 @@ int envd_unary(struct envd_client *c, const struct envd_call *call, const char *
 	if (rc == 0 && !xfer_success_status(&x))
 		rc = rpc_http_error(&x);
 	if (rc == 0) {
-		j = cJSON_ParseWithLength(x.res.body.data ? x.res.body.data : "", x.res.body.len);
-		if (cJSON_IsObject(j)) {
+		j = answer_object(&x);
+		if (j)
 			*resp = j;
-		} else {
-			cJSON_Delete(j);
-			rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x.res.http_status, NULL,
-				       "%s: the answer is not a JSON object", x.what);
-		}
+		else
+			rc = HANGAR_EPROTOCOL;
 	}
 	xfer_end(&x);
 	return rc;
@@ -672,7 +721,9 @@ int envd_stream(struct envd_client *c, const struct envd_call *call, const char 
 	if (!rc && call->keepalive_sec > 0)
 		rc = net_header_add(&x.rq, "Keepalive-Ping-Interval: %d", call->keepalive_sec);
 	/* The request of a server stream is exactly one envelope. */
-	if (!rc && (!(json = request_json(req)) || !(x.reqbody = malloc(CONNECT_ENVELOPE_HEADER + strlen(json)))))
+	if (!rc && !(json = request_json(&x, req)))
+		rc = hangar_error_last()->code;
+	if (!rc && !(x.reqbody = malloc(CONNECT_ENVELOPE_HEADER + strlen(json))))
 		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	if (!rc) {
 		len = strlen(json);
@@ -697,14 +748,30 @@ int envd_stream(struct envd_client *c, const struct envd_call *call, const char 
 
 /* ---- /files ------------------------------------------------------------------------ */
 
+/*
+ * Text that goes into a URL's query is UTF-8, as into a request's JSON:
+ * percent-escaping would carry any bytes, and the sandbox would have to
+ * guess what they mean.
+ */
+static int url_text_ok(struct xfer *x, const char *const *texts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (texts[i] && !sjson_text_ok(texts[i], strlen(texts[i])))
+			return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT,
+				    "invalid argument: %s: the request holds text that is not valid UTF-8", x->what);
+	return 0;
+}
+
 /* ?path=<path>[&username=<user>], escaped. */
 static int files_setup(struct xfer *x, const char *path)
 {
 	const char *user = x->call->user ? x->call->user : x->call->ep->user;
 	char *epath, *euser = NULL;
 	struct hbuf q = HBUF_INIT;
-	int rc = 0;
+	int rc = url_text_ok(x, (const char *const[]){ path, user }, 2);
 
+	if (rc)
+		return rc;
 	epath = net_escape(path);
 	if (user && *user)
 		euser = net_escape(user);
@@ -799,10 +866,10 @@ static int files_post(struct xfer *x, const char *path)
 	if (rc != 0)
 		return rc;
 	/* envd sets no Content-Type here (Go sniffs text/plain): parse regardless. */
-	j = cJSON_ParseWithLength(x->res.body.data ? x->res.body.data : "", x->res.body.len);
+	j = answer_json(x);
 	rc = cJSON_IsArray(j) ? 0
 			      : herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x->res.http_status, NULL,
-					  "%s: the answer is not a JSON array", x->what);
+					  "%s: the answer is not a strict JSON array", x->what);
 	cJSON_Delete(j);
 	return rc;
 }
@@ -894,7 +961,7 @@ int envd_hangar_info(struct envd_client *c, const struct envd_call *call, int *a
 	if (!rc)
 		rc = xfer_perform(&x);
 	if (rc == 0 && x.res.http_status == 200) {
-		cJSON *j = cJSON_ParseWithLength(x.res.body.data ? x.res.body.data : "", x.res.body.len);
+		cJSON *j = answer_json(&x);
 		const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "archive");
 
 		if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble < 1000)
@@ -910,10 +977,14 @@ int envd_hangar_info(struct envd_client *c, const struct envd_call *call, int *a
 static int archive_url(struct xfer *x, const char *ws, const char *key, const char *value)
 {
 	const char *user = x->call->user ? x->call->user : x->call->ep->user;
-	char *epath = net_escape(ws), *evalue = net_escape(value), *euser = NULL;
+	char *epath, *evalue, *euser = NULL;
 	struct hbuf q = HBUF_INIT;
-	int rc = 0;
+	int rc = url_text_ok(x, (const char *const[]){ ws, value, user }, 3);
 
+	if (rc)
+		return rc;
+	epath = net_escape(ws);
+	evalue = net_escape(value);
 	if (user && *user)
 		euser = net_escape(user);
 	if (!epath || !evalue || (user && *user && !euser) ||
@@ -1005,13 +1076,12 @@ int envd_archive_put(struct envd_client *c, const struct envd_call *call, const 
 		rc = xfer_perform(&x);
 	rc = archive_outcome(&x, rc);
 	if (rc == 0) {
-		cJSON *j = cJSON_ParseWithLength(x.res.body.data ? x.res.body.data : "", x.res.body.len);
+		cJSON *j = answer_object(&x);
 		const char *keys[] = { "files", "dirs", "symlinks", "bytes" };
 		uint64_t *dst[] = { &counts->files, &counts->dirs, &counts->symlinks, &counts->bytes };
 
-		if (!cJSON_IsObject(j))
-			rc = herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, x.res.http_status, NULL,
-				       "%s: the answer is not a JSON object", x.what);
+		if (!j)
+			rc = HANGAR_EPROTOCOL;
 		for (int i = 0; rc == 0 && i < 4; i++) {
 			const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
 

@@ -7,6 +7,7 @@
 
 #include "decode.h"
 #include "core/internal.h"
+#include "util/sjson.h"
 
 void envd_clean_message(char *dst, size_t cap, const char *src)
 {
@@ -98,6 +99,7 @@ static int stream_end(struct envd_stream_dec *d, const cJSON *end)
 static int on_envelope(uint8_t flags, const char *payload, size_t len, void *ud)
 {
 	struct envd_stream_dec *d = ud;
+	char err[160];
 	cJSON *msg;
 	int stop;
 
@@ -107,8 +109,12 @@ static int on_envelope(uint8_t flags, const char *payload, size_t len, void *ud)
 	if (flags & CONNECT_FLAG_COMPRESSED)
 		return dec_fail(d, herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, d->http_status, NULL,
 					     "%s: envd sent a compressed message that was not asked for", d->what));
-	msg = cJSON_ParseWithLength(payload, len);
-	if (!msg || !cJSON_IsObject(msg)) {
+	/* Strict: a message with two members of one name says two things. */
+	msg = sjson_parse(payload, len, 0, err, sizeof(err));
+	if (!msg)
+		return dec_fail(d, herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, d->http_status, NULL,
+					     "%s: a stream message is not strict JSON: %s", d->what, err));
+	if (!cJSON_IsObject(msg)) {
 		cJSON_Delete(msg);
 		return dec_fail(d, herr_http(HANGAR_EPROTOCOL, HANGAR_ERRCAT_SANDBOX, d->http_status, NULL,
 					     "%s: a stream message is not a JSON object", d->what));

@@ -53,6 +53,7 @@ int hangar_sandbox_read_file(hangar_buf *out, hangar_sandbox *sb, const char *pa
 	HCHECK_ARG(out, "out is NULL");
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
@@ -80,6 +81,7 @@ int hangar_sandbox_write_file(hangar_sandbox *sb, const char *path, const void *
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	HCHECK_ARG(data || len == 0, "data is NULL");
 	c = envd_client_of(sb->ctx);
 	if (!c)
@@ -99,6 +101,7 @@ int hangar_sandbox_copy_in(hangar_sandbox *sb, const char *local_path, const cha
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(remote_path && *remote_path, "remote_path is empty");
+	HCHECK_TEXT(remote_path, "remote_path");
 	c = envd_client_of(sb->ctx);
 	if (!c)
 		return hangar_error_last()->code;
@@ -132,6 +135,7 @@ int hangar_sandbox_copy_out(hangar_sandbox *sb, const char *remote_path, const c
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(remote_path && *remote_path, "remote_path is empty");
+	HCHECK_TEXT(remote_path, "remote_path");
 	HCHECK_ARG(local_path && *local_path, "local_path is empty");
 	HCHECK_ARG(strlen(local_path) < sizeof(tmp) - 16, "local_path is too long");
 	rc = HOPTS_COPY(o, opts, hv_copy_opts, "opts");
@@ -276,6 +280,7 @@ int hangar_sandbox_list_files(hangar_sandbox *sb, const char *path, uint32_t dep
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	HCHECK_ARG(fn, "fn is NULL");
 	req = path_req("path", path);
 	cJSON_AddNumberToObject(req, "depth", depth ? depth : 1);
@@ -303,6 +308,7 @@ int hangar_sandbox_stat(hangar_sandbox *sb, const char *path, hangar_file_fn fn,
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	HCHECK_ARG(fn, "fn is NULL");
 	rc = rpc(sb, "/filesystem.Filesystem/Stat", path_req("path", path), &resp, &st);
 	if (rc)
@@ -323,6 +329,7 @@ int hangar_sandbox_exists(hangar_sandbox *sb, const char *path)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	rc = rpc(sb, "/filesystem.Filesystem/Stat", path_req("path", path), &resp, &st);
 	cJSON_Delete(resp);
 	if (rc == HANGAR_ENOTFOUND) {
@@ -343,6 +350,7 @@ int hangar_sandbox_mkdir(hangar_sandbox *sb, const char *path)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	rc = rpc(sb, "/filesystem.Filesystem/MakeDir", path_req("path", path), &resp, &st);
 	cJSON_Delete(resp);
 	if (rc == HANGAR_EEXISTS)
@@ -358,7 +366,9 @@ int hangar_sandbox_rename(hangar_sandbox *sb, const char *from, const char *to)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(from && *from, "from is empty");
+	HCHECK_TEXT(from, "from");
 	HCHECK_ARG(to && *to, "to is empty");
+	HCHECK_TEXT(to, "to");
 	req = path_req("source", from);
 	cJSON_AddStringToObject(req, "destination", to);
 	rc = rpc(sb, "/filesystem.Filesystem/Move", req, &resp, &st);
@@ -374,6 +384,7 @@ int hangar_sandbox_remove(hangar_sandbox *sb, const char *path)
 
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && *path, "path is empty");
+	HCHECK_TEXT(path, "path");
 	rc = rpc(sb, "/filesystem.Filesystem/Remove", path_req("path", path), &resp, &st);
 	cJSON_Delete(resp);
 	return finish(sb, file_error(rc), &st, "removing", path);

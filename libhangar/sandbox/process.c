@@ -220,6 +220,8 @@ static int copy_opts(hangar_process_opts *o, const hangar_process_opts *opts)
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
 		HCHECK_ARG(strlen(*e) < 128 * 1024, "an opts->env entry is over 128 KiB, more than a program may get");
 	}
+	if (hcheck_texts(o->env, "opts->env") || hcheck_text(o->cwd, "opts->cwd") || hcheck_text(o->user, "opts->user"))
+		return HANGAR_EINVAL;
 	return 0;
 }
 
@@ -251,6 +253,7 @@ int hangar_process_start(hangar_process **out, hangar_sandbox *sb, const char *c
 	HCHECK_ARG(command || o.pty, "command is NULL (only a terminal may start a login shell)");
 	HCHECK_ARG(!command || strlen(command) < 128 * 1024,
 		   "the command line is over 128 KiB, more than a sandbox runs (write it to a file and run that)");
+	HCHECK_TEXT(command, "command");
 	if (o.pty && !(provider_caps(sb->provider) & HANGAR_CAP_PTY))
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s has no terminals",
 			    sb->provider->ops.name);

@@ -241,6 +241,10 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	HCHECK_ARG(o.network >= HANGAR_NETWORK_DEFAULT && o.network <= HANGAR_NETWORK_OFF, "opts->network");
 	for (const char *const *e = o.env; e && *e; e++)
 		HCHECK_ARG(strchr(*e, '=') && **e != '=', "opts->env entries must be KEY=VALUE");
+	if (hcheck_text(o.provider, "opts->provider") || hcheck_text(o.template_id, "opts->template_id") ||
+	    hcheck_texts(o.env, "opts->env") || hcheck_text(o.tier, "opts->tier") ||
+	    hcheck_text(o.environment, "opts->environment"))
+		return HANGAR_EINVAL;
 	if (o.environment && (rc = apply_environment(ctx, &o, &envr, &envv)) != 0)
 		return rc;
 	if (o.timeout_sec == 0)
@@ -833,7 +837,12 @@ int hangar_sandbox_fork(hangar_sandbox *sb, uint32_t count, hangar_fork_fn fn, v
 
 struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, const char *user)
 {
-	struct sbview *v = current_view(sb);
+	struct sbview *v;
+
+	/* Every call that runs as a user starts here: its name is checked once. */
+	if (hcheck_text(user, "the user name"))
+		return NULL;
+	v = current_view(sb);
 
 	if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 		/* Maybe someone resumed it since: ask once before refusing. */

@@ -32,6 +32,7 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	HCHECK_ARG(out_id, "out_id is NULL");
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(!name || (*name && strlen(name) <= 128 && !strpbrk(name, "\r\n\"")), "name");
+	HCHECK_TEXT(name, "name");
 	p = sb->provider;
 	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot take snapshots",

@@ -27,6 +27,7 @@ struct pg {
 	struct db base;
 	PGconn *conn;
 	char *secret[2];          /* the password as written and as decoded, cut out of messages */
+	char *where[5];           /* user, host, hostaddr, port and database: cut out of messages too */
 };
 
 struct pg_param {
@@ -139,15 +140,52 @@ static void free_secret(char *secret[2])
 		}
 }
 
-/* Sets the thread's error from a libpq message, one line and without the password. */
-static int pg_err(struct pg *pg, int code, int category, const char *what, const char *msg)
+/*
+ * libpq names where it tried ("connection to server at \"db.internal\"
+ * (10.1.2.3), port 5432 failed: ...", "on socket \"/run/pg/.s.PGSQL.5432\"")
+ * before why. Only the why is kept, and in it every quoted name (the user,
+ * the database) is replaced: a message says what went wrong, never where
+ * the store is or who signs in to it.
+ */
+static void keep_the_reason(char *s)
+{
+	char *why, *q, *end;
+
+	if (!strncmp(s, "connection to server", 20) && (why = strstr(s, "failed: ")) != NULL)
+		memmove(s, why + 8, strlen(why + 8) + 1);
+	for (q = strchr(s, '"'); q && (end = strchr(q + 1, '"')) != NULL; q = strchr(q + 1, '"')) {
+		if (end > q + 1) {
+			memmove(q + 2, end, strlen(end) + 1);
+			q[1] = '*';
+			end = q + 2;
+		}
+		q = end;
+	}
+}
+
+/* Sets the thread's error from a libpq message, one line, without the password or where the store is. */
+static int pg_message(struct pg *pg, int code, int category, const char *what, const char *msg, int connecting)
 {
 	char buf[700];
 
 	snprintf(buf, sizeof(buf), "%s", msg && *msg ? msg : "no details");
 	db_one_line(buf);
 	scrub(buf, sizeof(buf), pg->secret);
+	if (connecting)
+		keep_the_reason(buf);
+	/* Short values (a user "pg") would cut ordinary words apart: those go by their quotes above. */
+	for (int k = 0; k < 5; k++)
+		if (pg->where[k] && strlen(pg->where[k]) >= 4) {
+			char *one[2] = { pg->where[k], NULL };
+
+			scrub(buf, sizeof(buf), one);
+		}
 	return herr(code, category, "state store %s: %s: %s", pg->base.name, what, buf);
+}
+
+static int pg_err(struct pg *pg, int code, int category, const char *what, const char *msg)
+{
+	return pg_message(pg, code, category, what, msg, 0);
 }
 
 int db_url_is_postgres(const char *url)
@@ -155,24 +193,15 @@ int db_url_is_postgres(const char *url)
 	return url && (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11));
 }
 
-/* "postgresql://user@host:port/dbname" from the parsed options: what messages call it. */
-static void describe(char *out, size_t n, PQconninfoOption *opts)
+/* Keeps the parts of the parsed options that say where the store is, to cut them out of messages. */
+static void remember_where(struct pg *pg, PQconninfoOption *opts)
 {
-	const char *user = "", *host = "", *port = "", *dbname = "";
+	static const char *const keys[5] = { "user", "host", "hostaddr", "port", "dbname" };
 
-	for (PQconninfoOption *o = opts; o && o->keyword; o++) {
-		if (!o->val)
-			continue;
-		if (!strcmp(o->keyword, "user"))
-			user = o->val;
-		else if (!strcmp(o->keyword, "host"))
-			host = o->val;
-		else if (!strcmp(o->keyword, "port"))
-			port = o->val;
-		else if (!strcmp(o->keyword, "dbname"))
-			dbname = o->val;
-	}
-	snprintf(out, n, "postgresql://%s%s%s%s%s/%s", user, *user ? "@" : "", host, *port ? ":" : "", port, dbname);
+	for (PQconninfoOption *o = opts; o && o->keyword; o++)
+		for (int k = 0; k < 5; k++)
+			if (o->val && *o->val && !strcmp(o->keyword, keys[k]) && !pg->where[k])
+				pg->where[k] = strdup(o->val);
 }
 
 /* "5432" or, for several hosts, "5432,5433": numbers libpq would otherwise refuse only when connecting. */
@@ -236,7 +265,7 @@ static int connect_failed(struct pg *pg, const char *what)
 {
 	/* Asked for a password: the server was reached and refused the credentials. */
 	int reached = PQconnectionNeedsPassword(pg->conn) || PQconnectionUsedPassword(pg->conn);
-	int rc = pg_err(pg, HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, what, PQerrorMessage(pg->conn));
+	int rc = pg_message(pg, HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, what, PQerrorMessage(pg->conn), 1);
 
 	if (!reached)
 		herr_flags(HANGAR_ERROR_UNREACHABLE);
@@ -254,7 +283,7 @@ int db_open_postgres(struct db **out, const char *url)
 			       "keepalives_count", "tcp_user_timeout", "dbname", NULL };
 	const char *vals[] = { "10", "hangar", "30", "10", "3", "60000", url, NULL };
 	PQconninfoOption *opts;
-	char *err = NULL, name[sizeof(((struct db *)0)->name)];
+	char *err = NULL;
 	struct pg *pg;
 	int rc;
 
@@ -264,11 +293,12 @@ int db_open_postgres(struct db **out, const char *url)
 	pg = calloc(1, sizeof(*pg));
 	if (!pg)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	/* Messages call it by its kind alone: the URL's host, port and database stay out. */
+	db_init(&pg->base, &db_postgres_ops, "postgresql");
 	opts = PQconninfoParse(url, &err);
-	describe(name, sizeof(name), opts);
+	remember_where(pg, opts);
 	PQfreemem(err);
 	PQconninfoFree(opts);
-	db_init(&pg->base, &db_postgres_ops, name);
 	find_secret(url, pg->secret);
 	pg->conn = PQconnectdbParams(keys, vals, 1);
 	if (!pg->conn) {
@@ -289,6 +319,8 @@ static void pg_close(struct db *db)
 {
 	PQfinish(PG(db)->conn);
 	free_secret(PG(db)->secret);
+	for (int k = 0; k < 5; k++)
+		free(PG(db)->where[k]);
 	db_fini(db);
 	free(db);
 }
@@ -306,9 +338,16 @@ static void result_error(struct pg *pg, PGresult *res)
 		code = HANGAR_EUNAVAILABLE, cat = HANGAR_ERRCAT_NET;
 	else if (state && !strcmp(state, "23505")) /* unique_violation */
 		code = HANGAR_EEXISTS, cat = HANGAR_ERRCAT_ARGUMENT;
+	/* A value the caller gave that the server refuses for what it is (a
+	 * data exception: bytes its encoding refuses, a number out of range) or
+	 * its size (a row too large to index): the caller's to fix. A broken
+	 * constraint other than uniqueness is the library's own mistake. */
+	else if (state && (!strncmp(state, "22", 2) || !strcmp(state, "54000")))
+		code = HANGAR_EINVAL, cat = HANGAR_ERRCAT_ARGUMENT;
 	else if (state && (!strcmp(state, "57014") || !strcmp(state, "55P03"))) /* canceled, lock_not_available */
 		code = HANGAR_ETIMEOUT;
-	pg_err(pg, code, cat, "query", msg ? msg : PQerrorMessage(pg->conn));
+	/* Without the server's own message it is libpq's, which may say where it connects. */
+	pg_message(pg, code, cat, "query", msg ? msg : PQerrorMessage(pg->conn), !msg);
 }
 
 /*
@@ -335,8 +374,8 @@ static PGresult *run(struct pg *pg, const char *sql, int nparams, const struct p
 
 		if (broken || PQstatus(pg->conn) != CONNECTION_OK) {
 			if (pg->base.in_tx || reset) {
-				pg_err(pg, HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "the connection broke",
-				       PQerrorMessage(pg->conn));
+				pg_message(pg, HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "the connection broke",
+					   PQerrorMessage(pg->conn), 1);
 				return NULL;
 			}
 			reset = 1;

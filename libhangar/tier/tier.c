@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/environment.h"
+#include "util/sjson.h"
 #include "tier.h"
 #include "core/module.h"
 #include "core/providers.h"
@@ -186,8 +187,9 @@ static int plan_add(struct plan *pl, const char *name)
 
 static int plan_build(hangar_ctx *ctx, int tier, struct plan *pl)
 {
-	cJSON *tiers = cJSON_Parse(hctx_str(ctx, HS_TIERS));
-	cJSON *hedge = cJSON_Parse(hctx_str(ctx, HS_TIER_HEDGE));
+	const char *tv = hctx_str(ctx, HS_TIERS), *hv = hctx_str(ctx, HS_TIER_HEDGE);
+	cJSON *tiers = sjson_parse(tv, strlen(tv), 0, NULL, 0);
+	cJSON *hedge = sjson_parse(hv, strlen(hv), 0, NULL, 0);
 	const cJSON *list, *delay;
 	int rc = 0;
 

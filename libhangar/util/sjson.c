@@ -71,6 +71,15 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
 	return n;
 }
 
+size_t sjson_char_len(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (len == 0 || *p == 0)
+		return 0;
+	return utf8_len(p, p + len);
+}
+
 int sjson_text_ok(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len;

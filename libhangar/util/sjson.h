@@ -45,6 +45,13 @@ cJSON *sjson_parse(const char *text, size_t len, unsigned max_depth, char *err, 
 int sjson_text_ok(const char *s, size_t len);
 
 /*
+ * The length (1 to 4) of the one character that starts s[0..len), or 0 when
+ * the bytes there are not a valid UTF-8 character or are a NUL: for
+ * writers that keep what is valid and escape the rest byte by byte.
+ */
+size_t sjson_char_len(const char *s, size_t len);
+
+/*
  * An int64 as a JSON number written exactly ("%" PRId64), never through a
  * double: cJSON's own numbers are doubles and print 2^53 + 1 and above (and
  * large timestamps) rounded or with an exponent. NULL when out of memory.

@@ -117,8 +117,10 @@ static void print_info_json(const hangar_checkpoint_info *in)
 	printf(",\"selection\":");
 	json_string(in->selection);
 	printf(",\"files\":%" PRIu64 ",\"stored_bytes\":%" PRIu64 ",\"archive_bytes\":%" PRIu64
-	       ",\"blob_bytes\":%" PRIu64 ",\"labels\":%s,\"content_hash\":",
-	       in->files, in->stored_bytes, in->archive_bytes, in->blob_bytes, in->labels_json);
+	       ",\"blob_bytes\":%" PRIu64 ",\"labels\":",
+	       in->files, in->stored_bytes, in->archive_bytes, in->blob_bytes);
+	json_value(in->labels_json);
+	printf(",\"content_hash\":");
 	json_string(in->content_hash);
 	printf(",\"store\":");
 	json_string(in->store_url);

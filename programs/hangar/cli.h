@@ -99,6 +99,9 @@ char *shell_join(int n, char *const *words);
 int write_all(int fd, const void *data, size_t len);
 void format_time_us(char *buf, size_t size, int64_t us);
 void json_string(const char *s);
+/* A JSON value the library made (labels, templates), written as valid UTF-8:
+ * a byte that is not part of a character becomes \ufffd; "{}" for NULL. */
+void json_value(const char *json);
 const char *state_name(int32_t state);
 
 /* util.c: signals. Handlers record the signal in a flag and write its number

@@ -25,8 +25,11 @@ static void print_json(const hangar_environment_info *in)
 	json_string(in->description);
 	printf(",\"tier\":");
 	json_string(in->tier);
-	printf(",\"templates\":%s,\"env\":%s,\"timeout_sec\":%" PRId64 ",\"network\":", in->templates_json,
-	       in->env_json, in->timeout_sec);
+	printf(",\"templates\":");
+	json_value(in->templates_json);
+	printf(",\"env\":");
+	json_value(in->env_json);
+	printf(",\"timeout_sec\":%" PRId64 ",\"network\":", in->timeout_sec);
 	json_string(network_name(in->network));
 	printf(",\"workspace\":");
 	json_string(in->workspace);

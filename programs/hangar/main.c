@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sjson.h"
 
 static const struct command sandbox_commands[] = {
 	{ "create", cmd_sandbox_create, NULL,
@@ -412,6 +413,24 @@ int cmd_version(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Every argument is text that may become an id, a path, a command or a
+ * label, so every one is held to the library's rule here, once: valid UTF-8
+ * or nothing is done. The bytes themselves are not echoed.
+ */
+static int check_arguments(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		size_t len = strlen(argv[i]), at = 0, n;
+
+		while (at < len && (n = sjson_char_len(argv[i] + at, len - at)) != 0)
+			at += n;
+		if (at < len)
+			return cli_usage(NULL, "argument %d is not valid UTF-8 (byte %zu of %zu)", i, at + 1, len);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -428,6 +447,8 @@ int main(int argc, char **argv)
 
 	/* A closed pipe on our output must not kill us before the sandbox is. */
 	signal(SIGPIPE, SIG_IGN);
+	if (check_arguments(argc, argv))
+		return EXIT_USAGE;
 
 	cli_getopt_reset();
 	while ((opt = cli_getopt(&cli, argc, argv, "vh", longopts, &dd)) != -1) {

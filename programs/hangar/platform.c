@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,10 +194,15 @@ static int print_metric(const hangar_sandbox_metric *m, void *payload)
 	if (p->json) {
 		printf("%s{\"timestamp\":", p->n++ ? ",\n " : "[");
 		json_string(when);
-		printf(",\"cpu_count\":%" PRIu32 ",\"cpu_used_pct\":%.2f,\"mem_used_bytes\":%" PRIu64
-		       ",\"mem_total_bytes\":%" PRIu64 ",\"disk_used_bytes\":%" PRIu64 ",\"disk_total_bytes\":%" PRIu64 "}",
-		       m->cpu_count, m->cpu_used_pct, m->mem_used_bytes, m->mem_total_bytes, m->disk_used_bytes,
-		       m->disk_total_bytes);
+		printf(",\"cpu_count\":%" PRIu32 ",\"cpu_used_pct\":", m->cpu_count);
+		/* JSON has no NaN or infinity: a figure the platform could not give is null. */
+		if (isfinite(m->cpu_used_pct))
+			printf("%.2f", m->cpu_used_pct);
+		else
+			printf("null");
+		printf(",\"mem_used_bytes\":%" PRIu64 ",\"mem_total_bytes\":%" PRIu64 ",\"disk_used_bytes\":%" PRIu64
+		       ",\"disk_total_bytes\":%" PRIu64 "}",
+		       m->mem_used_bytes, m->mem_total_bytes, m->disk_used_bytes, m->disk_total_bytes);
 		return 0;
 	}
 	if (!p->n++)

@@ -89,10 +89,11 @@ static void print_json(const hangar_session_info *in)
 		printf("%s\"%s\":", i ? "," : "", keys[i]);
 		json_string(vals[i]);
 	}
-	printf(",\"exclusive_credential\":%s,\"labels\":%s,\"created_us\":%" PRId64 ",\"updated_us\":%" PRId64
-	       ",\"parked_since_us\":%" PRId64 "}",
-	       in->flags & HANGAR_SESSION_EXCLUSIVE_CREDENTIAL ? "true" : "false", in->labels_json, in->created_at_us,
-	       in->updated_at_us, in->parked_since_us);
+	printf(",\"exclusive_credential\":%s,\"labels\":",
+	       in->flags & HANGAR_SESSION_EXCLUSIVE_CREDENTIAL ? "true" : "false");
+	json_value(in->labels_json);
+	printf(",\"created_us\":%" PRId64 ",\"updated_us\":%" PRId64 ",\"parked_since_us\":%" PRId64 "}",
+	       in->created_at_us, in->updated_at_us, in->parked_since_us);
 }
 
 /* ---- create ---------------------------------------------------------------------------- */

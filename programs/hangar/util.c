@@ -15,21 +15,34 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sjson.h"
 
 /* ---- messages --------------------------------------------------------------- */
 
-/* Copies s into dst (cap bytes), control bytes written as \xNN, cut at max input bytes with "...". */
+/*
+ * Copies s into dst (cap bytes), control bytes and bytes that are not UTF-8
+ * written as \xNN, cut at max input bytes with "...".
+ */
 static void escape_into(char *dst, size_t cap, const char *s, size_t max)
 {
-	size_t n = 0, i;
+	size_t n = 0, i, k;
 
 	for (i = 0; s[i] && i < max && n + 5 < cap; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (c < 0x20 || c == 0x7f)
+		if (c < 0x20 || c == 0x7f) {
 			n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", c);
-		else
+		} else if (c < 0x80) {
 			dst[n++] = (char)c;
+		} else if ((k = sjson_char_len(s + i, strnlen(s + i, max - i < 4 ? max - i : 4))) != 0) {
+			if (n + k + 5 >= cap)
+				break;
+			memcpy(dst + n, s + i, k);
+			n += k;
+			i += k - 1;
+		} else {
+			n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", c);
+		}
 	}
 	if (s[i] && n + 4 <= cap)
 		n += (size_t)snprintf(dst + n, cap - n, "...");
@@ -323,25 +336,64 @@ void format_time_us(char *buf, size_t size, int64_t us)
 		snprintf(buf, size, "-");
 }
 
-/* A JSON string literal on stdout. */
+/*
+ * Writes the character at p (left bytes remain) and returns its length, or
+ * writes \ufffd for a byte that is not part of a valid UTF-8 character and
+ * returns 1: what reaches stdout as JSON is always valid UTF-8, whatever a
+ * sandbox's log or a record written by another program holds.
+ */
+static size_t put_char_or_fffd(const char *p, size_t left)
+{
+	size_t n = sjson_char_len(p, left);
+
+	if (n) {
+		fwrite(p, 1, n, stdout);
+		return n;
+	}
+	fputs("\\ufffd", stdout);
+	return 1;
+}
+
+/* A JSON string literal of s on stdout. */
 void json_string(const char *s)
 {
+	const char *p = s ? s : "";
+	size_t left = strlen(p);
+
 	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
+	while (left) {
+		unsigned char c = (unsigned char)*p;
+		size_t n = 1;
+
+		switch (c) {
 		case '"': fputs("\\\"", stdout); break;
 		case '\\': fputs("\\\\", stdout); break;
 		case '\n': fputs("\\n", stdout); break;
 		case '\r': fputs("\\r", stdout); break;
 		case '\t': fputs("\\t", stdout); break;
 		default:
-			if (*p < 0x20)
-				printf("\\u%04x", *p);
+			if (c < 0x20 || c == 0x7f)
+				printf("\\u%04x", c);
 			else
-				putchar(*p);
+				n = put_char_or_fffd(p, left);
 		}
+		p += n;
+		left -= n;
 	}
 	putchar('"');
+}
+
+/*
+ * Outside its strings JSON is ASCII, so a byte that is not part of a valid
+ * character can only be inside a string, where \ufffd keeps the value valid.
+ */
+void json_value(const char *json)
+{
+	const char *p = json && *json ? json : "{}";
+	size_t left = strlen(p), n;
+
+	for (; left; p += n, left -= n)
+		n = put_char_or_fffd(p, left);
 }
 
 const char *state_name(int32_t state)

@@ -249,7 +249,7 @@ static const struct {
 	const char *clue;
 } broken[] = {
 	{ "[1, 2]", "not a JSON object" },
-	{ "{\"py\": ", "not a JSON object" },
+	{ "{\"py\": ", "not strict JSON" },
 	{ "{\"py\": {\"tier\": \"fastest\"}}", "tier" },
 	{ "{\"py\": {\"image\": \"x\"}}", "unknown member \"image\"" },
 	{ "{\"py\": {\"templates\": [\"a\"]}}", "templates" },
@@ -263,7 +263,13 @@ static const struct {
 	{ "{\"py\": {\"user\": \"a/b\"}}", "user" },
 	{ "{\"py\": {\"description\": \"two\\nlines\"}}", "description" },
 	{ "{\"a b\": {}}", "environment name" },
-	{ "{\"py\": {}, \"py\": {}}", "defined twice" },
+	{ "{\"py\": {}, \"py\": {}}", "duplicate member \"py\"" },
+	/* Strict JSON: which tier, which file? Nothing is guessed. */
+	{ "{\"py\": {\"tier\": \"fast\", \"tier\": \"heavy\"}}", "duplicate member \"tier\"" },
+	{ "{\"py\": {\"env\": {\"A\": \"1\", \"A\": \"2\"}}}", "at /py/env (byte" },
+	{ "{\"py\": {}} {\"js\": {}}", "follows the value" },
+	{ "{\"py\": {\"description\": \"caf\xc3\"}}", "UTF-8" },
+	{ "{\"py\": {\"description\": \"\xed\xa0\x80\"}}", "UTF-8" },
 	{ "{\"py\": 3}", "JSON object" },
 };
 

@@ -1295,6 +1295,41 @@ END_TEST
 
 /* ---- faults --------------------------------------------------------------------------------------- */
 
+/*
+ * An answer of the control plane that is not strict JSON (a member said
+ * twice, the first time with another value; a second value after the
+ * first) is a protocol error naming the call, never read as cJSON would.
+ */
+START_TEST(t_answers_not_strict_json)
+{
+	const char *const mangles[] = { "duplicate", "trailing" };
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	fake_start(flavours[_i], NULL);
+	ctx = new_ctx();
+	sb = create(ctx, 120);
+	for (size_t m = 0; m < 2; m++) {
+		char f[128];
+		const char *msg;
+
+		snprintf(f, sizeof(f), "{\"route\":\"get\",\"mangle\":\"%s\",\"count\":1}", mangles[m]);
+		fault(f);
+		ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), HANGAR_EPROTOCOL);
+		msg = hangar_error_last()->message;
+		ck_assert_msg(strstr(msg, "control plane's answer") && strstr(msg, "not strict JSON"), "%s", msg);
+		ck_assert_msg(strstr(msg, m == 0 ? "duplicate member" : "follows the value"), "%s", msg);
+	}
+	/* The next, honest answer is read as usual. */
+	ck_assert_int_eq(hangar_sandbox_get_info(&info, sb), 0);
+	ck_assert_int_eq(info.state, HANGAR_SANDBOX_RUNNING);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(t_faults)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
@@ -1407,6 +1442,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, t_cube_unauthenticated);
 	tcase_add_loop_test(tc, t_key_never_shown, 0, 3);
 	tcase_add_loop_test(tc, t_faults, 0, 3);
+	tcase_add_loop_test(tc, t_answers_not_strict_json, 0, 3);
 	tcase_add_test(tc, t_refused_kill_retries);
 	tcase_add_loop_test(tc, t_missing_route_is_not_gone, 0, 3);
 	tcase_add_loop_test(tc, t_unanswered_create_leaks_nothing, 0, 3);

@@ -107,6 +107,9 @@
  *     create makes its sandbox, then its answer is late, or the connection
  *     closes unanswered. "no_route":true answers as an unknown route (an
  *     empty 404 on cube, gin's text on E2B) and does nothing.
+ *     "mangle":"duplicate" answers as the route would, with the first member
+ *     of the answer's object said again with another value after it;
+ *     "mangle":"trailing" adds a second value after the answer's.
  *     Edge faults: route "exec" (POST /process.Process/Start) or "files"
  *     (GET /files) with "envd":"two_ends"|"data_after_end"|"undecodable"|
  *     "endless_file" answers that request with a broken envd answer instead
@@ -204,7 +207,8 @@ static const char usage_text[] =
 	"                             repeat_token: a page's X-Next-Token is the request's own\n"
 	"                             nextToken (fake.0 on a first page); public: the create is\n"
 	"                             public, without a traffic token; fork_errors: N: the\n"
-	"                             first N forks are error entries\n"
+	"                             first N forks are error entries; mangle: \"duplicate\"\n"
+	"                             or \"trailing\": the answer is not strict JSON\n"
 	"    DELETE /_fake/faults     clear queued faults\n"
 	"    GET    /_fake/sandboxes  [{id,state,envd_pid,envd_port,token,traffic_token,\n"
 	"                               expires_at,public,template_id}]\n"

@@ -104,6 +104,7 @@ struct fault {
 	int no_route;                /* answered as an unknown route */
 	char envd[32];               /* edge: a broken envd answer instead of envd's own */
 	char message[128];           /* status: the error body's message instead of the default */
+	char mangle[16];             /* "duplicate" or "trailing": the answer made not strict JSON */
 };
 
 struct spawn_req {

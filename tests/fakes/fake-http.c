@@ -332,6 +332,33 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, struct reply *r)
 	return ret;
 }
 
+/*
+ * Makes an answer a strict parser must refuse: "duplicate" repeats the
+ * object's first member with another value ({"a":1,...} becomes
+ * {"a":1,"a":"mangled",...}), "trailing" puts a second value after it.
+ */
+static void mangle_reply(struct reply *r, const char *how)
+{
+	const char *colon;
+	char *out = NULL;
+	int n = -1;
+
+	if (!r->body || r->len == 0 || r->body[0] != '{')
+		return;
+	if (!strcmp(how, "trailing")) {
+		n = asprintf(&out, "%.*s {}", (int)r->len, r->body);
+	} else if (!strcmp(how, "duplicate") && r->body[1] == '"' && (colon = strstr(r->body, "\":"))) {
+		int name = (int)(colon + 2 - r->body) - 1; /* "name": without the brace */
+
+		n = asprintf(&out, "{%.*s\"mangled\",%.*s", name, r->body + 1, (int)r->len - 1, r->body + 1);
+	}
+	if (n < 0)
+		return;
+	free(r->body);
+	r->body = out;
+	r->len = (size_t)n;
+}
+
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -443,6 +470,12 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
 		q->repeat_token = f.repeat_token;
 		q->make_public = f.make_public;
 		q->fork_errors = f.fork_errors;
+		if (f.mangle[0]) {
+			dispatch(q, &r);
+			mangle_reply(&r, f.mangle);
+			vlog("%s %s → %u, mangled (%s)", method, url, r.status, f.mangle);
+			return queue_reply(conn, &r);
+		}
 	}
 	dispatch(q, &r);
 	vlog("%s %s → %u", method, url, r.status);

@@ -39,6 +39,9 @@ static void handle_fake(struct req *q, struct reply *r)
 		x = cJSON_GetObjectItemCaseSensitive(b, "message");
 		if (cJSON_IsString(x))
 			snprintf(f->message, sizeof(f->message), "%s", x->valuestring);
+		x = cJSON_GetObjectItemCaseSensitive(b, "mangle");
+		if (cJSON_IsString(x))
+			snprintf(f->mangle, sizeof(f->mangle), "%s", x->valuestring);
 		cJSON_Delete(b);
 		pthread_mutex_lock(&g.lock);
 		{

@@ -1044,7 +1044,21 @@ START_TEST(pg_ping_follows_the_server)
 }
 END_TEST
 
+/* Whether msg names where the store is: its database, user, host, socket directory or port. */
+static void assert_says_not_where(const char *msg, const char *const *also)
+{
+	const char *where[] = { dbname, env("HANGAR_TEST_PG_USER"), env("HANGAR_TEST_PG_HOST"),
+				env("HANGAR_TEST_PG_PORT"), "127.0.0.1", "localhost", ".s.PGSQL", "postgresql://" };
+
+	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++)
+		ck_assert_msg(!strstr(msg, where[i]), "the message names \"%s\": %s", where[i], msg);
+	for (; also && *also; also++)
+		ck_assert_msg(!strstr(msg, *also), "the message names \"%s\": %s", *also, msg);
+}
+
 /* What the caller gets when the store cannot be used: the kind, and a message without the password. */
+static const char *const *fails_also; /* more that the next assert_fails() message must not name */
+
 static void assert_fails(const char *u, int code, int unreachable, const char *secret)
 {
 	hangar_ctx *ctx = test_ctx(dir);
@@ -1059,10 +1073,12 @@ static void assert_fails(const char *u, int code, int unreachable, const char *s
 	ck_assert_ptr_null(strstr(e->message, secret));
 	ck_assert_ptr_null(strchr(e->message, '\n'));
 	ck_assert_msg(!!(e->flags & HANGAR_ERROR_UNREACHABLE) == unreachable, "%s: flags %u", e->message, e->flags);
-	if (code == HANGAR_ECONFIG)
+	if (code == HANGAR_ECONFIG) {
 		ck_assert_ptr_nonnull(strstr(e->message, "HANGAR_STORE"));
-	else
-		ck_assert_ptr_nonnull(strstr(e->message, "state store postgresql://"));
+	} else {
+		ck_assert_ptr_nonnull(strstr(e->message, "state store postgresql: "));
+		assert_says_not_where(e->message, fails_also);
+	}
 	/* a second call tries again and fails the same way */
 	if (code != HANGAR_ECONFIG)
 		ck_assert_int_eq(store_lookup(ctx, "sb-1", &p), code);
@@ -1089,13 +1105,15 @@ START_TEST(pg_errors_never_show_the_password)
 	/* the wrong password: reached, refused */
 	pg_url(u, sizeof(u), dbname, NULL, "Wr0ngPassw0rd-sEcReT");
 	assert_fails(u, HANGAR_EUNAVAILABLE, 0, "Wr0ngPassw0rd-sEcReT");
-	/* a user that does not exist: the same */
+	/* a user that does not exist: the same, and its name is not shown either */
 	pg_url(u, sizeof(u), dbname, "nobody_here", "Wr0ngPassw0rd-sEcReT");
+	fails_also = (const char *const[]){ "nobody_here", NULL };
 	assert_fails(u, HANGAR_EUNAVAILABLE, 0, "Wr0ngPassw0rd-sEcReT");
 	/* no server behind the socket directory: unreachable */
 	snprintf(nowhere, sizeof(nowhere), "%s/no-server", dir);
 	ck_assert_int_eq(mkdir(nowhere, 0700), 0);
 	snprintf(u, sizeof(u), "postgresql://hangar:%s@/%s?host=%s&port=5432", pw, dbname, nowhere);
+	fails_also = (const char *const[]){ nowhere, "5432", NULL };
 	assert_fails(u, HANGAR_EUNAVAILABLE, 1, pw);
 	/* a loopback port nothing listens on: unreachable */
 	fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1103,7 +1121,14 @@ START_TEST(pg_errors_never_show_the_password)
 	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
 	snprintf(u, sizeof(u), "postgresql://hangar:%s@127.0.0.1:%d/%s?connect_timeout=5", pw, ntohs(sa.sin_port),
 		 dbname);
-	assert_fails(u, HANGAR_EUNAVAILABLE, 1, pw);
+	{
+		char port[16];
+
+		snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
+		fails_also = (const char *const[]){ port, NULL };
+		assert_fails(u, HANGAR_EUNAVAILABLE, 1, pw);
+	}
+	fails_also = NULL;
 	close(fd);
 	/* URLs libpq cannot read: a configuration error, still without the password */
 	snprintf(u, sizeof(u), "postgresql://hangar:%s@localhost:notaport/%s", pw, dbname);
@@ -1147,6 +1172,27 @@ START_TEST(pg_password_with_reserved_characters)
 }
 END_TEST
 
+/*
+ * A value PostgreSQL refuses for what it is (bytes its UTF8 encoding
+ * refuses) is the caller's mistake: HANGAR_EINVAL, nothing stored, and the
+ * message names neither where the store is nor the bytes.
+ */
+START_TEST(pg_bad_input_is_einval)
+{
+	hangar_ctx *ctx = ctx_new();
+	char *p = NULL;
+	int rc = store_record(ctx, "sb-\xff\xfe", "local");
+	const char *msg = hangar_error_last()->message;
+
+	ck_assert_msg(rc == HANGAR_EINVAL, "%d %s", rc, msg);
+	ck_assert_ptr_null(strstr(msg, "\xff"));
+	ck_assert_ptr_nonnull(strstr(msg, "state store postgresql: "));
+	assert_says_not_where(msg, NULL);
+	ck_assert_int_eq(store_lookup(ctx, "sb-", &p), HANGAR_ENOTFOUND);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create(pg ? "store (postgres)" : "store (sqlite)");
@@ -1179,6 +1225,7 @@ static Suite *suite(void)
 		tcase_add_test(tc, pg_server_restart);
 		tcase_add_test(tc, pg_errors_never_show_the_password);
 		tcase_add_test(tc, pg_password_with_reserved_characters);
+		tcase_add_test(tc, pg_bad_input_is_einval);
 	}
 	suite_add_tcase(s, tc);
 	return s;

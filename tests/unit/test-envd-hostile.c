@@ -379,6 +379,53 @@ START_TEST(stream_invalid_json)
 }
 END_TEST
 
+/* A start event whose pid is said twice: which one ran? */
+static void serve_duplicate_member_message(int fd)
+{
+	if (rawhttp_send_str(fd, stream_head) == 0 &&
+	    send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7,\"pid\":8}}}") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
+}
+
+static void serve_trailing_data_message(int fd)
+{
+	if (rawhttp_send_str(fd, stream_head) == 0 &&
+	    send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}} {\"x\":1}") == 0)
+		rawhttp_wait_for_close(fd, srv.stop[0]);
+}
+
+START_TEST(stream_not_strict_json)
+{
+	serve_fn hostile[] = { serve_duplicate_member_message, serve_trailing_data_message };
+	const char *why[] = { "duplicate member \"pid\"", "follows the value" };
+
+	for (int i = 0; i < 2; i++) {
+		struct envd_call call = slow_call();
+		long n;
+
+		answer_with(hostile[i]);
+		ck_assert_code(run_stream(&call, NULL, &n), HANGAR_EPROTOCOL);
+		ck_assert_int_eq(n, 0);
+		ck_assert_msg(strstr(hangar_error_last()->message, why[i]), "%s", hangar_error_last()->message);
+	}
+}
+END_TEST
+
+/* A request whose text is not UTF-8 is refused before it is sent. */
+START_TEST(stream_request_not_utf8)
+{
+	struct envd_call call = slow_call();
+	cJSON *req = cJSON_Parse("{\"process\":{\"cmd\":\"true\"}}");
+	long n = 0;
+
+	answer_with(serve_duplicate_member_message);
+	cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetObjectItem(req, "process"), "cmd"), "tr\xc0\xafue");
+	ck_assert_code(envd_stream(client, &call, "process.Process/Start", req, count, &n, NULL), HANGAR_EINVAL);
+	cJSON_Delete(req);
+	ck_assert_int_eq(srv.accepted, 0);
+}
+END_TEST
+
 static void serve_end_with_error(int fd)
 {
 	if (rawhttp_send_str(fd, stream_head) == 0 && send_envelope(fd, 0, "{\"event\":{\"start\":{\"pid\":7}}}") == 0)
@@ -519,6 +566,32 @@ static void serve_unary_invalid_json(int fd)
 {
 	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"a\":tru");
 }
+
+static void serve_unary_duplicate_member(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
+			     "{\"processes\":[],\"processes\":1}");
+}
+
+static void serve_unary_trailing_data(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 18\r\n\r\n"
+			     "{\"processes\":[]}{}");
+}
+
+START_TEST(unary_not_strict_json)
+{
+	serve_fn hostile[] = { serve_unary_duplicate_member, serve_unary_trailing_data };
+
+	for (int i = 0; i < 2; i++) {
+		struct envd_call call = slow_call();
+
+		answer_with(hostile[i]);
+		ck_assert_code(run_unary(&call, NULL), HANGAR_EPROTOCOL);
+		ck_assert_msg(strstr(hangar_error_last()->message, "strict JSON"), "%s", hangar_error_last()->message);
+	}
+}
+END_TEST
 
 START_TEST(unary_invalid_json)
 {
@@ -836,6 +909,37 @@ START_TEST(files_write_answer_not_array)
 }
 END_TEST
 
+static void serve_write_duplicate_member(int fd)
+{
+	rawhttp_send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 36\r\n\r\n"
+			     "[{\"path\":\"/etc/x\",\"path\":\"/f\"}]\n\n\n\n\n");
+}
+
+START_TEST(files_write_answer_not_strict)
+{
+	struct envd_call call = slow_call();
+
+	answer_with(serve_write_duplicate_member);
+	ck_assert_code(envd_file_write(client, &call, "/f", "x", 1, NULL), HANGAR_EPROTOCOL);
+}
+END_TEST
+
+/* A path or user that is not UTF-8 never goes into a URL: refused before anything is sent. */
+START_TEST(files_path_not_utf8)
+{
+	struct envd_call call = slow_call();
+	struct hbuf out = HBUF_INIT;
+
+	answer_with(serve_write_not_array);
+	ck_assert_code(envd_file_write(client, &call, "/f\xc0\xaf", "x", 1, NULL), HANGAR_EINVAL);
+	ck_assert_code(envd_file_read(client, &call, "/f\xff", 1024, &out, NULL), HANGAR_EINVAL);
+	call.user = "us\xed\xa0\x80r";
+	ck_assert_code(envd_file_read(client, &call, "/f", 1024, &out, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(srv.accepted, 0);
+	ck_assert_ptr_null(out.data);
+}
+END_TEST
+
 /* ---- connection reuse ------------------------------------------------------------------------ */
 
 static void serve_unary_ok(int fd)
@@ -893,6 +997,8 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, stream_cut_mid_chunked_body);
 	tcase_add_test(tc, stream_without_end_envelope);
 	tcase_add_test(tc, stream_invalid_json);
+	tcase_add_test(tc, stream_not_strict_json);
+	tcase_add_test(tc, stream_request_not_utf8);
 	tcase_add_test(tc, stream_end_with_error);
 	tcase_add_test(tc, stream_data_after_end);
 	tcase_add_test(tc, stream_http_401);
@@ -905,6 +1011,7 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, unary_declared_over_limit);
 	tcase_add_test(tc, unary_counted_over_limit);
 	tcase_add_test(tc, unary_invalid_json);
+	tcase_add_test(tc, unary_not_strict_json);
 	tcase_add_test(tc, unary_endless_error_body);
 	tcase_add_test(tc, garbage_instead_of_http);
 	tcase_add_test(tc, hang_up_without_answer);
@@ -923,6 +1030,8 @@ static Suite *hostile_suite(void)
 	tcase_add_test(tc, files_identity_limits);
 	tcase_add_test(tc, files_rest_errors);
 	tcase_add_test(tc, files_write_answer_not_array);
+	tcase_add_test(tc, files_write_answer_not_strict);
+	tcase_add_test(tc, files_path_not_utf8);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reuse");

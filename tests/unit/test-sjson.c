@@ -163,6 +163,23 @@ START_TEST(text_ok)
 }
 END_TEST
 
+/* One character at a time: its length, or 0 for what a writer must escape. */
+START_TEST(char_len)
+{
+	ck_assert_uint_eq(sjson_char_len("a\xc3\xa9", 3), 1);
+	ck_assert_uint_eq(sjson_char_len("\xc3\xa9x", 3), 2);
+	ck_assert_uint_eq(sjson_char_len("\xe2\x9c\x93", 3), 3);
+	ck_assert_uint_eq(sjson_char_len("\xf0\x9f\x98\x80", 4), 4);
+	ck_assert_uint_eq(sjson_char_len("\xf0\x9f\x98\x80", 3), 0); /* cut short by len */
+	ck_assert_uint_eq(sjson_char_len("\xff\xfe", 2), 0);
+	ck_assert_uint_eq(sjson_char_len("\xc0\xaf", 2), 0);
+	ck_assert_uint_eq(sjson_char_len("\xed\xa0\x80", 3), 0);
+	ck_assert_uint_eq(sjson_char_len("\x80", 1), 0);
+	ck_assert_uint_eq(sjson_char_len("", 1), 0);
+	ck_assert_uint_eq(sjson_char_len("a", 0), 0);
+}
+END_TEST
+
 /* ---- objects ---- */
 
 START_TEST(refuses_duplicate_members)
@@ -298,6 +315,7 @@ static Suite *sjson_suite(void)
 	tcase_add_test(tc, refuses_unpaired_surrogate_escapes);
 	tcase_add_test(tc, refuses_invalid_utf8);
 	tcase_add_test(tc, text_ok);
+	tcase_add_test(tc, char_len);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("objects");

@@ -9,6 +9,7 @@
 
 #include "api.h"
 #include "net/net.h"
+#include "util/sjson.h"
 
 #define API_POOL_MAX 4 /* idle handles kept, so their connections are reused */
 
@@ -290,10 +291,14 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 		goto out;
 	}
 	if (want_json) {
-		r->json = r->body.len ? cJSON_ParseWithLength(r->body.data, r->body.len) : NULL;
+		char err[160];
+
+		/* Strict: an answer with two members of one name (two ids, two tokens)
+		 * or something after its value is not one the platform meant. */
+		r->json = sjson_parse(r->body.data ? r->body.data : "", r->body.len, 0, err, sizeof(err));
 		if (!r->json)
 			rc = e2b_error(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER, (int)r->status, NULL,
-				       "e2b: %s: the answer is not JSON", what);
+				       "e2b: the control plane's answer to %s is not strict JSON: %s", what, err);
 	}
 out:
 	net_request_fini(&rq); /* wipes the header lines, the key's among them */

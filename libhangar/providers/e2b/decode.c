@@ -6,6 +6,7 @@
 
 #include "decode.h"
 #include "util/pjson.h"
+#include "util/sjson.h"
 
 int e2b_valid_id(const char *id)
 {
@@ -55,7 +56,7 @@ void e2b_error_text(const char *body, size_t len, char *out, size_t size)
 	out[0] = '\0';
 	if (!body || len == 0)
 		return;
-	j = cJSON_ParseWithLength(body, len);
+	j = sjson_parse(body, len, 0, NULL, 0);
 	if (cJSON_IsObject(j)) {
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
 
@@ -82,7 +83,7 @@ void e2b_error_text(const char *body, size_t len, char *out, size_t size)
 
 int e2b_body_is_json_object(const char *body, size_t len)
 {
-	cJSON *j = body && len ? cJSON_ParseWithLength(body, len) : NULL;
+	cJSON *j = body && len ? sjson_parse(body, len, 0, NULL, 0) : NULL;
 	int is = cJSON_IsObject(j);
 
 	cJSON_Delete(j);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/sjson.h"
 #include "api.h"
 #include "decode.h"
 #include "e2b.h"
@@ -180,7 +181,8 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		hangar_sys_ctx_setting_bool(&allow, ctx, "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD");
 		e->allow_unauth = allow;
 		hangar_sys_ctx_setting_json(&templates, ctx, "HANGAR_E2B_ENVIRONMENT_TEMPLATES");
-		e->templates = cJSON_Parse(templates);
+		/* Checked when it was set (check_templates). */
+		e->templates = sjson_parse(templates, strlen(templates), 0, NULL, 0);
 	}
 	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS");
 	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS") * 1000;
@@ -217,9 +219,12 @@ static uint64_t e2b_capabilities(void *state)
 /* HANGAR_E2B_ENVIRONMENT_TEMPLATES maps environment names to template ids. */
 static int check_templates(const char *name, const char *value)
 {
-	cJSON *json = cJSON_Parse(value);
+	char err[160];
+	cJSON *json = sjson_parse(value, strlen(value), 0, err, sizeof(err));
 	int rc = 0;
 
+	if (!json)
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0, "%s is not strict JSON: %s", name, err);
 	for (const cJSON *t = json ? json->child : NULL; t && !rc; t = t->next)
 		if (!cJSON_IsString(t) || !*t->valuestring || !*t->string)
 			rc = hangar_sys_error(HANGAR_ECONFIG, 0, 0,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lstate.h"
+#include "util/sjson.h"
 
 #define META_MAX (256 * 1024)
 
@@ -154,7 +155,8 @@ int lstate_meta_read(const char *dir, struct lmeta *m)
 	text = lstate_read_file(path, META_MAX, NULL);
 	if (!text)
 		return -errno;
-	root = cJSON_Parse(text);
+	/* Strict, as every JSON the project reads: one object, each member once. */
+	root = sjson_parse(text, strlen(text), 0, NULL, 0);
 	free(text);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
