@@ -14,6 +14,7 @@
 #include "checkpoint/ckpt.h"
 #include "core/versioned.h"
 #include "sess.h"
+#include "util/sjson.h"
 
 #define REASON_MAX 512
 
@@ -22,11 +23,17 @@
 /* The session's labels and the suspend's, as "key=value" strings (malloc'd array). */
 static int checkpoint_labels(const struct store_session *row, const char *const *extra, char ***out)
 {
-	cJSON *j = cJSON_Parse(row->labels_json), *e;
+	char err[160];
+	cJSON *j = sjson_parse(row->labels_json, strlen(row->labels_json), 0, err, sizeof(err)), *e;
 	size_t n = 0, k = 0;
 	char **v;
 
 	*out = NULL;
+	if (!j || !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_OS, "session %s: its labels in the state store do not parse: %s",
+			    row->id, j ? "not an object" : err);
+	}
 	cJSON_ArrayForEach(e, j)
 		n++;
 	for (const char *const *l = extra; l && *l; l++)

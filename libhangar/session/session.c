@@ -21,6 +21,7 @@
 #include "core/versioned.h"
 #include "sandbox/sandbox.h"
 #include "sess.h"
+#include "util/sjson.h"
 
 /* ---- records --------------------------------------------------------------------- */
 
@@ -251,12 +252,16 @@ int sess_create_sandbox(hangar_ctx *ctx, const struct store_session *row, const 
 	*out = NULL;
 	if ((rc = sess_spec_open(ctx, row->id, row->spec, row->spec_len, &json)) != 0)
 		return rc;
-	j = cJSON_Parse(json);
-	sodium_memzero(json, strlen(json));
-	free(json);
-	if (!j)
-		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_OS, "session %s: its create options do not parse",
-			    row->id);
+	{
+		char err[160];
+
+		j = sjson_parse(json, strlen(json), 0, err, sizeof(err));
+		sodium_memzero(json, strlen(json));
+		free(json);
+		if (!j)
+			return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_OS, "session %s: its create options do not parse: %s",
+				    row->id, err);
+	}
 	{
 		const cJSON *env = cJSON_GetObjectItemCaseSensitive(j, "env"), *e;
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout_sec");
@@ -484,6 +489,9 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 	if ((rc = HOPTS_COPY(o, opts, hv_session_opts, "opts")) != 0)
 		return rc;
 	HCHECK_ARG(!o.id || valid_session_id(o.id), "opts->id must be 1 to 128 of [A-Za-z0-9._-]");
+	HCHECK_TEXT(o.environment, "opts->environment");
+	HCHECK_TEXT(o.workspace, "opts->workspace");
+	HCHECK_TEXT(o.user, "opts->user");
 	HCHECK_ARG(!o.workspace || o.workspace[0] == '/', "opts->workspace must be absolute");
 	HCHECK_ARG(!(o.flags & ~HANGAR_SESSION_EXCLUSIVE_CREDENTIAL), "opts->flags has unknown bits");
 	if (o.create && (rc = HOPTS_COPY(co, o.create, hv_create_opts, "opts->create")) != 0)

@@ -279,6 +279,27 @@ START_TEST(names_and_settings)
 }
 END_TEST
 
+/* A session's environment, workspace and user: refused before anything is made. */
+START_TEST(sessions)
+{
+	size_t i = (size_t)_i;
+	hangar_session_opts o = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+	char ws[64];
+
+	o.environment = bad[i];
+	refused(hangar_session_create(&s, ctx, &o), "opts->environment", "session environment");
+	o.environment = NULL;
+	snprintf(ws, sizeof(ws), "/workspace%s", bad[i]);
+	o.workspace = ws;
+	refused(hangar_session_create(&s, ctx, &o), "opts->workspace", "session workspace");
+	o.workspace = NULL;
+	o.user = bad[i];
+	refused(hangar_session_create(&s, ctx, &o), "opts->user", "session user");
+	ck_assert_ptr_null(s);
+}
+END_TEST
+
 START_TEST(checkpoints)
 {
 	size_t i = (size_t)_i;
@@ -388,6 +409,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, creates, 0, (int)NBAD);
 	tcase_add_loop_test(t, names_and_settings, 0, (int)NBAD);
 	tcase_add_loop_test(t, checkpoints, 0, (int)NBAD);
+	tcase_add_loop_test(t, sessions, 0, (int)NBAD);
 	tcase_add_test(t, json_settings_are_strict);
 	tcase_add_test(t, messages_quote_peers_as_utf8);
 	suite_add_tcase(s, t);

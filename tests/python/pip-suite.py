@@ -111,6 +111,19 @@ def venv(py, where, env):
     return os.path.join(where, "bin", "python")
 
 
+def with_sanitizer(env):
+    """env for running the installed package: an ASan build's library needs
+    the ASan runtime loaded first into python, as run-pytest.sh does."""
+    if "address" not in os.environ.get("HANGAR_PY_SANITIZE", ""):
+        return env
+    cc = os.environ.get("HANGAR_PY_CC", "cc")
+    asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not asan.startswith("/"):
+        raise SystemExit(f"pip-suite: cannot find the ASan runtime of {cc}")
+    opts = os.environ.get("ASAN_OPTIONS")
+    return dict(env, LD_PRELOAD=asan, ASAN_OPTIONS=(opts + ":" if opts else "") + "detect_leaks=0")
+
+
 def main():
     required = os.environ.get("HANGAR_PY_REQUIRED") == "1"
     found = pythons()
@@ -150,7 +163,8 @@ def main():
                     "assert hangar.__file__.startswith(sys.prefix), hangar.__file__\n"
                     "with hangar.Sandbox.create() as sb:\n"
                     "    print(sb.commands.run('echo from-sdist').stdout.text, end='')\n")
-            out = subprocess.run([vpy2, "-c", code], env=dict(env, HANGAR_STATE_DIR=os.path.join(tmp, "state")),
+            out = subprocess.run([vpy2, "-c", code],
+                                 env=with_sanitizer(dict(env, HANGAR_STATE_DIR=os.path.join(tmp, "state"))),
                                  capture_output=True, text=True, timeout=120)
             if out.returncode != 0 or out.stdout != "from-sdist\n":
                 raise SystemExit(f"pip-suite: the sdist's package failed: {out.stdout}{out.stderr}")
