@@ -95,6 +95,39 @@ static const char cors_expose[] =
  */
 static __thread struct request_state *current;
 
+struct query_check {
+	char *msg;
+	size_t msglen;
+	int bad;
+};
+
+static enum MHD_Result query_arg_is_text(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+					 const char *value, size_t value_size)
+{
+	struct query_check *q = cls;
+
+	(void)kind;
+	if (!sjson_text_ok(key, key_size) || (value && !sjson_text_ok(value, value_size))) {
+		snprintf(q->msg, q->msglen, "the query parameter %s holds a NUL or bytes that are not UTF-8",
+			 sjson_text_ok(key, key_size) ? key : "(name)");
+		q->bad = 1;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/*
+ * 1 when a query parameter, once percent-decoded, holds a NUL or is not
+ * UTF-8 (msg says which): a path must never be cut at a %00.
+ */
+static int query_not_text(struct MHD_Connection *conn, char *msg, size_t msglen)
+{
+	struct query_check q = { msg, msglen, 0 };
+
+	MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, query_arg_is_text, &q);
+	return q.bad;
+}
+
 static enum MHD_Result queue_now(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp)
 {
 	enum MHD_Result r;
@@ -552,7 +585,8 @@ static enum MHD_Result begin_request(struct request_state *st, struct MHD_Connec
 	if (strcmp(url, "/files") == 0 && (strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0)) {
 		int get = method[0] == 'G';
 		char msg[256];
-		int denied = envd_files_authorize(r, get ? "read" : "write", msg, sizeof(msg));
+		int denied = query_not_text(conn, msg, sizeof(msg)) ? 400 :
+			     envd_files_authorize(r, get ? "read" : "write", msg, sizeof(msg));
 		struct MHD_Response *resp = NULL;
 		unsigned status;
 

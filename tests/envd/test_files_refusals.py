@@ -138,3 +138,20 @@ def test_a_key_of_246_bytes_is_kept(client, tmp_path):
     assert resp.status == 200, resp
     assert resp.json()[0]["metadata"] == meta
     assert target.read_bytes() == b"data"
+
+
+@pytest.mark.parametrize("raw", ["%00", "%FF%FE", "%C0%AF", "%ED%A0%80"])
+def test_a_query_with_nul_or_bad_utf8_is_400_and_nothing_is_cut(client, tmp_path, raw):
+    # The path would be cut at a NUL to <tmp>/report: it must be refused whole.
+    (tmp_path / "report").write_bytes(b"old")
+    path = urllib.parse.quote(str(tmp_path / "report")) + raw + ".txt"
+    r = client.request("GET", "/files?path=" + path)
+    assert r.status == 400, r
+    r = client.request("POST", "/files?path=" + path, body=b"new",
+                       headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 400, r
+    assert (tmp_path / "report").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["report"]
+    # A name with the bad bytes is refused the same way.
+    r = client.request("GET", "/files?pa" + raw + "th=" + urllib.parse.quote(str(tmp_path / "report")))
+    assert r.status == 400, r
