@@ -555,10 +555,16 @@ int hangar_ctx_set(hangar_ctx *ctx, const char *name, const char *value)
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(name, "name is NULL");
 	HCHECK_TEXT(name, "name");
-	HCHECK_TEXT(value, "value");
 	s = find(ctx, name);
 	if (!s)
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "unknown setting %s", name);
+	{
+		char what[96];
+
+		/* Named, as every refusal of a setting's value is. */
+		snprintf(what, sizeof(what), "the value of %s", s->def->name);
+		HCHECK_TEXT(value, what);
+	}
 	if (s->owner && (s->def->flags & HANGAR_SETTING_FIXED) && provider_in_use(s->owner)) {
 		int64_t num;
 		int r = value ? validate(s->def, value, &num) : 0;

@@ -256,7 +256,7 @@ START_TEST(names_and_settings)
 	hangar_template_build_opts t = HANGAR_TEMPLATE_BUILD_OPTS_INIT;
 
 	snprintf(v, sizeof(v), "/w%s", bad[i]);
-	refused(hangar_ctx_set(ctx, "HANGAR_WORKSPACE", v), "value", "ctx_set value");
+	refused(hangar_ctx_set(ctx, "HANGAR_WORKSPACE", v), "the value of HANGAR_WORKSPACE", "ctx_set value");
 	must(hangar_ctx_get(&got, ctx, "HANGAR_WORKSPACE"), "get");
 	ck_assert_str_eq(got.ptr, "/workspace");
 	snprintf(v, sizeof(v), "HANGAR_X%s", bad[i]);
