@@ -296,7 +296,15 @@ struct xfer {
 	uint64_t received;      /* body bytes of a 2xx answer */
 	enum net_protocol refused;
 	enum net_encoding enc_ce, enc_te;
+	int64_t cancel_asked_ms; /* when the caller's cancel was last asked */
 };
+
+/*
+ * How often, at most, a caller's cancel callback is asked. libcurl calls
+ * back many times a millisecond on a busy transfer; a callback into another
+ * language (the Python bindings') costs a lock each time.
+ */
+#define CANCEL_POLL_MS 20
 
 /* Copies untrusted text into one printable, bounded line. */
 static void clean_line(char *dst, size_t cap, const char *src, size_t n)
@@ -310,7 +318,15 @@ static void clean_line(char *dst, size_t cap, const char *src, size_t n)
 
 static int cancel_requested(struct xfer *x)
 {
-	if (!x->cancelled && x->rq->cancel && x->rq->cancel(x->rq->ud))
+	int64_t now;
+
+	if (x->cancelled || !x->rq->cancel)
+		return x->cancelled;
+	now = clock_mono_ms();
+	if (x->cancel_asked_ms && now - x->cancel_asked_ms < CANCEL_POLL_MS)
+		return 0;
+	x->cancel_asked_ms = now;
+	if (x->rq->cancel(x->rq->ud))
 		x->cancelled = 1;
 	return x->cancelled;
 }

@@ -136,7 +136,7 @@ struct net_request {
 	const char *auth_secret;        /* with aws_sigv4: the secret access key */
 
 	/* hooks, each optional */
-	int (*cancel)(void *ud);        /* polled while waiting; non-zero: NET_CANCELLED */
+	int (*cancel)(void *ud);        /* polled while waiting (at most every 20 ms, at least once a second); non-zero: NET_CANCELLED */
 	void (*on_header)(void *ud, const char *name, size_t nlen, const char *value, size_t vlen);
 					/* every response header line; name NULL when a new header
 					   block starts (after a 1xx) and the last one is void */
