@@ -19,8 +19,6 @@
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 1 when path exists (even unreadable), else 0. */
 int exists(const char *path);
-/* The first child of pid, or 0: bwrap's is the sandbox's pid 1, in all its namespaces. */
-pid_t first_child(pid_t pid);
 
 /* dir/name as a listening unix socket of this uid only (0600), non-blocking; -1 with errno. */
 int listen_unix(const char *dir, const char *name, int backlog);

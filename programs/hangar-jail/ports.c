@@ -286,7 +286,7 @@ static void expose(unsigned port, pid_t bwrap, char *reply, size_t size)
 		snprintf(reply, size, "error at most %d ports of a sandbox can be exposed\n", PORTS_MAX);
 		return;
 	}
-	init = bwrap > 0 ? first_child(bwrap) : 0;
+	init = bwrap > 0 ? lstate_first_child(bwrap) : 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)init);
 	if (init <= 0 || (netfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		snprintf(reply, size, "error the sandbox is not running\n");

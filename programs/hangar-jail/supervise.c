@@ -88,7 +88,7 @@ static int arm_timer(const struct jail *j)
 /* Kills bwrap and the sandbox's pid 1, and waits for both: the whole sandbox, with or without a cgroup. */
 static void kill_bwrap(pid_t bwrap, int64_t deadline)
 {
-	pid_t init = first_child(bwrap);
+	pid_t init = lstate_first_child(bwrap);
 	int fd = init > 0 ? pidfd_open_(init) : -1;
 
 	/*

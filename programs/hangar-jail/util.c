@@ -101,18 +101,3 @@ void addf(struct argv *a, const char *fmt, ...)
 	add(a, buf);
 }
 
-pid_t first_child(pid_t pid)
-{
-	char path[64];
-	FILE *f;
-	int child = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%d", &child) != 1)
-		child = 0;
-	fclose(f);
-	return child;
-}

@@ -105,22 +105,6 @@ static int v1_wait_frozen(const char *cg, int64_t deadline)
 	}
 }
 
-/* The first child of pid's main thread, or 0. */
-static int first_child(int pid)
-{
-	char path[128];
-	FILE *f;
-	int child = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	f = fopen(path, "re");
-	if (!f || fscanf(f, "%d", &child) != 1)
-		child = 0;
-	if (f)
-		fclose(f);
-	return child;
-}
-
 /* The sandbox's processes on the host: those in bwrap's pid namespace, below the jail. */
 static int signal_sandbox(int jail_pid, int sig)
 {
@@ -129,10 +113,10 @@ static int signal_sandbox(int jail_pid, int sig)
 	DIR *d;
 	int bwrap, inner, count = 0;
 
-	bwrap = first_child(jail_pid);
+	bwrap = lstate_first_child(jail_pid);
 	if (bwrap <= 0)
 		return -ESRCH;
-	inner = first_child(bwrap);
+	inner = lstate_first_child(bwrap);
 	if (inner <= 0)
 		return -ESRCH;
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", inner);

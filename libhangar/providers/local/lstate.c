@@ -362,3 +362,19 @@ int lstate_write_str(const char *path, const char *s)
 	close(fd);
 	return 0;
 }
+
+int lstate_first_child(int pid)
+{
+	char path[64];
+	FILE *f;
+	int child = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &child) != 1)
+		child = 0;
+	fclose(f);
+	return child;
+}

@@ -69,3 +69,5 @@ int lstate_jail_pid(const char *dir);
 
 /* 1 when pid is a live hangar-jail supervising sandbox id (guards against pid reuse). */
 int lstate_is_jail(int pid, const char *id);
+/* The first child of pid's main thread (/proc/PID/task/PID/children), or 0. */
+int lstate_first_child(int pid);

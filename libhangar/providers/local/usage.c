@@ -110,29 +110,13 @@ static long long single(const char *cg, const char *file)
 	return v;
 }
 
-/* The first child of pid, or 0. */
-static int first_child(int pid)
-{
-	char path[96];
-	FILE *f;
-	int child = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	f = fopen(path, "re");
-	if (!f || fscanf(f, "%d", &child) != 1)
-		child = 0;
-	if (f)
-		fclose(f);
-	return child;
-}
-
 /* The sandbox's pid 1 on the host: the jail's child (bwrap), then bwrap's child. 0 when none. */
 static int sandbox_init(int jail_pid)
 {
 	int pid = jail_pid;
 
 	for (int depth = 0; depth < 2 && pid > 0; depth++)
-		pid = first_child(pid);
+		pid = lstate_first_child(pid);
 	return pid;
 }
 
@@ -211,7 +195,7 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	} else if (jail_pid > 0) {
 		/* No pids cgroup counts them: bwrap and everything below it, as RLIMIT_NPROC does. */
-		long long used = tree_tasks(first_child(jail_pid));
+		long long used = tree_tasks(lstate_first_child(jail_pid));
 
 		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	}
