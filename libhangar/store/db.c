@@ -345,3 +345,18 @@ int db_migrate(struct db *db, const struct db_migration *steps, int n)
 	}
 	return db_commit(db);
 }
+
+/* Runs one statement with text parameters $1..$n. */
+int db_exec_text(struct db *db, const char *sql, const char *const *params, int nparams)
+{
+	struct db_stmt *st;
+	int rc = db_prepare(db, &st, sql);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < nparams; i++)
+		db_bind_text(st, i + 1, params[i]);
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
+}

@@ -102,3 +102,5 @@ int64_t db_changes(struct db_stmt *st);
 /* Makes the statement runnable again, keeping its bindings. */
 void db_reset(struct db_stmt *st);
 void db_finalize(struct db_stmt *st);
+/* Prepares, binds text parameters $1..$nparams, steps once and finalizes: 0 or a failure. */
+int db_exec_text(struct db *db, const char *sql, const char *const *params, int nparams);

@@ -421,17 +421,8 @@ int store_doomed_add(hangar_ctx *ctx, const char *id, const char *provider, cons
 int store_doomed_remove(hangar_ctx *ctx, const char *id)
 {
 	struct db *db = store_db(ctx);
-	struct db_stmt *st;
-	int rc;
 
-	if (!db)
-		return hangar_error_last()->code;
-	if ((rc = db_prepare(db, &st, "DELETE FROM doomed WHERE id = $1")) != 0)
-		return rc;
-	db_bind_text(st, 1, id);
-	rc = db_step(st);
-	db_finalize(st);
-	return rc < 0 ? rc : 0;
+	return db ? db_exec_text(db, "DELETE FROM doomed WHERE id = $1", &id, 1) : hangar_error_last()->code;
 }
 
 int store_doomed_list(hangar_ctx *ctx, size_t max, char ***ids, char ***providers)

@@ -162,21 +162,6 @@ int store_schema_version(void)
 	return SCHEMA_VERSION;
 }
 
-/* Runs one statement with text parameters $1..$n. */
-static int exec_text(struct db *db, const char *sql, const char *const *params, int nparams)
-{
-	struct db_stmt *st;
-	int rc = db_prepare(db, &st, sql);
-
-	if (rc)
-		return rc;
-	for (int i = 0; i < nparams; i++)
-		db_bind_text(st, i + 1, params[i]);
-	rc = db_step(st);
-	db_finalize(st);
-	return rc < 0 ? rc : 0;
-}
-
 static size_t memo_slot(const char *id)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -316,9 +301,9 @@ int store_forget(hangar_ctx *ctx, const char *id)
 	memo_set(ctx, id, NULL);
 	if (!db)
 		return hangar_error_last()->code;
-	if ((rc = exec_text(db, "DELETE FROM secrets WHERE id = $1", p, 1)) != 0)
+	if ((rc = db_exec_text(db, "DELETE FROM secrets WHERE id = $1", p, 1)) != 0)
 		return rc;
-	return exec_text(db, "DELETE FROM sandboxes WHERE id = $1", p, 1);
+	return db_exec_text(db, "DELETE FROM sandboxes WHERE id = $1", p, 1);
 }
 
 int store_ids(hangar_ctx *ctx, const char *provider, size_t max, char ***ids)

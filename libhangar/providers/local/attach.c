@@ -141,14 +141,17 @@ int local_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	struct local *l = state;
 	char dir[DIR_MAX];
 	struct lmeta m;
-	int pid, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
+	int pid, r = local_find_running(l, id, dir, sizeof(dir), &pid);
 
 	if (r)
 		return r;
 	r = lstate_meta_read(dir, &m);
 	if (r < 0)
 		return local_meta_failed(id, r);
-	r = local_describe(l, dir, &m, NULL, pid, out);
+	/* One read of meta.json on this hot path (every attach): the lifetime from it too. */
+	r = local_past_lifetime(id, &m);
+	if (!r)
+		r = local_describe(l, dir, &m, NULL, pid, out);
 	lstate_meta_clear(&m);
 	return r;
 }

@@ -68,7 +68,14 @@ enum local_liveness { LOCAL_ALIVE, LOCAL_CREATING, LOCAL_DEAD };
 enum local_liveness local_liveness(const char *dir, const char *id, int *jail_pid);
 /* Undoes what a dead jail left behind (cgroup, directory), unless someone holds its lock. */
 void local_clean_stale(struct local *l, const char *id);
-/* A live sandbox's directory into dir and its jail's pid: 0, or HANGAR_EGONE set (a dead one cleaned up). */
+/*
+ * Finds a running sandbox (its jail alive): 0 with its dir and jail pid, or
+ * HANGAR_EGONE (cleaning up what a dead one left).
+ */
+int local_find_running(struct local *l, const char *id, char *dir, size_t size, int *jail_pid);
+/* 0, or HANGAR_EGONE when m says the sandbox is past its lifetime (being torn down). */
+int local_past_lifetime(const char *id, const struct lmeta *m);
+/* local_find_running(), and HANGAR_EGONE too when it is past its lifetime. */
 int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid);
 /* Sets the error of a failed meta.json read or write (-errno r) and returns its code. */
 int local_meta_failed(const char *id, int r);

@@ -165,23 +165,14 @@ void local_clean_stale(struct local *l, const char *id)
  * already while the supervisor still runs. It is gone to callers from that
  * moment, never merely unreachable, and its lifetime cannot be extended.
  */
-static int expired(const char *id, const char *dir)
+int local_past_lifetime(const char *id, const struct lmeta *m)
 {
-	struct lmeta m;
-	int gone;
-
-	if (lstate_meta_read(dir, &m) < 0)
-		return 0; /* the caller reads it again and says what is wrong */
-	gone = !m.paused && m.expires_at_us > 0 && m.expires_at_us <= clock_wall_us();
-	lstate_meta_clear(&m);
-	return gone ? hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its lifetime ran out)", id) : 0;
+	if (m->paused || m->expires_at_us <= 0 || m->expires_at_us > clock_wall_us())
+		return 0;
+	return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone (its lifetime ran out)", id);
 }
 
-/*
- * Finds a live sandbox: 0 with its jail pid, or HANGAR_EGONE (cleaning up
- * what a dead one left, or past its lifetime).
- */
-int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
+int local_find_running(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
 {
 	struct stat st;
 
@@ -193,7 +184,7 @@ int local_find_alive(struct local *l, const char *id, char *dir, size_t size, in
 					id);
 	switch (local_liveness(dir, id, jail_pid)) {
 	case LOCAL_ALIVE:
-		return expired(id, dir);
+		return 0;
 	case LOCAL_CREATING:
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is still being created", id);
 	case LOCAL_DEAD:
@@ -208,4 +199,16 @@ int local_meta_failed(const char *id, int r)
 	if (r == -ENOENT)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is gone", id);
 	return hangar_sys_error(HANGAR_EOS, 0, -r, "local sandbox %s: cannot read or write meta.json", id);
+}
+
+int local_find_alive(struct local *l, const char *id, char *dir, size_t size, int *jail_pid)
+{
+	struct lmeta m;
+	int r = local_find_running(l, id, dir, size, jail_pid);
+
+	if (r || lstate_meta_read(dir, &m) < 0)
+		return r; /* an unreadable meta.json: the caller reads it again and says so */
+	r = local_past_lifetime(id, &m);
+	lstate_meta_clear(&m);
+	return r;
 }
