@@ -252,6 +252,7 @@ fail:
 %ignore hangar_session_list;
 %ignore hangar_session_set_hook;
 %ignore hangar_session_fork;
+%ignore hangar_session_fork_ext;
 %ignore hangar_error_last;
 %ignore hangar_ctx_reap;
 %ignore hangar_create_opts_init;
@@ -263,6 +264,7 @@ fail:
 %ignore hangar_restore_opts_init;
 %ignore hangar_session_opts_init;
 %ignore hangar_suspend_opts_init;
+%ignore hangar_session_fork_opts_init;
 /* The structs are read by the helpers in C; Python never sees them. */
 %ignore hangar_buf;
 %ignore hangar_error;
@@ -285,6 +287,7 @@ fail:
 %ignore hangar_restore_opts;
 %ignore hangar_session_opts;
 %ignore hangar_suspend_opts;
+%ignore hangar_session_fork_opts;
 %ignore hangar_session_info;
 %ignore hangar_session_fork_result;
 %ignore hangar_reap_result;
@@ -1147,12 +1150,21 @@ static PyObject *py_ctx_reap(hangar_ctx *ctx, const char *lease, uint32_t lease_
 			     (long long)r.lease_expires_us);
 }
 
-static PyObject *py_session_fork(hangar_session *s, uint32_t count, PyObject *fn)
+/* cancel (None: never) is asked while the fork runs; yes gives it up, keeping nothing. */
+static PyObject *py_session_fork(hangar_session *s, uint32_t count, PyObject *fn, PyObject *cancel)
 {
+	hangar_session_fork_opts o = HANGAR_SESSION_FORK_OPTS_INIT;
 	struct pycb cb = CB_INIT(fn);
 	int rc;
 
-	BLOCKING(rc = hangar_session_fork(s, count, tr_session_fork, &cb));
+	if (cancel == Py_None) {
+		BLOCKING(rc = hangar_session_fork(s, count, tr_session_fork, &cb));
+	} else {
+		cb.cancel = cancel;
+		o.cancel = tr_cancel;
+		o.cancel_payload = &cb;
+		BLOCKING(rc = hangar_session_fork_ext(s, count, &o, tr_session_fork, &cb));
+	}
 	return cb_finish(&cb, rc);
 }
 %}

@@ -350,6 +350,38 @@ typedef void (*hangar_session_fork_fn)(const hangar_session_fork_result *result,
  */
 HANGAR_EXTERN(int) hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_fn fn, void *payload);
 
+/** Options for hangar_session_fork_ext(). Zero means default for every field. */
+typedef struct hangar_session_fork_opts {
+	uint32_t version;
+	uint32_t size;
+	hangar_cancel_fn cancel;      /**< polled while the fork runs; non-zero gives it up
+	                                   (HANGAR_ECANCELED): nothing is kept; NULL: never */
+	void *cancel_payload;
+} hangar_session_fork_opts;
+
+#define HANGAR_SESSION_FORK_OPTS_VERSION 1
+#define HANGAR_SESSION_FORK_OPTS_INIT \
+	HANGAR_STRUCT_INIT(hangar_session_fork_opts, HANGAR_SESSION_FORK_OPTS_VERSION)
+
+/** @param version HANGAR_SESSION_FORK_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
+HANGAR_EXTERN(int) hangar_session_fork_opts_init(hangar_session_fork_opts *opts, uint32_t version);
+
+/**
+ * hangar_session_fork() with options: opts->cancel stops a fork that is
+ * under way. A cancelled fork keeps nothing: the sandboxes already made
+ * for it are destroyed, the checkpoint taken for it is deleted, no session
+ * is recorded, fn is never called, and the parent's lease is free when the
+ * call returns. The parent stays active. (A snapshot the provider finished
+ * before the cancel stays with it, as every fork's snapshot does.)
+ *
+ * @param opts NULL: as hangar_session_fork().
+ * @return as hangar_session_fork(), and HANGAR_ECANCELED.
+ * **Ownership:** the sessions fn receives are borrowed; opts is not kept.
+ * **Thread safety:** safe; fn and cancel run on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_session_fork_ext(hangar_session *s, uint32_t count, const hangar_session_fork_opts *opts,
+					   hangar_session_fork_fn fn, void *payload);
+
 /**
  * Keeps one session of a fork and archives every other session of its
  * fork group (the parent is not in the group and stays as it is).

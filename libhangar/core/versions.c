@@ -36,6 +36,8 @@ HV_TABLE(hv_restore_opts, "restore options", HANGAR_RESTORE_OPTS_VERSION, HV_NOW
 HV_TABLE(hv_session_opts, "session options", HANGAR_SESSION_OPTS_VERSION, HV_NOW(hangar_session_opts));
 HV_TABLE(hv_suspend_opts, "suspend options", HANGAR_SUSPEND_OPTS_VERSION, HV_UPTO(hangar_suspend_opts, cancel),
 	 HV_NOW(hangar_suspend_opts));
+HV_TABLE(hv_session_fork_opts, "session fork options", HANGAR_SESSION_FORK_OPTS_VERSION,
+	 HV_NOW(hangar_session_fork_opts));
 HV_TABLE(hv_template_build_opts, "template build options", HANGAR_TEMPLATE_BUILD_OPTS_VERSION,
 	 HV_NOW(hangar_template_build_opts));
 

@@ -7,11 +7,13 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/providers.h"
+#include "core/versioned.h"
 #include "sess.h"
 
 struct child {
@@ -28,6 +30,14 @@ struct fork_job {
 	struct child *kids;
 	uint32_t count;
 	pthread_t *threads;
+
+	/* The caller's cancel, asked on the calling thread only; the workers see stop. */
+	hangar_cancel_fn cancel;
+	void *cancel_payload;
+	atomic_int stop;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	uint32_t running;                   /* workers not yet finished, under lock */
 };
 
 struct fork_arg {
@@ -41,15 +51,36 @@ static void child_failed(struct child *c, int rc)
 	snprintf(c->message, sizeof(c->message), "%s", hangar_error_last()->message);
 }
 
-static void *fork_one(void *p)
+/* Asks the caller's cancel (calling thread only); once it said yes, the answer stays yes. */
+static int job_cancelled(struct fork_job *j)
 {
-	struct fork_arg *a = p;
-	struct fork_job *j = a->job;
-	struct child *c = &j->kids[a->index];
+	if (!atomic_load(&j->stop) && j->cancel && j->cancel(j->cancel_payload))
+		atomic_store(&j->stop, 1);
+	return atomic_load(&j->stop);
+}
+
+/* A worker's view of the cancel: the flag the calling thread sets. */
+static int worker_stopped(void *payload)
+{
+	struct fork_job *j = payload;
+
+	return atomic_load(&j->stop);
+}
+
+static void fork_one_run(struct fork_job *j, struct child *c)
+{
 	int rc;
 
+	if (atomic_load(&j->stop)) {
+		c->error = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the fork was cancelled");
+		return;
+	}
 	rc = sess_create_sandbox(j->ctx, j->parent, j->provider, j->template_id, &c->sb);
-	if (rc == 0 && j->checkpoint_id && (rc = sess_restore(j->ctx, j->parent, j->checkpoint_id, c->sb, NULL)) != 0) {
+	if (rc == 0 && atomic_load(&j->stop))
+		rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "the fork was cancelled");
+	else if (rc == 0 && j->checkpoint_id)
+		rc = sess_restore(j->ctx, j->parent, j->checkpoint_id, c->sb, worker_stopped, j);
+	if (rc != 0 && c->sb) {
 		hangar_sys_saved_error saved;
 
 		hangar_sys_error_save(&saved);
@@ -59,7 +90,42 @@ static void *fork_one(void *p)
 	}
 	if (rc)
 		child_failed(c, rc);
+}
+
+static void *fork_one(void *p)
+{
+	struct fork_arg *a = p;
+	struct fork_job *j = a->job;
+
+	fork_one_run(j, &j->kids[a->index]);
+	pthread_mutex_lock(&j->lock);
+	j->running--;
+	pthread_cond_broadcast(&j->changed);
+	pthread_mutex_unlock(&j->lock);
 	return NULL;
+}
+
+/* Waits for the workers, asking the caller's cancel every 20 ms meanwhile. */
+static void wait_workers(struct fork_job *j)
+{
+	pthread_mutex_lock(&j->lock);
+	while (j->running > 0) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += 20 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&j->changed, &j->lock, &until);
+		if (j->running > 0 && j->cancel) {
+			pthread_mutex_unlock(&j->lock);
+			job_cancelled(j);
+			pthread_mutex_lock(&j->lock);
+		}
+	}
+	pthread_mutex_unlock(&j->lock);
 }
 
 /* Runs fork_one for every child, in parallel where threads can be had. */
@@ -67,21 +133,40 @@ static void fork_all(struct fork_job *j)
 {
 	struct fork_arg *args = calloc(j->count, sizeof(*args));
 	int *started = calloc(j->count, sizeof(*started));
+	pthread_condattr_t attr;
 
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&j->changed, &attr);
+	pthread_condattr_destroy(&attr);
 	j->threads = calloc(j->count, sizeof(*j->threads));
 	for (uint32_t i = 0; i < j->count; i++) {
 		struct fork_arg one = { j, i };
 
 		if (args && started && j->threads) {
 			args[i] = one;
+			pthread_mutex_lock(&j->lock);
+			j->running++;
+			pthread_mutex_unlock(&j->lock);
 			started[i] = pthread_create(&j->threads[i], NULL, fork_one, &args[i]) == 0;
+			if (!started[i]) {
+				pthread_mutex_lock(&j->lock);
+				j->running--;
+				pthread_mutex_unlock(&j->lock);
+			}
 		}
-		if (!started || !started[i])
-			fork_one(&one);
+		if (!started || !started[i]) {
+			job_cancelled(j);
+			fork_one_run(j, &j->kids[i]);
+		}
 	}
+	wait_workers(j);
 	for (uint32_t i = 0; started && i < j->count; i++)
 		if (started[i])
 			pthread_join(j->threads[i], NULL);
+	pthread_cond_destroy(&j->changed);
+	pthread_mutex_destroy(&j->lock);
 	free(j->threads);
 	free(started);
 	free(args);
@@ -143,8 +228,35 @@ out:
 	return rc;
 }
 
+int hangar_session_fork_opts_init(hangar_session_fork_opts *opts, uint32_t version)
+{
+	return hversioned_init(opts, version, &hv_session_fork_opts);
+}
+
+/* After a cancel: every sandbox made for the fork destroyed, the checkpoint taken for it deleted. */
+static int undo_fork(struct fork_job *j, hangar_checkpoint *cp, const char *session_id)
+{
+	for (uint32_t i = 0; i < j->count; i++)
+		if (j->kids[i].sb) {
+			hangar_sandbox_kill(j->kids[i].sb);
+			j->kids[i].sb = hangar_sandbox_unref(j->kids[i].sb);
+		}
+	if (cp && hangar_checkpoint_delete(cp) != 0)
+		hangar_sys_log(j->ctx, HANGAR_LOG_WARNING, "session %s: the cancelled fork's checkpoint %s stays: %s", session_id,
+			       hangar_checkpoint_id(cp), hangar_error_last()->message);
+	return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_ARGUMENT, "session %s: the fork was cancelled; nothing was kept",
+		    session_id);
+}
+
 int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_fn fn, void *payload)
 {
+	return hangar_session_fork_ext(s, count, NULL, fn, payload);
+}
+
+int hangar_session_fork_ext(hangar_session *s, uint32_t count, const hangar_session_fork_opts *opts,
+			    hangar_session_fork_fn fn, void *payload)
+{
+	hangar_session_fork_opts o;
 	struct fork_job job = { 0 };
 	struct store_session row = { 0 };
 	struct sess_lease l = { 0 };
@@ -159,6 +271,10 @@ int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_f
 	HCHECK_ARG(s, "s is NULL");
 	HCHECK_ARG(count >= 1 && count <= 100, "count must be 1 to 100");
 	HCHECK_ARG(fn, "fn is NULL");
+	if ((rc = HOPTS_COPY(o, opts, hv_session_fork_opts, "opts")) != 0)
+		return rc;
+	job.cancel = o.cancel;
+	job.cancel_payload = o.cancel_payload;
 	/* Its current state: a suspended or parked session is brought back first. */
 	if ((rc = hangar_session_sandbox(&sb, s)) != 0)
 		return rc;
@@ -182,10 +298,18 @@ int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_f
 	base = row.checkpoint_id;
 	if (caps & HANGAR_CAP_FORK) {
 		method = HANGAR_FORK_NATIVE;
+		if (job_cancelled(&job)) {
+			rc = undo_fork(&job, NULL, s->id);
+			goto out;
+		}
 		if ((rc = hangar_sandbox_fork(sb, count, native_fn, &job)) != 0)
 			goto out;
 	} else if (caps & HANGAR_CAP_SNAPSHOT) {
 		method = HANGAR_FORK_SNAPSHOT;
+		if (job_cancelled(&job)) {
+			rc = undo_fork(&job, NULL, s->id);
+			goto out;
+		}
 		if ((rc = hangar_sandbox_snapshot(&snap, sb, group)) != 0)
 			goto out;
 		job.provider = row.provider;
@@ -203,11 +327,17 @@ int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_f
 		co.parent_id = *row.checkpoint_id ? row.checkpoint_id : NULL;
 		co.user = *row.user ? row.user : NULL;
 		co.labels = labels;
+		co.cancel = o.cancel;
+		co.cancel_payload = o.cancel_payload;
 		if ((rc = hangar_checkpoint_create(&cp, sb, &co)) != 0)
 			goto out;
 		job.checkpoint_id = hangar_checkpoint_id(cp);
 		base = job.checkpoint_id;
 		fork_all(&job);
+	}
+	if (job_cancelled(&job)) {
+		rc = undo_fork(&job, cp, s->id);
+		goto out;
 	}
 	sess_lease_give(&l);
 	hangar_sys_log(s->ctx, HANGAR_LOG_INFO, "session %s: forked %u by %s into group %s", s->id, count,

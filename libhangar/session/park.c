@@ -332,7 +332,7 @@ static int cold(hangar_session *s, struct store_session *row, struct sess_lease 
 		return rc;
 	if ((rc = sess_create_sandbox(ctx, row, NULL, NULL, &sb)) != 0)
 		goto out;
-	if (*latest && (rc = sess_restore(ctx, row, latest, sb, l)) != 0) {
+	if (*latest && (rc = sess_restore(ctx, row, latest, sb, NULL, NULL)) != 0) {
 		herr_prefix("session %s: restoring checkpoint %s", row->id, latest);
 		goto fail;
 	}

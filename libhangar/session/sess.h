@@ -74,9 +74,9 @@ int sess_attach(hangar_ctx *ctx, const struct store_session *row, hangar_sandbox
 void sess_destroy_sandbox(hangar_ctx *ctx, const struct store_session *row, hangar_sandbox *sb, const char *why);
 /* The session's newest checkpoint in the index, else row->checkpoint_id; "" when none (malloc'd). */
 int sess_latest_checkpoint(hangar_ctx *ctx, const struct store_session *row, char **id);
-/* Restores checkpoint_id into sb at row's workspace, renewing l meanwhile. */
+/* Restores checkpoint_id into sb at row's workspace; cancel (or NULL) is polled throughout. */
 int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *checkpoint_id, hangar_sandbox *sb,
-		 struct sess_lease *l);
+		 hangar_cancel_fn cancel, void *cancel_payload);
 /* Calls the context's hook; 0 when there is none. */
 int sess_hook(struct hangar_session *s, hangar_sandbox *sb, int hook);
 /* Sends audit event name for row, with reason when not NULL. */

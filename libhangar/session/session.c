@@ -363,7 +363,7 @@ int sess_latest_checkpoint(hangar_ctx *ctx, const struct store_session *row, cha
 }
 
 int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *checkpoint_id, hangar_sandbox *sb,
-		 struct sess_lease *l)
+		 hangar_cancel_fn cancel, void *cancel_payload)
 {
 	hangar_restore_opts ro = HANGAR_RESTORE_OPTS_INIT;
 	hangar_checkpoint *cp = NULL;
@@ -373,6 +373,8 @@ int sess_restore(hangar_ctx *ctx, const struct store_session *row, const char *c
 		return rc;
 	ro.workspace = *row->workspace ? row->workspace : NULL;
 	ro.user = *row->user ? row->user : NULL;
+	ro.cancel = cancel;
+	ro.cancel_payload = cancel_payload;
 	rc = hangar_checkpoint_restore(sb, cp, &ro);
 	hangar_checkpoint_unref(cp);
 	return rc;

@@ -489,9 +489,15 @@ int cmd_session_fork(struct cli *cli, int argc, char **argv)
 	status = cli_want(cli, cli_parse(cli, argc, argv, "c:h", longopts, &id, 1, count_opt, &count), 1, "session id");
 	if (status)
 		return status < 0 ? 0 : status;
-	if ((status = cli_open(cli, &ctx)) == 0 && (status = open_session(ctx, id, &s)) == 0) {
-		if (hangar_session_fork(s, count, on_fork, &f) != 0)
-			status = cli_fail("cannot fork session %s", cli_text(id));
+	if ((status = cli_open(cli, &ctx)) == 0 && (status = open_session(ctx, id, &s)) == 0 &&
+	    (status = stop_signals_setup()) == 0) {
+		/* A stop signal gives the fork up: nothing is kept, the parent stays active. */
+		hangar_session_fork_opts fo = HANGAR_SESSION_FORK_OPTS_INIT;
+		int rc;
+
+		fo.cancel = stop_requested;
+		if ((rc = hangar_session_fork_ext(s, count, &fo, on_fork, &f)) != 0)
+			status = stop_status(rc, "fork session", id);
 		else if (f.failed)
 			status = EXIT_FAIL;
 	}

@@ -304,6 +304,7 @@ void h_session_fork(struct request *r)
 {
 	static const char *const fields[] = { "count", NULL };
 	cJSON *doc = request_json(r, fields), *body;
+	hangar_session_fork_opts fo = HANGAR_SESSION_FORK_OPTS_INIT;
 	struct fork_out out;
 	hangar_session *s;
 	int64_t count = 1;
@@ -318,7 +319,10 @@ void h_session_fork(struct request *r)
 		goto done;
 	body = cJSON_CreateObject();
 	out.forks = cJSON_AddArrayToObject(body, "forks");
-	rc = hangar_session_fork(s, (uint32_t)count, add_session_fork, &out);
+	/* A client that leaves before the answer gives the fork up: nothing is kept. */
+	fo.cancel = request_abandoned;
+	fo.cancel_payload = r;
+	rc = hangar_session_fork_ext(s, (uint32_t)count, &fo, add_session_fork, &out);
 	if (rc < 0) {
 		cJSON_Delete(body);
 		reply_hangar_error(r, rc);

@@ -183,3 +183,37 @@ def test_suspend_stopped_by_a_signal_stores_nothing(hangar, state_dir, signo):
         assert r.returncode == 0, r.stderr
     finally:
         hangar("session", "delete", sid, env=KEY)
+
+
+def test_fork_stopped_by_a_signal_keeps_nothing(hangar, state_dir):
+    sid = create(hangar)
+    try:
+        run(hangar, "session", "exec", sid, "--", "head -c 200000000 /dev/urandom > /workspace/big")
+        checkpoints = run(hangar, "checkpoint", "list", "--session", sid, "--json")
+        sessions = json.loads(run(hangar, "session", "list", "--json"))
+        sandboxes = json.loads(run(hangar, "sandbox", "list", "--json"))
+        e = dict(hangar.env)
+        e.update(KEY)
+        p = subprocess.Popen(hangar.argv("session", "fork", sid, "--count", "2"), env=e, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # The fork's checkpoint is under way once its sealed object is being written.
+            wait_for("the fork's capture to start writing", lambda: _temp_blobs(state_dir), timeout=60, interval=0.01)
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 128 + signal.SIGTERM, err
+        assert out == b""
+        # No checkpoint, no session, no sandbox kept; nothing half-made.
+        assert run(hangar, "checkpoint", "list", "--session", sid, "--json") == checkpoints
+        assert json.loads(run(hangar, "session", "list", "--json")) == sessions
+        assert len(json.loads(run(hangar, "sandbox", "list", "--json"))) == len(sandboxes)
+        assert _temp_blobs(state_dir) == []
+        assert info(hangar, sid)["state"] == "active"
+        r = hangar("session", "suspend", sid, "--no-park", env=dict(KEY, HANGAR_SESSION_BUSY_WAIT_SECONDS="0"))
+        assert r.returncode == 0, r.stderr
+    finally:
+        hangar("session", "delete", sid, env=KEY)

@@ -105,3 +105,15 @@ def test_checkpoint_whose_client_leaves_stores_nothing(capturer, session):
                                   "/v1/sandboxes/{id}/checkpoints")
     assert_nothing_kept(capturer, session)
     assert status == 499
+
+
+def test_fork_whose_client_leaves_keeps_nothing(capturer, session):
+    sessions = sorted(x["id"] for x in capturer.ok("GET", "/v1/sessions").json()["sessions"])
+    sandboxes = capturer.ok("GET", "/v1/sandboxes").json()["sandboxes"]
+    status = leave_during_capture(capturer, f"/v1/sessions/{session['id']}/fork", {"count": 2},
+                                  "/v1/sessions/{id}/fork")
+    assert status == 499
+    # No session and no sandbox kept for the fork; then as for every capture.
+    assert sorted(x["id"] for x in capturer.ok("GET", "/v1/sessions").json()["sessions"]) == sessions
+    assert len(capturer.ok("GET", "/v1/sandboxes").json()["sandboxes"]) == len(sandboxes)
+    assert_nothing_kept(capturer, session)

@@ -122,6 +122,37 @@ def test_session_fork_and_keep(cloud_ctx):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_session_fork_cancelled_keeps_nothing(ctx):
+    s = hangar.Session.create(ctx, workspace="/workspace")
+    try:
+        s.sandbox().write_file("/workspace/f", b"base")
+        sessions = sorted(i.id for i in hangar.Session.list(ctx))
+        checkpoints = [c.id for c in hangar.Checkpoint.list(ctx, session_id=s.id)]
+        asked = []
+
+        def cancel():
+            asked.append(1)
+            return len(asked) > 3  # once the fork is under way
+
+        with pytest.raises(hangar.CanceledError):
+            s.fork(2, cancel=cancel)
+        assert len(asked) > 3
+        assert sorted(i.id for i in hangar.Session.list(ctx)) == sessions
+        assert [c.id for c in hangar.Checkpoint.list(ctx, session_id=s.id)] == checkpoints
+        assert s.info().state == hangar.SESSION_ACTIVE
+        # A cancel that raises gives the fork up too, and the error is the caller's.
+        def boom():
+            raise KeyError("stop")
+        with pytest.raises(KeyError):
+            s.fork(1, cancel=boom)
+        assert sorted(i.id for i in hangar.Session.list(ctx)) == sessions
+        forks = s.fork(1, cancel=lambda: False)
+        assert len(forks) == 1 and forks[0].session is not None
+        forks[0].session.delete()
+    finally:
+        s.delete()
+
+
 def test_session_hooks(ctx):
     calls = []
 

@@ -1108,6 +1108,120 @@ START_TEST(fork_n)
 }
 END_TEST
 
+/* ---- a cancelled fork keeps nothing ---------------------------------------------------- */
+
+struct fork_cancel {
+	int calls, after;       /* cancel from the after-th question on (0: at once) */
+	int reported;           /* fn calls: none expected */
+	hangar_ctx *ctx;        /* with after < 0: cancel once the fork's checkpoint is stored */
+	const char *parent;
+	int checkpoints;
+};
+
+static int checkpoints_of(hangar_ctx *ctx, const char *session);
+
+static int cancel_after(void *payload)
+{
+	struct fork_cancel *c = payload;
+
+	c->calls++;
+	if (c->after < 0)
+		return checkpoints_of(c->ctx, c->parent) > c->checkpoints;
+	return c->calls > c->after;
+}
+
+static void on_cancelled_fork(const hangar_session_fork_result *r, void *payload)
+{
+	(void)r;
+	((struct fork_cancel *)payload)->reported++;
+}
+
+static int count_sandbox(const hangar_sandbox_info *info, void *payload)
+{
+	(void)info;
+	(*(int *)payload)++;
+	return 0;
+}
+
+static int count_session(const hangar_session_info *info, void *payload)
+{
+	(void)info;
+	(*(int *)payload)++;
+	return 0;
+}
+
+static int sandboxes_of(hangar_ctx *ctx, int t)
+{
+	int n = 0;
+	int rc = hangar_sandbox_list(ctx, t == T_LOCAL ? "local" : "e2b", count_sandbox, &n);
+
+	ck_assert_msg(rc == 0, "list: %s", hangar_error_last()->message);
+	return n;
+}
+
+static int sessions_in(hangar_ctx *ctx)
+{
+	int n = 0;
+
+	ck_assert_int_eq(hangar_session_list(ctx, count_session, &n), 0);
+	return n;
+}
+
+START_TEST(fork_cancel)
+{
+	int t = _i / 2, late = _i % 2;
+	hangar_ctx *ctx = ctx_for(t);
+	hangar_session *parent = session_for(ctx, t, 0);
+	hangar_sandbox *psb = live(parent);
+	hangar_session_fork_opts fo = HANGAR_SESSION_FORK_OPTS_INIT;
+	hangar_suspend_opts so = HANGAR_SUSPEND_OPTS_INIT;
+	/*
+	 * Late: once the fork is under way. On the local provider, once its
+	 * checkpoint is stored and the sandboxes are being made; on the fakes
+	 * (native fork, snapshot), at the second question, after the fork.
+	 */
+	struct fork_cancel c = { 0, !late ? 0 : t == T_LOCAL ? -1 : 1, 0, ctx, hangar_session_id(parent), 0 };
+	int sandboxes, sessions, checkpoints, rc;
+	hangar_session_info i;
+
+	sh_ok(psb, ws_of(t), "mkdir -p \"$WS\" && printf 'parent\\n' > \"$WS\"/p.txt");
+	sandboxes = sandboxes_of(ctx, t);
+	sessions = sessions_in(ctx);
+	checkpoints = c.checkpoints = checkpoints_of(ctx, hangar_session_id(parent));
+	fo.cancel = cancel_after;
+	fo.cancel_payload = &c;
+	rc = hangar_session_fork_ext(parent, 3, &fo, on_cancelled_fork, &c);
+	ck_assert_msg(rc == HANGAR_ECANCELED, "fork: %d %s", rc, hangar_error_last()->message);
+	ck_assert_int_gt(c.calls, c.after);
+	if (late && t == T_LOCAL)
+		ck_assert_int_gt(c.calls, 1);
+	ck_assert_int_eq(c.reported, 0);
+	/* Nothing kept: no sandbox, no session, no checkpoint. */
+	ck_assert_int_eq(sandboxes_of(ctx, t), sandboxes);
+	ck_assert_int_eq(sessions_in(ctx), sessions);
+	ck_assert_int_eq(checkpoints_of(ctx, hangar_session_id(parent)), checkpoints);
+	info_of(parent, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_ACTIVE);
+	/* The lease is free at once: a caller that will not wait gets it. */
+	set(ctx, "HANGAR_SESSION_BUSY_WAIT_SECONDS", "0");
+	rc = hangar_session_suspend(parent, &so);
+	ck_assert_msg(rc == 0, "suspend after the cancel: %s", hangar_error_last()->message);
+	/* A fork with no cancel still works on the same parent. */
+	{
+		struct forks f = { { NULL }, { 0 }, 0, 0 };
+
+		ck_assert_int_eq(hangar_session_fork_ext(parent, 1, NULL, on_fork, &f), 0);
+		ck_assert_uint_eq(f.n, 1);
+		hangar_session_archive(f.s[0]);
+		hangar_session_unref(f.s[0]);
+	}
+	hangar_sandbox_unref(psb);
+	hangar_session_archive(parent);
+	hangar_session_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(eviction_passes_over_a_held_session)
 {
 	hangar_ctx *ctx = ctx_for(T_LOCAL);
@@ -1604,6 +1718,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, concurrent_resumes, 0, T_COUNT);
 	tcase_add_loop_test(tc, fork_n, 0, T_COUNT);
+	tcase_add_loop_test(tc, fork_cancel, 0, 2 * T_COUNT);
 	tcase_add_test(tc, records);
 	tcase_add_test(tc, delete_keeps_a_forks_base);
 	suite_add_tcase(s, tc);

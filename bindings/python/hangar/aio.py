@@ -655,10 +655,15 @@ class AsyncSession(_Wrapper[Session]):
         return AsyncSandbox(await _run(lambda stop: sync.resume(), undo=Sandbox.close))
 
     async def fork(self, count: int = 1) -> List[AsyncSessionForkResult]:
-        """As Session.fork(); sessions forked for a cancelled task are deleted."""
+        """As Session.fork(); a cancelled task gives the fork up and keeps nothing.
+
+        The library stops the fork through its cancel callback; sessions a
+        fork finished just as the task was cancelled are deleted.
+        """
         sync = self._sync
-        return [AsyncSessionForkResult(r) for r in await _run(lambda stop: sync.fork(count),
-                                                               undo=_discard_session_forks)]
+        return [AsyncSessionForkResult(r)
+                for r in await _run(lambda stop: sync.fork(count, cancel=_stoppable(stop, None)),
+                                    undo=_discard_session_forks)]
 
 
 def _discard_checkpoint(cp: Checkpoint) -> None:

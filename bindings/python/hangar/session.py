@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Tuple, Union, overload
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union, overload
 
 from . import _hangar as _h
 from . import context as _context_module
@@ -148,8 +148,14 @@ class Session:
         with self._handle as p:
             _h.hangar_session_delete(p)
 
-    def fork(self, count: int = 1) -> List[SessionForkResult]:
-        """Forks count new sessions from this one's current state."""
+    def fork(self, count: int = 1, *, cancel: Optional[Callable[[], bool]] = None) -> List[SessionForkResult]:
+        """Forks count new sessions from this one's current state.
+
+        cancel, if given, is asked while the fork runs (on the calling
+        thread); a true answer gives the fork up and raises CanceledError:
+        nothing is kept (no session, sandbox or checkpoint of the fork) and
+        this session stays active.
+        """
         out: List[SessionForkResult] = []
         with _Adopt(Session._discard) as own, self._handle as p:
 
@@ -158,7 +164,7 @@ class Session:
                 child = None if err else own(Session._borrowed(self._ctx, d["session"]))
                 out.append(SessionForkResult(int(d["index"]), int(d["method"]), child, err))
 
-            _h.py_session_fork(p, count, each)
+            _h.py_session_fork(p, count, each, cancel)
         return out
 
     def keep(self) -> int:
