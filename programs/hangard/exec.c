@@ -190,6 +190,9 @@ void h_exec(struct request *r)
 	sb = sandbox_open(r);
 	if (!sb)
 		goto out;
+	/* A client that leaves before the answer stops the command (499 in the log). */
+	e.opts.cancel = request_abandoned;
+	e.opts.payload = r;
 	rc = hangar_sandbox_exec(&res, sb, e.command, &e.opts);
 	if (rc < 0) {
 		reply_hangar_error(r, rc);

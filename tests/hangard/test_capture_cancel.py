@@ -117,3 +117,28 @@ def test_fork_whose_client_leaves_keeps_nothing(capturer, session):
     assert sorted(x["id"] for x in capturer.ok("GET", "/v1/sessions").json()["sessions"]) == sessions
     assert len(capturer.ok("GET", "/v1/sandboxes").json()["sandboxes"]) == len(sandboxes)
     assert_nothing_kept(capturer, session)
+
+
+def test_exec_whose_client_leaves_stops_the_command(capturer, session):
+    sb = session["sandbox"]
+    route = "/v1/sandboxes/{id}/exec"
+    before = len(answered(capturer, route))
+    body = json.dumps({"command": "echo $$ > /tmp/leaver.pid; exec sleep 600"}).encode()
+    sock = socket.create_connection(("127.0.0.1", capturer.port), timeout=30)
+    try:
+        sock.sendall(f"POST /v1/sandboxes/{sb}/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {WRITER}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+
+        def started():
+            r = capturer.ok("POST", f"/v1/sandboxes/{sb}/exec", {"command": "cat /tmp/leaver.pid 2>/dev/null"})
+            return r.json()["stdout"].strip()
+        pid = wait_for("the command to start", started, timeout=60)
+    finally:
+        sock.close()
+    # The polls above are answered on the same route; the left request is the one 499.
+    wait_for("hangard ending the request as left", lambda: 499 in answered(capturer, route)[before:], timeout=60)
+    # The command was stopped in the sandbox, long before its 600 s.
+    def gone():
+        r = capturer.ok("POST", f"/v1/sandboxes/{sb}/exec", {"command": f"kill -0 {pid} 2>/dev/null && echo alive"})
+        return r.json()["stdout"] == ""
+    wait_for("the command to be stopped", gone, timeout=30)
