@@ -49,6 +49,7 @@ struct request {
 	char id[17];
 	int begun;               /* request_begin ran */
 	char *bad_target;        /* why the raw target is refused, or NULL */
+	size_t target_len;       /* bytes of the request-target as sent */
 	char *param;
 	int64_t start_us;
 	const struct token *tok;
@@ -473,6 +474,7 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
 	if (target && target_check(target, err, sizeof(err)) < 0)
 		r->bad_target = strdup(err);
+	r->target_len = target ? strlen(target) : 0;
 	return r;
 }
 
@@ -499,6 +501,38 @@ static void reply_too_large(struct request *r)
 		    body_cap(r));
 }
 
+static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	*(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+	return MHD_YES;
+}
+
+/*
+ * The request line and headers against HANGARD_HEADER_LIMIT_BYTES, answered
+ * here (JSON, X-Request-Id, a log line): 414 for a target over it, 431 for
+ * the whole over it. libmicrohttpd holds up to twice the limit (see
+ * server_start), so only what is past that is refused by it instead.
+ */
+static int over_header_limit(struct request *r)
+{
+	size_t limit = hangard->cfg->header_limit, total = r->target_len + strlen(r->method) + 11;
+
+	r->route = SIZE_MAX;
+	if (r->target_len > limit) {
+		reply_error(r, 414, "uri_too_long", HANGAR_ETOOLARGE,
+			    "the request target is %zu bytes, over the limit of %zu", r->target_len, limit);
+		return 1;
+	}
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, add_header_bytes, &total);
+	if (total > limit) {
+		reply_error(r, 431, "headers_too_large", HANGAR_ETOOLARGE,
+			    "the request line and headers are %zu bytes, over the limit of %zu", total, limit);
+		return 1;
+	}
+	return 0;
+}
+
 /* Once the headers are in: the route, the token, the declared length. */
 static void request_begin(struct request *r, const char *url, const char *method)
 {
@@ -516,6 +550,8 @@ static void request_begin(struct request *r, const char *url, const char *method
 	active++;
 	pthread_mutex_unlock(&pool_lock);
 	snprintf(r->method, sizeof(r->method), "%s", method);
+	if (over_header_limit(r))
+		return;
 	if (r->bad_target) {
 		r->route = SIZE_MAX;
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "%s", r->bad_target);
@@ -805,7 +841,8 @@ int server_start(struct server *srv, unsigned *port)
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)cfg->threads, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->header_limit, NULL };
+	/* Twice the limit: room for hangard to see, and answer, what is over it (over_header_limit). */
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(2 * cfg->header_limit), NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_target, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL };

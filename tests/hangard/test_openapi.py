@@ -81,7 +81,8 @@ def check_answer(doc, method, template, r):
         for line in r.body.decode().splitlines():
             wrong = validate(doc, schema, json.loads(line))
             assert not wrong, f"{what}: {wrong}"
-    if r.status != 431 and r.status != 414:
+    if media != "text/html":
+        # Everything hangard answers itself; only libmicrohttpd's own page lacks it.
         assert r.header("X-Request-Id"), f"{what}: no X-Request-Id"
 
 
@@ -172,10 +173,13 @@ def test_exec_with_stream_answers_the_declared_ndjson(server, doc, sandbox):
 
 
 def test_headers_over_the_limit_are_declared_on_every_route(server, doc):
-    for method, template in operations(doc):
-        if template == "/v1/events" or method != "GET":
-            continue
-        path = template.replace("{id}", "sb-0000000000000000")
-        r = server.request(method, path, token=ADMIN, headers={"X-Big": "y" * 20000})
-        assert r.status == 431, (method, template, r)
-        check_answer(doc, method, template, r)
+    # Just over the limit hangard answers (JSON); past twice it, libmicrohttpd (HTML).
+    for size, media in [(9000, "application/json"), (20000, "")]:
+        for method, template in operations(doc):
+            if template == "/v1/events" or method != "GET":
+                continue
+            path = template.replace("{id}", "sb-0000000000000000")
+            r = server.request(method, path, token=ADMIN, headers={"X-Big": "y" * size})
+            assert r.status == 431, (method, template, r)
+            assert (r.header("Content-Type") or "").split(";")[0] == media, (size, r)
+            check_answer(doc, method, template, r)

@@ -240,6 +240,29 @@ def test_every_refusal_has_a_log_line_with_its_request_id(server):
     assert [lines[i]["status"] for i in ids] == [400, 405, 400]
 
 
+def test_headers_and_targets_over_the_limit_are_answered_in_json(make_server):
+    s = make_server(args=["-header-limit-bytes", "8192"]).start()
+    cases = [("431", "headers_too_large", "/livez", {"X-Big": "y" * 9000}),
+             ("414", "uri_too_long", "/livez?" + "q" * 9000, {}),
+             ("431", "headers_too_large", "/livez", {"X-A": "a" * 4000, "X-B": "b" * 4000, "X-C": "c" * 1000})]
+    ids = []
+    for status, kind, path, headers in cases:
+        r = s.request("GET", path, token=None, headers=headers)
+        assert str(r.status) == status, r
+        assert r.json()["error"]["kind"] == kind, r.body
+        assert re.fullmatch(r"[0-9a-f]{16}", r.header("X-Request-Id") or ""), r
+        ids.append((r.header("X-Request-Id"), r.status))
+    # One header under the limit is served as usual.
+    assert s.request("GET", "/livez", token=None, headers={"X-Big": "y" * 6000}).status == 200
+
+    def logged():
+        lines = {l.get("request_id"): l for l in s.log_lines() if l.get("msg") == "request"}
+        return lines if all(i in lines for i, _ in ids) else None
+    lines = wait_for("the log lines", logged)
+    for i, status in ids:
+        assert lines[i]["status"] == status and "answered_by" not in lines[i], lines[i]
+
+
 def test_headers_over_the_limit_are_logged_as_libmicrohttpd_answered_them(make_server):
     s = make_server(args=["-header-limit-bytes", "8192"]).start()
     r = s.request("GET", "/livez", token=None, headers={"X-Big": "y" * 20000})
