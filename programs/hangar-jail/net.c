@@ -227,6 +227,9 @@ static int wait_loopback(int child, int64_t deadline)
 	}
 }
 
+/* The pipe whose closing ends slirp4netns (its --exit-fd): [0] is its, [1] the jail's. */
+static int slirp_exit_pipe[2] = { -1, -1 };
+
 /*
  * Starts slirp4netns on child's network namespace and waits until it has
  * configured it. *netfd: that namespace; *ownerfd: its owner, which an
@@ -235,16 +238,27 @@ static int wait_loopback(int child, int64_t deadline)
  */
 static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd, int64_t deadline)
 {
-	char pid[32], ready[48], userns[64], nsnet[64];
-	char *slirp_argv[12];
+	char pid[32], ready[48], exitfd[48], userns[64], nsnet[64];
+	char *slirp_argv[13];
 	size_t sa = 0;
 	int rp[2];
 	pid_t p;
 
 	if (pipe2(rp, O_CLOEXEC) < 0)
 		return -1;
+	/*
+	 * slirp4netns ends when the read end it holds sees the write end close:
+	 * the jail keeps that one (close-on-exec, so no child of ours holds it)
+	 * until it dies, however it dies.
+	 */
+	if (slirp_exit_pipe[0] < 0 && pipe2(slirp_exit_pipe, O_CLOEXEC) < 0) {
+		close(rp[0]);
+		close(rp[1]);
+		return -1;
+	}
 	snprintf(pid, sizeof(pid), "%d", child);
 	snprintf(ready, sizeof(ready), "--ready-fd=%d", rp[1]);
+	snprintf(exitfd, sizeof(exitfd), "--exit-fd=%d", slirp_exit_pipe[0]);
 	/*
 	 * Unprivileged, the network namespace belongs to bwrap's user namespace,
 	 * which must be entered too: its owner (the sandbox itself may already be
@@ -278,6 +292,7 @@ static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd,
 	slirp_argv[sa++] = "--enable-sandbox";
 	slirp_argv[sa++] = "--enable-seccomp";
 	slirp_argv[sa++] = ready;
+	slirp_argv[sa++] = exitfd;
 	slirp_argv[sa++] = pid;
 	slirp_argv[sa++] = NET_IF;
 	slirp_argv[sa] = NULL;
@@ -287,8 +302,11 @@ static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd,
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (fcntl(rp[1], F_SETFD, 0) < 0)
+		/* And, should the exit pipe fail it, when the jail dies. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fcntl(rp[1], F_SETFD, 0) < 0 || fcntl(slirp_exit_pipe[0], F_SETFD, 0) < 0)
 			_exit(126);
+		close(slirp_exit_pipe[1]);
 		execv(slirp, slirp_argv);
 		say("cannot run %s: %s", slirp, strerror(errno));
 		_exit(127);

@@ -835,6 +835,60 @@ START_TEST(dead_supervisor_means_gone)
 }
 END_TEST
 
+/* The pid of the child named comm of pid (from its children file in /proc), or 0. */
+static int child_named(int pid, const char *comm)
+{
+	char path[PATH_MAX], name[64];
+	int kid, found = 0;
+	FILE *f, *c;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	while (f && !found && fscanf(f, "%d", &kid) == 1) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", kid);
+		c = fopen(path, "re");
+		if (c && fgets(name, sizeof(name), c) && !strncmp(name, comm, strlen(comm)) &&
+		    name[strlen(comm)] == '\n')
+			found = kid;
+		if (c)
+			fclose(c);
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+START_TEST(killed_jail_leaves_no_network_helper)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 60, HANGAR_NETWORK_ON, NULL);
+	char id[64], path[PATH_MAX];
+	int jail = 0, slirp, fd;
+	FILE *f;
+
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	sb_path(path, sizeof(path), id, "/jail.pid");
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
+	fclose(f);
+	slirp = child_named(jail, "slirp4netns");
+	ck_assert_msg(slirp > 0, "network on: the jail runs slirp4netns");
+	fd = (int)syscall(SYS_pidfd_open, slirp, 0);
+	ck_assert_int_ge(fd, 0);
+	/* No chance to clean up: slirp4netns must still end, and not hold the sandbox's namespace. */
+	ck_assert_int_eq(kill(jail, SIGKILL), 0);
+	{
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		ck_assert_msg(poll(&p, 1, 10000) == 1, "slirp4netns outlived its jail");
+	}
+	close(fd);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static char *run(hangar_sandbox *sb, const char *cmd)
 {
 	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
@@ -1406,6 +1460,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, refused_create_leaves_nothing);
 	tcase_add_test(tc, failed_start_reports_the_log);
 	tcase_add_test(tc, dead_supervisor_means_gone);
+	tcase_add_test(tc, killed_jail_leaves_no_network_helper);
 	tcase_add_test(tc, another_jail_never_answers_for_a_dead_one);
 	tcase_add_test(tc, inside_the_jail);
 	tcase_add_test(tc, processes_survive_pause);
