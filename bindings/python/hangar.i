@@ -265,6 +265,7 @@ fail:
 %ignore hangar_session_opts_init;
 %ignore hangar_suspend_opts_init;
 %ignore hangar_session_fork_opts_init;
+%ignore hangar_publish_opts_init;
 /* The structs are read by the helpers in C; Python never sees them. */
 %ignore hangar_buf;
 %ignore hangar_error;
@@ -282,6 +283,9 @@ fail:
 %ignore hangar_template_info;
 %ignore hangar_tier_info;
 %ignore hangar_environment_info;
+%ignore hangar_publish_result;
+%ignore hangar_publish_opts;
+%ignore hangar_environment_publish;
 %ignore hangar_checkpoint_opts;
 %ignore hangar_checkpoint_info;
 %ignore hangar_restore_opts;
@@ -546,7 +550,7 @@ static PyObject *d_environment(const hangar_environment_info *i)
 
 	if (d && (PUT_S(d, i, name) || PUT_S(d, i, description) || PUT_S(d, i, tier) || PUT_S(d, i, workspace) ||
 		  PUT_S(d, i, user) || PUT_I(d, i, timeout_sec) || PUT_I(d, i, network) ||
-		  PUT_S(d, i, templates_json) || PUT_S(d, i, env_json)))
+		  PUT_S(d, i, templates_json) || PUT_S(d, i, env_json) || PUT_S(d, i, image)))
 		Py_CLEAR(d);
 	return d;
 }
@@ -651,6 +655,24 @@ static const char *opt(const char *s)
 {
 	return s && *s ? s : NULL;
 }
+static PyObject *d_publish(const hangar_publish_result *r)
+{
+	PyObject *d = PyDict_New();
+
+	if (d && (PUT_S(d, r, provider) || PUT_S(d, r, action) || PUT_S(d, r, template_id) || PUT_S(d, r, digest) ||
+		  PUT_I(d, r, error) || PUT_S(d, r, message)))
+		Py_CLEAR(d);
+	return d;
+}
+
+static void tr_publish(const hangar_publish_result *r, void *payload)
+{
+	PyGILState_STATE g = PyGILState_Ensure();
+
+	cb_call(payload, d_publish(r));
+	PyGILState_Release(g);
+}
+
 %}
 
 /* ---- helpers ------------------------------------------------------------------------- */
@@ -791,6 +813,35 @@ static PyObject *py_template_build(hangar_ctx *ctx, const char *provider, const 
 	}
 	hangar_buf_dispose(&id);
 	return r;
+}
+
+/* fn gets each provider's result; progress (None: none) each build's (status, message). */
+static PyObject *py_environment_publish(hangar_ctx *ctx, const char *name, int rebuild, PyObject *fn,
+					PyObject *progress)
+{
+	hangar_publish_opts o = HANGAR_PUBLISH_OPTS_INIT;
+	struct pycb cb = CB_INIT(fn), pcb = CB_INIT(progress);
+	PyObject *r;
+	int rc;
+
+	o.rebuild = rebuild;
+	if (progress != Py_None) {
+		o.progress = tr_template_progress;
+		o.progress_payload = &pcb;
+	}
+	BLOCKING(rc = hangar_environment_publish(ctx, name, &o, tr_publish, &cb));
+	r = cb_finish(&cb, rc);
+	if (!pcb.failed)
+		return r;
+	if (!r) {
+		/* The results' own error wins; the progress callback's is dropped. */
+		Py_XDECREF(pcb.et);
+		Py_XDECREF(pcb.ev);
+		Py_XDECREF(pcb.tb);
+		return NULL;
+	}
+	Py_DECREF(r);
+	return cb_finish(&pcb, 0);
 }
 
 static PyObject *py_sandbox_create(hangar_ctx *ctx, const char *provider, const char *template_id,

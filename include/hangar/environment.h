@@ -13,6 +13,11 @@
  *       "tier": "fast",                        fast, isolated, default or heavy
  *       "templates": { "e2b": "python-3-12",   the template per provider;
  *                      "*": "base" },          "*": any other provider
+ *       "image": "docker.io/library/python:3.12",   the OCI image its sandboxes
+ *                                              run where no template is named:
+ *                                              the local provider runs it,
+ *                                              a template-building provider
+ *                                              the template published for it
  *       "env": { "PIP_NO_INPUT": "1" },        variables for every command
  *       "timeout_sec": 1800,                   the sandbox's lifetime
  *       "network": "on",                       "on" or "off"
@@ -29,11 +34,22 @@
  * A create's own options win over its environment; its variables are the
  * environment's with the create's added, a create's value replacing the
  * environment's for the same name.
+ *
+ * With "image", a create on a provider the environment names no template
+ * for takes the image: a provider that runs images (HANGAR_CAP_IMAGES, the
+ * local provider) is given the reference as the template; one that builds
+ * templates (HANGAR_CAP_TEMPLATES) the template hangar_environment_publish()
+ * built from the image for it (a create on such a provider before the
+ * publish fails with HANGAR_ECONFIG saying so); any other provider takes
+ * the template named for "*", or cannot run the environment
+ * (HANGAR_EUNSUPPORTED). A template named for the provider itself always
+ * wins over the image, and the image over "*".
  */
 #ifndef HANGAR_ENVIRONMENT_H
 #define HANGAR_ENVIRONMENT_H
 
 #include "common.h"
+#include "template.h"   /* hangar_template_progress_fn */
 #include "types.h"
 
 HANGAR_BEGIN_DECL
@@ -52,9 +68,11 @@ typedef struct hangar_environment_info {
 	int32_t reserved0;
 	const char *templates_json; /**< the "templates" object as JSON, "{}" when none */
 	const char *env_json;       /**< the "env" object as JSON, "{}" when none */
+	/* Version 2. */
+	const char *image;          /**< the OCI image reference, "" when none */
 } hangar_environment_info;
 
-#define HANGAR_ENVIRONMENT_INFO_VERSION 1
+#define HANGAR_ENVIRONMENT_INFO_VERSION 2
 #define HANGAR_ENVIRONMENT_INFO_INIT HANGAR_STRUCT_INIT(hangar_environment_info, HANGAR_ENVIRONMENT_INFO_VERSION)
 
 /** Called per environment; return non-zero to stop. */
@@ -83,6 +101,70 @@ HANGAR_EXTERN(int) hangar_environment_list(hangar_ctx *ctx, hangar_environment_f
  */
 HANGAR_EXTERN(int) hangar_environment_get(hangar_ctx *ctx, const char *name, hangar_environment_fn fn,
 					  void *payload);
+
+/* ---- publishing an environment's image ------------------------------------------ */
+
+/** What hangar_environment_publish() did for one provider of the environment's tier. */
+typedef struct hangar_publish_result {
+	uint32_t version;
+	uint32_t size;
+	const char *provider;
+	const char *action;         /**< "built": a template was built from the image now;
+	                                 "reused": one built before from the same image serves;
+	                                 "named": the environment names a template for this
+	                                 provider, which creates use (nothing built);
+	                                 "image": the provider runs the image itself
+	                                 (HANGAR_CAP_IMAGES; it is in the image store);
+	                                 "failed": see error and message */
+	const char *template_id;    /**< what creates on this provider use, "" when failed */
+	const char *digest;         /**< the image's digest where known, else "" */
+	int32_t error;              /**< 0, or the HANGAR_E* code of this provider's failure */
+	int32_t reserved0;
+	const char *message;        /**< why it failed; "" when it did not */
+} hangar_publish_result;
+
+#define HANGAR_PUBLISH_RESULT_VERSION 1
+
+/** Receives one provider's result, on the calling thread; strings valid during the call. */
+typedef void (*hangar_publish_fn)(const hangar_publish_result *result, void *payload);
+
+/** Options for hangar_environment_publish(). Zero means default for every field. */
+typedef struct hangar_publish_opts {
+	uint32_t version;
+	uint32_t size;
+	hangar_template_progress_fn progress; /**< each template build's progress, or NULL */
+	void *progress_payload;
+	int32_t rebuild;            /**< non-zero: build again even where a template exists */
+	int32_t reserved0;
+} hangar_publish_opts;
+
+#define HANGAR_PUBLISH_OPTS_VERSION 1
+#define HANGAR_PUBLISH_OPTS_INIT HANGAR_STRUCT_INIT(hangar_publish_opts, HANGAR_PUBLISH_OPTS_VERSION)
+
+/** @param version HANGAR_PUBLISH_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
+HANGAR_EXTERN(int) hangar_publish_opts_init(hangar_publish_opts *opts, uint32_t version);
+
+/**
+ * Makes what an environment with an image needs on every provider of its
+ * tier, so that its creates never build anything: on a provider that
+ * builds templates (HANGAR_CAP_TEMPLATES), a template built from the image
+ * (hangar_template_build()), recorded in the state store by provider and
+ * reference with the image's digest where known, and built only once per
+ * image: a template already built from the same reference, or from another
+ * reference of the same digest, is reused. A provider the environment names
+ * a template for, or that runs images itself, needs nothing built.
+ *
+ * @param name an environment with an "image".
+ * @param opts NULL for the defaults.
+ * @return 0 once fn has been called for each provider of the tier (any
+ *         result may report a failure); HANGAR_EINVAL (the environment
+ *         names no image), HANGAR_ENOTFOUND (no such environment),
+ *         HANGAR_ECONFIG, HANGAR_EOS (the state store).
+ * **Ownership:** results are valid during the callback only.
+ * **Thread safety:** safe; fn and progress run on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_environment_publish(hangar_ctx *ctx, const char *name, const hangar_publish_opts *opts,
+					      hangar_publish_fn fn, void *payload);
 
 HANGAR_END_DECL
 

@@ -32,6 +32,8 @@ HANGAR_BEGIN_DECL
 #define HANGAR_CAP_FS_PAUSE         (UINT64_C(1) << 6)
 /** Builds and lists templates (hangar/template.h). */
 #define HANGAR_CAP_TEMPLATES        (UINT64_C(1) << 7)
+/** Runs an OCI image given as the template: a reference or digest (hangar/image.h). */
+#define HANGAR_CAP_IMAGES           (UINT64_C(1) << 8)
 
 struct hangar_provider_ops;
 

@@ -7,6 +7,7 @@
  * fails the next use with the same message naming the variable.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -79,6 +80,14 @@ static int text_ok(const cJSON *v, size_t max)
 	return 1;
 }
 
+int env_valid_image(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= ENV_IMAGE_MAX && isalnum((unsigned char)s[0]) &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") == n;
+}
+
 static int check_one(const char *path, const cJSON *def)
 {
 	const char *name = def->string;
@@ -131,12 +140,16 @@ static int check_one(const char *path, const cJSON *def)
 			    m->valuedouble != (double)(int64_t)m->valuedouble)
 				return bad(path, "environment \"%s\": timeout_sec must be a whole number of seconds "
 					   "from 0 to 31622400", name);
+		} else if (!strcmp(k, "image")) {
+			if (!env_valid_image(cJSON_IsString(m) ? m->valuestring : ""))
+				return bad(path, "environment \"%s\": image must be an image reference "
+					   "([REGISTRY/]NAME[:TAG][@sha256:HEX], at most 512 bytes)", name);
 		} else if (!strcmp(k, "network")) {
 			if (!cJSON_IsString(m) || (strcmp(m->valuestring, "on") && strcmp(m->valuestring, "off")))
 				return bad(path, "environment \"%s\": network must be \"on\" or \"off\"", name);
 		} else {
 			return bad(path, "environment \"%s\": unknown member \"%.64s\" (known: description, tier, "
-				   "templates, env, workspace, user, timeout_sec, network)", name, k);
+				   "templates, image, env, workspace, user, timeout_sec, network)", name, k);
 		}
 	}
 	return 0;
@@ -292,6 +305,7 @@ void env_resolved_free(struct env_resolved *r)
 	if (!r)
 		return;
 	cJSON_Delete(r->root);
+	cJSON_Delete(r->for_tier);
 	for (char **e = r->envv; e && *e; e++)
 		free(*e);
 	free(r->envv);
@@ -339,6 +353,15 @@ int env_resolve(hangar_ctx *ctx, const char *name, struct env_resolved **out)
 	if ((m = cJSON_GetObjectItemCaseSensitive(def, "network")))
 		r->network = !strcmp(m->valuestring, "on") ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF;
 	r->templates = cJSON_GetObjectItemCaseSensitive(def, "templates");
+	if ((m = cJSON_GetObjectItemCaseSensitive(def, "image")))
+		r->image = m->valuestring;
+	/* What the tier needs to pick a template per provider: the templates, and the image. */
+	r->for_tier = r->templates ? cJSON_Duplicate(r->templates, 1) : cJSON_CreateObject();
+	if (!r->for_tier || (r->image && (!cJSON_AddStringToObject(r->for_tier, ENV_IMAGE_KEY, r->image) ||
+					  !cJSON_AddStringToObject(r->for_tier, ENV_NAME_KEY, r->name)))) {
+		env_resolved_free(r);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
 	m = cJSON_GetObjectItemCaseSensitive(def, "env");
 	for (const cJSON *e = m ? m->child : NULL; e; e = e->next)
 		n++;
@@ -369,6 +392,23 @@ const char *env_template_for(const struct cJSON *templates, const char *provider
 	return cJSON_IsString(t) ? t->valuestring : NULL;
 }
 
+const char *env_exact_template_for(const struct cJSON *templates, const char *provider)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(templates, provider);
+
+	return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+const char *env_image_of(const struct cJSON *templates, const char **environment)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(templates, ENV_IMAGE_KEY);
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(templates, ENV_NAME_KEY);
+
+	if (environment)
+		*environment = cJSON_IsString(n) ? n->valuestring : "";
+	return cJSON_IsString(i) ? i->valuestring : NULL;
+}
+
 /* ---- the public listing -------------------------------------------------------------- */
 
 static int report(const cJSON *def, hangar_environment_fn fn, void *payload)
@@ -383,6 +423,9 @@ static int report(const cJSON *def, hangar_environment_fn fn, void *payload)
 	in.tier = "";
 	in.workspace = "";
 	in.user = "";
+	in.image = "";
+	if ((m = cJSON_GetObjectItemCaseSensitive(def, "image")))
+		in.image = m->valuestring;
 	if ((m = cJSON_GetObjectItemCaseSensitive(def, "description")))
 		in.description = m->valuestring;
 	if ((m = cJSON_GetObjectItemCaseSensitive(def, "tier")))

@@ -13,6 +13,10 @@ struct cJSON;
 /* [A-Za-z0-9._-]{1,64}, not starting with '.' or '-'. */
 int env_valid_name(const char *s);
 
+/* An image reference as an environment may name one: [A-Za-z0-9][A-Za-z0-9._/:@-]*, at most ENV_IMAGE_MAX. */
+#define ENV_IMAGE_MAX 512
+int env_valid_image(const char *s);
+
 /* $XDG_CONFIG_HOME/hangar/environments.json, else ~/.config/...; NULL without a home. */
 char *env_default_path(void);
 
@@ -34,6 +38,8 @@ struct env_resolved {
 	int64_t timeout_sec;
 	int32_t network;                 /* HANGAR_NETWORK_* */
 	const struct cJSON *templates;   /* provider -> template, "*" for any; or NULL */
+	const char *image;               /* the OCI image its sandboxes run, or NULL */
+	struct cJSON *for_tier;          /* templates, plus ENV_IMAGE_KEY and ENV_NAME_KEY with an image; owned */
 	char **envv;                     /* "KEY=VALUE", NULL-terminated, owned */
 };
 
@@ -43,3 +49,13 @@ void env_resolved_free(struct env_resolved *r);
 
 /* The template an environment names for provider (or for "*"), or NULL. */
 const char *env_template_for(const struct cJSON *templates, const char *provider);
+/* The template it names for provider itself ("*" not taken), or NULL. */
+const char *env_exact_template_for(const struct cJSON *templates, const char *provider);
+/*
+ * An environment's image and name ride with its templates to the tier
+ * (env_resolved.for_tier), under keys no provider can be named.
+ * env_image_of gives the image, or NULL, and *environment its name.
+ */
+#define ENV_IMAGE_KEY "@image"
+#define ENV_NAME_KEY "@environment"
+const char *env_image_of(const struct cJSON *templates, const char **environment);

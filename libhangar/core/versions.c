@@ -38,6 +38,7 @@ HV_TABLE(hv_suspend_opts, "suspend options", HANGAR_SUSPEND_OPTS_VERSION, HV_UPT
 	 HV_NOW(hangar_suspend_opts));
 HV_TABLE(hv_session_fork_opts, "session fork options", HANGAR_SESSION_FORK_OPTS_VERSION,
 	 HV_NOW(hangar_session_fork_opts));
+HV_TABLE(hv_publish_opts, "publish options", HANGAR_PUBLISH_OPTS_VERSION, HV_NOW(hangar_publish_opts));
 HV_TABLE(hv_template_build_opts, "template build options", HANGAR_TEMPLATE_BUILD_OPTS_VERSION,
 	 HV_NOW(hangar_template_build_opts));
 

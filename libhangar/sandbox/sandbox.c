@@ -258,7 +258,7 @@ int hangar_sandbox_create(hangar_sandbox **out, hangar_ctx *ctx, const hangar_cr
 	if ((rc = make_room(ctx)) != 0)
 		goto out;
 	/* The named provider, or the one the tier picks (with the environment's template for it). */
-	rc = tier_create(ctx, &o, envr ? envr->templates : NULL, &p, &desc);
+	rc = tier_create(ctx, &o, envr ? envr->for_tier : NULL, &p, &desc);
 	free(envv);
 	envv = NULL;
 	if (rc) {

@@ -460,3 +460,86 @@ int store_doomed_list(hangar_ctx *ctx, size_t max, char ***ids, char ***provider
 	db_finalize(st);
 	return rc < 0 ? rc : 0;
 }
+
+/* ---- templates built from images -------------------------------------------------- */
+
+/* Runs sql (two parameters) and takes the first row's two columns (the second may be NULL). */
+static int image_template_query(hangar_ctx *ctx, const char *sql, const char *a, const char *b, char **one,
+				char **two, const char *what)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	int rc;
+
+	*one = NULL;
+	if (two)
+		*two = NULL;
+	if (!db)
+		return hangar_error_last()->code;
+	if ((rc = db_prepare(db, &st, sql)) != 0)
+		return rc;
+	db_bind_text(st, 1, a);
+	db_bind_text(st, 2, b);
+	rc = db_step(st);
+	if (rc == DB_ROW) {
+		const char *c0 = db_column_text(st, 0), *c1 = two ? db_column_text(st, 1) : NULL;
+
+		*one = strdup(c0 ? c0 : "");
+		if (two)
+			*two = strdup(c1 ? c1 : "");
+		rc = !*one || (two && !*two) ? herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory") : 0;
+	} else if (rc == DB_DONE) {
+		rc = herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no template of provider %s for %s", a, what);
+	}
+	db_finalize(st);
+	if (rc) {
+		free(*one);
+		*one = NULL;
+		if (two) {
+			free(*two);
+			*two = NULL;
+		}
+	}
+	return rc;
+}
+
+int store_image_template_get(hangar_ctx *ctx, const char *provider, const char *reference, char **template_id,
+			     char **digest)
+{
+	return image_template_query(ctx,
+				    "SELECT template_id, digest FROM image_templates WHERE provider = $1 AND reference = $2",
+				    provider, reference, template_id, digest, reference);
+}
+
+int store_image_template_by_digest(hangar_ctx *ctx, const char *provider, const char *digest, char **template_id)
+{
+	return image_template_query(ctx,
+				    "SELECT template_id FROM image_templates WHERE provider = $1 AND digest = $2 "
+				    "ORDER BY created_us DESC",
+				    provider, digest, template_id, NULL, digest);
+}
+
+int store_image_template_put(hangar_ctx *ctx, const char *provider, const char *reference, const char *digest,
+			     const char *template_id)
+{
+	struct db *db = store_db(ctx);
+	struct db_stmt *st;
+	int rc;
+
+	if (!db)
+		return hangar_error_last()->code;
+	rc = db_prepare(db, &st,
+			"INSERT INTO image_templates (provider, reference, digest, template_id, created_us) "
+			"VALUES ($1, $2, $3, $4, $5) ON CONFLICT (provider, reference) DO UPDATE SET "
+			"digest = excluded.digest, template_id = excluded.template_id, created_us = excluded.created_us");
+	if (rc)
+		return rc;
+	db_bind_text(st, 1, provider);
+	db_bind_text(st, 2, reference);
+	db_bind_text(st, 3, digest ? digest : "");
+	db_bind_text(st, 4, template_id);
+	db_bind_int64(st, 5, clock_wall_us());
+	rc = db_step(st);
+	db_finalize(st);
+	return rc < 0 ? rc : 0;
+}

@@ -88,6 +88,15 @@ static const struct db_migration migrations[] = {
 	{ "CREATE TABLE doomed ("
 	  "  id TEXT PRIMARY KEY, provider TEXT NOT NULL, reason TEXT NOT NULL, since_us INTEGER NOT NULL);",
 	  NULL },
+	/* 5 -> 6: templates built from an environment's image, per provider */
+	{ "CREATE TABLE image_templates ("
+	  "  provider TEXT NOT NULL, reference TEXT NOT NULL, digest TEXT NOT NULL, template_id TEXT NOT NULL,"
+	  "  created_us INTEGER NOT NULL, PRIMARY KEY (provider, reference));"
+	  "CREATE INDEX image_templates_by_digest ON image_templates (provider, digest);",
+	  "CREATE TABLE image_templates ("
+	  "  provider TEXT NOT NULL, reference TEXT NOT NULL, digest TEXT NOT NULL, template_id TEXT NOT NULL,"
+	  "  created_us BIGINT NOT NULL, PRIMARY KEY (provider, reference));"
+	  "CREATE INDEX image_templates_by_digest ON image_templates (provider, digest);" },
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

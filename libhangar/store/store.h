@@ -147,6 +147,19 @@ int store_doomed_add(hangar_ctx *ctx, const char *id, const char *provider, cons
 int store_doomed_list(hangar_ctx *ctx, size_t max, char ***ids, char ***providers);
 int store_doomed_remove(hangar_ctx *ctx, const char *id);
 
+/*
+ * Templates built from images for an environment (hangar_environment_publish),
+ * one per provider and image reference, with the image's digest ("" when it
+ * could not be resolved). get finds one by reference, by_digest one of the
+ * same image under any reference (a build not to repeat): each gives
+ * malloc'd strings, or HANGAR_ENOTFOUND. put records or replaces one.
+ */
+int store_image_template_get(hangar_ctx *ctx, const char *provider, const char *reference, char **template_id,
+			     char **digest);
+int store_image_template_by_digest(hangar_ctx *ctx, const char *provider, const char *digest, char **template_id);
+int store_image_template_put(hangar_ctx *ctx, const char *provider, const char *reference, const char *digest,
+			     const char *template_id);
+
 /* 1 when a session other than except builds on checkpoint_id (a fork's base), else 0. */
 int store_session_ckpt_in_use(hangar_ctx *ctx, const char *checkpoint_id, const char *except);
 

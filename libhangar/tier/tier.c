@@ -20,6 +20,7 @@
 #include "core/module.h"
 #include "core/providers.h"
 #include "core/sysbox.h"
+#include "store/store.h"
 
 enum { T_FAST, T_ISOLATED, T_DEFAULT, T_HEAVY, T_COUNT };
 
@@ -212,6 +213,23 @@ static int plan_build(hangar_ctx *ctx, int tier, struct plan *pl)
 	return rc;
 }
 
+int tier_providers(hangar_ctx *ctx, const char *tier, char ***names, size_t *n)
+{
+	const char *t = tier_name_of(tier);
+	struct plan pl;
+	int rc;
+
+	*names = NULL;
+	*n = 0;
+	if (!t)
+		return hangar_error_last()->code;
+	if ((rc = plan_build(ctx, tier_index(t), &pl)) != 0)
+		return rc;
+	*names = pl.names;
+	*n = pl.n;
+	return 0;
+}
+
 /* ---- cooldowns --------------------------------------------------------------------- */
 
 /* How long name still cools down, in ms (0: it does not), and the code that put it there. */
@@ -316,22 +334,69 @@ static int64_t note_failure(hangar_ctx *ctx, const char *provider, int rc)
 	return secs;
 }
 
+/*
+ * The template an environment gives p (*out, NULL: none; *owned to free):
+ * the one it names for p, else its image where p runs images, or the
+ * template published from the image for p, else the one it names for "*".
+ * 0, or the failure of a create that cannot go on.
+ */
+static int environment_template(hangar_ctx *ctx, struct hangar_provider *p, const cJSON *templates,
+				const char **out, char **owned)
+{
+	const char *env, *image = env_image_of(templates, &env);
+	uint64_t caps = p->capabilities;
+	int rc;
+
+	*owned = NULL;
+	if ((*out = env_exact_template_for(templates, p->ops.name)) || !image) {
+		*out = env_template_for(templates, p->ops.name);
+		return 0;
+	}
+	if (caps & HANGAR_CAP_IMAGES) {
+		*out = image;
+		return 0;
+	}
+	if (caps & HANGAR_CAP_TEMPLATES) {
+		rc = store_image_template_get(ctx, p->ops.name, image, owned, NULL);
+		if (rc == HANGAR_ENOTFOUND)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "environment %s: its image %s has no template on provider %s yet; build it with "
+				    "`hangar environment publish %s` (hangar_environment_publish)",
+				    env, image, p->ops.name, env);
+		*out = *owned;
+		return rc;
+	}
+	if ((*out = env_template_for(templates, p->ops.name)))
+		return 0;
+	return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_CONFIG,
+		    "environment %s: provider %s runs no images and the environment names no template for it", env,
+		    p->ops.name);
+}
+
 /* One create on p, on the calling thread, with the environment's template for p
  * (templates) when the create names none. */
 static int attempt(hangar_ctx *ctx, struct hangar_provider *p, const hangar_create_opts *o,
 		   const cJSON *templates, struct hangar_sys_sandbox *desc, int64_t *cool_secs)
 {
 	hangar_create_opts mine;
+	const char *tpl = NULL;
+	char *owned = NULL;
 	int rc;
 
-	if (!o->template_id && templates && env_template_for(templates, p->ops.name)) {
-		mine = *o;
-		mine.template_id = env_template_for(templates, p->ops.name);
-		o = &mine;
+	*cool_secs = 0;
+	if (!o->template_id && templates) {
+		/* Not the provider's failure: no cooldown. */
+		if ((rc = environment_template(ctx, p, templates, &tpl, &owned)) != 0)
+			return rc;
+		if (tpl) {
+			mine = *o;
+			mine.template_id = tpl;
+			o = &mine;
+		}
 	}
 	rc = PROVIDER_CALL(p, "create", create, o, desc);
+	free(owned);
 
-	*cool_secs = 0;
 	if (rc == 0)
 		return 0;
 	sysbox_clear(desc);

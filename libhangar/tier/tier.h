@@ -36,6 +36,13 @@ struct cJSON;
 int tier_create(hangar_ctx *ctx, const hangar_create_opts *o, const struct cJSON *templates,
 		struct hangar_provider **out_p, struct hangar_sys_sandbox *desc);
 
+/*
+ * The providers a create of tier (NULL: the default tier) would ask, in
+ * order, whatever their state: *names (n of them) to free, each and the
+ * array. 0 or HANGAR_EINVAL/HANGAR_ENOMEM.
+ */
+int tier_providers(hangar_ctx *ctx, const char *tier, char ***names, size_t *n);
+
 /* The longest cooldown a Retry-After can ask for (a proxy's or platform's
  * word must not keep a provider out for a day). */
 #define TIER_RETRY_AFTER_MAX_S 3600

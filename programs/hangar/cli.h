@@ -150,6 +150,7 @@ int cmd_sandbox_port(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_fork(struct cli *cli, int argc, char **argv);
 int cmd_environment_list(struct cli *cli, int argc, char **argv);
 int cmd_environment_show(struct cli *cli, int argc, char **argv);
+int cmd_environment_publish(struct cli *cli, int argc, char **argv);
 int cmd_checkpoint_create(struct cli *cli, int argc, char **argv);
 int cmd_checkpoint_list(struct cli *cli, int argc, char **argv);
 int cmd_checkpoint_info(struct cli *cli, int argc, char **argv);

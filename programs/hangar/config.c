@@ -56,6 +56,7 @@ static void print_capabilities(uint64_t caps)
 		{ HANGAR_CAP_KERNEL_ISOLATION, "kernel-isolation" },
 		{ HANGAR_CAP_FS_PAUSE, "fs-pause" },
 		{ HANGAR_CAP_TEMPLATES, "templates" },
+		{ HANGAR_CAP_IMAGES, "images" },
 	};
 	const char *sep = "";
 

@@ -1,4 +1,4 @@
-/* hangar environment list and show. */
+/* hangar environment list, show and publish. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +35,8 @@ static void print_json(const hangar_environment_info *in)
 	json_string(in->workspace);
 	printf(",\"user\":");
 	json_string(in->user);
+	printf(",\"image\":");
+	json_string(in->image);
 	printf("}");
 }
 
@@ -60,6 +62,7 @@ static int one(const hangar_environment_info *in, void *payload)
 		printf("description: %s\n", or_dash(in->description));
 		printf("tier:        %s\n", or_dash(in->tier));
 		printf("templates:   %s\n", in->templates_json);
+		printf("image:       %s\n", or_dash(in->image));
 		printf("env:         %s\n", in->env_json);
 		if (in->timeout_sec)
 			printf("timeout:     %" PRId64 " s\n", in->timeout_sec);
@@ -146,6 +149,107 @@ int cmd_environment_show(struct cli *cli, int argc, char **argv)
 				 : cli_fail("cannot read environment %s", cli_text(name));
 	} else if (l.json) {
 		putchar('\n');
+	}
+	hangar_ctx_unref(ctx);
+	return status;
+}
+
+/* ---- publish ------------------------------------------------------------------------ */
+
+struct published {
+	int json, count, failed;
+};
+
+static void on_published(const hangar_publish_result *r, void *payload)
+{
+	struct published *p = payload;
+
+	if (r->error)
+		p->failed = 1;
+	if (p->json) {
+		printf("%s{\"provider\":", p->count ? ",\n " : "");
+		json_string(r->provider);
+		printf(",\"action\":");
+		json_string(r->action);
+		printf(",\"template\":");
+		json_string(r->template_id);
+		printf(",\"digest\":");
+		json_string(r->digest);
+		if (r->error) {
+			printf(",\"error\":");
+			json_string(hangar_error_name(r->error));
+			printf(",\"message\":");
+			json_string(r->message);
+		}
+		printf("}");
+	} else if (r->error) {
+		fprintf(stderr, "hangar: %s: failed (%s): %s\n", r->provider, hangar_error_name(r->error),
+			cli_text(r->message));
+	} else {
+		printf("%-12s %-7s %s\n", r->provider, r->action, cli_text(r->template_id));
+	}
+	fflush(stdout);
+	p->count++;
+}
+
+static void on_build_progress(const char *status, const char *message, void *payload)
+{
+	(void)payload;
+	cli_say("building: %s%s%s", cli_text(status), *message ? ": " : "", cli_text(message));
+}
+
+int cmd_environment_publish(struct cli *cli, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "rebuild", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	hangar_publish_opts o = HANGAR_PUBLISH_OPTS_INIT;
+	struct published p = { 0 };
+	hangar_ctx *ctx = NULL;
+	char *name = NULL;
+	int status, dd, c;
+
+	cli_getopt_reset();
+	for (;;) {
+		c = cli_getopt(cli, argc, argv, "jrh", longopts, &dd);
+		if (c == -1) {
+			if (optind >= argc)
+				break;
+			if (name)
+				return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+			name = argv[optind++];
+			continue;
+		}
+		if (c == OPT_HELP)
+			return cli_help_cmd(cli->cmd);
+		if (c == 'j')
+			p.json = 1;
+		else if (c == 'r')
+			o.rebuild = 1;
+		else
+			return EXIT_USAGE;
+	}
+	if (!name)
+		return cli_usage(cli, "missing environment name");
+	if ((status = cli_open(cli, &ctx)) != 0)
+		return status;
+	o.progress = on_build_progress;
+	if (p.json)
+		printf("[");
+	if (hangar_environment_publish(ctx, name, &o, on_published, &p) != 0) {
+		if (p.json)
+			printf("]\n");
+		status = hangar_error_last()->code == HANGAR_ENOTFOUND
+				 ? cli_fail("no environment %s", cli_text(name))
+				 : cli_fail("cannot publish environment %s", cli_text(name));
+	} else {
+		if (p.json)
+			printf("]\n");
+		if (p.failed)
+			status = EXIT_FAIL;
 	}
 	hangar_ctx_unref(ctx);
 	return status;

@@ -101,6 +101,15 @@ static const struct command environment_commands[] = {
 	{ "show", cmd_environment_show, NULL, "environment show NAME [--json]",
 	  "show everything an environment sets",
 	  "  -j, --json          one JSON object instead of text\n" },
+	{ "publish", cmd_environment_publish, NULL, "environment publish NAME [--rebuild] [--json]",
+	  "make what an environment's image needs on every provider of its tier",
+	  "  -r, --rebuild       build templates again, even where one exists\n"
+	  "  -j, --json          a JSON array, one object per provider\n"
+	  "Prints one line per provider of the environment's tier: PROVIDER ACTION\n"
+	  "TEMPLATE, where ACTION is built (a template built from the image now),\n"
+	  "reused (one built before from the same image), named (the environment\n"
+	  "names a template for it) or image (the provider runs the image itself).\n"
+	  "A provider that failed is said on stderr, and hangar exits 1.\n" },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 

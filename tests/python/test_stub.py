@@ -130,6 +130,7 @@ BUILDERS = {
     "_SessionInfoDict": "d_session_info",
     "_TierDict": "d_tier",
     "_EnvironmentDict": "d_environment",
+    "_PublishDict": "d_publish",
     "_TemplateDict": "d_template",
     "_ReapDict": "py_ctx_reap",
 }

@@ -15,13 +15,14 @@ order Python drops them in.
 """
 
 from . import _hangar
-from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_KERNEL_ISOLATION, CAP_PAUSE, CAP_PTY,
+from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_IMAGES, CAP_KERNEL_ISOLATION, CAP_PAUSE, CAP_PTY,
                      CAP_SNAPSHOT, CAP_TEMPLATES, FILE_DIRECTORY, FILE_OTHER, FILE_REGULAR, FORK_CHECKPOINT,
                      FORK_NATIVE, FORK_SNAPSHOT, HOOK_COLD, HOOK_PARK, HOOK_WAKE, LOG_DEBUG, LOG_ERROR, LOG_INFO,
                      LOG_WARNING, PAUSED, PTY, RESUME_COLD, RESUME_FRESH, RESUME_HOT, RESUME_NONE, RUNNING,
                      SESSION_ACTIVE, SESSION_ARCHIVED, SESSION_PARKED, SESSION_SUSPENDED, SETTING_DEFAULT,
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
-                     EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, ReapResult, SandboxInfo,
+                     EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, PublishResult, ReapResult,
+                     SandboxInfo,
                      SessionInfo, Setting, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
@@ -43,7 +44,7 @@ __all__ = [
     "Context", "default_context", "Sandbox", "Commands", "Files", "Pty", "PtySize", "WatchHandle",
     "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
-    "EnvironmentInfo", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
+    "EnvironmentInfo", "PublishResult", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",
@@ -51,7 +52,7 @@ __all__ = [
     "ERROR_CLASSES", "error_class",
     "STDOUT", "STDERR", "PTY", "RUNNING", "PAUSED", "FILE_OTHER", "FILE_REGULAR", "FILE_DIRECTORY",
     "CAP_PAUSE", "CAP_HOT_RESUME", "CAP_PTY", "CAP_SNAPSHOT", "CAP_FORK", "CAP_KERNEL_ISOLATION",
-    "CAP_FS_PAUSE", "CAP_TEMPLATES", "SIGTERM", "SIGKILL", "LOG_ERROR", "LOG_WARNING", "LOG_INFO",
+    "CAP_FS_PAUSE", "CAP_TEMPLATES", "CAP_IMAGES", "SIGTERM", "SIGKILL", "LOG_ERROR", "LOG_WARNING", "LOG_INFO",
     "LOG_DEBUG", "SESSION_ACTIVE", "SESSION_SUSPENDED", "SESSION_PARKED", "SESSION_ARCHIVED", "RESUME_NONE",
     "RESUME_HOT", "RESUME_COLD", "RESUME_FRESH", "HOOK_PARK", "HOOK_WAKE", "HOOK_COLD", "FORK_NATIVE",
     "FORK_SNAPSHOT", "FORK_CHECKPOINT", "SETTING_DEFAULT", "SETTING_ENVIRONMENT", "SETTING_EXPLICIT",

@@ -160,6 +160,7 @@ class _EnvironmentDict(TypedDict):
     network: int
     templates_json: str
     env_json: str
+    image: str
 
 @type_check_only
 class _TemplateDict(TypedDict):
@@ -223,6 +224,17 @@ def py_tier_foreach(ctx: _Ctx, fn: Callable[[_TierDict], object]) -> int: ...
 def py_environment_list(ctx: _Ctx, name: Optional[str], fn: Callable[[_EnvironmentDict], object]) -> int: ...
 def py_template_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_TemplateDict], object]) -> int: ...
 # Returns the new template's id; fn((status, message)) follows the build.
+@type_check_only
+class _PublishDict(TypedDict):
+    provider: str
+    action: str
+    template_id: str
+    digest: str
+    error: int
+    message: str
+
+def py_environment_publish(ctx: _Ctx, name: str, rebuild: int, fn: Callable[[_PublishDict], object],
+                           progress: Optional[Callable[[Tuple[str, str]], object]]) -> int: ...
 def py_template_build(ctx: _Ctx, provider: Optional[str], name: str, image: str, cpu_millis: int,
                       memory_mb: int, disk_mb: int, fn: Optional[Callable[[Tuple[str, str]], object]]) -> str: ...
 
@@ -390,6 +402,8 @@ HANGAR_NETWORK_OFF: int
 HANGAR_NETWORK_ON: int
 HANGAR_OK: int
 HANGAR_PROCESS_OPTS_VERSION: int
+HANGAR_PUBLISH_OPTS_VERSION: int
+HANGAR_PUBLISH_RESULT_VERSION: int
 HANGAR_REAP_RESULT_VERSION: int
 HANGAR_RESTORE_MERGE: int
 HANGAR_RESTORE_NO_NATIVE: int

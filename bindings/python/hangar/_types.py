@@ -34,6 +34,7 @@ CAP_FORK = 1 << 4
 CAP_KERNEL_ISOLATION = 1 << 5
 CAP_FS_PAUSE = 1 << 6
 CAP_TEMPLATES = 1 << 7
+CAP_IMAGES = 1 << 8
 
 # Signals Process.signal() sends.
 SIGTERM = 15
@@ -240,12 +241,35 @@ class EnvironmentInfo:
     network: int
     templates: Dict[str, str]
     env: Dict[str, str]
+    image: str
+    """The OCI image its sandboxes run where it names no template ("" when none)."""
 
     @classmethod
     def _from_raw(cls, d: Mapping[str, Any]) -> "EnvironmentInfo":
         return cls(name=d["name"], description=d["description"], tier=d["tier"], workspace=d["workspace"],
                    user=d["user"], timeout_sec=d["timeout_sec"], network=d["network"],
-                   templates=json.loads(d["templates_json"]), env=json.loads(d["env_json"]))
+                   templates=json.loads(d["templates_json"]), env=json.loads(d["env_json"]), image=d["image"])
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What Context.publish_environment() did on one provider of the environment's tier."""
+
+    provider: str
+    action: str
+    """built, reused, named, image or failed."""
+    template_id: str
+    """What creates on this provider use ("" when failed)."""
+    digest: str
+    """The image's digest where known, else ""."""
+    error: int
+    """0, or the HANGAR_E* code of this provider's failure."""
+    message: str
+
+    @classmethod
+    def _from_raw(cls, d: Mapping[str, Any]) -> "PublishResult":
+        return cls(provider=d["provider"], action=d["action"], template_id=d["template_id"], digest=d["digest"],
+                   error=int(d["error"]), message=d["message"])
 
 
 @dataclass(frozen=True)

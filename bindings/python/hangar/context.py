@@ -9,8 +9,8 @@ import weakref
 from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _hangar as _h
-from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, ReapResult, SandboxInfo, Setting, TemplateInfo,
-                     TierInfo)
+from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, PublishResult, ReapResult, SandboxInfo, Setting,
+                     TemplateInfo, TierInfo)
 
 EventCallback = Callable[[str, Dict[str, Any]], None]
 LogCallback = Callable[[int, str], None]
@@ -363,6 +363,24 @@ class Context:
         with self._handle as c:
             _h.py_environment_list(c, name, lambda d: out.append(EnvironmentInfo._from_raw(d)))
         return out[0]
+
+    def publish_environment(self, name: str, *, rebuild: bool = False,
+                            progress: Optional[Callable[[str, str], None]] = None) -> List[PublishResult]:
+        """Makes what environment name's image needs on every provider of its tier.
+
+        One result per provider, in the tier's order: action "built" (a
+        template built from the image now), "reused" (one built before from
+        the same image), "named" (the environment names a template for it),
+        "image" (the provider runs the image itself) or "failed" (error says
+        why; the other providers are still done). rebuild builds templates
+        again where one exists. progress gets each build's (status, message).
+        """
+        out: List[PublishResult] = []
+        cb = None if progress is None else (lambda t, p=progress: p(t[0], t[1]))
+        with self._handle as c:
+            _h.py_environment_publish(c, name, 1 if rebuild else 0,
+                                      lambda d: out.append(PublishResult._from_raw(d)), cb)
+        return out
 
     def templates(self, provider: Optional[str] = None) -> Iterator[TemplateInfo]:
         """The templates a provider can create sandboxes from (UnsupportedError where it has none)."""
