@@ -110,7 +110,10 @@ static int bind_fd(int fd, const char *at, const char *name, int file)
 	char src[64], dst[PATH_MAX];
 
 	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-	snprintf(dst, sizeof(dst), "%s/%s", at, name);
+	if (snprintf(dst, sizeof(dst), "%s/%s", at, name) >= (int)sizeof(dst)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	if (file) {
 		int m = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 
