@@ -277,7 +277,9 @@ typedef struct hangar_exec_result {
 	  0, 0, 0, 0, 0 }
 
 /**
- * Runs a shell command once: `timeout -k 5s <N>s bash -lc <command>`.
+ * Runs a shell command once: `timeout -k 5s <N>s bash -lc <command>` (in an
+ * image without timeout or bash, hangar-envd stands in for them: `sh -lc`
+ * under a timeout of its own, with the same signals and exit statuses).
  *
  * @param out     caller-initialised with HANGAR_EXEC_RESULT_INIT; filled on
  *                success (also for non-zero exits and timeouts), never

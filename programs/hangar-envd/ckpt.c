@@ -111,8 +111,19 @@ static int note_read(int fd, struct ckpt_note *n)
  */
 static int self_exe = -1;
 
+/*
+ * Under -loader (runtime.c), /proc/self/exe is the loader: a worker is the
+ * loader again, given hangar-envd's library directory and program as
+ * /proc/self/fd/N of two descriptors it inherits. The worker's user may not
+ * be able to reach them by name (/run/hangar is the daemon's alone), and
+ * its own descriptors are always its to open.
+ */
+static int libdir_fd = -1, program_fd = -1;
+
 int ckpt_init(const char *argv0)
 {
+	if (envd_runtime_fds(&self_exe, &libdir_fd, &program_fd))
+		return 0;
 	self_exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
 	if (self_exe < 0 && argv0 && strchr(argv0, '/'))
 		self_exe = open(argv0, O_PATH | O_CLOEXEC);
@@ -133,7 +144,8 @@ struct worker_start {
 	char **argv, **envp;
 	const int *keep;              /* become 3, 4, ... in the worker */
 	int nkeep;
-	int high[WORKER_MAX_FDS + 1]; /* scratch, written by the child */
+	int loader;                   /* 1: self_exe is the loader (ckpt_init) */
+	int high[WORKER_MAX_FDS + 3]; /* scratch, written by the child */
 	int switch_user;
 	uid_t uid;
 	gid_t gid;
@@ -152,7 +164,7 @@ struct worker_start {
 __attribute__((no_sanitize_address)) static int worker_child(void *arg)
 {
 	struct worker_start *s = arg;
-	int n = s->nkeep, exe_at = 3 + n;
+	int n = s->nkeep, exe_at = 3 + n + (s->loader ? 2 : 0);
 
 	if (s->switch_user) {
 		/* Raw system calls: glibc's would try to change every thread. */
@@ -172,9 +184,15 @@ __attribute__((no_sanitize_address)) static int worker_child(void *arg)
 			_exit(125);
 	if ((s->high[n] = fcntl(self_exe, F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
 		_exit(125);
+	if (s->loader && ((s->high[n + 1] = fcntl(libdir_fd, F_DUPFD_CLOEXEC, exe_at + 1)) < 0 ||
+			  (s->high[n + 2] = fcntl(program_fd, F_DUPFD_CLOEXEC, exe_at + 1)) < 0))
+		_exit(125);
 	for (int i = 0; i < n; i++)
 		if (dup3(s->high[i], 3 + i, 0) < 0)
 			_exit(125);
+	/* The loader's library directory and program, open across the exec: see ckpt_init. */
+	if (s->loader && (dup3(s->high[n + 1], 3 + n, 0) < 0 || dup3(s->high[n + 2], 3 + n + 1, 0) < 0))
+		_exit(125);
 	if (dup3(s->high[n], exe_at, O_CLOEXEC) < 0)
 		_exit(125);
 	if (syscall(SYS_close_range, (unsigned)exe_at + 1, ~0U, 0) < 0)
@@ -243,9 +261,9 @@ static pid_t spawn_worker(const struct envd_user *u, const char *kind, const cha
 			  const int *keep, int nkeep)
 {
 	struct worker_start s = { .keep = keep, .nkeep = nkeep, .switch_user = envd_cfg.is_root,
-				  .parent = getpid() };
+				  .parent = getpid(), .loader = program_fd >= 0 };
 	gid_t groups[ENVD_MAX_GROUPS];
-	char uid[24], gid[24], *argv[16];
+	char uid[24], gid[24], libdir[32], program[32], *argv[24];
 	size_t stack_size = 64 * 1024;
 	char *stack = NULL;
 	sigset_t all, old;
@@ -263,6 +281,17 @@ static pid_t spawn_worker(const struct envd_user *u, const char *kind, const cha
 	snprintf(uid, sizeof(uid), "%u", (unsigned)s.uid);
 	snprintf(gid, sizeof(gid), "%u", (unsigned)s.gid);
 	argv[argc++] = "hangar-envd";
+	if (s.loader) {
+		/* The loader's options, then hangar-envd's own command line. */
+		snprintf(libdir, sizeof(libdir), "/proc/self/fd/%d", 3 + nkeep);
+		snprintf(program, sizeof(program), "/proc/self/fd/%d", 3 + nkeep + 1);
+		argv[argc++] = "--library-path";
+		argv[argc++] = libdir;
+		argv[argc++] = "--inhibit-cache";
+		argv[argc++] = "--argv0";
+		argv[argc++] = "hangar-envd";
+		argv[argc++] = program;
+	}
 	argv[argc++] = WORKER_FLAG;
 	argv[argc++] = (char *)kind;
 	argv[argc++] = uid;
@@ -366,6 +395,10 @@ int ckpt_worker_main(int argc, char **argv)
 		if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
 			return worker_refuse("not started by hangar-envd");
 	}
+	/* Under a loader, the descriptors it was given (ckpt_init): nothing of the worker's. */
+	if (syscall(SYS_close_range, (unsigned)(3 + nfds), ~0U, 0) < 0)
+		for (int fd = 3 + nfds; fd < 65536; fd++)
+			close(fd);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	umask(022);

@@ -46,11 +46,53 @@ struct envd_config {
 	uint64_t caps;
 	int cap_last;
 	int single_uid;             /* -single-uid: commands as any uid but the daemon's are refused */
+	const char *loader;         /* -loader: the dynamic loader the daemon was started with, or NULL */
 };
 extern struct envd_config envd_cfg;
 
 /* One line on stderr with -v; nothing otherwise. */
 void envd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- its own runtime (runtime.c) ------------------------------------ */
+
+/*
+ * Users, groups, hosts and every other Name Service Switch database from
+ * /etc files alone, whatever /etc/nsswitch.conf says: no NSS module is ever
+ * loaded (in an image sandbox it would come from the image). First thing in
+ * main, in the daemon and in its workers.
+ */
+void envd_runtime_lock_nss(void);
+/*
+ * -loader PATH: the daemon runs under that dynamic loader, its libraries in
+ * PATH's directory. Opens the loader, the directory and the daemon's own
+ * program, for workers started the same way. NULL: nothing to do. 0, or -1
+ * said.
+ */
+int envd_runtime_init(const char *loader);
+/* The descriptors envd_runtime_init opened (O_PATH); 1 when there is a loader, else 0. */
+int envd_runtime_fds(int *loader, int *libdir, int *program);
+
+/* ---- what a Start request runs (plan.c) ------------------------------ */
+
+struct envd_user; /* below */
+
+/*
+ * The program, its arguments, and hangar-envd's own timeout when it stands
+ * in for timeout(1): the rules are plan.c's opening comment.
+ */
+struct envd_exec_plan {
+	char *path;                 /* the executable; NULL: none (why says so when not just "not found") */
+	char **argv;                /* malloc'd vector; its strings are the request's, or static */
+	int timeout;                /* 1: hangar-envd is the timeout */
+	int term_sig;               /* timeout: what is sent at term_ns (SIGTERM unless -s) */
+	int64_t term_ns, kill_ns;   /* timeout: after the start, then after the signal; 0: never */
+	char why[192];              /* "": the command is just not found */
+};
+/* Plans argv (argv[0] as asked, NULL-terminated) for u with envp's PATH. 0, or -1 out of memory. */
+int envd_exec_plan(struct envd_exec_plan *p, char *const *argv, char *const *envp, const struct envd_user *u);
+void envd_exec_plan_free(struct envd_exec_plan *p);
+/* cmd itself when it has a slash, else the first executable file cmd on envp's PATH; malloc'd, or NULL. */
+char *envd_resolve_command(const char *cmd, char *const *envp);
 
 /* ---- errors ---------------------------------------------------------- */
 

@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	fputs("usage: hangar-envd [-port N] [-addr ADDR] [-socket PATH | -listen-fd FD]\n"
 	      "                   [-token-file PATH | -token-fd FD]\n"
 	      "                   [-token-env NAME] [-user NAME] [-workdir DIR] [-env KEY=VALUE]...\n"
-	      "                   [-ready-fd FD] [-userns-fd FD -root-id ID] [-single-uid] [-v] [-version]\n",
+	      "                   [-ready-fd FD] [-userns-fd FD -root-id ID] [-single-uid] [-loader PATH]\n"
+	      "                   [-v] [-version]\n",
 	      f);
 }
 
@@ -179,6 +180,7 @@ struct cmdline {
 	int token_fd;
 	int ready_fd;
 	int userns_fd;
+	const char *loader;         /* -loader */
 	size_t nenv;                /* -env strings so far in envd_cfg.default_env */
 };
 
@@ -307,6 +309,8 @@ static int parse_flag(struct cmdline *c, int argc, char **argv, int *i)
 		if (flag_id(f, arg_value(argc, argv, i), 1, &id) != KEEP_GOING)
 			return 2;
 		envd_cfg.root_id = (uid_t)id;
+	} else if (strcmp(f, "-loader") == 0) {
+		c->loader = arg_value(argc, argv, i);
 	} else if (strcmp(f, "-single-uid") == 0) {
 		envd_cfg.single_uid = 1;
 	} else if (strcmp(f, "-isnotfc") == 0) {
@@ -529,11 +533,15 @@ int main(int argc, char **argv)
 	sigset_t stop;
 	int rc;
 
+	/* Before any name is looked up, in the daemon and in its workers. */
+	envd_runtime_lock_nss();
 	/* A checkpoint request's worker (ckpt.h), started by the daemon. */
 	if (ckpt_is_worker(argc, argv))
 		return ckpt_worker_main(argc, argv);
 	if ((rc = parse_flags(&c, argc, argv)) != KEEP_GOING)
 		return rc;
+	if (envd_runtime_init(c.loader) < 0)
+		return 2;
 	if (settle_privileges(&c) < 0)
 		return 2;
 	if (read_token(&c) < 0 || set_default_user(c.user) < 0)

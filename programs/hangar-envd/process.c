@@ -59,10 +59,20 @@ struct proc {
 	int64_t deadline_ns;    /* 0: none */
 	pthread_t thread;
 
-	pthread_mutex_t mu;     /* subs, finished, stop_readers */
+	/*
+	 * hangar-envd standing in for timeout(1) (plan.c): the signal and when
+	 * it is due, then SIGKILL kill_after later (tmo_kill_at once armed).
+	 */
+	int tmo, tmo_sig;
+	int64_t tmo_term_at, tmo_kill_after;
+
+	pthread_mutex_t mu;     /* subs, finished, stop_readers, the timeout's state */
 	struct sub *subs;
 	int stop_readers;
 	int finished;
+	int64_t tmo_kill_at;    /* 0: not armed */
+	int tmo_signalled;      /* the timeout's signal went to the group: it timed out */
+	int tmo_killed;         /* SIGKILL went to the group */
 
 	pthread_mutex_t in_mu;  /* stdin_fd and writes to the PTY */
 	int stdin_fd;           /* -1: disabled or closed */
@@ -395,9 +405,29 @@ static void unlink_live(struct proc *p)
 	pthread_mutex_unlock(&table_mu);
 }
 
+/*
+ * The end coreutils' timeout would report for a command whose own status is
+ * wstatus: killed with its group once it sent SIGKILL, 124 once it sent its
+ * signal, else the command's status (raised again without a core dump).
+ */
+static int timeout_status(struct proc *p, int wstatus)
+{
+	int killed, signalled;
+
+	pthread_mutex_lock(&p->mu);
+	killed = p->tmo_killed;
+	signalled = p->tmo_signalled;
+	pthread_mutex_unlock(&p->mu);
+	if (killed)
+		return SIGKILL;
+	if (signalled)
+		return 124 << 8;
+	return WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : wstatus;
+}
+
 static void finish(struct proc *p, int wstatus, int deadline_hit)
 {
-	cJSON *end = end_event(wstatus);
+	cJSON *end = end_event(p->tmo ? timeout_status(p, wstatus) : wstatus);
 	char *json = cJSON_PrintUnformatted(end);
 	struct retained *r = calloc(1, sizeof(*r));
 	struct envd_stream **v;
@@ -466,6 +496,48 @@ static void close_readers(struct proc *p)
 	/* A PTY master stays open for input until the end; we just stop reading it. */
 }
 
+/*
+ * The timeout's signals, as coreutils' timeout sends them: to the command
+ * and its process group (the command leads one: setsid), SIGCONT after any
+ * signal but SIGKILL so a stopped group sees it.
+ */
+static void timeout_signal(struct proc *p, int sig)
+{
+	if (kill(-p->pid, sig) < 0)
+		kill(p->pid, sig);
+	if (sig != SIGKILL && sig != SIGCONT && kill(-p->pid, SIGCONT) < 0)
+		kill(p->pid, SIGCONT);
+}
+
+/* Sends what is due at now; the next moment something is due, or 0. */
+static int64_t timeout_step(struct proc *p, int64_t now)
+{
+	int term = 0, killing = 0;
+	int64_t next;
+
+	pthread_mutex_lock(&p->mu);
+	if (!p->tmo_signalled && p->tmo_term_at && now >= p->tmo_term_at) {
+		p->tmo_signalled = term = 1;
+		p->tmo_killed = p->tmo_sig == SIGKILL;
+		if (p->tmo_kill_after && !p->tmo_kill_at)
+			p->tmo_kill_at = now + p->tmo_kill_after;
+	}
+	if (!p->tmo_killed && p->tmo_kill_at && now >= p->tmo_kill_at)
+		p->tmo_killed = killing = 1;
+	/* The earlier of what is still to come: the signal, and SIGKILL once armed (a SIGTERM of the caller's arms it). */
+	next = p->tmo_signalled ? 0 : p->tmo_term_at;
+	if (!p->tmo_killed && p->tmo_kill_at && (!next || p->tmo_kill_at < next))
+		next = p->tmo_kill_at;
+	if (p->tmo_killed)
+		next = 0;
+	pthread_mutex_unlock(&p->mu);
+	if (term)
+		timeout_signal(p, p->tmo_sig);
+	if (killing)
+		timeout_signal(p, SIGKILL);
+	return next;
+}
+
 static void *supervise(void *arg)
 {
 	struct proc *p = arg;
@@ -502,6 +574,19 @@ static void *supervise(void *arg)
 			int64_t left = p->deadline_ns - clock_mono_ns();
 
 			timeout = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+		}
+		/* The stand-in timeout acts while the command runs, as coreutils' does. */
+		if (p->tmo && !exited) {
+			int64_t due = timeout_step(p, clock_mono_ns()), left;
+
+			if (due) {
+				left = due - clock_mono_ns();
+				left = left <= 0 ? 0 : (left + 999999) / 1000000;
+				if (left > INT32_MAX)
+					left = INT32_MAX;
+				if (timeout < 0 || left < timeout)
+					timeout = (int)left;
+			}
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -655,6 +740,7 @@ static int parse_start(const cJSON *in, struct start_req *sr, cJSON **config, st
 struct child_args {
 	const char *path;       /* resolved executable, or NULL when not found */
 	const char *cmd;        /* as requested, for the error message */
+	const char *why;        /* path NULL: the message, or "" for "cmd: command not found" */
 	char **argv;
 	char **envp;
 	const char *cwd;
@@ -663,36 +749,6 @@ struct child_args {
 	int ngroups;
 	int in_fd, out_fd, err_fd, pty_slave;
 };
-
-/*
- * The command's executable: cmd itself when it has a slash, else the first
- * match on the PATH of the child's environment (not the daemon's), the way a
- * shell would look it up. NULL when there is none.
- */
-static char *resolve_command(const char *cmd, char *const *envp)
-{
-	const char *path = NULL, *p;
-	char buf[4096];
-
-	if (strchr(cmd, '/'))
-		return strdup(cmd);
-	for (char *const *e = envp; *e; e++)
-		if (!strncmp(*e, "PATH=", 5))
-			path = *e + 5;
-	for (p = path; p && *p;) {
-		size_t n = strcspn(p, ":");
-		int len = snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? p : ".", cmd);
-
-		if (len > 0 && (size_t)len < sizeof(buf) && access(buf, X_OK) == 0) {
-			struct stat st;
-
-			if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
-				return strdup(buf);
-		}
-		p += n + (p[n] == ':');
-	}
-	return NULL;
-}
 
 static void child_fail(const char *cmd, const char *why, int code)
 {
@@ -751,6 +807,12 @@ static int child_main(void *arg)
 		child_fail(a->cmd, ": cannot switch user\n", 126);
 	if (chdir(a->cwd) < 0)
 		child_fail(a->cmd, ": cannot enter the working directory\n", 126);
+	if (!a->path && a->why[0]) {
+		ssize_t n = write(2, a->why, strlen(a->why));
+
+		(void)n;
+		child_fail("", "\n", 127);
+	}
 	if (!a->path)
 		child_fail(a->cmd, ": command not found\n", 127);
 	execve(a->path, a->argv, a->envp);
@@ -812,6 +874,7 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 };
 	int master = -1, slave = -1, devnull = -1, ngroups;
 	gid_t groups[ENVD_MAX_GROUPS];
+	struct envd_exec_plan plan;
 	char **envp;
 	pid_t pid;
 
@@ -819,12 +882,18 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 	envp = envd_build_env(u, sr->envs);
 	if (!envp)
 		return rpc_fail(err, CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+	if (envd_exec_plan(&plan, sr->argv, envp, u) < 0) {
+		envd_exec_plan_free(&plan);
+		free(envp);
+		return rpc_fail(err, CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+	}
 
 	if (sr->has_pty) {
 		struct winsize ws = { .ws_row = (unsigned short)(sr->rows ? sr->rows : 24),
 				      .ws_col = (unsigned short)(sr->cols ? sr->cols : 80) };
 
 		if (openpty(&master, &slave, NULL, NULL, &ws) < 0) {
+			envd_exec_plan_free(&plan);
 			free(envp);
 			return rpc_fail(err, CONNECT_INVALID_ARGUMENT, "error starting pty: %s", strerror(errno));
 		}
@@ -839,6 +908,7 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 			close_fd(&out_p[0]); close_fd(&out_p[1]);
 			close_fd(&err_p[0]); close_fd(&err_p[1]);
 			close_fd(&in_p[0]); close_fd(&in_p[1]);
+			envd_exec_plan_free(&plan);
 			free(envp);
 			return rpc_fail(err, CONNECT_INTERNAL, "error creating pipes: %s", strerror(e));
 		}
@@ -846,17 +916,23 @@ static int spawn(struct proc *p, struct start_req *sr, const struct envd_user *u
 
 	{
 		struct child_args a = {
-			.cmd = sr->cmd, .argv = sr->argv, .envp = envp, .cwd = cwd, .u = u,
+			.cmd = sr->cmd, .argv = plan.argv, .envp = envp, .cwd = cwd, .u = u,
 			.groups = groups, .ngroups = ngroups,
 			.in_fd = sr->want_stdin ? in_p[0] : devnull, .out_fd = out_p[1], .err_fd = err_p[1],
-			.pty_slave = slave,
+			.pty_slave = slave, .path = plan.path, .why = plan.why,
 		};
-		char *path = resolve_command(sr->cmd, envp);
 
-		a.path = path;
 		pid = spawn_child(&a, &p->pidfd);
-		free(path);
 	}
+	if (plan.timeout) {
+		int64_t now = clock_mono_ns();
+
+		p->tmo = 1;
+		p->tmo_sig = plan.term_sig;
+		p->tmo_term_at = plan.term_ns ? now + plan.term_ns : 0;
+		p->tmo_kill_after = plan.kill_ns;
+	}
+	envd_exec_plan_free(&plan);
 	free(envp);
 	close_fd(&slave);
 	close_fd(&in_p[0]);
@@ -1120,7 +1196,14 @@ static int do_send_signal(struct envd_req *r, const cJSON *in, cJSON **out, stru
 	p = find_live(&sel);
 	if (!p)
 		return not_found(&sel, err);
-	if (kill(p->pid, sig) < 0 && errno != ESRCH) {
+	if (p->tmo && sig == SIGTERM) {
+		/* What coreutils' timeout does with a SIGTERM of its own: the group gets it, and -k runs from now. */
+		pthread_mutex_lock(&p->mu);
+		if (p->tmo_kill_after && !p->tmo_kill_at)
+			p->tmo_kill_at = clock_mono_ns() + p->tmo_kill_after;
+		pthread_mutex_unlock(&p->mu);
+		timeout_signal(p, SIGTERM);
+	} else if (kill(p->pid, sig) < 0 && errno != ESRCH) {
 		proc_unref(p);
 		return rpc_fail(err, CONNECT_INTERNAL, "error sending signal: %s", strerror(errno));
 	}

@@ -200,9 +200,69 @@ static void add_writable(struct argv *a, const struct jail_spec *s)
 	add(a, "/var/tmp");
 }
 
-/* envd's binary, its environment and its own command line, last. */
-static void add_envd(struct argv *a, const struct jail_spec *s)
+/*
+ * Image sandboxes: hangar-envd's loader and libraries (envdrt.c) under
+ * ENVD_RUNTIME_DIR, read-only, from the stage (userns) or the host, and the
+ * image's /etc/ld.so.preload hidden: the host's loader would load what it
+ * lists into hangar-envd before main(). -errno said, or 0.
+ */
+static int add_envd_runtime(struct argv *a, const struct jail_spec *s, const struct envd_runtime **rt)
 {
+	*rt = envd_runtime_find(s->envd);
+	if (!*rt)
+		return -ENOEXEC;
+	if (s->userns) {
+		add(a, "--ro-bind");
+		addf(a, "%s/lib", files_at(s));
+		add(a, ENVD_RUNTIME_DIR);
+	} else {
+		/* Searchable by whichever user a worker runs as (ckpt.c opens it by descriptor, not by name). */
+		add(a, "--perms");
+		add(a, "0755");
+		add(a, "--dir");
+		add(a, ENVD_RUNTIME_DIR);
+		add(a, "--ro-bind");
+		add(a, (*rt)->loader);
+		addf(a, ENVD_RUNTIME_DIR "/%s", (*rt)->loader_name);
+		for (size_t i = 0; i < (*rt)->n; i++) {
+			add(a, "--ro-bind");
+			add(a, (*rt)->libs[i].path);
+			addf(a, ENVD_RUNTIME_DIR "/%s", (*rt)->libs[i].name);
+		}
+	}
+	add(a, "--ro-bind");
+	add(a, "/dev/null");
+	add(a, "/etc/ld.so.preload");
+	return 0;
+}
+
+/*
+ * How hangar-envd is started: its program (the local template, whose /usr
+ * is the host's, may run it directly), or, in an image, the loader of its
+ * own with its library directory alone (never the image's /etc/ld.so.cache),
+ * told what it runs as and where the loader is, for the workers it starts.
+ */
+static void add_envd_program(struct argv *a, const struct envd_runtime *rt, const char *envd_inside)
+{
+	if (!rt) {
+		add(a, envd_inside);
+		return;
+	}
+	addf(a, ENVD_RUNTIME_DIR "/%s", rt->loader_name);
+	add(a, "--library-path");
+	add(a, ENVD_RUNTIME_DIR);
+	add(a, "--inhibit-cache");
+	add(a, "--argv0");
+	add(a, "hangar-envd");
+	add(a, envd_inside);
+	add(a, "-loader");
+	addf(a, ENVD_RUNTIME_DIR "/%s", rt->loader_name);
+}
+
+/* envd's binary, its environment and its own command line, last. 0 or -errno. */
+static int add_envd(struct argv *a, const struct jail_spec *s)
+{
+	const struct envd_runtime *rt = NULL;
 	const char *envd_inside = s->envd;
 
 	/*
@@ -218,7 +278,7 @@ static void add_envd(struct argv *a, const struct jail_spec *s)
 	add(a, "65536");
 	add(a, "--tmpfs");
 	add(a, "/run/hangar");
-	if (s->userns || strncmp(s->envd, "/usr/", 5) != 0) {
+	if (s->image || s->userns || strncmp(s->envd, "/usr/", 5) != 0) {
 		envd_inside = "/run/hangar/hangar-envd";
 		add(a, "--ro-bind");
 		if (s->userns)
@@ -226,6 +286,10 @@ static void add_envd(struct argv *a, const struct jail_spec *s)
 		else
 			add(a, s->envd);
 		add(a, envd_inside);
+	}
+	if (s->image && add_envd_runtime(a, s, &rt) < 0) {
+		errno = ENOEXEC;
+		return -ENOEXEC;
 	}
 	add(a, "--remount-ro");
 	add(a, "/run/hangar");
@@ -237,7 +301,7 @@ static void add_envd(struct argv *a, const struct jail_spec *s)
 	add(a, "--setenv");
 	add(a, "PATH");
 	add(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	add(a, envd_inside);
+	add_envd_program(a, rt, envd_inside);
 	add(a, "-listen-fd");
 	addf(a, "%d", s->listen_fd);
 	add(a, "-token-fd");
@@ -264,6 +328,7 @@ static void add_envd(struct argv *a, const struct jail_spec *s)
 		/* One uid for everything: root would be envd itself (userns.c). */
 		add(a, "-single-uid");
 	}
+	return 0;
 }
 
 int bwrap_argv(struct argv *a, const struct jail_spec *s)
@@ -275,6 +340,5 @@ int bwrap_argv(struct argv *a, const struct jail_spec *s)
 	if (r < 0)
 		return r;
 	add_writable(a, s);
-	add_envd(a, s);
-	return 0;
+	return add_envd(a, s);
 }

@@ -218,9 +218,36 @@ struct jail_spec {
 	int seccomp_fd;           /* the filter (seccomp_filter_fd) */
 	int info_fd, block_fd;    /* network on: bwrap's --info-fd and --block-fd; -1: off */
 	int inner_fd;             /* userns: where the child puts the commands' namespace */
+	/*
+	 * 1: the sandbox's root is an image, not the host's /usr. hangar-envd
+	 * then runs through a loader and libraries of its own (envdrt.c), the
+	 * image's /etc/ld.so.preload is hidden, and nothing else of add_envd
+	 * changes. Set by whoever makes the image the root; 0: the `local`
+	 * template.
+	 */
+	int image;
 };
 /* Appends bwrap's whole command line for s to a (as etc_build, it builds dir/rootfs/etc). 0 or -errno. */
 int bwrap_argv(struct argv *a, const struct jail_spec *s);
+
+/* ---- envdrt.c: hangar-envd's own loader and libraries, for image sandboxes ---- */
+
+#define ENVD_RUNTIME_MAX 64
+#define ENVD_RUNTIME_DIR "/run/hangar/lib" /* where the sandbox sees them */
+struct envd_runtime {
+	char loader[PATH_MAX];    /* the host's loader, hangar-envd's program interpreter */
+	char loader_name[64];     /* its name in ENVD_RUNTIME_DIR */
+	struct {
+		char name[128];       /* the name hangar-envd's objects ask for (DT_NEEDED) */
+		char path[PATH_MAX];  /* the host's file */
+	} libs[ENVD_RUNTIME_MAX];
+	size_t n;
+};
+/*
+ * The loader and libraries hangar-envd at envd (a host path) needs, found
+ * on the host the first time and kept for the jail's life. NULL said.
+ */
+const struct envd_runtime *envd_runtime_find(const char *envd);
 
 /* ---- stage.c: the sandbox's files, staged for bwrap ---- */
 

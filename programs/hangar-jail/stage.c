@@ -7,6 +7,7 @@
  * under /root, which the sandbox's unprivileged ids could not reach):
  *   STAGE/etc   its /etc (etc.c)
  *   STAGE/envd  hangar-envd
+ *   STAGE/lib   image sandboxes: hangar-envd's loader and libraries (envdrt.c)
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
  *               writes nothing to the host's disk and runs out of space at
  *               its limit (ENOSPC)
@@ -32,6 +33,8 @@
 /* What the stage binds, opened before it is mounted. */
 struct sources {
 	int etc, envd;
+	const struct envd_runtime *rt; /* image sandboxes: lib[0] the loader, then rt->libs */
+	int lib[ENVD_RUNTIME_MAX + 1];
 };
 
 static void close_sources(struct sources *f)
@@ -43,6 +46,31 @@ static void close_sources(struct sources *f)
 			close(*all[i]);
 			*all[i] = -1;
 		}
+	for (size_t i = 0; f->rt && i <= f->rt->n; i++)
+		if (f->lib[i] >= 0) {
+			close(f->lib[i]);
+			f->lib[i] = -1;
+		}
+}
+
+/* Image sandboxes: the loader and libraries, opened into f->lib. 0, or -1 with errno. */
+static int open_runtime(struct sources *f, const struct jail_spec *s)
+{
+	if (!s->image)
+		return 0;
+	f->rt = envd_runtime_find(s->envd);
+	if (!f->rt) {
+		errno = ENOEXEC;
+		return -1;
+	}
+	for (size_t i = 0; i <= f->rt->n; i++)
+		f->lib[i] = -1;
+	for (size_t i = 0; i <= f->rt->n; i++) {
+		f->lib[i] = open(i ? f->rt->libs[i - 1].path : f->rt->loader, O_PATH | O_CLOEXEC);
+		if (f->lib[i] < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int open_in_dir(const char *dir, const char *rest, int flags)
@@ -82,7 +110,10 @@ static int bind_fd(int fd, const char *at, const char *name, int file)
 	char src[64], dst[PATH_MAX];
 
 	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-	snprintf(dst, sizeof(dst), "%s/%s", at, name);
+	if (snprintf(dst, sizeof(dst), "%s/%s", at, name) >= (int)sizeof(dst)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	if (file) {
 		int m = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 
@@ -93,6 +124,22 @@ static int bind_fd(int fd, const char *at, const char *name, int file)
 		return -1;
 	}
 	return mount(src, dst, NULL, MS_BIND, NULL);
+}
+
+/* STAGE/lib: what open_runtime opened, each under its name. 0, or -1 with errno. */
+static int bind_runtime(const struct sources *f, const char *at)
+{
+	char lib[PATH_MAX];
+
+	if (!f->rt)
+		return 0;
+	snprintf(lib, sizeof(lib), "%s/lib", at);
+	if (mkdir(lib, 0755) < 0)
+		return -1;
+	for (size_t i = 0; i <= f->rt->n; i++)
+		if (bind_fd(f->lib[i], lib, i ? f->rt->libs[i - 1].name : f->rt->loader_name, 1) < 0)
+			return -1;
+	return 0;
 }
 
 static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
@@ -118,7 +165,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 {
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
-	struct sources f = { -1, -1 };
+	struct sources f = { .etc = -1, .envd = -1 };
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
 	 * namespace, root of the commands' namespace below) as the stage's
@@ -128,13 +175,13 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 
 	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    open_sources(&f, s->dir, s->envd) < 0 ||
+	    open_sources(&f, s->dir, s->envd) < 0 || open_runtime(&f, s) < 0 ||
 	    mount("hangar", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) {
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
 	}
 	if (bind_fd(f.etc, at, "etc", 0) < 0 ||
-	    bind_fd(f.envd, at, "envd", 1) < 0) {
+	    bind_fd(f.envd, at, "envd", 1) < 0 || bind_runtime(&f, at) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_sources(&f);
 		return -1;

@@ -8,7 +8,6 @@ deadline. At teardown the daemon must still be running and answering
 
 import os
 import secrets
-import select
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from envdwire import Client  # noqa: E402
+from envdwire import Client, read_ready  # noqa: E402
 
 READY_TIMEOUT = 10
 
@@ -58,24 +57,11 @@ class Daemon:
         self.client = Client(self.port, token=token)
 
     def _read_ready(self, fd):
-        deadline = time.monotonic() + READY_TIMEOUT
-        data = b""
-        while not data.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                pytest.fail(f"hangar-envd did not report ready within {READY_TIMEOUT}s: {self.output()}")
-            r, _, _ = select.select([fd], [], [], left)
-            if not r:
-                continue
-            chunk = os.read(fd, 64)
-            if not chunk:
-                self.proc.wait(timeout=5)
-                pytest.fail(f"hangar-envd exited ({self.proc.returncode}) before ready: {self.output()}")
-            data += chunk
-        words = data.decode().split()
-        assert words[0] == "ready" and len(words) == 2, data
-        return int(words[1])
+        try:
+            return read_ready(fd, self.proc, READY_TIMEOUT)
+        except AssertionError as e:
+            self.kill()
+            pytest.fail(f"{e}: {self.output()}")
 
     def output(self):
         self.log.seek(0)

@@ -9,6 +9,8 @@ the tests decide that.
 import base64
 import http.client
 import json
+import os
+import select
 import socket
 import struct
 import time
@@ -61,6 +63,30 @@ def poll(cond, seconds, interval=0.05, what="condition"):
         if d.expired():
             raise AssertionError(f"timed out after {seconds}s waiting for {what}")
         time.sleep(min(interval, d.remaining()))
+
+
+def read_ready(fd, proc, seconds):
+    """The port a daemon started with -ready-fd reports on fd ("ready PORT\\n") within seconds.
+
+    Raises AssertionError saying why not: no line in time, or proc exited first.
+    """
+    deadline = time.monotonic() + seconds
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"hangar-envd did not report ready within {seconds}s")
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 64)
+        if not chunk:
+            proc.wait(timeout=5)
+            raise AssertionError(f"hangar-envd exited ({proc.returncode}) before ready")
+        data += chunk
+    words = data.decode().split()
+    assert words[0] == "ready" and len(words) == 2, data
+    return int(words[1])
 
 
 class Response:

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Runs the raw-protocol tests in this directory with pytest; exit 77 (skip) without it.
-dir=$(dirname "$0")
+# Runs the raw-protocol tests in this directory (or $PYTEST_DIR) with pytest; exit 77 (skip) without it.
+dir=${PYTEST_DIR:-$(dirname "$0")}
 py=${PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 if ! "$py" -c 'import pytest' 2>/dev/null; then
