@@ -869,6 +869,172 @@ void h_e2b_connect(struct request *r)
 	resume_common(r, 1);
 }
 
+/* ---- metrics and logs ---- */
+
+struct samples {
+	cJSON *arr;
+	int64_t start_s, end_s;   /* 0: unbounded */
+};
+
+static int add_sample(const hangar_sandbox_metric *m, void *payload)
+{
+	struct samples *w = payload;
+	int64_t t = m->timestamp_us / 1000000;
+	char when[80];
+	cJSON *o;
+
+	if ((w->start_s && t < w->start_s) || (w->end_s && t > w->end_s))
+		return 0;
+	iso_time(when, m->timestamp_us);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "timestamp", when);
+	sjson_add_int64(o, "timestampUnix", t);
+	sjson_add_int64(o, "cpuCount", m->cpu_count);
+	cJSON_AddNumberToObject(o, "cpuUsedPct", m->cpu_used_pct);
+	sjson_add_int64(o, "memUsed", (int64_t)m->mem_used_bytes);
+	sjson_add_int64(o, "memTotal", (int64_t)m->mem_total_bytes);
+	sjson_add_int64(o, "memCache", 0);
+	sjson_add_int64(o, "diskUsed", (int64_t)m->disk_used_bytes);
+	sjson_add_int64(o, "diskTotal", (int64_t)m->disk_total_bytes);
+	cJSON_AddItemToArray(w->arr, o);
+	return 0;
+}
+
+/* A whole number query parameter within bounds; -1 after answering 400. */
+static int query_int(struct request *r, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+	const char *q = request_query(r, key);
+	char *end;
+	long long v;
+
+	if (!q)
+		return 0;
+	v = strtoll(q, &end, 10);
+	if (!*q || *end || v < min || v > max) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"%s\" is a whole number from %" PRId64 " to %" PRId64,
+			    key, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+void h_e2b_metrics(struct request *r)
+{
+	struct samples w = { 0 };
+	hangar_sandbox *sb;
+	int rc;
+
+	if (query_int(r, "start", 0, INT64_C(253402300799), &w.start_s) < 0 ||
+	    query_int(r, "end", 0, INT64_C(253402300799), &w.end_s) < 0 || !(sb = open_sandbox(r)))
+		return;
+	w.arr = cJSON_CreateArray();
+	rc = hangar_sandbox_metrics(sb, add_sample, &w);
+	if (rc < 0) {
+		cJSON_Delete(w.arr);
+		reply_hangar_error(r, rc);
+	} else {
+		reply_json(r, 200, w.arr);
+	}
+	hangar_sandbox_unref(sb);
+}
+
+static int level_rank(const char *level)
+{
+	static const char *const order[] = { "debug", "info", "warn", "error" };
+	for (int i = 0; i < 4; i++)
+		if (strcmp(order[i], level) == 0)
+			return i;
+	return 1; /* a platform's own word counts as info */
+}
+
+struct log_walk {
+	cJSON *arr;
+	int min_rank;
+	const char *search;
+	int64_t cursor_ms;        /* -1: none */
+	int backward;
+};
+
+static int add_log(const hangar_sandbox_log_entry *e, void *payload)
+{
+	struct log_walk *w = payload;
+	int64_t ms = e->timestamp_us / 1000;
+	char when[80];
+	cJSON *o;
+
+	if (level_rank(e->level) < w->min_rank || (w->search && !strstr(e->message, w->search)))
+		return 0;
+	if (w->cursor_ms >= 0 && (w->backward ? ms > w->cursor_ms : ms < w->cursor_ms))
+		return 0;
+	iso_time(when, e->timestamp_us);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "timestamp", when);
+	cJSON_AddStringToObject(o, "message", e->message);
+	cJSON_AddStringToObject(o, "level", e->level);
+	cJSON_AddObjectToObject(o, "fields");
+	cJSON_AddItemToArray(w->arr, o);
+	return 0;
+}
+
+/*
+ * The platform log, as E2B's v2 logs: at most limit entries from cursor
+ * (milliseconds) on, oldest first (forward) or newest first (backward), at
+ * level or above, holding search.
+ */
+void h_e2b_logs(struct request *r)
+{
+	struct log_walk w = { 0 };
+	const char *dir = request_query(r, "direction"), *level = request_query(r, "level");
+	int64_t limit = 1000;
+	hangar_sandbox *sb;
+	cJSON *doc, *logs;
+	int rc, n;
+
+	w.cursor_ms = -1;
+	w.search = request_query(r, "search");
+	if (query_int(r, "limit", 0, 1000, &limit) < 0 ||
+	    query_int(r, "cursor", 0, INT64_C(253402300799999), &w.cursor_ms) < 0)
+		return;
+	if (dir && strcmp(dir, "forward") != 0 && strcmp(dir, "backward") != 0) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"direction\" is forward or backward");
+		return;
+	}
+	if (level && strcmp(level, "debug") != 0 && strcmp(level, "info") != 0 && strcmp(level, "warn") != 0 &&
+	    strcmp(level, "error") != 0) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"level\" is debug, info, warn or error");
+		return;
+	}
+	if (w.search && strlen(w.search) > 256) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"search\" is at most 256 bytes");
+		return;
+	}
+	w.backward = dir && strcmp(dir, "backward") == 0;
+	w.min_rank = level ? level_rank(level) : 0;
+	if (!(sb = open_sandbox(r)))
+		return;
+	doc = cJSON_CreateObject();
+	w.arr = logs = cJSON_AddArrayToObject(doc, "logs");
+	rc = hangar_sandbox_logs(sb, add_log, &w);
+	hangar_sandbox_unref(sb);
+	if (rc < 0) {
+		cJSON_Delete(doc);
+		reply_hangar_error(r, rc);
+		return;
+	}
+	/* The library reports oldest first: backward is newest first. */
+	if (w.backward) {
+		cJSON *rev = cJSON_CreateArray(), *it;
+		while ((n = cJSON_GetArraySize(logs)) > 0 && (it = cJSON_DetachItemFromArray(logs, n - 1)))
+			cJSON_AddItemToArray(rev, it);
+		cJSON_ReplaceItemInObjectCaseSensitive(doc, "logs", rev);
+		logs = rev;
+	}
+	while (cJSON_GetArraySize(logs) > limit)
+		cJSON_DeleteItemFromArray(logs, cJSON_GetArraySize(logs) - 1);
+	reply_json(r, 200, doc);
+}
+
 void h_e2b_health(struct request *r)
 {
 	reply_empty(r, 204);
@@ -896,9 +1062,7 @@ static const struct {
 	{ "POST", "/e2b/sandboxes/{id}/fork", "forks are served at POST /v1/sandboxes/{id}/fork" },
 	{ "POST", "/e2b/sandboxes/{id}/snapshots", "snapshots are served at POST /v1/sandboxes/{id}/snapshot" },
 	{ "GET", "/e2b/snapshots", "snapshots are served at POST /v1/sandboxes/{id}/snapshot" },
-	{ "GET", "/e2b/sandboxes/{id}/metrics", "metrics are not served through this API yet" },
-	{ "GET", "/e2b/sandboxes/{id}/logs", "logs are not served through this API yet" },
-	{ "GET", "/e2b/v2/sandboxes/{id}/logs", "logs are not served through this API yet" },
+	{ "GET", "/e2b/sandboxes/{id}/logs", "logs are served at GET /v2/sandboxes/{id}/logs" },
 };
 
 void h_e2b_unmapped(struct request *r)

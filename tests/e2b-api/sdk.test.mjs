@@ -222,3 +222,66 @@ test('the bearer form of the key works as X-API-Key does', async () => {
   assert.ok(Array.isArray(r.json()));
   await waitFor(async () => (await hd.request('GET', '/e2b/health', { key: null })).status === 204, { what: '/e2b/health' });
 });
+
+test('getMetrics reports the sandbox\'s resources', async () => {
+  const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000 });
+  try {
+    const samples = await sb.getMetrics();
+    assert.ok(samples.length >= 1, 'no sample');
+    const m = samples.at(-1);
+    assert.ok(m.cpuCount >= 1, `cpuCount ${m.cpuCount}`);
+    assert.ok(m.memTotal > 0 && m.memUsed > 0 && m.memUsed <= m.memTotal, JSON.stringify(m));
+    assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 60_000, `sampled at ${m.timestamp}`);
+    // A window that ended before the sandbox existed holds nothing.
+    assert.deepEqual(await Sandbox.getMetrics(sb.sandboxId, { ...hd.opts(), end: new Date(Date.now() - 3_600_000) }), []);
+    await assert.rejects(Sandbox.getMetrics('sb-0000000000000000', hd.opts()), e2b.NotFoundError);
+  } finally {
+    await sb.kill();
+  }
+});
+
+test('logs: the limits a sandbox hit, filtered by level, text and direction', async () => {
+  // Small limits, so that a command reaches both: an OOM kill (error) and
+  // refused forks (warn).
+  const small = await new Hangard({ env: { HANGAR_LOCAL_MEMORY_MB: '64', HANGAR_LOCAL_PIDS: '24' } }).start();
+  try {
+    const made = await small.request('POST', '/e2b/v2/sandboxes', { body: { templateID: 'base', timeout: 120 } });
+    assert.equal(made.status, 201, made.body);
+    const id = made.json().sandboxID;
+    const run = (command) => small.v1('POST', `/v1/sandboxes/${id}/exec`, { command });
+    await run('head -c 300000000 /dev/zero | tail > /dev/null');
+    await run('for i in $(seq 60); do sleep 5 & done 2>/dev/null; wait');
+    const logs = async (q) => {
+      const r = await small.request('GET', `/e2b/v2/sandboxes/${id}/logs${q}`);
+      assert.equal(r.status, 200, r.body);
+      return r.json().logs;
+    };
+    const all = await waitFor(async () => {
+      const l = await logs('');
+      return l.some((e) => e.level === 'error') && l.some((e) => /process limit/.test(e.message)) && l;
+    }, { what: 'the OOM kill and the refused forks in the log' });
+    for (const e of all) {
+      assert.ok(!Number.isNaN(Date.parse(e.timestamp)), e.timestamp);
+      assert.deepEqual(e.fields, {});
+    }
+    const errors = await logs('?level=error');
+    assert.ok(errors.length >= 1 && errors.every((e) => e.level === 'error'), JSON.stringify(errors));
+    assert.ok(errors.some((e) => /memory limit/.test(e.message)));
+    const warns = await logs('?level=warn');
+    assert.ok(warns.length > errors.length && warns.every((e) => e.level === 'warn' || e.level === 'error'));
+    const found = await logs(`?search=${encodeURIComponent('process limit')}`);
+    assert.ok(found.length >= 1 && found.every((e) => e.message.includes('process limit')), JSON.stringify(found));
+    assert.deepEqual(await logs('?search=no-such-line'), []);
+    assert.equal((await logs('?limit=1')).length, 1);
+    const backward = await logs('?direction=backward');
+    assert.deepEqual(backward.map((e) => e.message), all.map((e) => e.message).reverse());
+    // After every entry, nothing.
+    assert.deepEqual(await logs(`?cursor=${Date.now() + 3_600_000}`), []);
+    for (const q of ['?level=loud', '?direction=sideways', '?limit=1001', '?cursor=-1', `?search=${'x'.repeat(257)}`]) {
+      const r = await small.request('GET', `/e2b/v2/sandboxes/${id}/logs${q}`);
+      assert.equal(r.status, 400, `${q}: ${r.body}`);
+    }
+  } finally {
+    await small.cleanup();
+  }
+});
