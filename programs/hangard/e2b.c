@@ -869,6 +869,131 @@ void h_e2b_connect(struct request *r)
 	resume_common(r, 1);
 }
 
+/* ---- forks and snapshots ---- */
+
+struct forked {
+	hangar_sandbox *sb[100];
+	int error[100];
+	char *message[100];
+	uint32_t n;
+};
+
+static void take_fork(const hangar_fork_result *f, void *payload)
+{
+	struct forked *k = payload;
+	if (f->index >= 100 || k->n >= 100)
+		return;
+	k->sb[k->n] = f->error ? NULL : hangar_sandbox_ref(f->sandbox);
+	k->error[k->n] = f->error;
+	k->message[k->n] = strdup(f->message ? f->message : "");
+	k->n++;
+}
+
+/* One SandboxForkResult: {sandbox} or {error: {code, message}}. */
+static cJSON *fork_error(int code, const char *message)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "error", e2b_error_body(e2b_error_status(code), message));
+	return o;
+}
+
+/*
+ * Forks natively (hangar_sandbox_fork()): one result per fork, in the
+ * platform's order, each fork with the parent's templateID and metadata,
+ * its own tokens and the lifetime asked (default 15 s, as E2B's).
+ */
+void h_e2b_fork(struct request *r)
+{
+	static const char *const fields[] = { "timeout", "count", NULL };
+	struct forked k = { 0 };
+	struct e2b_record parent = { 0 };
+	cJSON *doc = request_json(r, fields), *out;
+	hangar_sandbox *sb = NULL;
+	int64_t secs = E2B_DEFAULT_TIMEOUT, count = 1;
+	int rc;
+
+	if (!doc)
+		return;
+	if (want_int(r, doc, "timeout", 0, E2B_MAX_TIMEOUT, &secs) < 0 || want_int(r, doc, "count", 1, 100, &count) < 0 ||
+	    !(sb = open_sandbox(r)) || load_record(r, hangar_sandbox_id(sb), &parent) < 0)
+		goto done;
+	rc = hangar_sandbox_fork(sb, (uint32_t)count, take_fork, &k);
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+		goto done;
+	}
+	out = cJSON_CreateArray();
+	for (uint32_t i = 0; i < k.n; i++) {
+		struct e2b_record rec = { .template_id = parent.template_id, .metadata = parent.metadata };
+		const char *id;
+		char why[512];
+		if (!k.sb[i]) {
+			cJSON_AddItemToArray(out, fork_error(k.error[i], k.message[i]));
+			continue;
+		}
+		id = hangar_sandbox_id(k.sb[i]);
+		rc = hangar_sandbox_set_timeout(k.sb[i], secs ? secs : 1);
+		snprintf(why, sizeof(why), "%s", rc < 0 ? hangar_error_last()->message : "");
+		if (rc == 0) {
+			e2b_lock();
+			if (e2b_record_put(id, &rec) < 0) {
+				rc = HANGAR_EOS;
+				snprintf(why, sizeof(why), "the fork's E2B record cannot be written");
+			}
+			e2b_unlock();
+		}
+		if (rc < 0) {
+			/* A fork nobody may use as asked goes. */
+			hangar_sandbox_kill(k.sb[i]);
+			cJSON_AddItemToArray(out, fork_error(rc, why));
+			continue;
+		}
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "sandbox", sandbox_answer(k.sb[i], &rec, NULL));
+		cJSON_AddItemToArray(out, o);
+	}
+	reply_json(r, 201, out);
+done:
+	for (uint32_t i = 0; i < k.n; i++) {
+		hangar_sandbox_unref(k.sb[i]);
+		free(k.message[i]);
+	}
+	e2b_record_dispose(&parent);
+	hangar_sandbox_unref(sb);
+	cJSON_Delete(doc);
+}
+
+/* hangar_sandbox_snapshot(): its id is a templateID a create may name. */
+void h_e2b_snapshot(struct request *r)
+{
+	static const char *const fields[] = { "name", NULL };
+	hangar_buf id = HANGAR_BUF_INIT;
+	cJSON *doc = request_json(r, fields);
+	hangar_sandbox *sb = NULL;
+	const char *name = NULL;
+	int rc;
+
+	if (!doc)
+		return;
+	if (want_string(r, doc, "name", &name) < 0 || !(sb = open_sandbox(r)))
+		goto done;
+	rc = hangar_sandbox_snapshot(&id, sb, name);
+	if (rc < 0) {
+		reply_hangar_error(r, rc);
+		goto done;
+	}
+	cJSON *o = cJSON_CreateObject(), *names;
+	cJSON_AddStringToObject(o, "snapshotID", id.ptr);
+	names = cJSON_AddArrayToObject(o, "names");
+	if (name && name[0])
+		cJSON_AddItemToArray(names, cJSON_CreateString(name));
+	reply_json(r, 201, o);
+done:
+	hangar_buf_dispose(&id);
+	hangar_sandbox_unref(sb);
+	cJSON_Delete(doc);
+}
+
 /* ---- metrics and logs ---- */
 
 struct samples {
@@ -1059,9 +1184,7 @@ static const struct {
 	{ "GET", "/e2b/volumes", "volumes are not supported" },
 	{ "POST", "/e2b/volumes", "volumes are not supported" },
 	{ "PUT", "/e2b/sandboxes/{id}/network", "network rules are not supported: allow_internet_access at create" },
-	{ "POST", "/e2b/sandboxes/{id}/fork", "forks are served at POST /v1/sandboxes/{id}/fork" },
-	{ "POST", "/e2b/sandboxes/{id}/snapshots", "snapshots are served at POST /v1/sandboxes/{id}/snapshot" },
-	{ "GET", "/e2b/snapshots", "snapshots are served at POST /v1/sandboxes/{id}/snapshot" },
+	{ "GET", "/e2b/snapshots", "snapshots are not listed: keep the snapshotID POST /sandboxes/{id}/snapshots answers" },
 	{ "GET", "/e2b/sandboxes/{id}/logs", "logs are served at GET /v2/sandboxes/{id}/logs" },
 };
 

@@ -256,6 +256,8 @@ void h_e2b_health(struct request *),
 	h_e2b_pause(struct request *),
 	h_e2b_resume(struct request *),
 	h_e2b_connect(struct request *),
+	h_e2b_fork(struct request *),
+	h_e2b_snapshot(struct request *),
 	h_e2b_metrics(struct request *),
 	h_e2b_logs(struct request *),
 	h_e2b_unmapped(struct request *);

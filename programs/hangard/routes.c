@@ -226,6 +226,8 @@ const struct route hangard_routes[] = {
 	{ "POST", "/e2b/sandboxes/{id}/resume", h_e2b_resume, S, E },
 	{ "POST", "/e2b/sandboxes/{id}/connect", h_e2b_connect, S, E },
 	{ "POST", "/e2b/v2/sandboxes/{id}/connect", h_e2b_connect, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/fork", h_e2b_fork, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/snapshots", h_e2b_snapshot, S, E },
 	{ "GET", "/e2b/sandboxes/{id}/metrics", h_e2b_metrics, S, E },
 	{ "GET", "/e2b/v2/sandboxes/{id}/logs", h_e2b_logs, S, E },
 	/* What does not map: 501 with where to go instead. */
@@ -239,8 +241,6 @@ const struct route hangard_routes[] = {
 	{ "GET", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "POST", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "PUT", "/e2b/sandboxes/{id}/network", h_e2b_unmapped, S, E | ROUTE_INLINE },
-	{ "POST", "/e2b/sandboxes/{id}/fork", h_e2b_unmapped, S, E | ROUTE_INLINE },
-	{ "POST", "/e2b/sandboxes/{id}/snapshots", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "GET", "/e2b/snapshots", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "GET", "/e2b/sandboxes/{id}/logs", h_e2b_unmapped, S, E | ROUTE_INLINE },
 };

@@ -162,3 +162,54 @@ export class Hangard {
     }
   }
 }
+
+export const FAKE_API_KEY = 'e2b_test_fedcba9876543210fedcba9876543210';
+
+/**
+ * The e2b fake of a flavour (tests/fakes: a control plane whose sandboxes
+ * are real hangar-envd processes), for a hangard whose default provider is
+ * e2b: env() is what that hangard needs to reach it.
+ */
+export class Fake {
+  constructor(flavour) {
+    this.flavour = flavour;
+  }
+
+  async start() {
+    this.child = spawn(need('FAKE_E2B'), ['--flavour', this.flavour, '--envd', need('HANGAR_ENVD_PATH'),
+      '--ready-fd', '3', '--api-key', FAKE_API_KEY], { stdio: ['ignore', 'ignore', 'inherit', 'pipe'] });
+    const line = await new Promise((resolve, reject) => {
+      let buf = '';
+      this.child.stdio[3].on('data', (d) => {
+        buf += d;
+        if (buf.includes('\n')) resolve(buf);
+      });
+      this.child.stdio[3].on('end', () => resolve(buf));
+      this.child.on('error', reject);
+    });
+    const m = /^ready (\d+) (\d+)/.exec(line);
+    if (!m) throw new Error(`the e2b fake (${this.flavour}) did not start: ${line}`);
+    [this.api, this.edge] = [Number(m[1]), Number(m[2])];
+    return this;
+  }
+
+  env() {
+    const e = {
+      HANGAR_DEFAULT_PROVIDER: 'e2b',
+      HANGAR_E2B_FLAVOR: this.flavour,
+      HANGAR_E2B_API_URL: `http://127.0.0.1:${this.api}`,
+      HANGAR_E2B_SANDBOX_URL: `http://127.0.0.1:${this.edge}`,
+      HANGAR_E2B_API_KEY: FAKE_API_KEY,
+    };
+    // CubeSandbox mints no envd token: its proxy's traffic token guards envd.
+    if (this.flavour === 'cube') e.HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD = 'true';
+    return e;
+  }
+
+  async stop() {
+    if (!this.child || this.child.exitCode !== null) return;
+    const done = new Promise((r) => this.child.once('exit', r));
+    this.child.kill('SIGTERM');
+    await done;
+  }
+}
