@@ -68,6 +68,15 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* 204 for a library call that went well, else its error. */
+static void reply_done(struct request *r, int rc)
+{
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else
+		reply_empty(r, 204);
+}
+
 /* The sandbox the path names, or NULL after answering. */
 static hangar_sandbox *open_sandbox(struct request *r)
 {
@@ -666,7 +675,6 @@ void h_e2b_timeout(struct request *r)
 	cJSON *doc = request_json(r, fields);
 	hangar_sandbox *sb = NULL;
 	int64_t secs = -1;
-	int rc;
 
 	if (!doc)
 		return;
@@ -679,11 +687,7 @@ void h_e2b_timeout(struct request *r)
 	if (!(sb = open_sandbox(r)))
 		goto out;
 	/* 0 is "no limit" to the library; to E2B it is now. */
-	rc = hangar_sandbox_set_timeout(sb, secs ? secs : 1);
-	if (rc < 0)
-		reply_hangar_error(r, rc);
-	else
-		reply_empty(r, 204);
+	reply_done(r, hangar_sandbox_set_timeout(sb, secs ? secs : 1));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
@@ -707,17 +711,12 @@ void h_e2b_refresh(struct request *r)
 	cJSON *doc = request_json(r, fields);
 	hangar_sandbox *sb = NULL;
 	int64_t secs = E2B_DEFAULT_TIMEOUT;
-	int rc;
 
 	if (!doc)
 		return;
 	if (want_int(r, doc, "duration", 0, 3600, &secs) < 0 || !(sb = open_sandbox(r)))
 		goto out;
-	rc = extend(sb, secs);
-	if (rc < 0)
-		reply_hangar_error(r, rc);
-	else
-		reply_empty(r, 204);
+	reply_done(r, extend(sb, secs));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);

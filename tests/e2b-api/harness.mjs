@@ -49,6 +49,19 @@ export async function waitFor(fn, { timeoutMs = 15_000, intervalMs = 25, what = 
   }
 }
 
+/** The first line a child writes on its fd 3 (its -ready-fd), or what it wrote before closing it. */
+function readyLine(child) {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdio[3].on('data', (d) => {
+      buf += d;
+      if (buf.includes('\n')) resolve(buf);
+    });
+    child.stdio[3].on('end', () => resolve(buf));
+    child.on('error', reject);
+  });
+}
+
 function tokensFile(dir) {
   const lines = ['# name scopes hash'];
   for (const [name, [tok, scopes]] of Object.entries(TOKENS)) {
@@ -92,16 +105,7 @@ export class Hangard {
       env, stdio: ['ignore', log, log, 'pipe'],
     });
     fs.closeSync(log);
-    const line = await new Promise((resolve, reject) => {
-      let buf = '';
-      this.child.stdio[3].on('data', (d) => {
-        buf += d;
-        if (buf.includes('\n')) resolve(buf);
-      });
-      this.child.stdio[3].on('end', () => resolve(buf));
-      this.child.on('error', reject);
-    });
-    const m = /^ready (\d+)/.exec(line);
+    const m = /^ready (\d+)/.exec(await readyLine(this.child));
     if (!m) throw new Error(`hangard did not start: ${this.log()}`);
     this.port = Number(m[1]);
     this.base = `http://127.0.0.1:${this.port}`;
@@ -178,15 +182,7 @@ export class Fake {
   async start() {
     this.child = spawn(need('FAKE_E2B'), ['--flavour', this.flavour, '--envd', need('HANGAR_ENVD_PATH'),
       '--ready-fd', '3', '--api-key', FAKE_API_KEY], { stdio: ['ignore', 'ignore', 'inherit', 'pipe'] });
-    const line = await new Promise((resolve, reject) => {
-      let buf = '';
-      this.child.stdio[3].on('data', (d) => {
-        buf += d;
-        if (buf.includes('\n')) resolve(buf);
-      });
-      this.child.stdio[3].on('end', () => resolve(buf));
-      this.child.on('error', reject);
-    });
+    const line = await readyLine(this.child);
     const m = /^ready (\d+) (\d+)/.exec(line);
     if (!m) throw new Error(`the e2b fake (${this.flavour}) did not start: ${line}`);
     [this.api, this.edge] = [Number(m[1]), Number(m[2])];
