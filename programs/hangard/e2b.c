@@ -186,20 +186,6 @@ bad:
 	return -1;
 }
 
-static int want_bool(struct request *r, cJSON *doc, const char *key, int dflt, int *out)
-{
-	cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
-	*out = dflt;
-	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsBool(v)) {
-		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"%s\" must be true or false", key);
-		return -1;
-	}
-	*out = cJSON_IsTrue(v);
-	return 0;
-}
-
 /* What E2B has and a create here cannot do: refused, never ignored. */
 static int refuse_unmapped(struct request *r, cJSON *doc)
 {

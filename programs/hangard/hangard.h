@@ -228,6 +228,8 @@ hangar_sandbox *sandbox_open(struct request *r);
 /* Optional members of a body; -1 after answering 400. */
 int want_string(struct request *r, cJSON *doc, const char *key, const char **out);
 int want_int(struct request *r, cJSON *doc, const char *key, double min, double max, int64_t *out);
+/* *out is dflt when the member is missing or null, else 0 or 1. */
+int want_bool(struct request *r, cJSON *doc, const char *key, int dflt, int *out);
 /* {"K":"V"} -> NULL-terminated "K=V" (env_free()); *failed after answering. */
 char **env_array(struct request *r, cJSON *doc, const char *key, int *failed);
 void env_free(char **v);
