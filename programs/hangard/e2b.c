@@ -256,7 +256,8 @@ static char **env_of(cJSON *vars)
 	return v;
 }
 
-void h_e2b_create(struct request *r)
+/* Makes the sandbox and answers; *made its id when it did. */
+static void create(struct request *r, char **made)
 {
 	static const char *const fields[] = { "templateID", "timeout", "autoPause", "autoPauseMemory", "autoResume",
 					      "secure", "allow_internet_access", "network", "metadata", "envVars",
@@ -320,10 +321,67 @@ void h_e2b_create(struct request *r)
 	}
 	hangar_sandbox_get_info(&info, sb);
 	reply_json(r, 201, sandbox_answer(sb, &rec, &info));
+	*made = strdup(hangar_sandbox_id(sb));
 out:
 	env_free(env);
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
+}
+
+/* A create again under its Idempotency-Key: the sandbox it made, as now. */
+static void answer_again(struct request *r, const char *id)
+{
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	struct e2b_record rec;
+	hangar_sandbox *sb = NULL;
+	int rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, id);
+
+	if (rc == 0)
+		rc = hangar_sandbox_get_info(&info, sb);
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else if (load_record(r, id, &rec) == 0) {
+		reply_json(r, 201, sandbox_answer(sb, &rec, &info));
+		e2b_record_dispose(&rec);
+	}
+	hangar_sandbox_unref(sb);
+}
+
+void h_e2b_create(struct request *r)
+{
+	const char *key = request_header(r, "Idempotency-Key"), *body;
+	char *id = NULL;
+	size_t len;
+
+	if (!key) {
+		create(r, &id);
+		free(id);
+		return;
+	}
+	if (!key[0] || strlen(key) > 255 || !sjson_text_ok(key, strlen(key))) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "an Idempotency-Key is 1 to 255 bytes of UTF-8 text");
+		return;
+	}
+	body = request_body(r, &len);
+	switch (e2b_idem_begin(request_token_name(r), key, body, len, &id)) {
+	case E2B_IDEM_NEW:
+		create(r, &id);
+		e2b_idem_finish(request_token_name(r), key, id);
+		break;
+	case E2B_IDEM_DONE:
+		answer_again(r, id);
+		break;
+	case E2B_IDEM_RUNNING:
+		reply_error(r, 409, "conflict", HANGAR_EBUSY, "a create with this Idempotency-Key is running");
+		break;
+	case E2B_IDEM_OTHER_BODY:
+		reply_error(r, 422, "invalid", HANGAR_EINVAL, "this Idempotency-Key came with another request body");
+		break;
+	default:
+		reply_error(r, 503, "capacity", HANGAR_ECAPACITY, "too many creates with an Idempotency-Key run at once");
+		break;
+	}
+	free(id);
 }
 
 /* ---- listing ---- */

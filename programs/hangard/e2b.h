@@ -45,4 +45,17 @@ void e2b_record_dispose(struct e2b_record *rec);
  * outside /e2b. */
 void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payload), void *payload);
 
+/* Idempotency-Key (e2b-idempotency.c). */
+enum {
+	E2B_IDEM_NEW = 0,          /* create, then e2b_idem_finish() */
+	E2B_IDEM_DONE = 1,         /* made before: *id is its sandbox (free() it) */
+	E2B_IDEM_RUNNING = -1,     /* a create with this key runs now */
+	E2B_IDEM_OTHER_BODY = -2,  /* the key came with another body */
+	E2B_IDEM_FULL = -3,        /* no room (every entry's create runs) */
+};
+int e2b_idem_begin(const char *caller, const char *key, const void *body, size_t len, char **id);
+/* The create of a key ended: id the sandbox it made, or NULL when it failed
+ * (the key may be used again). */
+void e2b_idem_finish(const char *caller, const char *key, const char *id);
+
 #endif

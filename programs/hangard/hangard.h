@@ -148,6 +148,7 @@ const char *request_header(const struct request *r, const char *key);
 const char *request_body(const struct request *r, size_t *len);
 const char *request_upload_path(const struct request *r, uint64_t *len);
 const char *request_method(const struct request *r);
+const char *request_token_name(const struct request *r);   /* "" without a token */
 const struct route *request_route(const struct request *r);
 struct MHD_Connection *request_connection(const struct request *r);
 /* A hangar_cancel_fn for the library call of a handler, with the request as

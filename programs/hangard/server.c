@@ -108,6 +108,7 @@ void log_line(cJSON *obj)
 
 const char *request_param(const struct request *r) { return r->param; }
 const char *request_method(const struct request *r) { return r->method; }
+const char *request_token_name(const struct request *r) { return r->tok ? token_name(r->tok) : ""; }
 struct MHD_Connection *request_connection(const struct request *r) { return r->conn; }
 const struct route *request_route(const struct request *r) { return &hangard_routes[r->route]; }
 

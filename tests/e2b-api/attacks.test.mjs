@@ -130,3 +130,30 @@ test('a record left by a sandbox that ended is forgotten by the next list', asyn
   assert.equal((await hd.request('GET', '/e2b/v2/sandboxes')).status, 200);
   assert.ok(!fs.existsSync(file), 'the record of a killed sandbox is still there');
 });
+
+test('an Idempotency-Key reused for another body, or twice at once, makes one sandbox', async () => {
+  const create = (key, body) => hd.request('POST', '/e2b/v2/sandboxes', { body, headers: { 'Idempotency-Key': key } });
+  const made = [];
+  try {
+    const first = await create('k-body', { templateID: 'base', timeout: 60 });
+    assert.equal(first.status, 201, first.body);
+    made.push(first.json().sandboxID);
+    assertE2bError(await create('k-body', { templateID: 'base', timeout: 61 }), 422, /another request body/);
+
+    // Two at once: one creates; the other waits for nothing and is told so,
+    // or comes after and gets the same sandbox.
+    const both = await Promise.all([1, 2].map(() => create('k-race', { templateID: 'base', timeout: 60 })));
+    const ok = both.filter((r) => r.status === 201).map((r) => r.json().sandboxID);
+    for (const r of both.filter((x) => x.status !== 201)) assertE2bError(r, 409, /running/);
+    assert.ok(ok.length >= 1 && new Set(ok).size === 1, both.map((r) => r.body).join(' | '));
+    made.push(ok[0]);
+
+    for (const bad of ['', 'x'.repeat(256)]) {
+      assertE2bError(await create(bad, { templateID: 'base' }), 400, /Idempotency-Key/);
+    }
+    const all = (await hd.v1('GET', '/v1/sandboxes')).json().sandboxes.map((s) => s.id).sort();
+    assert.deepEqual(all, [...made].sort());
+  } finally {
+    for (const id of made) await hd.v1('DELETE', `/v1/sandboxes/${id}`);
+  }
+});

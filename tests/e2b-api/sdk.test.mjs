@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { E2B_KEY, Hangard, RW_KEY, e2b, waitFor } from './harness.mjs';
+import { ADMIN_KEY, E2B_KEY, Hangard, RW_KEY, e2b, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 let hd;
@@ -283,5 +283,25 @@ test('logs: the limits a sandbox hit, filtered by level, text and direction', as
     }
   } finally {
     await small.cleanup();
+  }
+});
+
+test('a create retried with its Idempotency-Key answers the sandbox it made', async () => {
+  const key = `retry-${process.pid}-${Date.now()}`;
+  const opts = { ...hd.opts(), headers: { 'Idempotency-Key': key }, metadata: { idem: key }, timeoutMs: 60_000 };
+  const first = await Sandbox.create(opts);
+  let other;
+  try {
+    const again = await Sandbox.create(opts);
+    assert.equal(again.sandboxId, first.sandboxId);
+    assert.equal(again.envdAccessToken, first.envdAccessToken);
+    const listed = await Sandbox.list({ ...hd.opts(), query: { metadata: { idem: key } } }).nextItems();
+    assert.equal(listed.length, 1, 'the retry made a second sandbox');
+    // The same key from another caller is another create.
+    other = await Sandbox.create({ ...opts, apiKey: ADMIN_KEY });
+    assert.notEqual(other.sandboxId, first.sandboxId);
+  } finally {
+    await first.kill();
+    await other?.kill();
   }
 });
