@@ -37,19 +37,11 @@ cJSON *e2b_error_body(unsigned status, const char *message)
 	return doc;
 }
 
-/* As error_status(), except that what is gone is not found (E2B's SDKs
- * know a missing sandbox by 404 only) and a busy provider is 503. */
+/* As error_status(), except that what is gone is not found: E2B's SDKs
+ * know a missing sandbox by 404 only. */
 unsigned e2b_error_status(int code)
 {
-	switch (code) {
-	case HANGAR_EGONE:
-	case HANGAR_ENOTFOUND:
-		return 404;
-	case HANGAR_EBUSY:
-		return 409;
-	default:
-		return error_status(code);
-	}
+	return code == HANGAR_EGONE ? 404 : error_status(code);
 }
 
 static void iso_time(char out[80], int64_t us)
