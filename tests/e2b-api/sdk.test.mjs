@@ -305,3 +305,22 @@ test('a create retried with its Idempotency-Key answers the sandbox it made', as
     await other?.kill();
   }
 });
+
+test('a sandbox whose lifetime ran out is the SDK\'s NotFoundError', async () => {
+  const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 2_000 });
+  try {
+    await waitFor(async () => {
+      try {
+        await Sandbox.getInfo(sb.sandboxId, hd.opts());
+        return false;
+      } catch (err) {
+        if (err instanceof e2b.NotFoundError) return true;
+        throw err;
+      }
+    }, { timeoutMs: 30_000, what: 'the sandbox to end with its lifetime' });
+    assert.equal(await v1State(sb.sandboxId), 410);
+    assert.equal(await Sandbox.kill(sb.sandboxId, hd.opts()), false);
+  } finally {
+    await sb.kill().catch(() => {});
+  }
+});
