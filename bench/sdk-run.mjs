@@ -36,7 +36,8 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
+
+import { measure as measureFor } from './stats.mjs';
 
 let startEnvd;
 let passwdEntry;
@@ -54,22 +55,8 @@ const USER = process.env.BENCH_USER || null;
 const userEntry = USER ? passwdEntry(USER) : null;
 if (USER && !userEntry) throw new Error(`BENCH_USER: no user ${USER} in /etc/passwd`);
 
-function percentile(sorted, p) {
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i];
-}
-
-async function measure(name, fn) {
-  for (let i = 0; i < WARMUP; i++) await fn();
-  const times = [];
-  for (let i = 0; i < ITERATIONS; i++) {
-    const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  const fmt = (x) => x.toFixed(2).padStart(8);
-  console.log(`${name.padEnd(28)} n=${ITERATIONS}  p50 ${fmt(percentile(times, 50))} ms  p95 ${fmt(percentile(times, 95))} ms`);
+function measure(name, fn) {
+  return measureFor(name, fn, { iterations: ITERATIONS, warmup: WARMUP });
 }
 
 // Runs bench/lib-exec against the daemon and returns what it printed.

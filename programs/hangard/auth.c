@@ -3,7 +3,8 @@
  *
  *   NAME SCOPES HASH
  *
- * SCOPES is a comma list of read, write and admin (admin grants all);
+ * SCOPES is a comma list of read, write, sandboxes and admin (admin grants
+ * all; sandboxes is the E2B-compatible API under /e2b, and nothing else);
  * HASH is "blake2b:" and the hex BLAKE2b-256 of the token, so the file
  * never holds a token in clear. A presented token is hashed and compared
  * with every entry, each comparison over the fixed-length hashes in
@@ -56,6 +57,8 @@ static int parse_scopes(const char *s, unsigned *out)
 			*out |= SCOPE_WRITE;
 		else if (n == 5 && strncmp(s, "admin", 5) == 0)
 			*out |= SCOPE_ADMIN;
+		else if (n == 9 && strncmp(s, "sandboxes", 9) == 0)
+			*out |= SCOPE_SANDBOXES;
 		else
 			return -1;
 		s += n;
@@ -121,7 +124,7 @@ struct tokens *tokens_load(const char *path)
 		}
 		memcpy(e->name, name, strlen(name) + 1);
 		if (parse_scopes(scopes, &e->scopes) < 0) {
-			fprintf(stderr, "hangard: %s:%u: scopes are a comma list of read, write, admin\n", path,
+			fprintf(stderr, "hangard: %s:%u: scopes are a comma list of read, write, sandboxes, admin\n", path,
 				lineno);
 			goto fail;
 		}
@@ -229,7 +232,7 @@ int tokens_hash_main(int argc, char **argv)
 
 	if (argc > 4 || (argc > 2 && !valid_name(name)) || parse_scopes(scopes, &sc) < 0) {
 		fprintf(stderr, "usage: hangard hash-token [NAME [SCOPES]] < token\n"
-				"  NAME: 1 to 64 of [A-Za-z0-9._-]; SCOPES: comma list of read, write, admin\n");
+				"  NAME: 1 to 64 of [A-Za-z0-9._-]; SCOPES: comma list of read, write, sandboxes, admin\n");
 		return 2;
 	}
 	for (;;) {

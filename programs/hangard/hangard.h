@@ -69,6 +69,7 @@ void config_free(struct hangard_config *cfg, struct hangard_setting *lib, size_t
 #define SCOPE_READ  0x1u
 #define SCOPE_WRITE 0x2u
 #define SCOPE_ADMIN 0x4u
+#define SCOPE_SANDBOXES 0x8u   /* the E2B-compatible API under /e2b (e2b.c) */
 
 struct token;
 struct tokens;
@@ -109,6 +110,7 @@ typedef int (*list_fill_fn)(struct request *r, cJSON *arr);
 #define ROUTE_INLINE 0x1u  /* never blocks: runs on the connection's thread */
 #define ROUTE_UPLOAD 0x2u  /* the body streams to a temporary file */
 #define ROUTE_NOAUTH 0x4u
+#define ROUTE_E2B    0x8u  /* under /e2b: E2B's credentials, answers and errors (e2b.c) */
 
 struct route {
 	const char *method;
@@ -146,6 +148,7 @@ const char *request_header(const struct request *r, const char *key);
 const char *request_body(const struct request *r, size_t *len);
 const char *request_upload_path(const struct request *r, uint64_t *len);
 const char *request_method(const struct request *r);
+const char *request_token_name(const struct request *r);   /* "" without a token */
 const struct route *request_route(const struct request *r);
 struct MHD_Connection *request_connection(const struct request *r);
 /* A hangar_cancel_fn for the library call of a handler, with the request as
@@ -163,6 +166,8 @@ void reply_error(struct request *r, unsigned status, const char *kind, int code,
 /* The library's last error on this thread, mapped by errors.c. */
 void reply_hangar_error(struct request *r, int code);
 void reply_response(struct request *r, unsigned status, struct MHD_Response *resp);
+/* One more header on the answer given (after reply_json() and the like). */
+void reply_header(struct request *r, const char *name, const char *value);
 /* A streamed answer: resumes the connection now, so the handler may go on
  * producing. After this the handler must not touch r. */
 void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *resp);
@@ -224,9 +229,41 @@ hangar_sandbox *sandbox_open(struct request *r);
 /* Optional members of a body; -1 after answering 400. */
 int want_string(struct request *r, cJSON *doc, const char *key, const char **out);
 int want_int(struct request *r, cJSON *doc, const char *key, double min, double max, int64_t *out);
+/* *out is dflt when the member is missing or null, else 0 or 1. */
+int want_bool(struct request *r, cJSON *doc, const char *key, int dflt, int *out);
 /* {"K":"V"} -> NULL-terminated "K=V" (env_free()); *failed after answering. */
 char **env_array(struct request *r, cJSON *doc, const char *key, int *failed);
 void env_free(char **v);
+
+/* ---- the E2B-compatible API (e2b.c, e2b-records.c) ------------------------- */
+
+/* Where E2B's control API is mounted: an SDK's E2B_API_URL is
+ * http(s)://HOST:PORT/e2b. */
+#define E2B_PREFIX "/e2b"
+
+/* {code, message}: E2B's error body, which its SDKs turn into their classes. */
+cJSON *e2b_error_body(unsigned status, const char *message);
+/* The status E2B answers for a library error (a gone sandbox is 404). */
+unsigned e2b_error_status(int code);
+/* Reads HANGAR_STATE_DIR and HANGAR_SECRET_KEY; -1 after printing why. */
+int e2b_init(hangar_ctx *ctx);
+
+void h_e2b_health(struct request *),
+	h_e2b_create(struct request *),
+	h_e2b_list(struct request *),
+	h_e2b_list_v2(struct request *),
+	h_e2b_get(struct request *),
+	h_e2b_kill(struct request *),
+	h_e2b_timeout(struct request *),
+	h_e2b_refresh(struct request *),
+	h_e2b_pause(struct request *),
+	h_e2b_resume(struct request *),
+	h_e2b_connect(struct request *),
+	h_e2b_fork(struct request *),
+	h_e2b_snapshot(struct request *),
+	h_e2b_metrics(struct request *),
+	h_e2b_logs(struct request *),
+	h_e2b_unmapped(struct request *);
 
 /* ---- handlers --------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
  *   hangard [-config FILE] [-ready-fd FD] [-addr A] [-port N] [-tokens PATH]
  *           [-SETTING VALUE]...          (any HANGARD_* setting, e.g. -max-body-bytes)
  *   hangard hash-token [NAME [SCOPES]] < token
- *   hangard routes | errors | version
+ *   hangard routes [e2b] | errors | version
  */
 #include <errno.h>
 #include <malloc.h>
@@ -27,7 +27,7 @@ static void usage(void)
 	fprintf(stderr, "usage: hangard [-config FILE] [-ready-fd FD] [-addr ADDR] [-port PORT] [-tokens PATH]\n"
 			"               [-SETTING VALUE]...   (any HANGARD_* setting: -max-body-bytes 65536)\n"
 			"       hangard hash-token [NAME [SCOPES]] < token\n"
-			"       hangard routes | errors | version\n");
+			"       hangard routes [e2b] | errors | version\n");
 }
 
 /* "-max-body-bytes" -> "HANGARD_MAX_BODY_BYTES"; "-tokens" -> HANGARD_TOKENS_FILE. */
@@ -159,6 +159,8 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 		goto out;
 	}
 	hangar_buf_dispose(&v);
+	if (e2b_init(srv.ctx) < 0)
+		goto out;
 
 	/* Uploads and downloads pass through files only this process can read. */
 	size_t tl = strlen(cfg->tmpdir) + 20;
@@ -236,9 +238,12 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "hash-token") == 0)
 		return tokens_hash_main(argc, argv);
-	if (argc == 2 && strcmp(argv[1], "routes") == 0) {
+	if ((argc == 2 || (argc == 3 && strcmp(argv[2], "e2b") == 0)) && strcmp(argv[1], "routes") == 0) {
+		/* The /v1 API's routes (openapi.json's), or with "e2b" those of /e2b. */
+		unsigned want = argc == 3 ? ROUTE_E2B : 0;
 		for (size_t i = 0; i < hangard_n_routes; i++)
-			printf("%s %s\n", hangard_routes[i].method, hangard_routes[i].path);
+			if ((hangard_routes[i].flags & ROUTE_E2B) == want)
+				printf("%s %s\n", hangard_routes[i].method, hangard_routes[i].path);
 		return 0;
 	}
 	if (argc == 2 && strcmp(argv[1], "errors") == 0) {

@@ -17,7 +17,7 @@ static const unsigned statuses[] = { 200, 201, 204, 400, 401, 403, 404, 405, 409
 #define N_STATUS (sizeof(statuses) / sizeof(statuses[0]))
 static const double buckets[] = { 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120 };
 #define N_BUCKET (sizeof(buckets) / sizeof(buckets[0]))
-#define MAX_ROUTES 64
+#define MAX_ROUTES 128
 
 struct route_stats {
 	uint64_t by_status[N_STATUS];

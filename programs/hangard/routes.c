@@ -1,10 +1,13 @@
 /*
  * The route table: the one list of what hangard answers. `hangard routes`
  * prints it and tests/hangard compares it with openapi.json both ways, so a
- * route cannot go undocumented nor a documented one unserved.
+ * route cannot go undocumented nor a documented one unserved. The E2B routes
+ * follow E2B's own document instead: `hangard routes e2b` prints them and
+ * tests/e2b-api compares them with hangard(8)'s table.
  *
  * Scopes: reading routes need read, changing ones write; /metrics and
- * /v1/events need read. admin grants every scope.
+ * /v1/events need read; the E2B routes (/e2b) need sandboxes, which grants
+ * nothing else. admin grants every scope.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -171,6 +174,8 @@ static int fill_environments(struct request *r, cJSON *arr)
 
 #define R SCOPE_READ
 #define W SCOPE_WRITE
+#define S SCOPE_SANDBOXES
+#define E ROUTE_E2B
 
 const struct route hangard_routes[] = {
 	{ "GET", "/livez", h_livez, 0, ROUTE_INLINE | ROUTE_NOAUTH },
@@ -207,5 +212,36 @@ const struct route hangard_routes[] = {
 	{ "GET", "/v1/sessions/{id}/checkpoints", h_list, R, 0, "checkpoints", fill_session_checkpoints },
 	{ "GET", "/v1/checkpoints/{id}", h_checkpoint_get, R, 0 },
 	{ "DELETE", "/v1/checkpoints/{id}", h_checkpoint_delete, W, 0 },
+	/* E2B's control API (e2b.c): E2B's paths under /e2b, the sandboxes scope. */
+	{ "GET", "/e2b/health", h_e2b_health, 0, E | ROUTE_INLINE | ROUTE_NOAUTH },
+	{ "POST", "/e2b/sandboxes", h_e2b_create, S, E },
+	{ "POST", "/e2b/v2/sandboxes", h_e2b_create, S, E },
+	{ "GET", "/e2b/sandboxes", h_e2b_list, S, E },
+	{ "GET", "/e2b/v2/sandboxes", h_e2b_list_v2, S, E },
+	{ "GET", "/e2b/sandboxes/{id}", h_e2b_get, S, E },
+	{ "DELETE", "/e2b/sandboxes/{id}", h_e2b_kill, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/timeout", h_e2b_timeout, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/refreshes", h_e2b_refresh, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/pause", h_e2b_pause, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/resume", h_e2b_resume, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/connect", h_e2b_connect, S, E },
+	{ "POST", "/e2b/v2/sandboxes/{id}/connect", h_e2b_connect, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/fork", h_e2b_fork, S, E },
+	{ "POST", "/e2b/sandboxes/{id}/snapshots", h_e2b_snapshot, S, E },
+	{ "GET", "/e2b/sandboxes/{id}/metrics", h_e2b_metrics, S, E },
+	{ "GET", "/e2b/v2/sandboxes/{id}/logs", h_e2b_logs, S, E },
+	/* What does not map: 501 with where to go instead. */
+	{ "POST", "/e2b/v3/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "POST", "/e2b/v2/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/v2/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/api-keys", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "POST", "/e2b/api-keys", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/teams", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "POST", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "PUT", "/e2b/sandboxes/{id}/network", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/snapshots", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/sandboxes/{id}/logs", h_e2b_unmapped, S, E | ROUTE_INLINE },
 };
 const size_t hangard_n_routes = sizeof(hangard_routes) / sizeof(hangard_routes[0]);

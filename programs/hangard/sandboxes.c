@@ -89,6 +89,20 @@ int want_int(struct request *r, cJSON *doc, const char *key, double min, double 
 	return 0;
 }
 
+int want_bool(struct request *r, cJSON *doc, const char *key, int dflt, int *out)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+	*out = dflt;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v)) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"%s\" must be true or false", key);
+		return -1;
+	}
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
 /* {"K":"V",...} -> a NULL-terminated "K=V" array the caller frees. */
 char **env_array(struct request *r, cJSON *doc, const char *key, int *failed)
 {

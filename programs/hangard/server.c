@@ -48,6 +48,7 @@ struct request {
 	char method[16];
 	char id[17];
 	int begun;               /* request_begin ran */
+	int e2b;                 /* under /e2b: errors in E2B's shape (e2b.c) */
 	char *bad_target;        /* why the raw target is refused, or NULL */
 	size_t target_len;       /* bytes of the request-target as sent */
 	char *param;
@@ -108,6 +109,7 @@ void log_line(cJSON *obj)
 
 const char *request_param(const struct request *r) { return r->param; }
 const char *request_method(const struct request *r) { return r->method; }
+const char *request_token_name(const struct request *r) { return r->tok ? token_name(r->tok) : ""; }
 struct MHD_Connection *request_connection(const struct request *r) { return r->conn; }
 const struct route *request_route(const struct request *r) { return &hangard_routes[r->route]; }
 
@@ -186,6 +188,12 @@ void reply_response(struct request *r, unsigned status, struct MHD_Response *res
 	r->resp = resp;
 }
 
+void reply_header(struct request *r, const char *name, const char *value)
+{
+	if (r->resp)
+		MHD_add_response_header(r->resp, name, value);
+}
+
 void reply_text(struct request *r, unsigned status, const char *type, const char *text, size_t len)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
@@ -237,9 +245,14 @@ void reply_error(struct request *r, unsigned status, const char *kind, int code,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	cJSON_AddStringToObject(err, "kind", kind);
-	sjson_add_int64(err, "code", code);
-	cJSON_AddStringToObject(err, "message", msg);
+	if (r->e2b) {
+		cJSON_Delete(doc);
+		doc = e2b_error_body(status, msg);
+	} else {
+		cJSON_AddStringToObject(err, "kind", kind);
+		sjson_add_int64(err, "code", code);
+		cJSON_AddStringToObject(err, "message", msg);
+	}
 	reply_json(r, status, doc);
 	/* Every 503 says when to ask again (the OpenAPI document promises it). */
 	if (status == 503 && r->resp)
@@ -255,14 +268,22 @@ void reply_hangar_error(struct request *r, int code)
 	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
 	int retry = e->code == code ? e->retry_after_s : 0;
 
+	if (r->e2b)
+		status = e2b_error_status(code);
 	/* Cancelled because the client left: 499, as other servers log a
 	 * request whose client closed it, so that the log and the metrics do
 	 * not count it as the server's failure. */
 	if (code == HANGAR_ECANCELED && hangard->stopping != 2 && client_left(r))
 		status = 499;
-	cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
-	sjson_add_int64(err, "code", code);
-	cJSON_AddStringToObject(err, "message", error_public_message(msg, safe, sizeof(safe)));
+	if (r->e2b) {
+		cJSON_Delete(doc);
+		doc = e2b_error_body(status, error_public_message(msg, safe, sizeof(safe)));
+		err = doc;
+	} else {
+		cJSON_AddStringToObject(err, "kind", hangar_error_name(code));
+		sjson_add_int64(err, "code", code);
+		cJSON_AddStringToObject(err, "message", error_public_message(msg, safe, sizeof(safe)));
+	}
 	if (status == 503 || code == HANGAR_EBUSY) {
 		char secs[16];
 		snprintf(secs, sizeof(secs), "%d", retry > 0 ? retry : 1);
@@ -406,15 +427,24 @@ static enum MHD_Result queue_now(struct request *r)
 
 static int authenticate(struct request *r, const struct route *rt)
 {
-	const char *h = request_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *h = request_header(r, MHD_HTTP_HEADER_AUTHORIZATION), *key = NULL;
+	int e2b = (rt->flags & ROUTE_E2B) != 0;
+
 	if (rt->flags & ROUTE_NOAUTH)
 		return 0;
-	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
-		reply_error(r, 401, "unauthorized", HANGAR_EREFUSED, "a bearer token is required");
+	/* E2B's SDKs send their key as X-API-Key; its API takes a bearer token too. */
+	if (e2b)
+		key = request_header(r, "X-API-Key");
+	if (!key && h && strncasecmp(h, "Bearer ", 7) == 0)
+		key = h + 7;
+	if (!key) {
+		reply_error(r, 401, "unauthorized", HANGAR_EREFUSED,
+			    e2b ? "an API key is required (X-API-Key or Authorization: Bearer)"
+				: "a bearer token is required");
 		MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer");
 		return -1;
 	}
-	r->tok = tokens_find(hangard->tokens, h + 7);
+	r->tok = tokens_find(hangard->tokens, key);
 	if (!r->tok) {
 		reply_error(r, 401, "unauthorized", HANGAR_EREFUSED, "the token is not valid");
 		MHD_add_response_header(r->resp, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
@@ -422,7 +452,10 @@ static int authenticate(struct request *r, const struct route *rt)
 	}
 	if (!token_allows(r->tok, rt->scope)) {
 		reply_error(r, 403, "forbidden", HANGAR_EREFUSED, "the token lacks the %s scope",
-			    rt->scope == SCOPE_WRITE ? "write" : rt->scope == SCOPE_ADMIN ? "admin" : "read");
+			    rt->scope == SCOPE_WRITE       ? "write"
+			    : rt->scope == SCOPE_ADMIN     ? "admin"
+			    : rt->scope == SCOPE_SANDBOXES ? "sandboxes"
+							   : "read");
 		return -1;
 	}
 	unsigned retry = 0;
@@ -550,6 +583,8 @@ static void request_begin(struct request *r, const char *url, const char *method
 	active++;
 	pthread_mutex_unlock(&pool_lock);
 	snprintf(r->method, sizeof(r->method), "%s", method);
+	r->e2b = strncmp(url, E2B_PREFIX, strlen(E2B_PREFIX)) == 0 &&
+		 (url[strlen(E2B_PREFIX)] == '/' || url[strlen(E2B_PREFIX)] == '\0');
 	if (over_header_limit(r))
 		return;
 	if (r->bad_target) {

@@ -1,0 +1,118 @@
+// The same SDK with hangard's sandboxes on the e2b provider, against the
+// e2b fake of each flavour: what the local provider cannot do (native
+// forks, snapshots) and what one flavour has and the other lacks.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { Fake, Hangard, e2b } from './harness.mjs';
+
+const { Sandbox } = e2b;
+
+async function exec(hd, id, command) {
+  const r = await hd.v1('POST', `/v1/sandboxes/${id}/exec`, { command });
+  assert.equal(r.status, 200, r.body);
+  return r.json();
+}
+
+describe('on the cloud fake', () => {
+  let fake, hd;
+  before(async () => {
+    fake = await new Fake('cloud').start();
+    hd = await new Hangard({ env: fake.env() }).start();
+  });
+  after(async () => {
+    await hd?.cleanup();
+    await fake?.stop();
+  });
+
+  test('create, pause and connect run on the e2b provider', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), metadata: { on: 'cloud' }, timeoutMs: 120_000 });
+    try {
+      const v1 = (await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json();
+      assert.equal(v1.provider, 'e2b');
+      assert.equal((await Sandbox.getInfo(sb.sandboxId, hd.opts())).metadata.on, 'cloud');
+      assert.equal(await sb.pause(), true);
+      assert.equal((await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json().state, 'paused');
+      await Sandbox.connect(sb.sandboxId, hd.opts());
+      assert.equal((await exec(hd, sb.sandboxId, 'echo back')).stdout, 'back\n');
+    } finally {
+      await sb.kill();
+    }
+  });
+
+  test('fork gives working sandboxes with the parent\'s metadata and their own tokens', async () => {
+    const parent = await Sandbox.create({ ...hd.opts(), metadata: { family: 'f1' }, timeoutMs: 120_000 });
+    const kids = [];
+    try {
+      await exec(hd, parent.sandboxId, 'echo inherited > /tmp/e2b-fork-mark');
+      const forks = await Sandbox.fork(parent.sandboxId, { ...hd.opts(), count: 2, timeoutMs: 90_000 });
+      assert.equal(forks.length, 2);
+      for (const f of forks) {
+        assert.ok(!(f instanceof Error), String(f));
+        kids.push(f);
+      }
+      const ids = new Set([parent.sandboxId, ...kids.map((k) => k.sandboxId)]);
+      assert.equal(ids.size, 3);
+      const tokens = new Set([parent.envdAccessToken, ...kids.map((k) => k.envdAccessToken)]);
+      assert.equal(tokens.size, 3, 'a fork shares a token');
+      for (const k of kids) {
+        const info = await Sandbox.getInfo(k.sandboxId, hd.opts());
+        assert.deepEqual(info.metadata, { family: 'f1' });
+        const v1 = (await hd.v1('GET', `/v1/sandboxes/${k.sandboxId}`)).json();
+        const left = v1.expires_at_us / 1000 - Date.now();
+        assert.ok(left > 60_000 && left <= 91_000, `a fork's lifetime left ${left} ms, asked 90 s`);
+        assert.equal((await exec(hd, k.sandboxId, 'echo forked')).stdout, 'forked\n');
+      }
+      const listed = await Sandbox.list({ ...hd.opts(), query: { metadata: { family: 'f1' } } }).nextItems();
+      assert.deepEqual(listed.map((s) => s.sandboxId).sort(), [...ids].sort());
+    } finally {
+      for (const k of kids) await k.kill();
+      await parent.kill();
+    }
+  });
+
+  test('a snapshot is a templateID a create can name', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 120_000 });
+    let clone;
+    try {
+      const snap = await sb.createSnapshot({ name: 'e2b-snappy' });
+      assert.ok(snap.snapshotId, JSON.stringify(snap));
+      assert.deepEqual(snap.names, ['e2b-snappy']);
+      clone = await Sandbox.create(snap.snapshotId, { ...hd.opts(), timeoutMs: 60_000 });
+      assert.notEqual(clone.sandboxId, sb.sandboxId);
+      const info = await Sandbox.getInfo(clone.sandboxId, hd.opts());
+      assert.equal(info.templateId, snap.snapshotId);
+      assert.equal((await exec(hd, clone.sandboxId, 'echo from-snapshot')).stdout, 'from-snapshot\n');
+    } finally {
+      await clone?.kill();
+      await sb.kill();
+    }
+  });
+});
+
+describe('on the cube fake', () => {
+  let fake, hd;
+  before(async () => {
+    fake = await new Fake('cube').start();
+    hd = await new Hangard({ env: fake.env() }).start();
+  });
+  after(async () => {
+    await hd?.cleanup();
+    await fake?.stop();
+  });
+
+  test('a fork the flavour cannot make is refused, and nothing is made', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000 });
+    try {
+      await assert.rejects(Sandbox.fork(sb.sandboxId, { ...hd.opts(), count: 2 }), (err) => {
+        assert.equal(err.statusCode, 501, String(err));
+        return true;
+      });
+      const all = (await hd.v1('GET', '/v1/sandboxes')).json().sandboxes;
+      assert.deepEqual(all.map((s) => s.id), [sb.sandboxId]);
+    } finally {
+      await sb.kill();
+    }
+  });
+});
