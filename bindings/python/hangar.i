@@ -226,6 +226,8 @@ fail:
 %ignore hangar_provider_foreach;
 %ignore hangar_sandbox_create;
 %ignore hangar_sandbox_get_info;
+%ignore hangar_sandbox_envd_endpoint;
+%ignore hangar_envd_endpoint;
 %ignore hangar_sandbox_list;
 %ignore hangar_sandbox_exec;
 %ignore hangar_sandbox_copy_out;
@@ -878,6 +880,33 @@ static PyObject *py_sandbox_get_info(hangar_sandbox *sb)
 		return NULL;
 	}
 	return d_sandbox_info(&i);
+}
+
+/* (url, socket_path, access_token, [headers]) */
+static PyObject *py_sandbox_envd_endpoint(hangar_sandbox *sb)
+{
+	hangar_envd_endpoint e = HANGAR_ENVD_ENDPOINT_INIT;
+	PyObject *headers;
+	int rc = hangar_sandbox_envd_endpoint(&e, sb);
+
+	if (rc < 0) {
+		raise_last(rc);
+		return NULL;
+	}
+	headers = PyList_New(0);
+	for (const char *const *h = e.headers; headers && *h; h++) {
+		PyObject *one = pstr(*h);
+
+		if (!one || PyList_Append(headers, one) < 0) {
+			Py_XDECREF(one);
+			Py_CLEAR(headers);
+			break;
+		}
+		Py_DECREF(one);
+	}
+	if (!headers)
+		return NULL;
+	return Py_BuildValue("(NNNN)", pstr(e.url), pstr(e.socket_path), pstr(e.access_token), headers);
 }
 
 static PyObject *py_sandbox_list(hangar_ctx *ctx, const char *provider, PyObject *fn)

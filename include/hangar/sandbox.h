@@ -146,6 +146,40 @@ typedef struct hangar_sandbox_info {
  */
 HANGAR_EXTERN(int) hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb);
 
+/**
+ * Where a sandbox's envd answers, for a caller that speaks the envd
+ * protocol itself (a proxy in front of sandboxes, such as hangard's E2B
+ * edge). Strings are borrowed from the sandbox handle.
+ */
+typedef struct hangar_envd_endpoint {
+	uint32_t version;
+	uint32_t size;
+	const char *url;             /**< the base of envd's paths: "http://HOST:PORT" or "https://..." */
+	const char *socket_path;     /**< a unix socket to connect to instead of url's host, or "" */
+	const char *access_token;    /**< envd's own X-Access-Token, "" when envd takes none: a secret,
+	                                  never to be shown to the sandbox's users */
+	const char *const *headers;  /**< "Name: value" lines every request must carry (a platform's
+	                                  traffic token), NULL-terminated; never NULL */
+} hangar_envd_endpoint;
+
+#define HANGAR_ENVD_ENDPOINT_VERSION 1
+#define HANGAR_ENVD_ENDPOINT_INIT HANGAR_STRUCT_INIT(hangar_envd_endpoint, HANGAR_ENVD_ENDPOINT_VERSION)
+
+/**
+ * Reports where the sandbox's envd answers and with what credentials, as
+ * the provider last said (no round trip: hangar_sandbox_get_info() asks
+ * again).
+ *
+ * @param out caller-initialised with HANGAR_ENVD_ENDPOINT_INIT.
+ * @return 0, HANGAR_EINVAL, HANGAR_EPAUSED (the sandbox is paused: its
+ *         envd does not answer until it is resumed).
+ * **Ownership:** the strings in out are borrowed from sb, valid until the
+ * next hangar_sandbox_envd_endpoint() on sb or its release.
+ * **Thread safety:** safe; concurrent calls on one sandbox each get a
+ * consistent answer.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_envd_endpoint(hangar_envd_endpoint *out, hangar_sandbox *sb);
+
 /** Called per sandbox by hangar_sandbox_list(); return non-zero to stop. */
 typedef int (*hangar_sandbox_list_fn)(const hangar_sandbox_info *info, void *payload);
 

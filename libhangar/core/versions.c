@@ -50,6 +50,7 @@ HV_TABLE(hv_exec_result, "exec result", HANGAR_EXEC_RESULT_VERSION, HV_UPTO(hang
 HV_TABLE(hv_checkpoint_info, "checkpoint info", HANGAR_CHECKPOINT_INFO_VERSION, HV_NOW(hangar_checkpoint_info));
 HV_TABLE(hv_session_info, "session info", HANGAR_SESSION_INFO_VERSION, HV_NOW(hangar_session_info));
 HV_TABLE(hv_reap_result, "reap result", HANGAR_REAP_RESULT_VERSION, HV_NOW(hangar_reap_result));
+HV_TABLE(hv_envd_endpoint, "envd endpoint", HANGAR_ENVD_ENDPOINT_VERSION, HV_NOW(hangar_envd_endpoint));
 
 int hversioned_init(void *p, uint32_t version, const struct hversions *v)
 {

@@ -387,6 +387,7 @@ hangar_sandbox *hangar_sandbox_unref(hangar_sandbox *sb)
 		return NULL;
 	sbview_put(sb->view);
 	sbview_put(sb->info_view);
+	sbview_put(sb->endpoint_view);
 	pthread_mutex_destroy(&sb->mu);
 	hangar_ctx_unref(sb->ctx);
 	free(sb->id);
@@ -474,6 +475,36 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 	sbview_put(old);
 	fill_info(out, sb->id, sb->provider->ops.name, &v->desc);
+	herr_clear();
+	return 0;
+}
+
+int hangar_sandbox_envd_endpoint(hangar_envd_endpoint *out, hangar_sandbox *sb)
+{
+	static const char *const no_headers[] = { NULL };
+	hangar_envd_endpoint full = { 0 };
+	struct sbview *v, *old;
+	int rc;
+
+	HCHECK_ARG(out, "out is NULL");
+	if ((rc = hversioned_check(out, &hv_envd_endpoint, "out")) != 0)
+		return rc;
+	HCHECK_ARG(sb, "sb is NULL");
+	v = current_view(sb);
+	if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
+		sbview_put(v);
+		return herr(HANGAR_EPAUSED, HANGAR_ERRCAT_ARGUMENT, "sandbox %s is paused", sb->id);
+	}
+	pthread_mutex_lock(&sb->mu);
+	old = sb->endpoint_view;
+	sb->endpoint_view = v;
+	pthread_mutex_unlock(&sb->mu);
+	sbview_put(old);
+	full.url = v->desc.envd_url ? v->desc.envd_url : "";
+	full.socket_path = v->desc.envd_socket ? v->desc.envd_socket : "";
+	full.access_token = v->desc.access_token ? v->desc.access_token : "";
+	full.headers = v->desc.headers ? (const char *const *)v->desc.headers : no_headers;
+	hresult_store(out, &full, sizeof(full));
 	herr_clear();
 	return 0;
 }

@@ -42,6 +42,7 @@ struct hangar_sandbox {
 	pthread_mutex_t mu;
 	struct sbview *view;             /* current, referenced */
 	struct sbview *info_view;        /* what the last get_info returned, referenced */
+	struct sbview *endpoint_view;    /* what the last envd_endpoint returned, referenced */
 	atomic_int archive_api;          /* hangar-envd's archive endpoint (checkpoint/):
 					    0 not asked yet, 1 there, -1 not */
 };

@@ -88,6 +88,7 @@ static_assert(HANGAR_SESSION_FORK_OPTS_VERSION == 1, "write hangar_session_fork_
 static_assert(HANGAR_PUBLISH_OPTS_VERSION == 1, "write hangar_publish_opts' version-1 layout here");
 static_assert(HANGAR_TEMPLATE_BUILD_OPTS_VERSION == 1, "write hangar_template_build_opts' version-1 layout here");
 static_assert(HANGAR_SANDBOX_INFO_VERSION == 1, "write hangar_sandbox_info's version-1 layout here");
+static_assert(HANGAR_ENVD_ENDPOINT_VERSION == 1, "write hangar_envd_endpoint's version-1 layout here");
 static_assert(HANGAR_CHECKPOINT_INFO_VERSION == 1, "write hangar_checkpoint_info's version-1 layout here");
 static_assert(HANGAR_SESSION_INFO_VERSION == 1, "write hangar_session_info's version-1 layout here");
 static_assert(HANGAR_REAP_RESULT_VERSION == 1, "write hangar_reap_result's version-1 layout here");
@@ -202,6 +203,7 @@ START_TEST(results_stay_within_the_callers_struct)
 	GUARDED(struct v1_create_opts) opts;
 	GUARDED(struct v1_exec_result) er;
 	GUARDED(hangar_sandbox_info) si;
+	GUARDED(hangar_envd_endpoint) ep;
 	GUARDED(hangar_checkpoint_info) ci;
 	GUARDED(hangar_session_info) ssi;
 	GUARDED(hangar_reap_result) rr;
@@ -240,6 +242,19 @@ START_TEST(results_stay_within_the_callers_struct)
 	ck_assert_uint_eq(si.s.size, 16);
 	for (size_t i = 16; i < sizeof(si); i++)
 		ck_assert_msg(((unsigned char *)&si)[i] == CANARY, "sandbox info: byte %zu past size 16 written", i);
+
+	RESULT_INIT(ep, 1, sizeof(ep.s));
+	ck_assert_int_eq(hangar_sandbox_envd_endpoint(&ep.s, sb), 0);
+	check_canary(ep.canary, "envd endpoint");
+	ck_assert_ptr_nonnull(ep.s.headers);
+	/* The local provider: envd on a unix socket of the sandbox's, with a token of its own. */
+	ck_assert_str_ne(ep.s.socket_path, "");
+	ck_assert_str_ne(ep.s.access_token, "");
+	RESULT_INIT(ep, 1, 24);
+	ck_assert_int_eq(hangar_sandbox_envd_endpoint(&ep.s, sb), 0);
+	ck_assert_uint_eq(ep.s.size, 24);
+	for (size_t i = 24; i < sizeof(ep); i++)
+		ck_assert_msg(((unsigned char *)&ep)[i] == CANARY, "envd endpoint: byte %zu past size 24 written", i);
 
 	co.session_id = "versions";
 	rc = hangar_checkpoint_create(&cp, sb, &co);

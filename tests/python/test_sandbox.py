@@ -293,3 +293,28 @@ def test_every_public_name_has_a_docstring():
             if not (member.__doc__ or "").strip():
                 missing.append(f"{name}.{attr}")
     assert not missing, f"no docstring: {missing}"
+
+
+def test_envd_endpoint(ctx):
+    with hangar.Sandbox.create(ctx) as sb:
+        ep = sb.envd_endpoint()
+        # The local provider: envd on a unix socket outside the sandbox, with a token of its own.
+        assert ep.socket_path and os.path.exists(ep.socket_path) and ep.access_token
+        assert isinstance(ep.headers, list)
+        # What the library reports is what envd takes: a request with it is answered.
+        import http.client
+        import socket
+
+        class UnixHTTP(http.client.HTTPConnection):
+            def connect(self):
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.connect(ep.socket_path)
+
+        c = UnixHTTP("localhost", timeout=10)
+        c.request("GET", "/health", headers={"X-Access-Token": ep.access_token})
+        assert c.getresponse().status in (200, 204)
+        sb.pause()
+        with pytest.raises(hangar.PausedError):
+            sb.envd_endpoint()
+        sb.resume()
+        assert sb.envd_endpoint().access_token == ep.access_token

@@ -252,6 +252,20 @@ class EnvironmentInfo:
 
 
 @dataclass(frozen=True)
+class EnvdEndpoint:
+    """Where a sandbox's envd answers (Sandbox.envd_endpoint())."""
+
+    url: str
+    """The base of envd's paths."""
+    socket_path: str
+    """A unix socket to connect to instead of the url's host, or ""."""
+    access_token: str
+    """envd's X-Access-Token ("" when none): the sandbox's secret."""
+    headers: List[str]
+    """"Name: value" lines every request must carry as well."""
+
+
+@dataclass(frozen=True)
 class PublishResult:
     """What Context.publish_environment() did on one provider of the environment's tier."""
 

@@ -6,8 +6,8 @@ import os
 from typing import Any, Callable, Iterator, List, Optional, Union, overload
 
 from . import _hangar as _h
-from ._types import (NETWORK_DEFAULT, NETWORK_OFF, NETWORK_ON, Env, ExecResult, FileInfo, LogEntry, Metric,
-                     SandboxInfo, _pairs)
+from ._types import (NETWORK_DEFAULT, NETWORK_OFF, NETWORK_ON, EnvdEndpoint, Env, ExecResult, FileInfo, LogEntry,
+                     Metric, SandboxInfo, _pairs)
 from .commands import Commands, Pty
 from .context import Context, _Adopt, _context, _ctx_and_id, _Handle
 from .errors import GoneError, _from_code
@@ -164,6 +164,17 @@ class Sandbox:
         """Asks the provider for the sandbox's current state."""
         with self._handle as p:
             return SandboxInfo(**_h.py_sandbox_get_info(p))
+
+    def envd_endpoint(self) -> EnvdEndpoint:
+        """Where the sandbox's envd answers and what each request must carry, as last known.
+
+        For callers that speak envd's protocol themselves (a proxy). The
+        access token is the sandbox's own secret: never hand it to its users.
+        Raises PausedError while the sandbox is paused.
+        """
+        with self._handle as p:
+            url, socket_path, token, headers = _h.py_sandbox_envd_endpoint(p)
+        return EnvdEndpoint(url=url, socket_path=socket_path, access_token=token, headers=list(headers))
 
     # ---- commands -------------------------------------------------------------------
 
