@@ -106,6 +106,14 @@ unsigned uid_range_top(const struct uid_range *r);
  * errno.
  */
 int uid_range_inner(unsigned top);
+/*
+ * As host root (a root caller's range): a user namespace that maps ids as
+ * the commands' namespace does, seen from the host: 0 to the sandbox's root
+ * (host base + top), every other id n below top to host base + n. Given to
+ * an idmapped mount, it shows files owned by n on disk as owned by n to the
+ * commands. A descriptor (close-on-exec), or -1 with errno.
+ */
+int uid_range_idmap(const struct uid_range *r);
 /* Reads one byte from fd: 0, or -1 on EOF or an error. */
 int wait_byte(int fd);
 /* In the child: a new user namespace, mapped by the parent (a byte each way on the pipes), then root in it. 0 or -1 said. */
@@ -218,6 +226,11 @@ struct jail_spec {
 	int seccomp_fd;           /* the filter (seccomp_filter_fd) */
 	int info_fd, block_fd;    /* network on: bwrap's --info-fd and --block-fd; -1: off */
 	int inner_fd;             /* userns: where the child puts the commands' namespace */
+	const struct lmeta_image *image; /* the image the root is made of; NULL: the host's /usr */
+	/* What envd gets as the commands' defaults: */
+	const char *user;         /* default user: the image's User, else `user` */
+	const char *workdir;      /* default cwd: the image's WorkingDir, else /workspace */
+	char *const *image_env;   /* the image's Env (NULL: none), before the caller's variables */
 };
 /* Appends bwrap's whole command line for s to a (as etc_build, it builds dir/rootfs/etc). 0 or -errno. */
 int bwrap_argv(struct argv *a, const struct jail_spec *s);
@@ -228,6 +241,23 @@ int bwrap_argv(struct argv *a, const struct jail_spec *s);
 const char *stage_dir(void);
 /* In the child, in a mount namespace of its own: the stage for s, its files owned by r's ids. 0, or -1 said. */
 int stage_build(const struct jail_spec *s, const struct uid_range *r);
+
+/* ---- image.c: an image sandbox's root ---- */
+
+/*
+ * In the child, as host root in its own mount namespace, after the stage's
+ * rw file system is mounted at stage/rw: the image's layers, each an
+ * idmapped read-only mount, under a writable layer in stage/rw, merged at
+ * stage/root, with the sandbox's users, names and mount points written into
+ * that writable layer. 0, or -1 said.
+ */
+int image_root_build(const struct jail_spec *s, const struct uid_range *r, const char *stage);
+/*
+ * The image's User ("name", "uid", either with ":group") as envd's -user
+ * takes it, a name, into buf: "user" when unset; a uid is looked up in the
+ * /etc/passwd of the topmost of layers that has one. 0, or -1 said.
+ */
+int image_user_name(const struct lmeta_image *im, char *buf, size_t size);
 
 /* ---- net.c: network "on" ---- */
 
@@ -270,6 +300,8 @@ struct jail {
 	int lfd, pfd;                /* jail.sock, ports.sock */
 	int envd_listen, envd_token; /* envd.sock, envd's token pipe: envd's once bwrap runs */
 	struct lmeta meta;           /* meta.json as it was at the start */
+	int image_lock;              /* an image sandbox: its image's use lock, held shared until the jail ends */
+	char image_user[256];        /* an image sandbox: envd's -user */
 	struct freezer freezer;      /* cgroup.c */
 	struct limits lim;           /* what the library asked for */
 	struct limit_cgroups lcg;    /* memory, pids, cpu */

@@ -126,7 +126,7 @@ int local_describe(struct local *l, const char *dir, const struct lmeta *m, cons
 	if (!r)
 		r = hangar_sys_sandbox_set_user(out, "user");
 	if (!r)
-		r = hangar_sys_sandbox_set_template(out, m->template_id);
+		r = hangar_sys_sandbox_set_template(out, m->template_id ? m->template_id : "local");
 	if (!r)
 		r = hangar_sys_sandbox_set_times(out, m->created_at_us, m->expires_at_us);
 	if (!r)
