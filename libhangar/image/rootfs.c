@@ -9,12 +9,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -381,4 +383,87 @@ void image_rootfs_release(struct image_rootfs *r)
 		close(r->use_fd);
 	memset(r, 0, sizeof(*r));
 	r->use_fd = -1;
+}
+
+/* The name of uid in a passwd text, into buf. 0, or -1 when none. */
+static int name_of_uid(const char *text, const char *uid, char *buf, size_t size)
+{
+	size_t ulen = strlen(uid);
+
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n'), *c1, *c2, *c3;
+
+		if (!end)
+			end = line + strlen(line);
+		c1 = memchr(line, ':', (size_t)(end - line));
+		c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+		c3 = c2 ? memchr(c2 + 1, ':', (size_t)(end - c2 - 1)) : NULL;
+		if (c3 && (size_t)(c3 - c2 - 1) == ulen && !strncmp(c2 + 1, uid, ulen) && (size_t)(c1 - line) < size &&
+		    c1 > line) {
+			snprintf(buf, size, "%.*s", (int)(c1 - line), line);
+			return 0;
+		}
+		line = *end ? end + 1 : end;
+	}
+	return -1;
+}
+
+/* layer/etc/passwd, a regular file reached through no link; NULL when none. */
+static char *layer_passwd(const char *layer)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	int dir = open(layer, O_PATH | O_DIRECTORY | O_CLOEXEC), fd;
+	char *text;
+
+	if (dir < 0)
+		return NULL;
+	fd = (int)syscall(SYS_openat2, dir, "etc", &how, sizeof(how));
+	close(dir);
+	if (fd < 0)
+		return NULL;
+	text = read_at(fd, "passwd", RECORD_MAX);
+	close(fd);
+	return text;
+}
+
+int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size)
+{
+	size_t n = strcspn(r->user ? r->user : "", ":"), count = 0;
+	char uid[16];
+
+	buf[0] = '\0';
+	if (!r->user || !n)
+		return 0;
+	if (n >= size || n >= 256)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "image %s: User \"%s\" is too long", r->digest, r->user);
+	if (strspn(r->user, "0123456789") < n) {
+		snprintf(buf, size, "%.*s", (int)n, r->user);
+		return 0;
+	}
+	if (n >= sizeof(uid))
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "image %s: User \"%s\" is not a uid", r->digest, r->user);
+	snprintf(uid, sizeof(uid), "%.*s", (int)n, r->user);
+	while (r->layers[count])
+		count++;
+	/* The topmost layer that has a passwd file is the one the sandbox sees. */
+	while (count-- > 0) {
+		char *text = layer_passwd(r->layers[count]);
+		int found;
+
+		if (!text)
+			continue;
+		found = name_of_uid(text, uid, buf, size) == 0;
+		free(text);
+		if (found)
+			return 0;
+		break;
+	}
+	/* The sandbox's own root and user, which the jail adds where the image lacks them. */
+	if (!strcmp(uid, "0") || !strcmp(uid, "1000")) {
+		snprintf(buf, size, "%s", strcmp(uid, "0") ? "user" : "root");
+		return 0;
+	}
+	return hangar_sys_error(HANGAR_EINVAL, 0, 0, "image %s: User \"%s\": uid %s has no entry in its /etc/passwd",
+				r->digest, r->user, uid);
 }

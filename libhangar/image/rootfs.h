@@ -33,6 +33,12 @@ struct image_rootfs {
  * with the error set and *out empty.
  */
 int image_rootfs_get(hangar_ctx *ctx, const char *ref, struct image_rootfs *out);
+/*
+ * r's User ("name", "uid", either with ":group") as a user name, into buf:
+ * "" when unset; a uid is looked up in the /etc/passwd of the topmost layer
+ * that has one. 0, or HANGAR_EINVAL (no such uid, too long) with the error set.
+ */
+int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size);
 /* Frees r and lets go of its use lock (when still held). NULL-safe. */
 void image_rootfs_release(struct image_rootfs *r);
 

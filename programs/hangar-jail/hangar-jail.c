@@ -264,10 +264,6 @@ static int describe_sandbox(struct jail *j)
 		errno = EPERM;
 		goto fail;
 	}
-	if (j->meta.image.digest[0] && image_user_name(&j->meta.image, j->image_user, sizeof(j->image_user)) < 0) {
-		errno = EINVAL;
-		goto fail;
-	}
 	j->spec = (struct jail_spec){
 		.bwrap = j->bwrap, .envd = j->envd, .dir = j->dir, .meta = &j->meta,
 		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
@@ -278,7 +274,7 @@ static int describe_sandbox(struct jail *j)
 	};
 	if (j->meta.image.digest[0]) {
 		j->spec.image = &j->meta.image;
-		j->spec.user = j->image_user;
+		j->spec.user = j->meta.image.user[0] ? j->meta.image.user : "user";
 		j->spec.workdir = j->meta.image.workdir[0] ? j->meta.image.workdir : "/workspace";
 		j->spec.image_env = j->meta.image.env;
 	}

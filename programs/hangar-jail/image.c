@@ -106,21 +106,29 @@ static int dirs_at(int root, const char *path, mode_t mode, unsigned owner)
 	return 0;
 }
 
-/* Reads etc/name beneath etc (a regular file; anything else is none). NULL when none. */
+/* Reads etc/name beneath etc (a regular file of at most ETC_MAX; anything else is none). NULL when none. */
 static char *read_beneath(int etc, const char *name)
 {
 	int fd = beneath(etc, name, O_RDONLY | O_NONBLOCK, 0);
-	char path[64], *text;
+	char *text = NULL;
 	struct stat st;
+	size_t have = 0;
 
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= ETC_MAX &&
+	    (text = malloc((size_t)st.st_size + 1))) {
+		while (have < (size_t)st.st_size) {
+			ssize_t n = read(fd, text + have, (size_t)st.st_size - have);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			have += (size_t)n;
+		}
+		text[have] = '\0';
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	text = lstate_read_file(path, ETC_MAX, NULL);
 	close(fd);
 	return text;
 }
@@ -367,75 +375,4 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 	rc = mount_points(root, s, &o) < 0 || write_etc(root, s, &o) < 0 ? -1 : 0;
 	close(root);
 	return rc;
-}
-
-/* The name of uid in a passwd text, into buf. 0, or -1 when none. */
-static int name_of_uid(const char *text, const char *uid, char *buf, size_t size)
-{
-	for (const char *line = text; line && *line;) {
-		const char *end = strchr(line, '\n'), *c1 = strchr(line, ':'), *c2, *c3;
-
-		if (!end)
-			end = line + strlen(line);
-		c2 = c1 && c1 < end ? strchr(c1 + 1, ':') : NULL;
-		c3 = c2 && c2 < end ? strchr(c2 + 1, ':') : NULL;
-		if (c3 && c3 < end && (size_t)(c3 - c2 - 1) == strlen(uid) && !strncmp(c2 + 1, uid, strlen(uid)) &&
-		    (size_t)(c1 - line) < size) {
-			snprintf(buf, size, "%.*s", (int)(c1 - line), line);
-			return 0;
-		}
-		line = *end ? end + 1 : end;
-	}
-	return -1;
-}
-
-int image_user_name(const struct lmeta_image *im, char *buf, size_t size)
-{
-	size_t n = strcspn(im->user ? im->user : "", ":");
-	char uid[16];
-	int count = 0;
-
-	if (!im->user || !n) {
-		snprintf(buf, size, "user");
-		return 0;
-	}
-	if (n >= size || n >= sizeof(uid)) {
-		say("the image's User \"%s\" is too long", im->user);
-		return -1;
-	}
-	if (strspn(im->user, "0123456789") < n) {
-		snprintf(buf, size, "%.*s", (int)n, im->user);
-		return 0;
-	}
-	snprintf(uid, sizeof(uid), "%.*s", (int)n, im->user);
-	if (!strcmp(uid, "0") || !strcmp(uid, "1000")) {
-		snprintf(buf, size, "%s", strcmp(uid, "0") ? "user" : "root");
-		return 0;
-	}
-	while (im->layers[count])
-		count++;
-	/* The topmost layer that has a passwd file is the one the sandbox sees. */
-	for (int i = count - 1; i >= 0; i--) {
-		int dir = open(im->layers[i], O_PATH | O_DIRECTORY | O_CLOEXEC), etc;
-		char *text = NULL;
-
-		if (dir < 0)
-			continue;
-		etc = beneath(dir, "etc", O_PATH | O_DIRECTORY, 0);
-		if (etc >= 0) {
-			text = read_beneath(etc, "passwd");
-			close(etc);
-		}
-		close(dir);
-		if (text) {
-			int rc = name_of_uid(text, uid, buf, size);
-
-			free(text);
-			if (rc == 0)
-				return 0;
-			break;
-		}
-	}
-	say("the image's User \"%s\": uid %s has no entry in the image's /etc/passwd", im->user, uid);
-	return -1;
 }

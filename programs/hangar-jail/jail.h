@@ -252,12 +252,6 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r);
  * that writable layer. 0, or -1 said.
  */
 int image_root_build(const struct jail_spec *s, const struct uid_range *r, const char *stage);
-/*
- * The image's User ("name", "uid", either with ":group") as envd's -user
- * takes it, a name, into buf: "user" when unset; a uid is looked up in the
- * /etc/passwd of the topmost of layers that has one. 0, or -1 said.
- */
-int image_user_name(const struct lmeta_image *im, char *buf, size_t size);
 
 /* ---- net.c: network "on" ---- */
 
@@ -301,7 +295,6 @@ struct jail {
 	int envd_listen, envd_token; /* envd.sock, envd's token pipe: envd's once bwrap runs */
 	struct lmeta meta;           /* meta.json as it was at the start */
 	int image_lock;              /* an image sandbox: its image's use lock, held shared until the jail ends */
-	char image_user[256];        /* an image sandbox: envd's -user */
 	struct freezer freezer;      /* cgroup.c */
 	struct limits lim;           /* what the library asked for */
 	struct limit_cgroups lcg;    /* memory, pids, cpu */

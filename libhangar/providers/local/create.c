@@ -301,6 +301,7 @@ static char **strv_dup(char *const *v)
 static int find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img)
 {
 	struct lmeta_image *im = &m->image;
+	char user[256];
 	int r;
 
 	if (!name || !*name || !strcmp(name, "local"))
@@ -324,13 +325,15 @@ static int find_template(const struct local *l, const char *name, struct lmeta *
 					"the local provider has no template or image \"%s\" (templates: local; images: "
 					"see `hangar image list`)",
 					name);
+	if (r == 0)
+		r = image_rootfs_user_name(img, user, sizeof(user));
 	if (r < 0)
 		return r;
 	snprintf(im->digest, sizeof(im->digest), "%s", img->digest);
 	im->layers = strv_dup(img->layers);
 	im->env = strv_dup(img->env);
 	im->workdir = strdup(img->workdir);
-	im->user = strdup(img->user);
+	im->user = strdup(user);
 	im->use_lock = strdup(img->use_path);
 	if (!im->layers || !im->env || !im->workdir || !im->user || !im->use_lock)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");

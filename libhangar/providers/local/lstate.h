@@ -36,7 +36,8 @@ struct lmeta_image {
 	char digest[72];         /* "sha256:<hex>"; "": no image, the host's /usr */
 	char **layers;           /* absolute paths of the layers' roots, bottom -> top, NULL-terminated */
 	char **env;              /* the image's Env, NULL-terminated (before the caller's) */
-	char *workdir, *user;    /* the image's WorkingDir and User, "" when unset */
+	char *workdir;           /* the image's WorkingDir, "" when unset */
+	char *user;              /* the commands' default user: the image's User as a name, "" when unset */
 	char *use_lock;          /* the image's use lock, which the jail holds shared while it lives */
 };
 
