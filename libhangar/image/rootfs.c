@@ -239,13 +239,13 @@ static int take_layers(const char *dir, const char *ref, const cJSON *layers, st
 						ref);
 		snprintf(path, sizeof(path), "%s/layers/%s/layer.json", dir, l->valuestring + 7);
 		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
-			return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno,
+			return hangar_sys_error(HANGAR_ECREATE, 0, errno,
 						"image \"%s\": layer %s is not complete in the image store (pull or "
 						"import the image again)",
 						ref, l->valuestring);
 		snprintf(path, sizeof(path), "%s/layers/%s/root", dir, l->valuestring + 7);
 		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-			return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno, "image \"%s\": layer %s has no root directory",
+			return hangar_sys_error(HANGAR_ECREATE, 0, errno, "image \"%s\": layer %s has no root directory",
 						ref, l->valuestring);
 		if (!(out->layers[i++] = strdup(path)))
 			return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");

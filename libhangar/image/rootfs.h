@@ -28,8 +28,9 @@ struct image_rootfs {
  * is complete (its layer.json present) and takes the image's shared use
  * lock, which a removal or a garbage collection of the image waits on.
  * 0 with *out filled (the caller's, to image_rootfs_release), or
- * HANGAR_ENOTFOUND (naming ref), HANGAR_EINVAL (a bad ref, a prefix naming
- * several images) or HANGAR_ECONFIG / HANGAR_EOS (the store's fault), each
+ * HANGAR_ENOTFOUND (no image ref, naming it), HANGAR_EINVAL (a bad ref, a
+ * prefix naming several images, a record that is not one), HANGAR_ECREATE
+ * (a layer not complete) or HANGAR_ECONFIG / HANGAR_EOS (the store), each
  * with the error set and *out empty.
  */
 int image_rootfs_get(hangar_ctx *ctx, const char *ref, struct image_rootfs *out);

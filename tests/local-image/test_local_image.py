@@ -234,3 +234,69 @@ def test_kill_9_of_the_jail_leaves_nothing(ctx, images):
     wait_for("the use lock to be free", lambda: lock_free(use_lock(images, "debian")))
     with pytest.raises(hangar.HangarError):
         sb.exec("true")
+
+
+def test_a_store_others_can_write_is_refused(ctx, images):
+    d = os.environ["HANGAR_IMAGE_DIR"]
+    os.chmod(d, 0o770)
+    try:
+        with pytest.raises(hangar.ConfigError) as e:
+            make(ctx, DEBIAN)
+        assert "HANGAR_IMAGE_DIR" in str(e.value)
+    finally:
+        os.chmod(d, 0o700)
+
+
+def test_an_incomplete_layer_is_never_used(ctx, images):
+    import json
+    d = os.environ["HANGAR_IMAGE_DIR"]
+    half = "ab" * 32
+    os.makedirs(os.path.join(d, "layers", half, "root", "etc"), exist_ok=True)
+    rec = {"digest": "sha256:" + "cd" * 32, "names": ["hangar-test/half:1"], "layers": ["sha256:" + half],
+           "config": {}}
+    path = os.path.join(d, "images", "cd" * 32 + ".json")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    try:
+        with pytest.raises(hangar.CreateError) as e:
+            make(ctx, "hangar-test/half:1")
+        assert "not complete" in str(e.value)
+        # A record naming a path instead of a layer digest is refused, naming nothing outside.
+        rec["layers"] = ["sha256:../../../etc"]
+        with open(path, "w") as f:
+            json.dump(rec, f)
+        with pytest.raises(hangar.InvalidArgumentError):
+            make(ctx, "hangar-test/half:1")
+    finally:
+        os.remove(path)
+
+
+def test_an_unprivileged_caller_is_told_why_not(images):
+    import pwd
+    import subprocess
+    import sys
+    import tempfile
+    try:
+        user = pwd.getpwnam("user")
+    except KeyError:
+        pytest.skip("no unprivileged user `user` to be the caller")
+    state = tempfile.mkdtemp(prefix="hangar-img-user-")
+    os.chown(state, user.pw_uid, user.pw_gid)
+    code = ("import hangar, sys\n"
+            "c = hangar.Context({'HANGAR_DEFAULT_PROVIDER': 'local', 'HANGAR_LOCAL_NETWORK': 'off'})\n"
+            "try:\n"
+            "    hangar.Sandbox.create(c, provider='local', template=sys.argv[1])\n"
+            "except hangar.UnsupportedError as e:\n"
+            "    print(e)\n")
+    env = dict(os.environ, HANGAR_STATE_DIR=state, HOME=state)
+
+    def drop():
+        os.setgid(user.pw_gid)
+        os.setgroups([])
+        os.setuid(user.pw_uid)
+
+    r = subprocess.run([sys.executable, "-c", code, DEBIAN], env=env, preexec_fn=drop, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    subprocess.run(["rm", "-rf", state], check=True)
+    assert r.returncode == 0, r.stderr
+    assert b"need a root caller" in r.stdout and b"\"local\" template works" in r.stdout
