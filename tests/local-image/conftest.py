@@ -1,16 +1,13 @@
 """Fixtures for the local-image suite: an image store made for the session,
 real local sandboxes on its images, as root.
 
-The Debian root filesystem is built once with mmdebstrap into the image
-cache (HANGAR_TEST_IMAGES, else build/test-images) and reused; every session
-stores it, and the small layers the tests make on top of it, into an image
-store of its own with mkimage.py, digests computed from the bytes.
+The Debian root filesystem is built once (images.py) and reused; every
+session stores it, and the small layers the tests make on top of it, into
+an image store of its own with mkimage.py, digests computed from the bytes.
 """
 
 import io
 import os
-import subprocess
-import sys
 import tarfile
 import tempfile
 
@@ -26,31 +23,11 @@ os.environ["HANGAR_IMAGE_DIR"] = os.path.join(_STATE.name, "images")
 
 import hangar  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEBIAN = "hangar-test/debian:12"
+from images import DEBIAN, PATH, debian_tar, mkimage as store_image  # noqa: E402
+
 LAYERED = "hangar-test/layered:1"
 HOSTILE = "hangar-test/hostile:1"
-# hangar-envd runs inside the image with the image's own libraries: until it
-# brings what it needs itself, the Debian image carries its libraries (and
-# python3, which the isolation probes run).
-ENVD_LIBS = "libcjson1,libmicrohttpd12,libsodium23,libarchive13,libzstd1,zlib1g,python3-minimal"
 TARGET = os.path.join(_STATE.name, "outside")
-
-
-def image_cache():
-    d = os.environ.get("HANGAR_TEST_IMAGES") or os.path.join(os.environ["HANGAR_BUILD_ROOT"], "test-images")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def debian_tar():
-    path = os.path.join(image_cache(), "debian-12-minbase.tar")
-    if not os.path.exists(path):
-        tmp = path + ".tmp.%d" % os.getpid()
-        subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ENVD_LIBS, "bookworm", tmp],
-                       check=True, stdin=subprocess.DEVNULL)
-        os.rename(tmp, path)
-    return path
 
 
 def layer_tar(path, members):
@@ -77,9 +54,7 @@ def layer_tar(path, members):
 
 
 def mkimage(name, config, *tars):
-    r = subprocess.run([sys.executable, os.path.join(HERE, "mkimage.py"), os.environ["HANGAR_IMAGE_DIR"], name,
-                        __import__("json").dumps(config), *tars], check=True, stdout=subprocess.PIPE)
-    return r.stdout.decode().strip()
+    return store_image(os.environ["HANGAR_IMAGE_DIR"], name, config, *tars)
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +80,7 @@ def images():
         ("etc/hostname", "link", TARGET + "-hostname", 0),
         ("workspace", "link", "/etc", 0),
     ])
-    path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    path = PATH
     out = {
         "debian": mkimage(DEBIAN, {"Env": [path, "FROM_IMAGE=image", "BOTH=image"], "WorkingDir": "/srv/app"}, base),
         "layered": mkimage(LAYERED, {"Env": [path], "User": "1"}, base, layered),

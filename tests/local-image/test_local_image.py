@@ -14,11 +14,11 @@ import hangar
 from conftest import DEBIAN, HOSTILE, LAYERED, TARGET, make
 
 
-def wait_for(what, cond, timeout=30.0, interval=0.02):
+def wait_for(what, cond, timeout=30.0, interval=0.02, why=None):
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            pytest.fail("timed out waiting for " + what)
+            pytest.fail("timed out waiting for " + what + (": " + why() if why else ""))
         time.sleep(interval)
 
 
@@ -208,6 +208,20 @@ def descendants(pid):
     return out
 
 
+def describe(pids):
+    out = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                st = f.read().split()
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+            out.append(f"{p} state {st[2]} ppid {st[3]}: {cmd}")
+        except OSError:
+            out.append(f"{p} gone")
+    return "; ".join(out)
+
+
 def mounts_of_layers(hexd):
     found = []
     for p in os.listdir("/proc"):
@@ -230,7 +244,7 @@ def test_kill_9_of_the_jail_leaves_nothing(ctx, images):
     assert kids and mounts_of_layers(hexd)
     os.kill(jail, signal.SIGKILL)
     wait_for("the jail's processes to go", lambda: not any(os.path.exists(f"/proc/{k}") for k in kids | {jail}))
-    wait_for("the layers' mounts to go", lambda: not mounts_of_layers(hexd))
+    wait_for("the layers' mounts to go", lambda: not mounts_of_layers(hexd), why=lambda: describe(mounts_of_layers(hexd)))
     wait_for("the use lock to be free", lambda: lock_free(use_lock(images, "debian")))
     with pytest.raises(hangar.HangarError):
         sb.exec("true")
