@@ -33,6 +33,7 @@
  *   userns.c     the sandbox's host ids and user namespaces
  *   net.c        network on (slirp4netns)    ports.c    exposed ports
  *   etc.c        the sandbox's /etc          seccomp.c  its seccomp filter
+ *   image.c      an image sandbox's root: idmapped layers under a writable layer
  *   stage.c      its files, staged for bwrap bwrap.c    bwrap's command line
  *   spawn.c      the child that becomes bwrap
  *   supervise.c  the wait for the end, and the teardown

@@ -250,9 +250,11 @@ static int write_etc(int root, const struct jail_spec *s, const struct owners *o
 /* Where bwrap mounts or binds, as directories of the image's root (links there replaced). 0, or -1 said. */
 static int mount_points(int root, const struct jail_spec *s, const struct owners *o)
 {
-	static const char *const points[][2] = { { "proc", "0555" }, { "dev", "0755" },  { "run", "0755" },
-						  { "tmp", "1777" },  { "root", "0700" }, { "workspace", "0755" },
-						  { "home", "0755" }, { "home/user", "0755" } };
+	static const char *const points[][2] = {
+		{ "proc", "0555" }, { "dev", "0755" },	    { "run", "0755" },	    { "run/hangar", "0700" },
+		{ "tmp", "1777" },  { "root", "0700" },	    { "workspace", "0755" }, { "home", "0755" },
+		{ "home/user", "0755" },
+	};
 
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
 		if (dirs_at(root, points[i][0], (mode_t)strtoul(points[i][1], NULL, 8), o->root) < 0) {

@@ -79,6 +79,8 @@ def images():
         ("etc/hosts", "link", "/proc/self/root" + TARGET + "-hosts", 0),
         ("etc/hostname", "link", TARGET + "-hostname", 0),
         ("workspace", "link", "/etc", 0),
+        ("run", "dir", None, 0),
+        ("run/hangar", "link", "/etc", 0),
     ])
     path = PATH
     out = {

@@ -159,6 +159,8 @@ def test_hostile_links_are_replaced_not_followed(ctx, images):
         for suffix in ("-passwd", "-hosts", "-hostname"):
             assert not os.path.lexists(TARGET + suffix), suffix
         run(sb, "test ! -L /etc/passwd && test ! -L /etc/hosts && test ! -L /workspace && test -d /workspace")
+        # /run/hangar, where envd's tmpfs goes, was a link to /etc: mounted there, it would hide /etc.
+        run(sb, "test ! -L /run/hangar && test -d /run/hangar && test -e /etc/debian_version", user="root")
         assert run(sb, "id -un").stdout == b"user\n"
         assert run(sb, "cat /etc/hostname").stdout.text.strip() == sb.id
 
