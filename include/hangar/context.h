@@ -11,6 +11,7 @@
  *   HANGAR_DEFAULT_PROVIDER          provider for creates that name none ("local")
  *   HANGAR_STATE_DIR                 where sandbox records live
  *                                    ($XDG_STATE_HOME/hangar, else ~/.local/state/hangar)
+ *   HANGAR_IMAGE_DIR                 the image store ($HANGAR_STATE_DIR/images)
  *   HANGAR_ENVD_PATH                 the hangar-envd binary local sandboxes run
  *   HANGAR_JAIL_PATH                 the hangar-jail supervisor of local sandboxes
  *   HANGAR_BWRAP_PATH                the bubblewrap binary ("bwrap" on PATH)

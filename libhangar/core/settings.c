@@ -98,6 +98,8 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 			       NULL },
 	[HS_SESSION_BUSY_WAIT] = { "HANGAR_SESSION_BUSY_WAIT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 0, 3600, NULL,
 				   "how long a session call waits while another caller changes the session", NULL },
+	[HS_IMAGE_DIR] = { "HANGAR_IMAGE_DIR", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+			   "the image store (<HANGAR_STATE_DIR>/images)", NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

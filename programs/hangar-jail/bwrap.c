@@ -105,11 +105,9 @@ static void add_namespaces(struct argv *a, const struct jail_spec *s)
 	addf(a, "%d", s->seccomp_fd);
 }
 
-/* The host's /usr, the sandbox's /etc, /proc and /dev. 0 or -errno. */
-static int add_system(struct argv *a, const struct jail_spec *s)
+/* The host's /usr and the sandbox's /etc. 0 or -errno. */
+static int add_host_usr(struct argv *a, const struct jail_spec *s)
 {
-	int r;
-
 	add(a, "--ro-bind");
 	add(a, "/usr");
 	add(a, "/usr");
@@ -117,7 +115,22 @@ static int add_system(struct argv *a, const struct jail_spec *s)
 	add(a, "--ro-bind");
 	addf(a, s->userns ? "%s/etc" : "%s/rootfs/etc", files_at(s));
 	add(a, "/etc");
-	r = etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, a);
+	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, a);
+}
+
+/* The root (the host's /usr, or the image's layers and the sandbox's writable layer), /proc and /dev. 0 or -errno. */
+static int add_system(struct argv *a, const struct jail_spec *s)
+{
+	int r = 0;
+
+	if (s->image) {
+		/* Built by the child in the stage (image.c), its /etc included. */
+		add(a, "--bind");
+		addf(a, "%s/root", stage_dir());
+		add(a, "/");
+	} else {
+		r = add_host_usr(a, s);
+	}
 	if (r < 0)
 		return r;
 	add(a, "--proc");
@@ -193,6 +206,8 @@ static void add_writable(struct argv *a, const struct jail_spec *s)
 			add(a, at[i][0]);
 		}
 	}
+	if (s->image)
+		return; /* the image's /var/tmp, in the sandbox's writable layer */
 	add(a, "--dir");
 	add(a, "/var");
 	add(a, "--symlink");
@@ -307,11 +322,15 @@ static int add_envd(struct argv *a, const struct jail_spec *s)
 	add(a, "-token-fd");
 	addf(a, "%d", s->token_fd);
 	add(a, "-user");
-	add(a, "user");
+	add(a, s->user ? s->user : "user");
 	add(a, "-workdir");
-	add(a, "/workspace");
+	add(a, s->workdir ? s->workdir : "/workspace");
 	add(a, "-env");
 	add(a, "CI=true");
+	for (char *const *e = s->image_env; e && *e; e++) {
+		add(a, "-env");
+		add(a, *e);
+	}
 	for (char **e = s->meta->env; e && *e; e++) {
 		add(a, "-env");
 		add(a, *e);

@@ -33,6 +33,7 @@
  *   userns.c     the sandbox's host ids and user namespaces
  *   net.c        network on (slirp4netns)    ports.c    exposed ports
  *   etc.c        the sandbox's /etc          seccomp.c  its seccomp filter
+ *   image.c      an image sandbox's root: idmapped layers under a writable layer
  *   stage.c      its files, staged for bwrap bwrap.c    bwrap's command line
  *   spawn.c      the child that becomes bwrap
  *   supervise.c  the wait for the end, and the teardown
@@ -45,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -163,11 +165,36 @@ static int record_pid(const struct jail *j)
 	return 0;
 }
 
+/*
+ * An image sandbox's use lock, taken while the library still holds its own
+ * (it lets go once the sandbox is ready), so that no removal of the image
+ * finds it unused in between. Held until the jail exits, however it exits.
+ * 0, or -1 said.
+ */
+static int hold_image(struct jail *j)
+{
+	const char *path = j->meta.image.use_lock;
+
+	if (!j->meta.image.digest[0])
+		return 0;
+	j->image_lock = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (j->image_lock < 0 || flock(j->image_lock, LOCK_SH | LOCK_NB) < 0) {
+		say("cannot hold image %s's use lock %s: %s", j->meta.image.digest, path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* meta.json; without it there is no sandbox, and its directory goes. 0, or -1 said. */
 static int read_meta(struct jail *j)
 {
 	if (lstate_meta_read(j->dir, &j->meta) < 0) {
 		say("cannot read %s/meta.json", j->dir);
+		lstate_rmtree_at(AT_FDCWD, j->dir);
+		return -1;
+	}
+	if (hold_image(j) < 0) {
+		lstate_meta_clear(&j->meta);
 		lstate_rmtree_at(AT_FDCWD, j->dir);
 		return -1;
 	}
@@ -232,6 +259,12 @@ static int describe_sandbox(struct jail *j)
 	    single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
 		goto fail;
 	userns = uid_range_owned(&j->ids);
+	if (j->meta.image.digest[0] && (!userns || j->ids.sub)) {
+		/* The library refuses these first; an image's root needs idmapped mounts, which only host root makes. */
+		say("sandbox %s: an image's root needs a root caller", j->id);
+		errno = EPERM;
+		goto fail;
+	}
 	j->spec = (struct jail_spec){
 		.bwrap = j->bwrap, .envd = j->envd, .dir = j->dir, .meta = &j->meta,
 		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
@@ -240,6 +273,12 @@ static int describe_sandbox(struct jail *j)
 		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1], .block_fd = j->net_block[0],
 		.inner_fd = inner_fd,
 	};
+	if (j->meta.image.digest[0]) {
+		j->spec.image = &j->meta.image;
+		j->spec.user = j->meta.image.user[0] ? j->meta.image.user : "user";
+		j->spec.workdir = j->meta.image.workdir[0] ? j->meta.image.workdir : "/workspace";
+		j->spec.image_env = j->meta.image.env;
+	}
 	if (bwrap_argv(&j->argv, &j->spec) < 0)
 		goto fail;
 	return 0;
@@ -284,7 +323,7 @@ int main(int argc, char **argv)
 {
 	struct jail j = {
 		.ready_fd = -1, .token_fd = -1, .sfd = -1, .tfd = -1, .lfd = -1, .pfd = -1,
-		.envd_listen = -1, .envd_token = -1, .freezer = FREEZER_NONE,
+		.envd_listen = -1, .envd_token = -1, .image_lock = -1, .freezer = FREEZER_NONE,
 		.net_info = { -1, -1 }, .net_block = { -1, -1 }, .ids = UID_RANGE_NONE,
 		.bwrap_pid = -1, .slirp = -1,
 	};

@@ -106,6 +106,14 @@ unsigned uid_range_top(const struct uid_range *r);
  * errno.
  */
 int uid_range_inner(unsigned top);
+/*
+ * As host root (a root caller's range): a user namespace that maps ids as
+ * the commands' namespace does, seen from the host: 0 to the sandbox's root
+ * (host base + top), every other id n below top to host base + n. Given to
+ * an idmapped mount, it shows files owned by n on disk as owned by n to the
+ * commands. A descriptor (close-on-exec), or -1 with errno.
+ */
+int uid_range_idmap(const struct uid_range *r);
 /* Reads one byte from fd: 0, or -1 on EOF or an error. */
 int wait_byte(int fd);
 /* In the child: a new user namespace, mapped by the parent (a byte each way on the pipes), then root in it. 0 or -1 said. */
@@ -219,13 +227,16 @@ struct jail_spec {
 	int info_fd, block_fd;    /* network on: bwrap's --info-fd and --block-fd; -1: off */
 	int inner_fd;             /* userns: where the child puts the commands' namespace */
 	/*
-	 * 1: the sandbox's root is an image, not the host's /usr. hangar-envd
-	 * then runs through a loader and libraries of its own (envdrt.c), the
-	 * image's /etc/ld.so.preload is hidden, and nothing else of add_envd
-	 * changes. Set by whoever makes the image the root; 0: the `local`
-	 * template.
+	 * The image the root is made of (image.c); NULL: the host's /usr, the
+	 * `local` template. With an image, hangar-envd runs through a loader
+	 * and libraries of its own (envdrt.c) and the image's
+	 * /etc/ld.so.preload is hidden; nothing else of add_envd changes.
 	 */
-	int image;
+	const struct lmeta_image *image;
+	/* What envd gets as the commands' defaults: */
+	const char *user;         /* default user: the image's User, else `user` */
+	const char *workdir;      /* default cwd: the image's WorkingDir, else /workspace */
+	char *const *image_env;   /* the image's Env (NULL: none), before the caller's variables */
 };
 /* Appends bwrap's whole command line for s to a (as etc_build, it builds dir/rootfs/etc). 0 or -errno. */
 int bwrap_argv(struct argv *a, const struct jail_spec *s);
@@ -255,6 +266,17 @@ const struct envd_runtime *envd_runtime_find(const char *envd);
 const char *stage_dir(void);
 /* In the child, in a mount namespace of its own: the stage for s, its files owned by r's ids. 0, or -1 said. */
 int stage_build(const struct jail_spec *s, const struct uid_range *r);
+
+/* ---- image.c: an image sandbox's root ---- */
+
+/*
+ * In the child, as host root in its own mount namespace, after the stage's
+ * rw file system is mounted at stage/rw: the image's layers, each an
+ * idmapped read-only mount, under a writable layer in stage/rw, merged at
+ * stage/root, with the sandbox's users, names and mount points written into
+ * that writable layer. 0, or -1 said.
+ */
+int image_root_build(const struct jail_spec *s, const struct uid_range *r, const char *stage);
 
 /* ---- net.c: network "on" ---- */
 
@@ -297,6 +319,7 @@ struct jail {
 	int lfd, pfd;                /* jail.sock, ports.sock */
 	int envd_listen, envd_token; /* envd.sock, envd's token pipe: envd's once bwrap runs */
 	struct lmeta meta;           /* meta.json as it was at the start */
+	int image_lock;              /* an image sandbox: its image's use lock, held shared until the jail ends */
 	struct freezer freezer;      /* cgroup.c */
 	struct limits lim;           /* what the library asked for */
 	struct limit_cgroups lcg;    /* memory, pids, cpu */

@@ -10,7 +10,10 @@
  *   STAGE/lib   image sandboxes: hangar-envd's loader and libraries (envdrt.c)
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
  *               writes nothing to the host's disk and runs out of space at
- *               its limit (ENOSPC)
+ *               its limit (ENOSPC); an image sandbox's writable layer too
+ *               (upper/, work/)
+ *   STAGE/root  an image sandbox's root: its layers under that writable
+ *               layer (image.c)
  * The sources are opened first (O_PATH), since STAGE may hide the state
  * directory. Unprivileged, bwrap binds the sandbox's directory directly.
  */
@@ -195,5 +198,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		say("cannot make the sandbox's %u MB file system: %s", s->disk_mb, strerror(errno));
 		return -1;
 	}
+	if (s->image && image_root_build(s, r, at) < 0)
+		return -1;
 	return 0;
 }

@@ -408,14 +408,20 @@ static int write_proc(pid_t pid, const char *name, const char *text)
 	return lstate_write_str(path, text) < 0 ? -1 : 0;
 }
 
-int uid_range_inner(unsigned top)
+/*
+ * A user namespace whose uid and gid maps are map (as the caller's
+ * namespace names ids), held by a child until it is open; made under an
+ * RLIMIT_NPROC of nproc (0: the caller's). A descriptor (close-on-exec), or
+ * -1 with errno.
+ */
+static int mapped_userns(const char *map, unsigned nproc)
 {
 	int up[2], down[2], fd = -1, e = 0, status;
-	char map[64], path[64], c;
+	char path[64], c;
 	pid_t p;
 
-	if (top < 2 || pipe2(up, O_CLOEXEC) < 0)
-		return errno = EINVAL, -1;
+	if (pipe2(up, O_CLOEXEC) < 0)
+		return -1;
 	if (pipe2(down, O_CLOEXEC) < 0) {
 		e = errno;
 		close(up[0]);
@@ -427,16 +433,16 @@ int uid_range_inner(unsigned top)
 		/*
 		 * Holds the namespace until its parent has it open. Dumpable, so
 		 * its /proc entries are its parent's to write. Made under
-		 * uid_range_nproc: the kernel counts every process of the
-		 * namespace, and of its parent's root, against the limit its
-		 * creator had (Linux 5.14, ucounts), so the limit holds for the
-		 * whole sandbox without lowering anyone else's.
+		 * nproc: the kernel counts every process of the namespace, and
+		 * of its parent's root, against the limit its creator had
+		 * (Linux 5.14, ucounts), so the limit holds for the whole
+		 * sandbox without lowering anyone else's.
 		 */
-		struct rlimit rl = { uid_range_nproc, uid_range_nproc };
+		struct rlimit rl = { nproc, nproc };
 
 		close(up[0]);
 		close(down[1]);
-		if ((uid_range_nproc && setrlimit(RLIMIT_NPROC, &rl) < 0) || unshare(CLONE_NEWUSER) < 0 ||
+		if ((nproc && setrlimit(RLIMIT_NPROC, &rl) < 0) || unshare(CLONE_NEWUSER) < 0 ||
 		    prctl(PR_SET_DUMPABLE, 1) < 0 || write(up[1], "u", 1) != 1)
 			_exit(1);
 		while (read(down[0], &c, 1) < 0 && errno == EINTR)
@@ -450,8 +456,6 @@ int uid_range_inner(unsigned top)
 	} else if (read(up[0], &c, 1) != 1) {
 		e = ECHILD;
 	} else {
-		/* Root is top; every other id is the same as above. */
-		snprintf(map, sizeof(map), "0 %u 1\n1 1 %u\n", top, top - 1);
 		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)p);
 		if (write_proc(p, "uid_map", map) < 0 || write_proc(p, "gid_map", map) < 0 ||
 		    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -465,6 +469,29 @@ int uid_range_inner(unsigned top)
 	if (fd < 0)
 		errno = e ? e : EIO;
 	return fd;
+}
+
+int uid_range_inner(unsigned top)
+{
+	char map[64];
+
+	if (top < 2)
+		return errno = EINVAL, -1;
+	/* Root is top; every other id is the same as above. */
+	snprintf(map, sizeof(map), "0 %u 1\n1 1 %u\n", top, top - 1);
+	return mapped_userns(map, uid_range_nproc);
+}
+
+int uid_range_idmap(const struct uid_range *r)
+{
+	unsigned top = uid_range_top(r);
+	char map[96];
+
+	if (r->sub || top < 2)
+		return errno = EINVAL, -1;
+	/* The commands' namespace as the host sees it: root is base + top, every other id base + itself. */
+	snprintf(map, sizeof(map), "0 %u 1\n1 %u %u\n", r->base + top, r->base + 1, top - 1);
+	return mapped_userns(map, 0);
 }
 
 /* Reads one byte from fd (EOF or an error: -1). */

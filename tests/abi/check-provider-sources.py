@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The built-in providers need nothing a provider written outside the tree
 lacks: each one's sources compile in a tree that holds only them, the
-public headers and the helper layers providers may use (util and net, as
-libhangar-internals(7) says). A file that reaches for core/internal.h or
+public headers and the helper layers providers may use (util, net and
+image, as libhangar-internals(7) says). A file that reaches for core/internal.h or
 any other part of the library does not compile there.
 
 Usage: check-provider-sources.py --source-root DIR --build-include DIR --cc CC
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-HELPERS = ('util', 'net')
+HELPERS = ('util', 'net', 'image')
 DEFINES = ['-DHANGAR_ENVD_INSTALL_PATH="/x"', '-DHANGAR_JAIL_INSTALL_PATH="/x"']
 
 

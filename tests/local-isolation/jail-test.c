@@ -21,7 +21,8 @@ int become_caller(int unprivileged)
 
 	if (!unprivileged)
 		return 1;
-	if (geteuid() != 0 || !(pw = getpwnam("user")))
+	/* Sandboxes from an image (HANGAR_TEST_TEMPLATE) need a root caller. */
+	if (geteuid() != 0 || !(pw = getpwnam("user")) || getenv("HANGAR_TEST_TEMPLATE"))
 		return 0;
 	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
 	ck_assert_int_eq(setgroups(0, NULL), 0);
@@ -67,6 +68,7 @@ hangar_sandbox *create(hangar_ctx *ctx, int network)
 	int rc;
 
 	o.provider = "local";
+	o.template_id = getenv("HANGAR_TEST_TEMPLATE"); /* NULL: the host's /usr */
 	o.timeout_sec = 120;
 	o.network = network;
 	rc = hangar_sandbox_create(&sb, ctx, &o);
@@ -99,6 +101,35 @@ void expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *w
 	ck_assert_msg(o.exit_code == 0, "%s as %s: exit %d: %s", cmd, user, o.exit_code, o.text);
 	o.text[strcspn(o.text, "\n")] = '\0';
 	ck_assert_msg(!strcmp(o.text, want), "%s as %s: got \"%s\", want \"%s\"", cmd, user, o.text, want);
+}
+
+const char *test_image(void)
+{
+	const char *t = getenv("HANGAR_TEST_TEMPLATE");
+
+	return t && *t ? t : NULL;
+}
+
+void expect_image_file(hangar_sandbox *sb, const char *path)
+{
+	const char *root = getenv("HANGAR_TEST_IMAGE_ROOT");
+	char host[PATH_MAX], want[8192], cmd[PATH_MAX + 64];
+	struct out o;
+	size_t n = 0;
+	FILE *f;
+
+	ck_assert_msg(root && *root, "HANGAR_TEST_IMAGE_ROOT is not set");
+	snprintf(host, sizeof(host), "%s%s", root, path);
+	f = fopen(host, "r");
+	if (f) {
+		n = fread(want, 1, sizeof(want) - 1, f);
+		fclose(f);
+	}
+	want[n] = '\0';
+	snprintf(cmd, sizeof(cmd), "cat %s 2>/dev/null || echo absent", path);
+	sh(sb, "root", cmd, &o);
+	ck_assert_msg(!strcmp(o.text, f ? want : "absent\n"), "%s in the sandbox is not the image's: \"%s\"", path,
+		      o.text);
 }
 
 void *bg_exec_run(void *arg)

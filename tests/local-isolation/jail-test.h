@@ -18,7 +18,8 @@
 extern char state_dir[64];
 
 /* unprivileged: become `user` for the rest of the test, or return 0 (skip)
- * when that cannot be done (not started as root, no such user). 0: 1. */
+ * when that cannot be done (not started as root, no such user, sandboxes
+ * from an image). 0: 1. */
 int become_caller(int unprivileged);
 
 void setup(void);
@@ -27,8 +28,17 @@ void teardown(void);
 /* A context on state_dir whose default provider is local. */
 hangar_ctx *new_ctx(void);
 
-/* A local sandbox living 120 s, with network on or off; the create must work. */
+/* A local sandbox living 120 s, with network on or off, from the template
+ * HANGAR_TEST_TEMPLATE names (unset: the host's /usr); the create must work. */
 hangar_sandbox *create(hangar_ctx *ctx, int network);
+
+/* The image sandboxes are made from (HANGAR_TEST_TEMPLATE), or NULL: the host's /usr. */
+const char *test_image(void);
+/*
+ * With an image: path in sb, read as its root, is the image's own file
+ * (under HANGAR_TEST_IMAGE_ROOT, the image's one layer), or absent as there.
+ */
+void expect_image_file(hangar_sandbox *sb, const char *path);
 
 struct out {
 	int exit_code;

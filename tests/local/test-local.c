@@ -747,7 +747,7 @@ START_TEST(refused_create_leaves_nothing)
 	o.provider = "local";
 	o.template_id = "no-such-template";
 	rc = hangar_sandbox_create(&sb, ctx, &o);
-	ck_assert_int_eq(rc, HANGAR_ECREATE);
+	ck_assert_int_eq(rc, HANGAR_ENOTFOUND);
 	ck_assert_ptr_null(sb);
 	ck_assert_msg(strstr(hangar_error_last()->message, "no-such-template"), "message: %s",
 		      hangar_error_last()->message);

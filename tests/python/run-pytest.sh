@@ -8,7 +8,8 @@
 # leak detection is off for the interpreter, which keeps its objects at exit
 # by design (conftest.py drops the preload again for the processes the tests
 # start).
-dir=$(dirname "$0")
+# HANGAR_PYTEST_DIR: another suite of tests on the same bindings (local-image).
+dir=${HANGAR_PYTEST_DIR:-$(dirname "$0")}
 py=${PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 if ! "$py" -c 'import pytest' 2>/dev/null; then

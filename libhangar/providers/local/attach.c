@@ -124,9 +124,9 @@ int local_describe(struct local *l, const char *dir, const struct lmeta *m, cons
 	if (!r && token != LOCAL_NO_TOKEN)
 		r = hangar_sys_sandbox_set_access_token(out, token);
 	if (!r)
-		r = hangar_sys_sandbox_set_user(out, "user");
+		r = hangar_sys_sandbox_set_user(out, m->image.user && *m->image.user ? m->image.user : "user");
 	if (!r)
-		r = hangar_sys_sandbox_set_template(out, m->template_id);
+		r = hangar_sys_sandbox_set_template(out, m->template_id ? m->template_id : "local");
 	if (!r)
 		r = hangar_sys_sandbox_set_times(out, m->created_at_us, m->expires_at_us);
 	if (!r)

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "image/rootfs.h"
 #include "util/clock.h"
 #include "local.h"
 
@@ -273,16 +274,80 @@ static int copy_env(struct lmeta *m, const char *const *env)
 	return 0;
 }
 
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	char **out;
+
+	while (v && v[n])
+		n++;
+	out = calloc(n + 1, sizeof(char *));
+	for (size_t i = 0; out && i < n; i++)
+		if (!(out[i] = strdup(v[i]))) {
+			while (i-- > 0)
+				free(out[i]);
+			free(out);
+			return NULL;
+		}
+	return out;
+}
+
+/*
+ * The sandbox's template: "local" (the default), the host's /usr, or an
+ * image of the store, found and locked in *img (the caller's to release
+ * once the jail holds the lock itself) and recorded in m->image. 0, or an
+ * error set.
+ */
+static int find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img)
+{
+	struct lmeta_image *im = &m->image;
+	char user[256];
+	int r;
+
+	if (!name || !*name || !strcmp(name, "local"))
+		return 0;
+	if (geteuid() != 0)
+		/*
+		 * The layers are owned as their tars say; only idmapped mounts,
+		 * which need host root, show them to the commands with those
+		 * owners. Inside an unprivileged user namespace overlayfs would
+		 * show every file of the image as nobody's, so the sandbox's
+		 * root could install nothing.
+		 */
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+					"template \"%s\": local sandboxes from images need a root caller (uid %u cannot "
+					"show the image's files with their owners to the sandbox's users); the "
+					"\"local\" template works for every caller",
+					name, (unsigned)geteuid());
+	r = image_rootfs_get(l->ctx, name, img);
+	if (r == HANGAR_ENOTFOUND)
+		return hangar_sys_error(HANGAR_ENOTFOUND, 0, 0,
+					"the local provider has no template or image \"%s\" (templates: local; images: "
+					"see `hangar image list`)",
+					name);
+	if (r == 0)
+		r = image_rootfs_user_name(img, user, sizeof(user));
+	if (r < 0)
+		return r;
+	snprintf(im->digest, sizeof(im->digest), "%s", img->digest);
+	im->layers = strv_dup(img->layers);
+	im->env = strv_dup(img->env);
+	im->workdir = strdup(img->workdir);
+	im->user = strdup(user);
+	im->use_lock = strdup(img->use_path);
+	if (!im->layers || !im->env || !im->workdir || !im->user || !im->use_lock)
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	return 0;
+}
+
 /*
  * A new sandbox's meta.json from opts, all but its id, jail and expiry: 0,
- * or an error set (the caller clears m either way).
+ * or an error set (the caller clears m and releases img either way).
  */
-static int new_meta(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m)
+static int new_meta(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
+		    struct image_rootfs *img)
 {
-	if (opts->template_id && *opts->template_id && strcmp(opts->template_id, "local") != 0)
-		return hangar_sys_error(HANGAR_ECREATE, 0, 0,
-					"the local provider has no template \"%s\" (only \"local\": the host's /usr)",
-					opts->template_id);
+	int r;
 	for (const char *const *e = opts->env; e && *e; e++)
 		if (strlen(*e) > 32768)
 			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
@@ -305,7 +370,12 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 					"off, set HANGAR_LOCAL_NETWORK=off, or make the device usable (mode 0666, "
 					"as Debian has it)",
 					(unsigned)geteuid());
-	snprintf(m->template_id, sizeof(m->template_id), "local");
+	r = find_template(l, opts->template_id, m, img);
+	if (r < 0)
+		return r;
+	m->template_id = strdup(opts->template_id && *opts->template_id ? opts->template_id : "local");
+	if (!m->template_id)
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
 	m->created_at_us = clock_wall_us();
 	m->timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
 	m->unprivileged = geteuid() != 0;
@@ -418,10 +488,11 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 	struct local *l = state;
 	char dir[DIR_MAX], token[65];
 	struct lmeta m = { 0 };
+	struct image_rootfs img = { .use_fd = -1 };
 	int lock = -1, log = -1, ready = -1, r, rc;
 	int64_t t0 = clock_mono_ms();
 
-	rc = new_meta(l, opts, &m);
+	rc = new_meta(l, opts, &m, &img);
 	if (rc == 0 && (r = new_token(token)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
 	if (rc == 0)
@@ -442,5 +513,7 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 		close(log);
 	local_unlock(lock);
 	lstate_meta_clear(&m);
+	/* The jail holds the image's use lock itself by now (or there is no sandbox). */
+	image_rootfs_release(&img);
 	return rc;
 }

@@ -115,14 +115,107 @@ fail:
 	return NULL;
 }
 
+static void strv_free(char **v)
+{
+	for (char **e = v; e && *e; e++)
+		free(*e);
+	free(v);
+}
+
 void lstate_meta_clear(struct lmeta *m)
 {
-	if (m->env) {
-		for (char **e = m->env; *e; e++)
-			free(*e);
-		free(m->env);
-	}
+	strv_free(m->env);
 	m->env = NULL;
+	free(m->template_id);
+	m->template_id = NULL;
+	strv_free(m->image.layers);
+	strv_free(m->image.env);
+	free(m->image.workdir);
+	free(m->image.user);
+	free(m->image.use_lock);
+	memset(&m->image, 0, sizeof(m->image));
+}
+
+/* A NULL-terminated copy of a JSON array of strings; -EINVAL when it is not one. */
+static int strv_read(const cJSON *arr, char ***out)
+{
+	int n = cJSON_GetArraySize(arr), i = 0;
+	const cJSON *e;
+
+	if (!cJSON_IsArray(arr))
+		return -EINVAL;
+	*out = calloc((size_t)n + 1, sizeof(char *));
+	if (!*out)
+		return -ENOMEM;
+	cJSON_ArrayForEach(e, arr) {
+		if (!cJSON_IsString(e))
+			return -EINVAL;
+		if (!((*out)[i++] = strdup(e->valuestring)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A string member, copied; -EINVAL when it is not one. */
+static int str_read(const cJSON *o, const char *name, char **out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	if (!cJSON_IsString(v))
+		return -EINVAL;
+	*out = strdup(v->valuestring);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* meta.json's "image", when there is one: every layer an absolute path. 0 or -errno. */
+static int image_read(const cJSON *root, struct lmeta_image *im)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "image");
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "digest");
+	int r;
+
+	if (!o)
+		return 0;
+	if (!cJSON_IsObject(o) || !cJSON_IsString(d) || strlen(d->valuestring) >= sizeof(im->digest) ||
+	    strncmp(d->valuestring, "sha256:", 7) != 0)
+		return -EINVAL;
+	strcpy(im->digest, d->valuestring);
+	if ((r = strv_read(cJSON_GetObjectItemCaseSensitive(o, "layers"), &im->layers)) < 0 ||
+	    (r = strv_read(cJSON_GetObjectItemCaseSensitive(o, "env"), &im->env)) < 0 ||
+	    (r = str_read(o, "workdir", &im->workdir)) < 0 || (r = str_read(o, "user", &im->user)) < 0 ||
+	    (r = str_read(o, "use_lock", &im->use_lock)) < 0)
+		return r;
+	if (!im->layers[0] || im->use_lock[0] != '/')
+		return -EINVAL;
+	for (char **l = im->layers; *l; l++)
+		if ((*l)[0] != '/')
+			return -EINVAL;
+	return 0;
+}
+
+/* Adds a JSON array of strings v under name to o. 1, or 0 when out of memory. */
+static int strv_add(cJSON *o, const char *name, char *const *v)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, name);
+
+	for (char *const *e = v; arr && e && *e; e++)
+		if (!cJSON_AddItemToArray(arr, cJSON_CreateString(*e)))
+			return 0;
+	return arr != NULL;
+}
+
+/* meta.json's "image" for im, when it names one. 1, or 0 when out of memory. */
+static int image_write(cJSON *root, const struct lmeta_image *im)
+{
+	cJSON *o;
+
+	if (!im->digest[0])
+		return 1;
+	o = cJSON_AddObjectToObject(root, "image");
+	return o && cJSON_AddStringToObject(o, "digest", im->digest) && strv_add(o, "layers", im->layers) &&
+	       strv_add(o, "env", im->env) && cJSON_AddStringToObject(o, "workdir", im->workdir ? im->workdir : "") &&
+	       cJSON_AddStringToObject(o, "user", im->user ? im->user : "") &&
+	       cJSON_AddStringToObject(o, "use_lock", im->use_lock ? im->use_lock : "");
 }
 
 static int64_t num(const cJSON *o, const char *name)
@@ -163,8 +256,10 @@ int lstate_meta_read(const char *dir, struct lmeta *m)
 		return -EINVAL;
 	}
 	if (copy_str(m->id, sizeof(m->id), root, "id") < 0 || !lstate_valid_id(m->id) ||
-	    copy_str(m->template_id, sizeof(m->template_id), root, "template") < 0)
+	    str_read(root, "template", &m->template_id) < 0)
 		r = -EINVAL;
+	if (r == 0)
+		r = image_read(root, &m->image);
 	m->created_at_us = num(root, "created_at_us");
 	m->timeout_sec = num(root, "timeout_sec");
 	m->expires_at_us = num(root, "expires_at_us");
@@ -215,7 +310,8 @@ int lstate_meta_write(const char *dir, const struct lmeta *m)
 		     cJSON_AddNumberToObject(root, "created_at_us", (double)m->created_at_us) &&
 		     cJSON_AddNumberToObject(root, "timeout_sec", (double)m->timeout_sec) &&
 		     cJSON_AddNumberToObject(root, "expires_at_us", (double)m->expires_at_us) &&
-		     cJSON_AddStringToObject(root, "template", m->template_id) &&
+		     cJSON_AddStringToObject(root, "template", m->template_id ? m->template_id : "local") &&
+		     image_write(root, &m->image) &&
 		     cJSON_AddBoolToObject(root, "network", m->network) &&
 		     cJSON_AddStringToObject(root, "state", m->paused ? "paused" : "running") &&
 		     cJSON_AddBoolToObject(root, "unprivileged", m->unprivileged) &&

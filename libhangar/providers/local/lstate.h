@@ -17,7 +17,9 @@
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
  *   envd.sock     hangar-envd's socket, 0600, bound by the jail here, outside every
  *                 path the sandbox sees, and handed to envd as a listening descriptor
- *   rootfs/etc/   the sandbox's passwd and group, written by the jail
+ *   rootfs/etc/   the sandbox's passwd and group, written by the jail (the host's
+ *                 /usr); an image sandbox's /etc is the image's own (meta.json's
+ *                 "image" names the image: its layers, config and use lock)
  */
 #pragma once
 
@@ -27,17 +29,30 @@
 
 #define LSTATE_ID_LEN 19 /* "sb-" + 16 lowercase hex digits */
 
+#define LMETA_LAYERS_MAX 128 /* the most layers an image sandbox may have */
+
+/* The image a sandbox's root is made of (template other than "local"). */
+struct lmeta_image {
+	char digest[72];         /* "sha256:<hex>"; "": no image, the host's /usr */
+	char **layers;           /* absolute paths of the layers' roots, bottom -> top, NULL-terminated */
+	char **env;              /* the image's Env, NULL-terminated (before the caller's) */
+	char *workdir;           /* the image's WorkingDir, "" when unset */
+	char *user;              /* the commands' default user: the image's User as a name, "" when unset */
+	char *use_lock;          /* the image's use lock, which the jail holds shared while it lives */
+};
+
 struct lmeta {
 	char id[LSTATE_ID_LEN + 1];
 	int64_t created_at_us;
 	int64_t timeout_sec;     /* lifetime granted on create and on each resume; 0: none */
 	int64_t expires_at_us;   /* 0: none (or paused) */
-	char template_id[64];
+	char *template_id;       /* as the caller named it, in full ("local" when NULL) */
 	int network;             /* 1: the host's network; 0: loopback only */
 	int paused;
 	int unprivileged;        /* created by a non-root caller (user namespace) */
 	int jail_pid;
 	char **env;              /* NULL-terminated "KEY=VALUE", or NULL */
+	struct lmeta_image image;
 };
 
 /* 1 when id is "sb-" followed by 16 lowercase hex digits. */
@@ -47,7 +62,7 @@ int lstate_valid_id(const char *id);
 int lstate_meta_read(const char *dir, struct lmeta *m);
 /* Writes m to dir/meta.json atomically. 0 or -errno. */
 int lstate_meta_write(const char *dir, const struct lmeta *m);
-/* Frees m->env. */
+/* Frees m's strings (env, template, image). */
 void lstate_meta_clear(struct lmeta *m);
 
 /* Writes path via a temporary file and rename(2), with mode. 0 or -errno. */

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The Debian root filesystem the image tests run on, built once.
+
+  images.py debian IMAGE_DIR   stores it in IMAGE_DIR as hangar-test/debian:12
+                               and prints its digest, then its one layer's root
+
+The root is made with mmdebstrap (minbase, bookworm, plus the packages
+below) into the image cache, HANGAR_TEST_IMAGES, else test-images/ in the
+build tree (HANGAR_BUILD_ROOT), under a name that changes with the list, and
+reused from there.
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEBIAN = "hangar-test/debian:12"
+# hangar-envd runs inside the image with the image's own libraries: until it
+# brings what it needs itself, the image carries them. python3, procps and
+# iproute2 are what the local-isolation probes run.
+PACKAGES = "libcjson1,libmicrohttpd12,libsodium23,libarchive13,libzstd1,zlib1g,python3,procps,iproute2"
+PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def image_cache():
+    d = os.environ.get("HANGAR_TEST_IMAGES") or os.path.join(os.environ["HANGAR_BUILD_ROOT"], "test-images")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def debian_tar():
+    tag = hashlib.sha256(PACKAGES.encode()).hexdigest()[:12]
+    path = os.path.join(image_cache(), "debian-12-minbase-%s.tar" % tag)
+    if not os.path.exists(path):
+        tmp = path + ".tmp.%d" % os.getpid()
+        subprocess.run(["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=" + PACKAGES,
+                        "bookworm", tmp],
+                       check=True, stdin=subprocess.DEVNULL)
+        os.rename(tmp, path)
+    return path
+
+
+def mkimage(store, name, config, *tars):
+    r = subprocess.run([sys.executable, os.path.join(HERE, "mkimage.py"), store, name, json.dumps(config), *tars],
+                       check=True, stdout=subprocess.PIPE)
+    return r.stdout.decode().strip()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "debian":
+        sys.exit(__doc__)
+    digest = mkimage(sys.argv[2], DEBIAN, {"Env": [PATH]}, debian_tar())
+    with open(os.path.join(sys.argv[2], "images", digest[7:] + ".json")) as f:
+        layer = json.load(f)["layers"][0][7:]
+    print(digest)
+    print(os.path.join(sys.argv[2], "layers", layer, "root"))
