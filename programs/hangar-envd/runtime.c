@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +110,8 @@ int envd_runtime_init(const char *loader)
 		return -1;
 	}
 	envd_cfg.loader = loader;
+	/* Its name is the loader's: give it its own, as ps, pgrep and an operator know it. */
+	prctl(PR_SET_NAME, "hangar-envd", 0, 0, 0);
 	return 0;
 }
 

@@ -224,10 +224,21 @@ def describe(pids):
     return "; ".join(out)
 
 
-def mounts_of_layers(hexd):
+def mount_ns(pid):
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
+
+
+def mounts_of_layers(hexd, namespaces=None):
+    """Processes that see the layer mounted; only those in namespaces when given
+    (other sandboxes of the same image, from tests running alongside, see it too)."""
     found = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
+            continue
+        if namespaces is not None and mount_ns(p) not in namespaces:
             continue
         try:
             with open(f"/proc/{p}/mountinfo") as f:
@@ -243,10 +254,15 @@ def test_kill_9_of_the_jail_leaves_nothing(ctx, images):
     sb = make(ctx, DEBIAN)
     jail = jail_of(sb)
     kids = descendants(jail)
-    assert kids and mounts_of_layers(hexd)
+    # The sandbox's own mount namespaces: the ones its layers are mounted in.
+    own = {mount_ns(k) for k in kids} - {mount_ns(os.getpid()), None}
+    assert kids and own and mounts_of_layers(hexd, own)
     os.kill(jail, signal.SIGKILL)
     wait_for("the jail's processes to go", lambda: not any(os.path.exists(f"/proc/{k}") for k in kids | {jail}))
-    wait_for("the layers' mounts to go", lambda: not mounts_of_layers(hexd), why=lambda: describe(mounts_of_layers(hexd)))
+    wait_for("the layers' mounts to go", lambda: not mounts_of_layers(hexd, own),
+             why=lambda: describe(mounts_of_layers(hexd, own)))
+    # Nor was any ever mounted where the host (this test) sees it.
+    assert not mounts_of_layers(hexd, {mount_ns(os.getpid())})
     wait_for("the use lock to be free", lambda: lock_free(use_lock(images, "debian")))
     with pytest.raises(hangar.HangarError):
         sb.exec("true")
