@@ -332,3 +332,31 @@ def test_an_unprivileged_caller_is_told_why_not(images):
     subprocess.run(["rm", "-rf", state], check=True)
     assert r.returncode == 0, r.stderr
     assert b"need a root caller" in r.stdout and b"\"local\" template works" in r.stdout
+
+
+def test_an_environment_with_an_image_runs_it(images, tmp_path):
+    import json
+    import subprocess
+    envs = tmp_path / "environments.json"
+    envs.write_text(json.dumps({
+        "deb": {"image": DEBIAN, "env": {"FROM_ENV": "yes"}},
+        "pinned": {"image": DEBIAN, "templates": {"local": "local"}},
+    }))
+    c = hangar.Context({"HANGAR_DEFAULT_PROVIDER": "local", "HANGAR_LOCAL_NETWORK": "off",
+                        "HANGAR_ENVIRONMENTS_FILE": str(envs)})
+    # No template named for local: the image is the sandbox's machine.
+    with hangar.Sandbox.create(c, environment="deb", timeout=120) as sb:
+        r = sb.exec(". /etc/os-release; echo $ID $FROM_ENV")
+        assert r.stdout.split() == [b"debian", b"yes"], r
+        assert sb.info().template_id == DEBIAN
+    # A template named for the provider wins over the image.
+    with hangar.Sandbox.create(c, environment="pinned", timeout=120) as sb:
+        assert sb.info().template_id == "local"
+    # Publishing for the local provider builds nothing: it runs the image itself.
+    results = c.publish_environment("deb")
+    assert [(r.provider, r.action, r.template_id, r.error) for r in results] == [("local", "image", DEBIAN, 0)]
+    cli = os.environ.get("HANGAR_CLI")
+    if cli:
+        env = dict(os.environ, HANGAR_ENVIRONMENTS_FILE=str(envs), HANGAR_DEFAULT_PROVIDER="local")
+        out = subprocess.run([cli, "environment", "publish", "deb", "--json"], env=env, capture_output=True, check=True)
+        assert json.loads(out.stdout)[0]["action"] == "image"
