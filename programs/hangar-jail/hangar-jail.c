@@ -238,9 +238,11 @@ static int confine(struct jail *j)
 {
 	freezer_setup(&j->freezer, j->id);
 	freezer_record(&j->freezer, j->dir);
+	mark("freezer");
 	read_limits(&j->lim);
 	if (net_prepare(j) < 0)
 		return -1;
+	mark("network-prepared");
 	limits_setup(&j->lcg, &j->lim, j->id, freezer_v2(&j->freezer));
 	if (limits_record(j->dir, &j->lcg, &j->lim) < 0)
 		say("cannot write %s/limits: %s", j->dir, strerror(errno));
@@ -254,10 +256,13 @@ static int describe_sandbox(struct jail *j)
 	int inner_fd = open("/dev/null", O_RDONLY | O_CLOEXEC), seccomp_fd = -1, userns;
 	unsigned uid = 0, gid = 0;
 
-	if (inner_fd < 0 || uid_range_pick(j->root, j->id, &j->ids, &uid, &gid) < 0 ||
-	    (seccomp_fd = seccomp_filter_fd()) < 0 ||
-	    single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
+	mark("limits");
+	if (inner_fd < 0 || uid_range_pick(j->root, j->id, &j->ids, &uid, &gid) < 0)
 		goto fail;
+	mark("ids");
+	if ((seccomp_fd = seccomp_filter_fd()) < 0 || single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
+		goto fail;
+	mark("seccomp");
 	userns = uid_range_owned(&j->ids);
 	if (j->meta.image.digest[0] && (!userns || j->ids.sub)) {
 		/* The library refuses these first; an image's root needs idmapped mounts, which only host root makes. */
@@ -297,6 +302,7 @@ fail:
 static int start_sandbox(struct jail *j)
 {
 	j->bwrap_pid = spawn_bwrap(j);
+	mark("spawned");
 	close(j->spec.inner_fd);
 	close(j->envd_listen); /* envd's now */
 	lstate_meta_clear(&j->meta);
@@ -331,18 +337,23 @@ int main(int argc, char **argv)
 	parse_args(&j, argc, argv);
 	if (name_sandbox(&j) < 0)
 		return 2;
+	timeline_open(j.dir);
+	mark("jail");
 	if (j.daemon && detach() < 0)
 		return 1;
 	if (take_token(&j) < 0)
 		return 2;
 	if (watch_signals(&j) < 0 || record_pid(&j) < 0 || read_meta(&j) < 0)
 		return 1;
+	mark("jail-ready");
 	if (open_channels(&j) < 0 || confine(&j) < 0 || describe_sandbox(&j) < 0) {
 		lstate_meta_clear(&j.meta);
 		jail_teardown(&j, 1);
 		return 1;
 	}
+	mark("described");
 	if (start_sandbox(&j) < 0)
 		return 1;
+	mark("started");
 	return supervise(&j);
 }

@@ -15,6 +15,14 @@
 
 /* ---- util.c: small helpers every module uses ---- */
 
+/*
+ * Marks the end of a step of the sandbox's start in its timeline (the
+ * directory's timeline file, lstate.h), from the jail or its child. Does
+ * nothing before timeline_open().
+ */
+void timeline_open(const char *dir);
+void mark(const char *phase);
+
 /* Says "hangar-jail: <message>" on stderr, which the library keeps as the sandbox's log. */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 1 when path exists (even unreadable), else 0. */

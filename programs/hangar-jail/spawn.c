@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "jail.h"
@@ -76,9 +78,12 @@ static int enter_namespaces(const struct jail *j, const struct uid_range *range,
 	return 0;
 }
 
-/* In the child: the sandbox's cgroups, then (range) its namespaces, then bwrap. */
+/*
+ * In the child: the sandbox's cgroups (unless it was born in the freezer's,
+ * born_in), then (range) its namespaces, then bwrap.
+ */
 static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const struct uid_range *range, int up[2],
-						int down[2])
+						int down[2], int born_in)
 {
 	sigset_t none;
 
@@ -86,14 +91,16 @@ static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const stru
 	if (keep_fds(&j->spec) < 0)
 		_exit(126);
 	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
-	if (freezer_join(&j->freezer) < 0)
+	if (!born_in && freezer_join(&j->freezer) < 0)
 		_exit(126);
 	if (limits_join(&j->lcg, getpid()) < 0) {
 		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
 		_exit(126);
 	}
+	mark("child-cgroups");
 	if (range && enter_namespaces(j, range, up, down) < 0)
 		_exit(126);
+	mark("child-namespaces");
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL); /* commands in the sandbox must not inherit SIG_IGN */
@@ -106,6 +113,38 @@ static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const stru
  * With the jail's own user namespace (j->ids), the child first moves into
  * a user namespace of its own whose ids the parent maps to the range.
  */
+/*
+ * A child born in the sandbox's cgroup v2 (clone3 with CLONE_INTO_CGROUP,
+ * Linux 5.7), rather than one that moves itself there: a move waits for
+ * the kernel's cgroup migration lock, some 20 ms of every create. As
+ * fork(): the pid, 0 in the child, -1 with errno; -2 when it cannot be
+ * done here (no cgroup v2 freezer, or an older kernel), for a fork and a
+ * join instead.
+ */
+static pid_t fork_into_cgroup(const struct freezer *f)
+{
+	struct clone_args args;
+	pid_t pid;
+	int cg;
+
+	if (strcmp(f->kind, "v2") != 0)
+		return -2;
+	cg = open(f->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cg < 0)
+		return -2;
+	memset(&args, 0, sizeof(args));
+	args.flags = CLONE_INTO_CGROUP;
+	args.exit_signal = SIGCHLD;
+	args.cgroup = (uint64_t)cg;
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid != 0)
+		close(cg);
+	if (pid < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG || errno == EOPNOTSUPP ||
+			errno == EBUSY || errno == EPERM))
+		return -2;
+	return pid;
+}
+
 pid_t spawn_bwrap(const struct jail *j)
 {
 	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
@@ -114,9 +153,13 @@ pid_t spawn_bwrap(const struct jail *j)
 
 	if (range && (pipe2(up, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0))
 		return -1;
-	pid = fork();
+	pid = fork_into_cgroup(&j->freezer);
 	if (pid == 0)
-		run_bwrap(j, range, up, down);
+		run_bwrap(j, range, up, down, 1);
+	if (pid == -2)
+		pid = fork();
+	if (pid == 0)
+		run_bwrap(j, range, up, down, 0);
 	if (pid > 0 && range)
 		map_child(pid, range, up, down);
 	return pid;

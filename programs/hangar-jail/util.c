@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "lstate.h"
 
 void say(const char *fmt, ...)
 {
@@ -101,3 +102,16 @@ void addf(struct argv *a, const char *fmt, ...)
 	add(a, buf);
 }
 
+
+static int timeline_fd = -1;
+
+void timeline_open(const char *dir)
+{
+	if (timeline_fd < 0)
+		timeline_fd = lstate_timeline_open(dir);
+}
+
+void mark(const char *phase)
+{
+	lstate_timeline_mark(timeline_fd, phase);
+}

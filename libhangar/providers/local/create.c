@@ -432,7 +432,7 @@ static int make_dir(const struct local *l, struct lmeta *m, char *dir, int *lock
  * set with the jail stopped and dir removed.
  */
 static int start_jail(const struct local *l, const char *dir, const char *id, const char *token, int64_t t0,
-		      int *log, int *ready)
+		      int timeline, int *log, int *ready)
 {
 	char path[PATH_MAX], tail[LOG_TAIL_BYTES + 1];
 	int pipefd[2], r;
@@ -446,6 +446,7 @@ static int start_jail(const struct local *l, const char *dir, const char *id, co
 	}
 	*ready = pipefd[0];
 	r = spawn_jail(l, dir, pipefd[1], *log, token);
+	lstate_timeline_mark(timeline, "jail-spawned");
 	close(pipefd[1]);
 	if (r < 0) {
 		r = hangar_sys_error(HANGAR_ECREATE, 0, -r, "cannot start %s", l->jail);
@@ -489,23 +490,37 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 	char dir[DIR_MAX], token[65];
 	struct lmeta m = { 0 };
 	struct image_rootfs img = { .use_fd = -1 };
-	int lock = -1, log = -1, ready = -1, r, rc;
-	int64_t t0 = clock_mono_ms();
+	int lock = -1, log = -1, ready = -1, timeline = -1, r, rc;
+	int64_t t0_us = clock_mono_us(), t0 = t0_us / 1000;
 
 	rc = new_meta(l, opts, &m, &img);
 	if (rc == 0 && (r = new_token(token)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
 	if (rc == 0)
 		rc = make_dir(l, &m, dir, &lock);
-	if (rc == 0)
-		rc = start_jail(l, dir, m.id, token, t0, &log, &ready);
-	if (rc == 0)
-		rc = record_running(dir, &m);
 	if (rc == 0) {
-		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %lld ms", m.id,
-			       (long long)(clock_mono_ms() - t0));
+		/* Where the time goes, step by step (lstate.h); the jail adds its own steps. */
+		timeline = lstate_timeline_open(dir);
+		lstate_timeline_mark_at(timeline, "create", t0_us);
+		lstate_timeline_mark(timeline, "laid-out");
+		rc = start_jail(l, dir, m.id, token, t0, timeline, &log, &ready);
+	}
+	if (rc == 0) {
+		lstate_timeline_mark(timeline, "envd-ready");
+		rc = record_running(dir, &m);
+	}
+	if (rc == 0) {
+		char steps[1024];
+
+		lstate_timeline_mark(timeline, "recorded");
+		if (lstate_timeline_text(dir, steps, sizeof(steps)) < 0)
+			snprintf(steps, sizeof(steps), "no timeline");
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %.1f ms: %s", m.id,
+			       (double)(clock_mono_us() - t0_us) / 1000.0, steps);
 		rc = local_describe(l, dir, &m, token, m.jail_pid, out);
 	}
+	if (timeline >= 0)
+		close(timeline);
 	explicit_bzero(token, sizeof(token));
 	if (ready >= 0)
 		close(ready);

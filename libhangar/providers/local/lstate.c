@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lstate.h"
+#include "util/clock.h"
 #include "util/sjson.h"
 
 #define META_MAX (256 * 1024)
@@ -473,4 +474,56 @@ int lstate_first_child(int pid)
 		child = 0;
 	fclose(f);
 	return child;
+}
+
+/* ---- the creation's timeline ------------------------------------------------------ */
+
+int lstate_timeline_open(const char *dir)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/timeline", dir) >= (int)sizeof(path))
+		return -1;
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+void lstate_timeline_mark(int fd, const char *phase)
+{
+	lstate_timeline_mark_at(fd, phase, clock_mono_us());
+}
+
+void lstate_timeline_mark_at(int fd, const char *phase, int64_t at_us)
+{
+	char line[96];
+	int n;
+
+	if (fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%.60s %lld\n", phase, (long long)at_us);
+	/* A timeline is for reading; a sandbox does not fail for want of one. */
+	if (n > 0 && (size_t)n < sizeof(line) && write(fd, line, (size_t)n) < 0)
+		return;
+}
+
+int lstate_timeline_text(const char *dir, char *out, size_t size)
+{
+	char path[PATH_MAX], phase[64];
+	long long at, prev = -1;
+	size_t used = 0;
+	FILE *f;
+
+	*out = '\0';
+	if (snprintf(path, sizeof(path), "%s/timeline", dir) >= (int)sizeof(path) || !(f = fopen(path, "re")))
+		return -1;
+	while (fscanf(f, "%63s %lld", phase, &at) == 2) {
+		int n = snprintf(out + used, size - used, "%s%s +%.1f", used ? " " : "", phase,
+				 prev < 0 ? 0.0 : (double)(at - prev) / 1000.0);
+
+		if (n < 0 || (size_t)n >= size - used)
+			break;
+		used += (size_t)n;
+		prev = at;
+	}
+	fclose(f);
+	return used ? 0 : -1;
 }

@@ -20,6 +20,10 @@
  *   rootfs/etc/   the sandbox's passwd and group, written by the jail (the host's
  *                 /usr); an image sandbox's /etc is the image's own (meta.json's
  *                 "image" names the image: its layers, config and use lock)
+ *   timeline      how its creation went: one "PHASE MONO_US" line per step, appended
+ *                 by the library and the jail as each ends (CLOCK_MONOTONIC, in
+ *                 microseconds: one clock for both), read by the library's debug log
+ *                 and by local-bench
  */
 #pragma once
 
@@ -78,6 +82,21 @@ char *lstate_read_file(const char *path, size_t max, size_t *len);
  * file system. A missing name is not an error. 0 or -errno (the first failure).
  */
 int lstate_rmtree_at(int dirfd, const char *name);
+
+/*
+ * Appends "phase MONO_US\n" (now) to the timeline open on fd (-1: nothing
+ * is recorded). One write, so marks from several processes do not mix.
+ */
+void lstate_timeline_mark(int fd, const char *phase);
+/* The same, for a step that ended at at_us (CLOCK_MONOTONIC microseconds). */
+void lstate_timeline_mark_at(int fd, const char *phase, int64_t at_us);
+/* Opens dir/timeline for appending (close-on-exec), or -1. */
+int lstate_timeline_open(const char *dir);
+/*
+ * Reads dir/timeline as one line of text, "phase +MS phase +MS ..." with
+ * each step's milliseconds since the one before, into out. 0, or -1 (none).
+ */
+int lstate_timeline_text(const char *dir, char *out, size_t size);
 
 /* The jail's pid from dir/jail.pid; 0 when there is none. */
 int lstate_jail_pid(const char *dir);
