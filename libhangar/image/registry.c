@@ -432,6 +432,7 @@ struct fetch {
 /* What one answer said beyond its status and body. */
 struct answer {
 	struct net_result res;
+	int64_t timeout_ms;     /* the request's whole deadline, 0: none */
 	char content_type[256];
 	char docker_digest[128];
 	char location[HEADER_VALUE_MAX];
@@ -512,7 +513,8 @@ static int net_fail(struct fetch *f, const struct answer *a, const char *peer, c
 		return herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "registry %s: the connection to %s broke during %s: %s",
 			    f->r.registry, peer, what, res->detail);
 	case NET_TIMEOUT:
-		if (res->timeout == NET_TIMEOUT_STALL)
+		/* curl's whole-request deadline may fire a hair before our clock says it passed. */
+		if (res->timeout == NET_TIMEOUT_STALL && !(a->timeout_ms > 0 && res->elapsed_ms + 100 >= a->timeout_ms))
 			return herr(HANGAR_ETIMEOUT, HANGAR_ERRCAT_NET,
 				    "registry %s: %s sent nothing for %lld s during %s (HANGAR_REGISTRY_STALL_SECONDS)",
 				    f->r.registry, peer, (long long)(f->stall_ms / 1000), what);
@@ -696,7 +698,7 @@ static int get_token(struct fetch *f, const char *params)
 	net_request_init(&rq);
 	rq.url = url;
 	rq.max_body = TOKEN_ANSWER_MAX;
-	rq.timeout_ms = f->timeout_ms;
+	rq.timeout_ms = a.timeout_ms = f->timeout_ms;
 	rq.stall_ms = f->stall_ms;
 	rq.extra_ca_file = f->ca_file;
 	rq.on_header = on_header;
@@ -977,6 +979,7 @@ static enum net_class perform(struct fetch *f, const char *url, int authz, const
 	enum net_class c;
 
 	memset(a, 0, sizeof(*a));
+	a->timeout_ms = timeout_ms;
 	net_request_init(&rq);
 	rq.url = url;
 	rq.max_body = max_body;

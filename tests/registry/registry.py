@@ -137,14 +137,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         # A TLS hello on a plain port (a client trying https first): close, do not wait for a line.
-        try:
-            first = self.connection.recv(1, socket.MSG_PEEK)
-        except (OSError, ssl.SSLError):
-            self.close_connection = True
-            return
-        if first in (b"", b"\x16") and not isinstance(self.connection, ssl.SSLSocket):
-            self.close_connection = True
-            return
+        if not isinstance(self.connection, ssl.SSLSocket):
+            try:
+                first = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                first = b""
+            if first in (b"", b"\x16"):
+                self.close_connection = True
+                return
         super().handle_one_request()
 
     def do_GET(self):
