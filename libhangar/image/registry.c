@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -44,6 +46,10 @@
 #define HEADER_VALUE_MAX 8192
 #define LAYERS_MAX 1000
 #define DIGEST_LEN 71 /* "sha256:" + 64 */
+/* Blobs fetched at once: hashing is most of a blob's cost on loopback, so two layers hash on two CPUs. */
+#define BLOB_WORKERS 3
+/* How often the calling thread reports progress and asks its cancel while blobs arrive. */
+#define PROGRESS_TICK_MS 50
 
 /* ---- references ---------------------------------------------------------------- */
 
@@ -412,6 +418,19 @@ static void quote(char *dst, size_t cap, const char *src, size_t n)
 
 /* ---- one fetch ------------------------------------------------------------------- */
 
+enum job_state { JOB_WAITING, JOB_RUNNING, JOB_FETCHED, JOB_CACHED, JOB_FAILED };
+
+/* One blob to fetch, taken by a worker thread. */
+struct job {
+	const struct desc *d;
+	uint64_t got;                  /* bytes so far (atomic) */
+	enum job_state state;          /* under fetch.lock */
+	hangar_sys_saved_error err;    /* with JOB_FAILED */
+	/* the calling thread's own: what it reported */
+	uint64_t reported;
+	int announced;
+};
+
 struct fetch {
 	hangar_ctx *ctx;
 	struct ref r;
@@ -427,6 +446,12 @@ struct fetch {
 	char *authz;             /* the Authorization header's value earned, or NULL */
 	char *user, *pass;       /* from the auth file, or NULL */
 	uint32_t blobs_done, blobs_total;
+	pthread_t caller;        /* the thread that runs callbacks */
+	pthread_mutex_t lock;    /* authz, blobs_done and the jobs */
+	pthread_cond_t cond;     /* a job or a worker finished */
+	int stop;                /* atomic: workers give up (a failure or a cancel) */
+	struct job *jobs, *failed;
+	size_t njobs, next_job, workers;
 };
 
 /* What one answer said beyond its status and body. */
@@ -459,11 +484,14 @@ static void on_header(void *ud, const char *name, size_t nlen, const char *value
 #undef IS
 }
 
+/* Workers stop when told to; the caller's own cancel is asked on its own thread only. */
 static int cancel_hook(void *ud)
 {
 	struct fetch *f = ud;
 
-	return f->p && f->p->cancel && f->p->cancel(f->p->ud);
+	if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+		return 1;
+	return pthread_equal(pthread_self(), f->caller) && f->p && f->p->cancel && f->p->cancel(f->p->ud);
 }
 
 /* The registry's own message in an error body ({"errors":[{"code","message"}]}), else its start. */
@@ -990,13 +1018,16 @@ static enum net_class perform(struct fetch *f, const char *url, int authz, const
 	rq.on_body = on_body ? sink_body : NULL;
 	rq.cancel = sink_cancel;
 	rq.ud = &s;
+	pthread_mutex_lock(&f->lock);
 	if ((accept && net_header_add(&rq, "Accept: %s", accept) != 0) ||
 	    (authz && f->authz && net_header_add(&rq, "Authorization: %s", f->authz) != 0)) {
+		pthread_mutex_unlock(&f->lock);
 		net_request_fini(&rq);
 		a->res.cls = NET_LOCAL;
 		a->res.out_of_memory = 1;
 		return NET_LOCAL;
 	}
+	pthread_mutex_unlock(&f->lock);
 	c = net_perform(f->pool, &rq, &a->res);
 	net_request_fini(&rq);
 	return c;
@@ -1035,14 +1066,21 @@ static enum net_class registry_get(struct fetch *f, const char *path, const char
 		if (c != NET_HTTP_STATUS || a->res.http_status != 401)
 			break;
 		if (attempt == 1) {
+			int bearer;
+
 			/* A fresh credential and still 401: the registry refuses it; asking again would loop. */
+			pthread_mutex_lock(&f->lock);
+			bearer = f->authz && !strncmp(f->authz, "Bearer", 6);
+			pthread_mutex_unlock(&f->lock);
 			*rc = herr_http(HANGAR_EREFUSED, HANGAR_ERRCAT_PROVIDER, 401, NULL,
 					"registry %s: %s is refused (HTTP 401) even with the %s it asked for",
-					f->r.registry, what,
-					f->authz && !strncmp(f->authz, "Bearer", 6) ? "token" : "credentials");
+					f->r.registry, what, bearer ? "token" : "credentials");
 			break;
 		}
-		if ((*rc = authenticate(f, a->www_auth, what)) != 0)
+		pthread_mutex_lock(&f->lock);
+		*rc = authenticate(f, a->www_auth, what);
+		pthread_mutex_unlock(&f->lock);
+		if (*rc != 0)
 			break;
 		net_result_fini(&a->res);
 	}
@@ -1409,6 +1447,7 @@ fail:
 
 struct blob_sink {
 	struct fetch *f;
+	struct job *job;
 	const struct desc *d;
 	int fd;
 	crypto_hash_sha256_state st;
@@ -1419,7 +1458,6 @@ struct blob_sink {
 static int blob_body(void *ud, const char *data, size_t len)
 {
 	struct blob_sink *b = ud;
-	const struct registry_progress *p = b->f->p;
 	size_t off = 0;
 
 	if (b->got + len > b->d->size) {
@@ -1442,11 +1480,7 @@ static int blob_body(void *ud, const char *data, size_t len)
 		off += (size_t)w;
 	}
 	b->got += len;
-	if (p && p->fn &&
-	    p->fn(p->ud, "blob", b->d->digest, b->got, b->d->size, b->f->blobs_done, b->f->blobs_total)) {
-		b->rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "registry %s: the pull was cancelled", b->f->r.registry);
-		return 1;
-	}
+	__atomic_store_n(&b->job->got, b->got, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -1513,8 +1547,9 @@ wrong:
 	return 0;
 }
 
-static int get_blob(struct fetch *f, const struct desc *d)
+static int get_blob(struct fetch *f, struct job *job)
 {
+	const struct desc *d = job->d;
 	char final[PATH_MAX], partial[PATH_MAX], what[200], got[DIGEST_LEN + 1];
 	char *path = NULL, *target = NULL, scheme[8], authority[300], thost[256];
 	struct blob_sink b;
@@ -1528,17 +1563,16 @@ static int get_blob(struct fetch *f, const struct desc *d)
 		return rc;
 	if ((rc = blob_present(f, d, final)) != 0) {
 		if (rc == 1) {
-			f->blobs_done++;
-			if (f->p && f->p->fn &&
-			    f->p->fn(f->p->ud, "cached", d->digest, d->size, d->size, f->blobs_done, f->blobs_total))
-				return herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "registry %s: the pull was cancelled",
-					    f->r.registry);
+			pthread_mutex_lock(&f->lock);
+			job->state = JOB_CACHED;
+			pthread_mutex_unlock(&f->lock);
 			return 0;
 		}
 		return rc;
 	}
 	memset(&b, 0, sizeof(b));
 	b.f = f;
+	b.job = job;
 	b.d = d;
 	b.fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (b.fd < 0)
@@ -1611,7 +1645,9 @@ static int get_blob(struct fetch *f, const struct desc *d)
 		rc = herr_os(HANGAR_EFILE, errno, "registry %s: cannot rename %s", f->r.registry, partial);
 		goto out;
 	}
-	f->blobs_done++;
+	pthread_mutex_lock(&f->lock);
+	job->state = JOB_FETCHED;
+	pthread_mutex_unlock(&f->lock);
 	rc = 0;
 out:
 	if (b.fd >= 0)
@@ -1621,6 +1657,130 @@ out:
 	net_result_fini(&a.res);
 	free(target);
 	free(path);
+	return rc;
+}
+
+/* ---- fetching the blobs, several at once ----------------------------------------------- */
+
+static void *blob_worker(void *arg)
+{
+	struct fetch *f = arg;
+
+	for (;;) {
+		struct job *j;
+		int rc;
+
+		pthread_mutex_lock(&f->lock);
+		if (f->next_job >= f->njobs || __atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+			f->workers--;
+			pthread_cond_signal(&f->cond);
+			pthread_mutex_unlock(&f->lock);
+			return NULL;
+		}
+		j = &f->jobs[f->next_job++];
+		j->state = JOB_RUNNING;
+		pthread_mutex_unlock(&f->lock);
+		herr_clear();
+		rc = get_blob(f, j);
+		pthread_mutex_lock(&f->lock);
+		if (rc != 0) {
+			hangar_sys_error_save(&j->err);
+			j->state = JOB_FAILED;
+			/* The first failure is the one reported; the others only follow from the stop. */
+			if (!f->failed)
+				f->failed = j;
+			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+		} else {
+			f->blobs_done++;
+		}
+		pthread_cond_signal(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+	}
+}
+
+/* Progress since the last report, on the calling thread; non-zero when the caller cancels. */
+static int report(struct fetch *f)
+{
+	const struct registry_progress *p = f->p;
+	uint32_t done;
+
+	pthread_mutex_lock(&f->lock);
+	done = f->blobs_done;
+	pthread_mutex_unlock(&f->lock);
+	for (size_t i = 0; i < f->njobs && p && p->fn; i++) {
+		struct job *j = &f->jobs[i];
+		uint64_t got = __atomic_load_n(&j->got, __ATOMIC_RELAXED);
+		enum job_state st;
+
+		pthread_mutex_lock(&f->lock);
+		st = j->state;
+		pthread_mutex_unlock(&f->lock);
+		if (st == JOB_CACHED && !j->announced) {
+			j->announced = 1;
+			if (p->fn(p->ud, "cached", j->d->digest, j->d->size, j->d->size, done, f->blobs_total))
+				return 1;
+		} else if (got != j->reported) {
+			j->reported = got;
+			if (p->fn(p->ud, "blob", j->d->digest, got, j->d->size, done, f->blobs_total))
+				return 1;
+		}
+	}
+	return p && p->cancel && p->cancel(p->ud);
+}
+
+/*
+ * Fetches every blob with up to BLOB_WORKERS threads while the calling
+ * thread reports progress and asks its cancel, so callbacks only ever run
+ * where the caller is. The first failure is the one returned.
+ */
+static int fetch_blobs(struct fetch *f, const struct desc *d, size_t n)
+{
+	pthread_t tid[BLOB_WORKERS];
+	size_t started = 0, want = n < BLOB_WORKERS ? n : BLOB_WORKERS;
+	int cancelled = 0, rc = 0;
+
+	f->jobs = calloc(n, sizeof(*f->jobs));
+	if (!f->jobs)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		f->jobs[i].d = &d[i];
+	f->njobs = n;
+	pthread_mutex_lock(&f->lock);
+	for (; started < want; started++) {
+		if (pthread_create(&tid[started], NULL, blob_worker, f) != 0)
+			break;
+		f->workers++;
+	}
+	if (started == 0) {
+		pthread_mutex_unlock(&f->lock);
+		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "registry %s: cannot start a thread to fetch blobs", f->r.registry);
+	}
+	while (f->workers > 0) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += PROGRESS_TICK_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&f->cond, &f->lock, &until);
+		pthread_mutex_unlock(&f->lock);
+		if (!cancelled && report(f)) {
+			cancelled = 1;
+			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	if (!cancelled && report(f))
+		cancelled = 1;
+	if (cancelled)
+		rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "registry %s: the pull was cancelled", f->r.registry);
+	else if (f->failed)
+		rc = hangar_sys_error_restore(&f->failed->err);
 	return rc;
 }
 
@@ -1799,9 +1959,8 @@ static int fetch_run(struct fetch *f, char **out_digest)
 		rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "registry %s: the pull was cancelled", f->r.registry);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
-		if ((rc = get_blob(f, &d[i])) != 0)
-			goto out;
+	if ((rc = fetch_blobs(f, d, n)) != 0)
+		goto out;
 	if ((rc = check_config(f, &d[0])) != 0 || (rc = write_layout(f, &body, mt, digest)) != 0)
 		goto out;
 	if (f->p && f->p->fn)
@@ -1830,6 +1989,9 @@ int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, cons
 	memset(&f, 0, sizeof(f));
 	if ((rc = ref_parse(reference, &f.r)) != 0)
 		return rc;
+	f.caller = pthread_self();
+	pthread_mutex_init(&f.lock, NULL);
+	pthread_cond_init(&f.cond, NULL);
 	f.ctx = ctx;
 	f.dir = dir;
 	f.p = p;
@@ -1853,5 +2015,8 @@ int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, cons
 		free(f.pass);
 	}
 	ref_free(&f.r);
+	free(f.jobs);
+	pthread_cond_destroy(&f.cond);
+	pthread_mutex_destroy(&f.lock);
 	return rc;
 }
