@@ -2002,7 +2002,10 @@ int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, cons
 	f.ca_file = ca && ca[0] ? ca : NULL;
 	f.stall_ms = hctx_int(ctx, HS_REGISTRY_STALL) * 1000;
 	f.timeout_ms = hctx_int(ctx, HS_REQUEST_TIMEOUT) * 1000;
-	if ((rc = load_credentials(&f)) == 0 && (rc = net_pool_new(&f.pool, 4)) == 0)
+	if (f.ca_file && access(f.ca_file, R_OK) != 0)
+		rc = herr_os(HANGAR_ECONFIG, errno, "registry %s: cannot read the CA file %s (HANGAR_REGISTRY_CA_FILE)",
+			     f.r.registry, f.ca_file);
+	else if ((rc = load_credentials(&f)) == 0 && (rc = net_pool_new(&f.pool, 4)) == 0)
 		rc = fetch_run(&f, out_digest);
 	net_pool_free(f.pool);
 	drop_authz(&f);

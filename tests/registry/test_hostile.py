@@ -3,6 +3,7 @@
 Each is refused naming the problem, and nothing is left in the layout but
 what was verified (no index.json, no unverified blob, no .partial file).
 """
+import hashlib
 import json
 import os
 import threading
@@ -24,12 +25,38 @@ def layer_digest(layout):
     return layout.manifest_json["layers"][0]["digest"]
 
 
+def manifest_answer(data, mt="application/vnd.oci.image.manifest.v1+json", headers=None):
+    """A fault answering every manifest request with data (and headers)."""
+    def fault(h, kind, ref):
+        if kind == "manifest":
+            h.reply(200, data, {"Content-Type": mt, **(headers or {})})
+            return True
+    return fault
+
+
+def edited_manifest(layout, edit):
+    m = json.loads(layout.manifest)
+    edit(m)
+    return json.dumps(m).encode()
+
+
+def reply_sized(h, data, announced, headers=None):
+    """data with its Content-Length, or unannounced: the body ends when the connection closes."""
+    if announced:
+        return h.reply(200, data, headers)
+    h.reply(200, b"", {**(headers or {}), "Connection": "close"}, length=False)
+    try:
+        h.wfile.write(data)
+    except OSError:
+        pass
+    h.close_connection = True
+
+
 def assert_nothing_unverified(d):
     assert not os.path.exists(f"{d}/index.json")
     blobs = f"{d}/blobs/sha256"
     for n in os.listdir(blobs) if os.path.isdir(blobs) else []:
         assert not n.endswith(".partial"), n
-        import hashlib
         assert hashlib.sha256(open(f"{blobs}/{n}", "rb").read()).hexdigest() == n
 
 
@@ -53,8 +80,7 @@ def test_blob_digest_mismatch(layout, fetcher, tmp_path):
 
 def test_manifest_digest_mismatch(layout, fetcher, tmp_path):
     # Whatever digest is asked for, this registry answers with its one manifest.
-    srv = registry.Hostile(layout, lambda h, kind, ref: kind == "manifest" and h.reply(
-        200, layout.manifest, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}) is None)
+    srv = registry.Hostile(layout, manifest_answer(layout.manifest))
     other = "sha256:" + "0" * 64
     d = tmp_path / "out"
     fetcher.fails(f"{srv.host}/img@{other}", d, EPROTOCOL, f"has digest {layout.manifest_digest}",
@@ -65,13 +91,8 @@ def test_manifest_digest_mismatch(layout, fetcher, tmp_path):
 
 
 def test_docker_content_digest_mismatch(layout, fetcher, tmp_path):
-    def fault(h, kind, ref):
-        if kind == "manifest":
-            h.reply(200, layout.manifest, {"Content-Type": "application/vnd.oci.image.manifest.v1+json",
-                                           "Docker-Content-Digest": "sha256:" + "1" * 64})
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    srv = registry.Hostile(layout, manifest_answer(layout.manifest,
+                                                   headers={"Docker-Content-Digest": "sha256:" + "1" * 64}))
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", EPROTOCOL, "Docker-Content-Digest")
 
 
@@ -81,16 +102,7 @@ def test_oversized_manifest(layout, fetcher, tmp_path, announced):
 
     def fault(h, kind, ref):
         if kind == "manifest":
-            if announced:
-                h.reply(200, big, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-            else:
-                h.reply(200, b"", {"Content-Type": "application/vnd.oci.image.manifest.v1+json",
-                                   "Connection": "close"}, length=False)
-                try:
-                    h.wfile.write(big)
-                except OSError:
-                    pass
-                h.close_connection = True
+            reply_sized(h, big, announced, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
             return True
 
     srv = registry.Hostile(layout, fault)
@@ -103,16 +115,7 @@ def test_blob_bigger_than_its_size(layout, fetcher, tmp_path, announced):
 
     def fault(h, kind, ref):
         if kind == "blob" and ref == victim:
-            data = layout.blobs[ref] + b"\0" * 4096
-            if announced:
-                h.reply(200, data)
-            else:
-                h.reply(200, b"", {"Connection": "close"}, length=False)
-                try:
-                    h.wfile.write(data)
-                except OSError:
-                    pass
-                h.close_connection = True
+            reply_sized(h, layout.blobs[ref] + b"\0" * 4096, announced)
             return True
 
     srv = registry.Hostile(layout, fault)
@@ -277,56 +280,31 @@ def test_token_realm_on_another_host_gets_no_credentials(layout, fetcher, tmp_pa
 
 def test_schema1_refused(layout, fetcher, tmp_path):
     v1 = json.dumps({"schemaVersion": 1, "name": "img", "tag": "latest", "fsLayers": []}).encode()
-
-    def fault(h, kind, ref):
-        if kind == "manifest":
-            h.reply(200, v1, {"Content-Type": "application/vnd.docker.distribution.manifest.v1+prettyjws"})
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    srv = registry.Hostile(layout, manifest_answer(v1, "application/vnd.docker.distribution.manifest.v1+prettyjws"))
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", EUNSUPPORTED, "schema 1")
 
 
 def test_foreign_layer_refused(layout, fetcher, tmp_path):
-    m = json.loads(layout.manifest)
-    m["layers"][0]["urls"] = ["https://example.invalid/layer.tar.gz"]
-    m["layers"][0]["mediaType"] = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip"
-    data = json.dumps(m).encode()
+    def foreign(m):
+        m["layers"][0]["urls"] = ["https://example.invalid/layer.tar.gz"]
+        m["layers"][0]["mediaType"] = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip"
 
-    def fault(h, kind, ref):
-        if kind == "manifest":
-            h.reply(200, data, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    srv = registry.Hostile(layout, manifest_answer(edited_manifest(layout, foreign)))
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", EUNSUPPORTED, "foreign", "layer 1 of 1")
     assert not any("/blobs/" in p for m_, p, hd in srv.seen)
 
 
 def test_duplicate_keys_refused(layout, fetcher, tmp_path):
-    m = layout.manifest.decode()
-    dup = m.rstrip()[:-1] + ',"schemaVersion":2}'
-
-    def fault(h, kind, ref):
-        if kind == "manifest":
-            h.reply(200, dup.encode(), {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    dup = layout.manifest.decode().rstrip()[:-1] + ',"schemaVersion":2}'
+    srv = registry.Hostile(layout, manifest_answer(dup.encode()))
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", EPROTOCOL, "not a strict JSON object", "duplicate")
 
 
 def test_digest_path_traversal_refused(layout, fetcher, tmp_path):
-    m = json.loads(layout.manifest)
-    m["layers"][0]["digest"] = "sha256:../../../../etc/passwd"
-    data = json.dumps(m).encode()
+    def traverse(m):
+        m["layers"][0]["digest"] = "sha256:../../../../etc/passwd"
 
-    def fault(h, kind, ref):
-        if kind == "manifest":
-            h.reply(200, data, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    srv = registry.Hostile(layout, manifest_answer(edited_manifest(layout, traverse)))
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", EPROTOCOL, "not sha256:<64 hex>")
 
 
@@ -335,3 +313,35 @@ def test_cancel_leaves_nothing_unverified(layout, fetcher, tmp_path):
     d = tmp_path / "o"
     fetcher.fails(f"{srv.host}/img", d, -18, "cancelled", env={"REGISTRY_FETCH_CANCEL_AFTER": "1"})
     assert_nothing_unverified(d)
+
+
+def _non_loopback_address():
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.254", 9))  # no packet is sent: this only picks the outgoing address
+        addr = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if addr.startswith("127.") else addr
+
+
+def test_plain_http_only_when_allowed(layout, fetcher, tmp_path):
+    addr = _non_loopback_address()
+    if not addr:
+        pytest.skip("no non-loopback IPv4 address to serve on")
+    srv = registry.Hostile(layout, host=addr)
+    # Not loopback and not named: https only, and this registry speaks http.
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o", -4, f"registry {srv.host}")
+    assert srv.seen == []
+    # Named in HANGAR_REGISTRY_INSECURE (with its port, or the host alone): http is used.
+    for entry in (srv.host, f"other.example, {addr}"):
+        d = tmp_path / entry.replace(" ", "").replace(",", "_").replace(":", "_")
+        assert fetcher.ok(f"{srv.host}/img", d, env={"HANGAR_REGISTRY_INSECURE": entry}) == layout.manifest_digest
+    # Another port of the same host is not named by host:port.
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o2", -4, env={"HANGAR_REGISTRY_INSECURE": f"{addr}:1"})
+    # A malformed list is refused naming the setting.
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o3", -3, "HANGAR_REGISTRY_INSECURE",
+                  env={"HANGAR_REGISTRY_INSECURE": "a b"})

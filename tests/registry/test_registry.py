@@ -164,6 +164,9 @@ def test_https_with_test_ca(images, fetcher, tmp_path):
     assert rc == 1 and f"registry {r.host}" in err, err
     assert not os.path.exists(tmp_path / "out2" / "index.json")
     assert os.listdir(tmp_path / "out2" / "blobs" / "sha256") == []
+    # A CA file that cannot be read is named, not skipped.
+    fetcher.fails(f"{r.host}/img", tmp_path / "out3", -3, "cannot read the CA file /nonexistent/ca.pem",
+                  env={"HANGAR_REGISTRY_CA_FILE": "/nonexistent/ca.pem"})
 
 
 def test_basic_auth_from_config_json(plain, fetcher, tmp_path):
