@@ -685,7 +685,7 @@ static void drop_authz(struct fetch *f)
 /* GET the token service's realm for a bearer token: f->authz = "Bearer <token>". */
 static int get_token(struct fetch *f, const char *params)
 {
-	char realm[2048], service[512] = "", scope[1024] = "", rscheme[8], rauth[300], rhost[256];
+	char realm[2048] = "", service[512] = "", scope[1024] = "", rscheme[8], rauth[300], rhost[256];
 	char *url = NULL, *esc_service = NULL, *esc_scope = NULL, *basic = NULL, *default_scope = NULL;
 	struct net_request rq;
 	struct answer a;

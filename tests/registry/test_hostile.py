@@ -345,3 +345,19 @@ def test_plain_http_only_when_allowed(layout, fetcher, tmp_path):
     # A malformed list is refused naming the setting.
     fetcher.fails(f"{srv.host}/img", tmp_path / "o3", -3, "HANGAR_REGISTRY_INSECURE",
                   env={"HANGAR_REGISTRY_INSECURE": "a b"})
+
+
+@pytest.mark.parametrize("challenge,code,words", [
+    ('Bearer service="s",scope="repository:img:pull"', EPROTOCOL, ["no usable token service", 'realm ""']),
+    ('Bearer realm="file:///etc/passwd"', EPROTOCOL, ["no usable token service", "file:///etc/passwd"]),
+    ('Negotiate', EREFUSED, ["authentication we do not speak", "Negotiate"]),
+    ('', EREFUSED, ["no WWW-Authenticate"]),
+])
+def test_unusable_challenges(layout, fetcher, tmp_path, challenge, code, words):
+    def fault(h, kind, ref):
+        h.reply(401, b"{}", {"WWW-Authenticate": challenge} if challenge else {})
+        return True
+
+    srv = registry.Hostile(layout, fault)
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o", code, *words)
+    assert len(srv.seen) == 1  # nothing else was asked, of anyone
