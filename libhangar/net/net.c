@@ -685,6 +685,8 @@ static int setup(struct xfer *x)
 		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, rq->unix_socket);
 	if (rq->fresh_connect)
 		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	if (rq->download_buffer > 0)
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, rq->download_buffer);
 	if (rq->extra_ca_file && add_ca_file(h, rq->extra_ca_file, x->res->detail, sizeof(x->res->detail)) != 0)
 		return -1;
 
