@@ -6,6 +6,8 @@ what was verified (no index.json, no unverified blob, no .partial file).
 import hashlib
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -52,12 +54,33 @@ def reply_sized(h, data, announced, headers=None):
     h.close_connection = True
 
 
-def assert_nothing_unverified(d):
-    assert not os.path.exists(f"{d}/index.json")
+def half_then_silence(layout, stop, only=None):
+    """A fault sending half of a blob (of only, else of any) and then nothing until stop is set."""
+    def fault(h, kind, ref):
+        if kind == "blob" and (only is None or ref == only) and not stop.is_set():
+            data = layout.blobs[ref]
+            h.send_response(200)
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data[: len(data) // 2])
+            h.wfile.flush()
+            stop.wait(60)
+            h.close_connection = True
+            return True
+    return fault
+
+
+def assert_blobs_verified(d):
+    """No .partial file is left, and every blob is its own digest."""
     blobs = f"{d}/blobs/sha256"
     for n in os.listdir(blobs) if os.path.isdir(blobs) else []:
         assert not n.endswith(".partial"), n
         assert hashlib.sha256(open(f"{blobs}/{n}", "rb").read()).hexdigest() == n
+
+
+def assert_nothing_unverified(d):
+    assert not os.path.exists(f"{d}/index.json")
+    assert_blobs_verified(d)
 
 
 def test_blob_digest_mismatch(layout, fetcher, tmp_path):
@@ -182,20 +205,7 @@ def test_blob_redirect_followed_once_without_credentials(layout, fetcher, tmp_pa
 
 def test_stalled_blob(layout, fetcher, tmp_path):
     stop = threading.Event()
-
-    def fault(h, kind, ref):
-        if kind == "blob":
-            data = layout.blobs[ref]
-            h.send_response(200)
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data[: len(data) // 2])
-            h.wfile.flush()
-            stop.wait(60)
-            h.close_connection = True
-            return True
-
-    srv = registry.Hostile(layout, fault)
+    srv = registry.Hostile(layout, half_then_silence(layout, stop))
     t0 = time.monotonic()
     d = tmp_path / "o"
     fetcher.fails(f"{srv.host}/img", d, ETIMEOUT, "sent nothing for 1 s", "HANGAR_REGISTRY_STALL_SECONDS",
@@ -361,3 +371,34 @@ def test_unusable_challenges(layout, fetcher, tmp_path, challenge, code, words):
     srv = registry.Hostile(layout, fault)
     fetcher.fails(f"{srv.host}/img", tmp_path / "o", code, *words)
     assert len(srv.seen) == 1  # nothing else was asked, of anyone
+
+
+def test_config_over_its_cap(layout, fetcher, tmp_path):
+    def huge(m):
+        m["config"]["size"] = (8 << 20) + 1
+
+    srv = registry.Hostile(layout, manifest_answer(edited_manifest(layout, huge)))
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o", ETOOLARGE, "the config", "over the 8388608 allowed")
+    assert not any("/blobs/" in p for m_, p, hd in srv.seen)
+
+
+def test_killed_fetch_then_a_fetch_that_works(layout, fetcher, tmp_path):
+    stop = threading.Event()
+    victim = layer_digest(layout)
+    srv = registry.Hostile(layout, half_then_silence(layout, stop, victim))
+    d = tmp_path / "o"
+    partial = d / "blobs" / "sha256" / (victim[7:] + ".partial")
+    p = subprocess.Popen([os.environ["REGISTRY_FETCH"], "fetch", f"{srv.host}/img", str(d)], env=fetcher.env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        registry.wait_until(lambda: partial.exists() and partial.stat().st_size > 0, 30, "a half-written blob")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+        stop.set()
+    assert not (d / "index.json").exists()
+    assert not (d / "blobs" / "sha256" / victim[7:]).exists()
+    assert fetcher.ok(f"{srv.host}/img", d) == layout.manifest_digest
+    assert not partial.exists()
+    assert len(os.listdir(d / "blobs" / "sha256")) == 3  # manifest, config, layer
+    assert_blobs_verified(d)
