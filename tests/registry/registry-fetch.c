@@ -8,9 +8,11 @@
  * Settings come from the HANGAR_* environment. On failure it prints
  * "error <code>: <message>" on standard error and exits 1. With
  * REGISTRY_FETCH_CANCEL_AFTER=N set, the progress callback cancels the
- * fetch once N bytes of blobs arrived.
+ * fetch once N bytes of blobs arrived. A progress call on any thread but
+ * the caller's fails the run (exit 3): registry.h promises the caller's.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,8 @@
 #include "image/registry.h"
 
 struct seen {
+	pthread_t caller;
+	int off_thread;
 	uint64_t bytes, cancel_after;
 	uint32_t last_done, last_total;
 };
@@ -29,6 +33,8 @@ static int progress(void *ud, const char *phase, const char *digest, uint64_t do
 
 	(void)digest;
 	(void)total;
+	if (!pthread_equal(pthread_self(), s->caller))
+		s->off_thread = 1;
 	if (!strcmp(phase, "blob"))
 		s->bytes++;
 	s->last_done = blobs_done;
@@ -64,6 +70,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: registry-fetch fetch REFERENCE DIR | normalize REFERENCE\n");
 		return 2;
 	}
+	s.caller = pthread_self();
 	if (ca)
 		s.cancel_after = strtoull(ca, NULL, 10);
 	if (hangar_ctx_new(&ctx, 0) != 0)
@@ -78,5 +85,9 @@ int main(int argc, char **argv)
 	}
 	free(out);
 	hangar_ctx_unref(ctx);
+	if (s.off_thread) {
+		fprintf(stderr, "a progress callback ran off the calling thread\n");
+		return 3;
+	}
 	return rc;
 }

@@ -207,9 +207,10 @@ class AuthProxy(_Base):
     basic user:password when those are set, else to anyone.
     """
 
-    def __init__(self, upstream, mode, user=None, password=None, tls=None):
+    def __init__(self, upstream, mode, user=None, password=None, tls=None, single_use=False):
         super().__init__(tls=tls)
         self.upstream, self.mode, self.user, self.password = upstream, mode, user, password
+        self.single_use = single_use  # a token is good for one request (as if it expired at once)
         self.tokens = set()
         self.scheme = "https" if tls else "http"
 
@@ -224,7 +225,8 @@ class AuthProxy(_Base):
                 return h.reply(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"bad credentials"}]}',
                                {"WWW-Authenticate": 'Basic realm="token"'})
             tok = secrets.token_hex(16)
-            self.tokens.add(tok)
+            with self.lock:
+                self.tokens.add(tok)
             return h.reply(200, json.dumps({"token": tok, "expires_in": 300}).encode(),
                            {"Content-Type": "application/json"})
         auth = h.headers.get("Authorization", "")
@@ -232,7 +234,10 @@ class AuthProxy(_Base):
             ok = self.basic_ok(h)
             challenge = 'Basic realm="test registry"'
         else:
-            ok = auth.startswith("Bearer ") and auth[7:] in self.tokens
+            with self.lock:
+                ok = auth.startswith("Bearer ") and auth[7:] in self.tokens
+                if ok and self.single_use:
+                    self.tokens.discard(auth[7:])
             name = h.path.split("/")[2] if h.path.count("/") > 2 else ""
             challenge = (f'Bearer realm="{self.scheme}://{self.host}/token",service="test-registry",'
                          f'scope="repository:{name}:pull"')

@@ -203,6 +203,16 @@ def test_bearer_token(plain, fetcher, tmp_path):
     assert "service=test-registry" in tokens[0] and "scope=repository%3Alayered%3Apull" in tokens[0]
 
 
+def test_bearer_token_that_expires(plain, fetcher, tmp_path):
+    """Every token is good for one request: each blob worker asks again, and the pull still ends whole."""
+    proxy = registry.AuthProxy(plain.host, "bearer", single_use=True)
+    d = tmp_path / "out"
+    digest = fetcher.ok(f"{proxy.host}/layered:v1", d)
+    man = check_layout(d, digest, f"{proxy.host}/layered:v1")
+    tokens = [p for m, p, h in proxy.seen if p.startswith("/token")]
+    assert len(tokens) == 2 + len(man["layers"])  # the manifest, the config, each layer
+
+
 def test_bearer_token_with_credentials(plain, fetcher, tmp_path):
     proxy = registry.AuthProxy(plain.host, "bearer", "bob", "pw")
     f = fetcher.auth_file(proxy.host, "bob", "pw")
