@@ -24,6 +24,9 @@ created=2024-01-01T00:00:00Z
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Suites may run this at the same time: one builds, the others wait and find it done.
+exec 9>"$out/.lock"
+flock 9
 work=$(mktemp -d "$out/.work.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
