@@ -353,7 +353,8 @@ int reg_fetch_blobs(struct fetch *f, const struct desc *d, size_t n)
 	pthread_mutex_unlock(&f->lock);
 	for (size_t i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
-	if (!cancelled && report(f))
+	/* The last bytes, unless a failure ended it: then a cancel asked now must not hide it. */
+	if (!cancelled && !f->failed && report(f))
 		cancelled = 1;
 	if (cancelled)
 		rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "registry %s: the pull was cancelled", f->r.registry);

@@ -87,6 +87,7 @@ struct fetch {
 	int64_t stall_ms, timeout_ms;
 	char host[256];          /* the registry's host, no port */
 	char *authz;             /* the Authorization header's value earned, or NULL */
+	uint32_t authz_gen;      /* counts the changes of authz */
 	char *user, *pass;       /* from the auth file, or NULL */
 	uint32_t blobs_done, blobs_total;
 	pthread_t caller;        /* the thread that runs callbacks */
@@ -101,6 +102,7 @@ struct fetch {
 struct answer {
 	struct net_result res;
 	int64_t timeout_ms;     /* the request's whole deadline, 0: none */
+	uint32_t authz_gen;     /* the fetch's authz_gen when the request went out */
 	char content_type[256];
 	char docker_digest[128];
 	char location[HEADER_VALUE_MAX];

@@ -231,6 +231,7 @@ enum net_class reg_perform(struct fetch *f, const char *url, int authz, const ch
 		a->res.out_of_memory = 1;
 		return NET_LOCAL;
 	}
+	a->authz_gen = f->authz_gen;
 	pthread_mutex_unlock(&f->lock);
 	c = net_perform(f->pool, &rq, &a->res);
 	net_request_fini(&rq);
@@ -281,8 +282,14 @@ enum net_class reg_get(struct fetch *f, const char *path, const char *accept, si
 					f->r.registry, what, bearer ? "token" : "credentials");
 			break;
 		}
+		/*
+		 * Workers share one credential: when another request renewed it
+		 * since this one went out, this one retries with it rather than
+		 * asking for yet another.
+		 */
 		pthread_mutex_lock(&f->lock);
-		*rc = reg_authenticate(f, a->www_auth, what);
+		if (a->authz_gen == f->authz_gen && (*rc = reg_authenticate(f, a->www_auth, what)) == 0)
+			f->authz_gen++;
 		pthread_mutex_unlock(&f->lock);
 		if (*rc != 0)
 			break;

@@ -207,10 +207,10 @@ class AuthProxy(_Base):
     basic user:password when those are set, else to anyone.
     """
 
-    def __init__(self, upstream, mode, user=None, password=None, tls=None, single_use=False):
+    def __init__(self, upstream, mode, user=None, password=None, tls=None, expire_first=False):
         super().__init__(tls=tls)
         self.upstream, self.mode, self.user, self.password = upstream, mode, user, password
-        self.single_use = single_use  # a token is good for one request (as if it expired at once)
+        self.expire_first = expire_first  # the first token expires once it has been used
         self.tokens = set()
         self.scheme = "https" if tls else "http"
 
@@ -236,8 +236,9 @@ class AuthProxy(_Base):
         else:
             with self.lock:
                 ok = auth.startswith("Bearer ") and auth[7:] in self.tokens
-                if ok and self.single_use:
+                if ok and self.expire_first:
                     self.tokens.discard(auth[7:])
+                    self.expire_first = False
             name = h.path.split("/")[2] if h.path.count("/") > 2 else ""
             challenge = (f'Bearer realm="{self.scheme}://{self.host}/token",service="test-registry",'
                          f'scope="repository:{name}:pull"')
