@@ -6,6 +6,7 @@ what was verified (no index.json, no unverified blob, no .partial file).
 import hashlib
 import json
 import os
+import platform
 import signal
 import subprocess
 import threading
@@ -402,3 +403,37 @@ def test_killed_fetch_then_a_fetch_that_works(layout, fetcher, tmp_path):
     assert not partial.exists()
     assert len(os.listdir(d / "blobs" / "sha256")) == 3  # manifest, config, layer
     assert_blobs_verified(d)
+
+
+def test_encoded_blob_refused(layout, fetcher, tmp_path):
+    victim = layer_digest(layout)
+
+    def fault(h, kind, ref):
+        if kind == "blob" and ref == victim:
+            h.reply(200, layout.blobs[ref], {"Content-Encoding": "gzip"})
+            return True
+
+    srv = registry.Hostile(layout, fault)
+    d = tmp_path / "o"
+    fetcher.fails(f"{srv.host}/img", d, EPROTOCOL, f"blob {victim}", "an encoding we did not ask for (gzip)")
+    assert_nothing_unverified(d)
+
+
+def test_index_naming_an_index_refused(layout, fetcher, tmp_path):
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    inner = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "manifests": []}).encode()
+    inner_digest = layout.add(inner)
+    outer = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                       "digest": inner_digest, "size": len(inner),
+                                       "platform": {"os": "linux", "architecture": arch}}]}).encode()
+
+    def fault(h, kind, ref):
+        if kind == "manifest":
+            data = inner if ref == inner_digest else outer
+            h.reply(200, data, {"Content-Type": "application/vnd.oci.image.index.v1+json"})
+            return True
+
+    srv = registry.Hostile(layout, fault)
+    fetcher.fails(f"{srv.host}/img", tmp_path / "o", EUNSUPPORTED, "names another index", inner_digest)
