@@ -28,6 +28,7 @@ static int check_provider_name(const char *name, const char *value);
 static int check_tiers(const char *name, const char *value);
 static int check_hedge(const char *name, const char *value);
 static int check_environments(const char *name, const char *value);
+static int check_insecure_registries(const char *name, const char *value);
 
 /* The library's own settings, indexed by enum hsetting. */
 static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
@@ -100,6 +101,17 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 				   "how long a session call waits while another caller changes the session", NULL },
 	[HS_IMAGE_DIR] = { "HANGAR_IMAGE_DIR", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 			   "the image store (<HANGAR_STATE_DIR>/images)", NULL },
+	[HS_REGISTRY_AUTH_FILE] = { "HANGAR_REGISTRY_AUTH_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "",
+				    0, 0, NULL,
+				    "a docker config.json whose auths log in to image registries "
+				    "($DOCKER_CONFIG/config.json, ~/.docker/config.json)", NULL },
+	[HS_REGISTRY_INSECURE] = { "HANGAR_REGISTRY_INSECURE", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "",
+				   0, 0, NULL, "image registries (host[:port], comma-separated) reached over plain http",
+				   check_insecure_registries },
+	[HS_REGISTRY_CA_FILE] = { "HANGAR_REGISTRY_CA_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "", 0,
+				  0, NULL, "PEM certificates trusted for image registries besides the system's", NULL },
+	[HS_REGISTRY_STALL] = { "HANGAR_REGISTRY_STALL_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 1, 3600, NULL,
+				"how long an image registry may send nothing before a pull fails", NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 
@@ -113,6 +125,28 @@ static int check_environments(const char *name, const char *value)
 	rc = env_file_load(value, 0, &root);
 	cJSON_Delete(root);
 	return rc;
+}
+
+/* host[:port] entries, comma-separated, spaces around them allowed: what a registry reference starts with. */
+static int check_insecure_registries(const char *name, const char *value)
+{
+	const char *p = value;
+
+	while (*p) {
+		size_t n = strcspn(p, ","), b = 0, e = n;
+
+		while (b < e && p[b] == ' ')
+			b++;
+		while (e > b && p[e - 1] == ' ')
+			e--;
+		if (e == b || strspn(p + b, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") < e - b)
+			return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+				    "%s must be registry hosts (host[:port]) separated by commas, not \"%s\"", name, value);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
 }
 
 /* The tiers a create may ask for. */

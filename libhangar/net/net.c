@@ -600,6 +600,59 @@ static int seek_cb(void *ud, curl_off_t offset, int origin)
 	return x->rq->seek(x->rq->ud, (int64_t)offset) == 0 ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_FAIL;
 }
 
+/* Reads a whole file of at most max bytes onto b; 0, or -1 when it cannot be read. */
+static int read_pem(struct hbuf *b, const char *path, size_t max)
+{
+	char chunk[16384];
+	size_t got;
+	FILE *f = fopen(path, "re");
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (hbuf_put_bounded(b, chunk, got, max) != 0) {
+			rc = -1;
+			break;
+		}
+	if (ferror(f))
+		rc = -1;
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Trust extra CAs on top of the system's. CURLOPT_CAINFO would replace the
+ * system bundle, so both go in one in-memory bundle: curl's own default
+ * file (whatever this build of libcurl was configured with) and then the
+ * extra file. The default directory (CURLOPT_CAPATH) stays as it was.
+ */
+static int add_ca_file(CURL *h, const char *extra, char *detail, size_t dlen)
+{
+	struct hbuf b = { 0 };
+	struct curl_blob blob;
+	char *def = NULL;
+	int rc = -1;
+
+	if (curl_easy_getinfo(h, CURLINFO_CAINFO, &def) == CURLE_OK && def && def[0])
+		(void)read_pem(&b, def, 16u << 20); /* no system bundle: the extra file alone */
+	if (hbuf_put_bounded(&b, "\n", 1, SIZE_MAX) != 0 || read_pem(&b, extra, 32u << 20) != 0) {
+		snprintf(detail, dlen, "cannot read the CA file %s", extra);
+		goto out;
+	}
+	blob.data = b.data;
+	blob.len = b.len;
+	blob.flags = CURL_BLOB_COPY;
+	if (curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob) != CURLE_OK) {
+		snprintf(detail, dlen, "this libcurl cannot take CA certificates from memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	hbuf_free(&b);
+	return rc;
+}
+
 /* The security settings and deadlines every request gets: the one place they are set. */
 static int setup(struct xfer *x)
 {
@@ -632,6 +685,10 @@ static int setup(struct xfer *x)
 		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, rq->unix_socket);
 	if (rq->fresh_connect)
 		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	if (rq->download_buffer > 0)
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, rq->download_buffer);
+	if (rq->extra_ca_file && add_ca_file(h, rq->extra_ca_file, x->res->detail, sizeof(x->res->detail)) != 0)
+		return -1;
 
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
 	if (rq->timeout_ms > 0)
@@ -788,7 +845,8 @@ enum net_class net_perform(struct net_pool *pool, struct net_request *rq, struct
 		return res->cls = NET_LOCAL;
 	}
 	if (setup(&x) != 0) {
-		snprintf(res->detail, sizeof(res->detail), "cannot set the request up (URL or header)");
+		if (!res->detail[0])
+			snprintf(res->detail, sizeof(res->detail), "cannot set the request up (URL or header)");
 		res->cls = NET_LOCAL;
 		cc = CURLE_URL_MALFORMAT;
 	} else {

@@ -123,7 +123,9 @@ struct net_request {
 	size_t max_error_body;          /* cap on what is kept of another answer, 0: NET_ERROR_BODY_MAX */
 	int allow_gzip;                 /* a gzip answer is accepted and handed over raw */
 	int fresh_connect;              /* never reuse a connection (a request that must not be resent) */
+	const char *extra_ca_file;      /* PEM certificates trusted for https besides the system's, or NULL */
 	long upload_buffer;             /* with read: bytes per read call and send, 0 for curl's default */
+	long download_buffer;           /* bytes per receive (and on_body call at most), 0 for curl's default */
 
 	/*
 	 * AWS Signature Version 4, computed here: provider "aws:amz:REGION:SERVICE"
