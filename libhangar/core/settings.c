@@ -98,6 +98,11 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 			       NULL },
 	[HS_SESSION_BUSY_WAIT] = { "HANGAR_SESSION_BUSY_WAIT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 0, 3600, NULL,
 				   "how long a session call waits while another caller changes the session", NULL },
+	[HS_IMAGE_DIR] = { "HANGAR_IMAGE_DIR", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
+			   "the image store (unset: images in the state directory)", NULL },
+	[HS_IMAGE_CACHE_MB] = { "HANGAR_IMAGE_CACHE_MB", HANGAR_SETTING_TYPE_INT, 0, "20480", 1, 1LL << 30, NULL,
+				"the image store's size cap in MiB: unpacked layers past it are refused, gc keeps under it",
+				NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

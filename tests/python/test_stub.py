@@ -131,6 +131,7 @@ BUILDERS = {
     "_TierDict": "d_tier",
     "_EnvironmentDict": "d_environment",
     "_TemplateDict": "d_template",
+    "_ImageDict": "d_image",
     "_ReapDict": "py_ctx_reap",
 }
 

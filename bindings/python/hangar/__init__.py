@@ -21,7 +21,7 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_KERNEL_ISOLATIO
                      LOG_WARNING, PAUSED, PTY, RESUME_COLD, RESUME_FRESH, RESUME_HOT, RESUME_NONE, RUNNING,
                      SESSION_ACTIVE, SESSION_ARCHIVED, SESSION_PARKED, SESSION_SUSPENDED, SETTING_DEFAULT,
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
-                     EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, ReapResult, SandboxInfo,
+                     EnvironmentInfo, ExecResult, FileInfo, ImageInfo, ImageProgress, LogEntry, Metric, Output, ProviderInfo, ReapResult, SandboxInfo,
                      SessionInfo, Setting, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
@@ -43,7 +43,7 @@ __all__ = [
     "Context", "default_context", "Sandbox", "Commands", "Files", "Pty", "PtySize", "WatchHandle",
     "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
-    "EnvironmentInfo", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
+    "EnvironmentInfo", "TemplateInfo", "ImageInfo", "ImageProgress", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",
