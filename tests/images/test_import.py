@@ -1,0 +1,189 @@
+"""Imports that work: a busybox root, a three-layer image with deletions, the
+same image as an OCI layout and as a docker-save archive, gzip, zstd and
+plain layers; the unpacked layers checked on disk."""
+
+import json
+import os
+import stat
+
+import imagekit as kit
+
+
+def test_a_busybox_rootfs_becomes_a_one_layer_image(store, tmp_path):
+    raw = kit.tar_bytes(kit.busybox_members())
+    path = tmp_path / "rootfs.tar.gz"
+    path.write_bytes(kit.compress(raw, "gzip"))
+    info = store.json("image", "import", str(path), "--name", "bb:1")
+    assert info["names"] == ["docker.io/library/bb:1"]
+    assert info["layers"] == [kit.sha256(raw)]
+    assert info["os"] == "linux"
+    root = store.layer_root(info["layers"][0])
+    with open("/bin/busybox", "rb") as a, open(os.path.join(root, "bin", "busybox"), "rb") as b:
+        assert a.read() == b.read()
+    assert stat.S_IMODE(os.stat(os.path.join(root, "bin", "busybox")).st_mode) == 0o755
+    assert os.readlink(os.path.join(root, "bin", "sh")) == "busybox"
+    assert info["size"] == os.path.getsize("/bin/busybox") + len(b"ID=busybox\n")
+    # The manifest and config made for it are real, verified blobs.
+    blobs = store.entries("blobs/sha256")
+    assert info["digest"][7:] in blobs and info["config_digest"][7:] in blobs
+    with open(os.path.join(store.dir, "blobs", "sha256", info["digest"][7:]), "rb") as f:
+        manifest = f.read()
+    assert kit.sha256(manifest) == info["digest"]
+    assert json.loads(manifest)["layers"][0]["digest"] == kit.sha256(path.read_bytes())
+    # The same tarball gives the same image: one record, one layer.
+    again = store.ok("image", "import", str(path), "--name", "bb:2").stdout.decode().strip()
+    assert again == info["digest"]
+    assert len(store.json("image", "list")) == 1
+    assert store.layer_dirs() == [info["layers"][0][7:]]
+    assert sorted(store.json("image", "inspect", again)["names"]) == ["docker.io/library/bb:1",
+                                                                      "docker.io/library/bb:2"]
+
+
+def test_a_rootfs_needs_a_name(store, tmp_path):
+    path = tmp_path / "rootfs.tar"
+    path.write_bytes(kit.tar_bytes(kit.busybox_members()))
+    assert "name is required" in store.fails("image", "import", str(path))
+    assert store.entries("images") == [] and store.layer_dirs() == []
+
+
+def three_layers():
+    with open("/bin/busybox", "rb") as f:
+        bb = f.read()
+    base = kit.tar_bytes([
+        ("dir", "bin", 0o755),
+        ("file", "bin/busybox", bb, 0o755),
+        ("symlink", "bin/sh", "busybox"),
+        ("hardlink", "bin/ls", "bin/busybox"),
+        ("dir", "etc", 0o755),
+        ("file", "etc/gone", b"deleted above\n", 0o644),
+        ("file", "etc/owned", b"by 1000\n", 0o640, 1000, 1001),
+        ("file", "etc/setuid", b"#!/bin/sh\n", 0o4755),
+        ("dir", "opq", 0o750),
+        ("file", "opq/old", b"hidden above\n", 0o644),
+        ("fifo", "run-fifo"),
+    ])
+    middle = kit.tar_bytes([
+        ("dir", "etc", 0o755),
+        ("file", "etc/.wh.gone", b"", 0o644),
+        ("dir", "opq", 0o700),
+        ("file", "opq/.wh..wh..opq", b"", 0o644),
+        ("file", "opq/new", b"only this\n", 0o600),
+    ])
+    top = kit.tar_bytes([
+        ("dir", "srv", 0o755),
+        ("file", "./srv//top.txt", b"top\n", 0o644),
+    ])
+    return base, middle, top
+
+
+CONFIG = {"Env": ["PATH=/bin", "GREETING=hello world"], "WorkingDir": "/srv", "User": "1000:1001",
+          "Cmd": ["/bin/sh"]}
+
+
+def check_layers(store, diff_ids):
+    base, middle, top = (store.layer_root(d) for d in diff_ids)
+    st = os.lstat(os.path.join(middle, "etc", "gone"))
+    assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 0 and os.minor(st.st_rdev) == 0
+    opq = os.path.join(middle, "opq")
+    assert os.getxattr(opq, "user.overlay.opaque") == b"y"
+    assert os.getxattr(opq, "trusted.overlay.opaque") == b"y"  # the suite runs as root
+    assert stat.S_IMODE(os.stat(opq).st_mode) == 0o700
+    assert not os.path.exists(os.path.join(middle, "opq", ".wh..wh..opq"))
+    assert stat.S_IMODE(os.stat(os.path.join(middle, "opq", "new")).st_mode) == 0o600
+    owned = os.stat(os.path.join(base, "etc", "owned"))
+    assert (owned.st_uid, owned.st_gid, stat.S_IMODE(owned.st_mode)) == (1000, 1001, 0o640)
+    assert stat.S_IMODE(os.stat(os.path.join(base, "etc", "setuid")).st_mode) == 0o4755
+    assert os.stat(os.path.join(base, "etc", "setuid")).st_mtime == kit.MTIME
+    assert os.stat(os.path.join(base, "bin")).st_mtime == kit.MTIME
+    assert os.readlink(os.path.join(base, "bin", "sh")) == "busybox"
+    assert os.stat(os.path.join(base, "bin", "ls")).st_ino == os.stat(os.path.join(base, "bin", "busybox")).st_ino
+    assert stat.S_ISFIFO(os.lstat(os.path.join(base, "run-fifo")).st_mode)
+    assert stat.S_IMODE(os.stat(os.path.join(base, "opq")).st_mode) == 0o750
+    with open(os.path.join(top, "srv", "top.txt")) as f:
+        assert f.read() == "top\n"
+    for d in diff_ids:
+        with open(os.path.join(store.dir, "layers", d[7:], "layer.json")) as f:
+            meta = json.load(f)
+        assert meta["diff_id"] == d
+
+
+def test_a_three_layer_layout_with_whiteouts_and_an_opaque_directory(store, tmp_path):
+    base, middle, top = three_layers()
+    digest, _, cfg = kit.oci_layout(str(tmp_path / "layout"), [(base, "gzip"), (middle, "zstd"), (top, None)],
+                                    config=CONFIG, name="registry.example:5000/team/app:v1")
+    info = store.json("image", "import", str(tmp_path / "layout"), "--name", "app")
+    assert info["digest"] == digest and info["config_digest"] == cfg
+    assert info["names"] == ["registry.example:5000/team/app:v1", "docker.io/library/app:latest"]
+    assert info["layers"] == [kit.sha256(base), kit.sha256(middle), kit.sha256(top)]
+    assert info["env"] == CONFIG["Env"] and info["workdir"] == "/srv" and info["user"] == "1000:1001"
+    assert info["in_use"] is False
+    check_layers(store, info["layers"])
+    with open(os.path.join(store.dir, "images", digest[7:] + ".json")) as f:
+        record = json.load(f)
+    assert record["config"]["Cmd"] == ["/bin/sh"]
+    assert record["size"] == info["size"] > os.path.getsize("/bin/busybox")
+
+
+def test_a_docker_save_archive_shares_the_layout_s_layers(store, tmp_path):
+    base, middle, top = three_layers()
+    kit.oci_layout(str(tmp_path / "layout"), [(base, "gzip"), (middle, "zstd"), (top, None)], config=CONFIG)
+    first = store.json("image", "import", str(tmp_path / "layout"), "--name", "app:oci")
+    layers_before = store.layer_dirs()
+    kit.docker_archive(str(tmp_path / "saved.tar"), [base, middle, top], ["app:docker", "other/app:2"],
+                       config=CONFIG)
+    saved = store.json("image", "import", str(tmp_path / "saved.tar"))
+    assert saved["layers"] == first["layers"]
+    assert saved["names"] == ["docker.io/library/app:docker", "docker.io/other/app:2"]
+    assert store.layer_dirs() == layers_before  # each layer unpacked once, shared
+    check_layers(store, saved["layers"])
+    assert len(store.json("image", "list")) == 2
+
+
+def test_a_gzip_docker_archive_with_gzip_layers(store, tmp_path):
+    raw = kit.tar_bytes(kit.busybox_members())
+    kit.docker_archive(str(tmp_path / "saved.tar"), [raw], ["bb:gz"], compression="gzip")
+    (tmp_path / "saved.tar.gz").write_bytes(kit.compress((tmp_path / "saved.tar").read_bytes(), "gzip"))
+    info = store.json("image", "import", str(tmp_path / "saved.tar.gz"))
+    assert info["layers"] == [kit.sha256(raw)] and info["names"] == ["docker.io/library/bb:gz"]
+
+
+def test_a_zstd_rootfs(store, tmp_path):
+    raw = kit.tar_bytes(kit.busybox_members())
+    (tmp_path / "rootfs.tar.zst").write_bytes(kit.compress(raw, "zstd"))
+    info = store.json("image", "import", str(tmp_path / "rootfs.tar.zst"), "--name", "bb:zst")
+    assert info["layers"] == [kit.sha256(raw)]
+
+
+def test_names_move_and_refs_resolve(store, tmp_path):
+    a = tmp_path / "a.tar"
+    b = tmp_path / "b.tar"
+    a.write_bytes(kit.tar_bytes([("file", "a", b"a", 0o644)]))
+    b.write_bytes(kit.tar_bytes([("file", "b", b"b", 0o644)]))
+    da = store.ok("image", "import", str(a), "--name", "x:1").stdout.decode().strip()
+    db = store.ok("image", "import", str(b), "--name", "docker.io/library/x:1").stdout.decode().strip()
+    assert store.json("image", "inspect", "x:1")["digest"] == db
+    assert store.json("image", "inspect", da)["names"] == []
+    assert store.json("image", "inspect", da[7:19])["digest"] == da
+    assert "give more digits" not in store.fails("image", "inspect", da[7:18])
+    assert "no image docker.io/library/nope:latest" in store.fails("image", "inspect", "nope")
+    assert "not sha256" in store.fails("image", "inspect", "sha256:1234")
+    listed = store.json("image", "list")
+    assert [i["digest"] for i in listed] == [db, da]  # newest first
+
+
+def test_rm_removes_layers_no_other_image_has(store, tmp_path):
+    shared = kit.tar_bytes([("file", "shared", b"s", 0o644)])
+    own = kit.tar_bytes([("file", "own", b"o", 0o644)])
+    kit.oci_layout(str(tmp_path / "one"), [(shared, "gzip"), (own, "gzip")])
+    kit.oci_layout(str(tmp_path / "two"), [(shared, "gzip")])
+    one = store.json("image", "import", str(tmp_path / "one"), "--name", "one")
+    two = store.json("image", "import", str(tmp_path / "two"), "--name", "two")
+    assert len(store.layer_dirs()) == 2
+    assert store.json("image", "rm", "one") == [{"image": "one", "removed": True}]
+    assert store.layer_dirs() == [kit.sha256(shared)[7:]]
+    assert one["digest"][7:] not in store.entries("blobs/sha256")
+    assert two["digest"][7:] in store.entries("blobs/sha256")
+    r = store.run("image", "rm", "one", "--json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out[0]["removed"] is False and out[0]["error"] == "not_found" and "one:latest" in out[0]["message"]
