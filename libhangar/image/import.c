@@ -87,9 +87,17 @@ static int src_open(struct source *s, const char *name, int *fd)
 		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: the path \"%s\" leaves the image", s->label,
 			    name);
 	if (!s->archive) {
-		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+		/* O_NONBLOCK: a fifo planted as a blob must not hang the import. */
+		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+					.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
 		long r = syscall(SYS_openat2, s->dirfd, cur, &how, sizeof(how));
+		struct stat st;
 
+		if (r >= 0 && (fstat((int)r, &st) < 0 || !S_ISREG(st.st_mode) ||
+			       fcntl((int)r, F_SETFL, 0) < 0)) {
+			close((int)r);
+			return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: %s is not a regular file", s->label, cur);
+		}
 		if (r < 0)
 			return errno == ENOENT ? herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "%s: %s is missing", s->label,
 						      cur)

@@ -499,6 +499,9 @@ static int finish_dirs(struct unpack *x)
 				    : dup(x->rootfd);
 
 		snprintf(x->member, sizeof(x->member), "%s", m->path);
+		/* A later member replaced the directory (or a whiteout removed it): nothing to set. */
+		if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+			continue;
 		if (fd < 0)
 			return os_fail(x, -fd, "open the directory");
 		if ((x->root_user && fchown(fd, m->uid, m->gid) < 0) || fchmod(fd, m->mode) < 0 ||

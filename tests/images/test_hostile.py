@@ -129,3 +129,19 @@ def test_a_docker_archive_with_a_traversing_member(store, tmp_path):
         t.addfile(ti, io.BytesIO(b"[]"))
     refused(store, path, 'member "../escape"')
     assert not os.path.exists(os.path.join(store.root, "escape"))
+
+
+def test_a_fifo_planted_as_a_blob_does_not_hang_the_import(store, tmp_path):
+    root = str(tmp_path / "layout")
+    _, descs, _ = kit.oci_layout(root, [(kit.tar_bytes([("file", "a", b"a", 0o644)]), "gzip")])
+    blob = os.path.join(root, "blobs", "sha256", descs[0]["digest"][7:])
+    os.unlink(blob)
+    os.mkfifo(blob)
+    refused(store, root, descs[0]["digest"][7:], "not a regular file")
+
+
+def test_a_directory_replaced_by_a_later_member_is_fine(store, tmp_path):
+    path = layout_with(tmp_path, [("dir", "d", 0o755), ("file", "d/x", b"x", 0o644), ("file", "d", b"now a file", 0o600)])
+    info = store.json("image", "import", path, "--name", "ok")
+    with open(os.path.join(store.layer_root(info["layers"][0]), "d")) as f:
+        assert f.read() == "now a file"
