@@ -69,10 +69,7 @@ static int report_one(struct img_store *s, const char *hex, hangar_image_fn fn, 
 }
 
 struct listing {
-	struct {
-		char hex[IMG_HEX_LEN + 1];
-		int64_t created_us;
-	} *v;
+	struct img_dated *v;
 	size_t n, cap;
 	struct img_store *s;
 };
@@ -103,18 +100,6 @@ static int collect(const char *hex, void *payload)
 	return 0;
 }
 
-static int newest_first(const void *a, const void *b)
-{
-	const struct {
-		char hex[IMG_HEX_LEN + 1];
-		int64_t created_us;
-	} *x = a, *y = b;
-
-	if (x->created_us != y->created_us)
-		return x->created_us > y->created_us ? -1 : 1;
-	return strcmp(x->hex, y->hex);
-}
-
 int hangar_image_list(hangar_ctx *ctx, hangar_image_fn fn, void *payload)
 {
 	struct img_store s;
@@ -128,8 +113,8 @@ int hangar_image_list(hangar_ctx *ctx, hangar_image_fn fn, void *payload)
 	l.s = &s;
 	rc = img_record_each(&s, collect, &l);
 	if (!rc)
-		qsort(l.v, l.n, sizeof(*l.v), newest_first);
-	for (size_t i = 0; !rc && i < l.n; i++) {
+		qsort(l.v, l.n, sizeof(*l.v), img_dated_oldest_first);
+	for (size_t i = l.n; !rc && i-- > 0;) {
 		rc = report_one(&s, l.v[i].hex, fn, payload);
 		if (rc == HANGAR_ENOTFOUND) {
 			herr_clear(); /* removed since it was listed */

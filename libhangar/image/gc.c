@@ -27,10 +27,7 @@ struct refs {
 	size_t n_layers, cap_layers;
 	char (*blobs)[IMG_HEX_LEN + 1];
 	size_t n_blobs, cap_blobs;
-	struct {
-		char hex[IMG_HEX_LEN + 1];
-		int64_t created_us;
-	} *images;
+	struct img_dated *images;
 	size_t n_images, cap_images;
 	struct img_store *s;
 };
@@ -270,18 +267,6 @@ static void sweep_use(struct img_store *s, const char *name, void *payload)
 	}
 }
 
-static int oldest_first(const void *a, const void *b)
-{
-	const struct {
-		char hex[IMG_HEX_LEN + 1];
-		int64_t created_us;
-	} *x = a, *y = b;
-
-	if (x->created_us != y->created_us)
-		return x->created_us < y->created_us ? -1 : 1;
-	return strcmp(x->hex, y->hex);
-}
-
 /* Removes images, oldest first and none in use, until the store's layers fit in limit. */
 static int shrink(struct img_store *s, uint64_t limit, uint64_t *freed)
 {
@@ -292,7 +277,7 @@ static int shrink(struct img_store *s, uint64_t limit, uint64_t *freed)
 		refs_free(&r);
 		return rc;
 	}
-	qsort(r.images, r.n_images, sizeof(*r.images), oldest_first);
+	qsort(r.images, r.n_images, sizeof(*r.images), img_dated_oldest_first);
 	for (size_t i = 0; i < r.n_images && img_store_used(s) > limit; i++) {
 		struct img_record rec;
 		char path[128];

@@ -80,6 +80,13 @@ struct img_record {
 	struct cJSON *config;     /* the "config" member as stored */
 };
 
+/* An image and when it was stored, for ordering (qsort: oldest first, then by hex). */
+struct img_dated {
+	char hex[IMG_HEX_LEN + 1];
+	int64_t created_us;
+};
+int img_dated_oldest_first(const void *a, const void *b);
+
 /* Reads images/<hex>.json. 0, HANGAR_ENOTFOUND or HANGAR_EREFUSED (reported). */
 int img_record_read(struct img_store *s, const char *hex, struct img_record *r);
 /* Parses a record's text; 0 or -1 with err set. */
@@ -103,6 +110,9 @@ int img_ref_normalise(const char *ref, char *out, size_t size, char *err, size_t
 int img_digest_ok(const char *s);
 /* Whether s is n lower-case hex digits (and nothing else). */
 int img_hex_ok(const char *s, size_t n);
+/* A member's name made relative and canonical ("./a//b/" -> "a/b"): 0, 1 for the top
+ * itself, or -1 with why (absolute, a ".." component, longer than IMG_MAX_NAME or size). */
+int img_path_canon(const char *name, char *out, size_t size, const char **why);
 
 /* ---- OCI documents (oci.c) ------------------------------------------------------ */
 

@@ -54,29 +54,9 @@ struct source {
 /* A name made relative and canonical ("./a//b" -> "a/b"); -1 for absolute or "..". */
 static int canon(const char *name, char *out, size_t size)
 {
-	size_t o = 0;
-	const char *p = name;
+	const char *why;
 
-	if (name[0] == '/')
-		return -1;
-	while (*p) {
-		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return -1;
-		if (n && !(n == 1 && p[0] == '.')) {
-			if (o + n + 2 > size)
-				return -1;
-			if (o)
-				out[o++] = '/';
-			memcpy(out + o, p, n);
-			o += n;
-		}
-		p += n + (p[n] == '/');
-	}
-	out[o] = '\0';
-	return 0;
+	return img_path_canon(name, out, size, &why) < 0 ? -1 : 0;
 }
 
 static int src_open(struct source *s, const char *name, int *fd)

@@ -486,6 +486,15 @@ int img_record_write(struct img_store *s, const struct img_record *r)
 	return 0;
 }
 
+int img_dated_oldest_first(const void *a, const void *b)
+{
+	const struct img_dated *x = a, *y = b;
+
+	if (x->created_us != y->created_us)
+		return x->created_us < y->created_us ? -1 : 1;
+	return strcmp(x->hex, y->hex);
+}
+
 int img_record_each(struct img_store *s, int (*fn)(const char *hex, void *payload), void *payload)
 {
 	int fd = openat(s->dirfd, "images", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;

@@ -186,51 +186,6 @@ static la_ssize_t reader_read(struct archive *a, void *payload, const void **buf
 	return n;
 }
 
-/* ---- names ------------------------------------------------------------------------- */
-
-/*
- * A member's name made relative and canonical in out: "./a//b/" -> "a/b".
- * 0, 1 for the layer's root itself, or -1 with why.
- */
-static int normalise(const char *name, char *out, size_t size, const char **why)
-{
-	size_t o = 0;
-	const char *p = name;
-
-	if (strlen(name) > IMG_MAX_NAME) {
-		*why = "its name is longer than 4096 bytes";
-		return -1;
-	}
-	if (name[0] == '/') {
-		*why = "its path is absolute";
-		return -1;
-	}
-	while (*p) {
-		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			*why = "its path has a .. component";
-			return -1;
-		}
-		if (n && !(n == 1 && p[0] == '.')) {
-			if (o + n + 2 > size) {
-				*why = "its name is too long";
-				return -1;
-			}
-			if (o)
-				out[o++] = '/';
-			memcpy(out + o, p, n);
-			o += n;
-		}
-		p += n;
-		if (*p == '/')
-			p++;
-	}
-	out[o] = '\0';
-	return o == 0 ? 1 : 0;
-}
-
 /* ---- writing beneath the root -------------------------------------------------------- */
 
 static int beneath(int dirfd, const char *path, int flags, mode_t mode)
@@ -539,7 +494,7 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 	snprintf(x->member, sizeof(x->member), "%s", name ? name : "?");
 	if (!name)
 		return refuse(x, "its name cannot be read");
-	r = normalise(name, rel, sizeof(rel), &why);
+	r = img_path_canon(name, rel, sizeof(rel), &why);
 	if (r < 0)
 		return refuse(x, why);
 	if (archive_entry_sparse_count(e) > 0)
@@ -567,7 +522,7 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 		struct stat st;
 		int tfd;
 
-		r = normalise(link, target, sizeof(target), &why);
+		r = img_path_canon(link, target, sizeof(target), &why);
 		if (r != 0) {
 			close(pfd);
 			return refuse(x, r < 0 ? "its hard link's target is absolute or has a .. component"
