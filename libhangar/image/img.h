@@ -113,6 +113,14 @@ int img_hex_ok(const char *s, size_t n);
 /* A member's name made relative and canonical ("./a//b/" -> "a/b"): 0, 1 for the top
  * itself, or -1 with why (absolute, a ".." component, longer than IMG_MAX_NAME or size). */
 int img_path_canon(const char *name, char *out, size_t size, const char **why);
+/*
+ * A name from an archive as messages quote it: valid UTF-8 (a byte that is
+ * not part of a character, or a control, becomes '?'), cut after
+ * IMG_QUOTE_MAX bytes with "...", so a hostile name neither breaks a
+ * message nor crowds out the reason. size must be at least 16.
+ */
+#define IMG_QUOTE_MAX 200
+void img_quote(char *out, size_t size, const char *name);
 
 /* ---- OCI documents (oci.c) ------------------------------------------------------ */
 

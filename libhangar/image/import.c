@@ -313,17 +313,20 @@ static int extract(struct img_store *st, int fd, const char *path, const char *f
 		return herr_os(HANGAR_EOS, errno, "cannot open %s/%s", st->dir, files_dir);
 	}
 	while (!rc && ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN)) {
-		const char *n = archive_entry_pathname(e), *link;
+		const char *raw = archive_entry_pathname(e), *link;
 		mode_t type = archive_entry_filetype(e);
+		char n[IMG_QUOTE_MAX + 16];
 
 		if (++idx > ARCHIVE_MAX_MEMBERS) {
 			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s has more than %u members", path,
 				  ARCHIVE_MAX_MEMBERS);
 			break;
 		}
-		if (!n || canon(n, name, sizeof(name)) < 0) {
+		img_quote(n, sizeof(n), raw ? raw : "?");
+		if (!raw || canon(raw, name, sizeof(name)) < 0) {
 			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
-				  "%s: member \"%s\" is refused: its path is absolute or has a .. component", path, n ? n : "?");
+				  "%s: member \"%s\" is refused: its path is absolute, has a .. component or is too long",
+				  path, n);
 			break;
 		}
 		if ((link = archive_entry_hardlink(e)) != NULL) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "image/img.h"
+#include "util/sjson.h"
 
 int img_hex_ok(const char *s, size_t n)
 {
@@ -175,4 +176,27 @@ int img_path_canon(const char *name, char *out, size_t size, const char **why)
 	}
 	out[o] = '\0';
 	return o == 0 ? 1 : 0;
+}
+
+void img_quote(char *out, size_t size, const char *name)
+{
+	size_t o = 0, i = 0, n = strlen(name);
+
+	while (i < n && o < IMG_QUOTE_MAX && o + 8 < size) {
+		size_t c = sjson_char_len(name + i, n - i);
+
+		if (c == 0 || (c == 1 && ((unsigned char)name[i] < 0x20 || name[i] == 0x7f))) {
+			out[o++] = '?';
+			i++;
+			continue;
+		}
+		memcpy(out + o, name + i, c);
+		o += c;
+		i += c;
+	}
+	if (i < n && o + 4 <= size) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
 }

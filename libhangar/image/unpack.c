@@ -249,6 +249,11 @@ struct unpack {
 	char member[IMG_MAX_NAME + 1];   /* the member at work, for messages */
 };
 
+static void quote_member(struct unpack *x, const char *name)
+{
+	img_quote(x->member, sizeof(x->member), name);
+}
+
 static int refuse(struct unpack *x, const char *why)
 {
 	return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "layer %s: member \"%s\" is refused: %s", x->u->blob_name,
@@ -453,7 +458,7 @@ static int finish_dirs(struct unpack *x)
 		int fd = m->path[0] ? beneath(x->rootfd, m->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
 				    : dup(x->rootfd);
 
-		snprintf(x->member, sizeof(x->member), "%s", m->path);
+		quote_member(x, m->path);
 		/* A later member replaced the directory (or a whiteout removed it): nothing to set. */
 		if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
 			continue;
@@ -491,7 +496,7 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 	mode_t type = archive_entry_filetype(e);
 	int r, pfd, fd, rc = 0;
 
-	snprintf(x->member, sizeof(x->member), "%s", name ? name : "?");
+	quote_member(x, name ? name : "?");
 	if (!name)
 		return refuse(x, "its name cannot be read");
 	r = img_path_canon(name, rel, sizeof(rel), &why);

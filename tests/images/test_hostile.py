@@ -145,3 +145,41 @@ def test_a_directory_replaced_by_a_later_member_is_fine(store, tmp_path):
     info = store.json("image", "import", path, "--name", "ok")
     with open(os.path.join(store.layer_root(info["layers"][0]), "d")) as f:
         assert f.read() == "now a file"
+
+
+def test_a_name_over_4096_bytes(store, tmp_path):
+    name = "d/" + "n" * 4100
+    path = layout_with(tmp_path, [("file", name, b"x", 0o644)])
+    refused(store, path, "longer than 4096")
+
+
+def test_a_sparse_file(store, tmp_path):
+    import io
+    import tarfile
+    # A pax 1.0 sparse member: its data opens with the map (one 5-byte region at 0).
+    sparse_map = b"1\n0\n5\n".ljust(512, b"\0") + b"hello"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo("GNUSparseFile.0/s")
+        ti.size = len(sparse_map)
+        ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "s",
+                          "GNU.sparse.realsize": "100"}
+        t.addfile(ti, io.BytesIO(sparse_map))
+    root = str(tmp_path / "layout")
+    kit.oci_layout(root, [(buf.getvalue(), "gzip")])
+    refused(store, root, 'member "s"', "sparse")
+
+
+def test_a_hostile_name_is_quoted_on_one_line(store, tmp_path):
+    name = "../\n\x1b[31mred\xff" + "x" * 300
+    buf = kit.tar_bytes([("file", name.encode("utf-8", "surrogateescape").decode("latin-1"), b"x", 0o644)],
+                        fmt=__import__("tarfile").GNU_FORMAT)
+    root = str(tmp_path / "layout")
+    kit.oci_layout(root, [(buf, None)])
+    refused(store, root, "..", "...")
+    # The library's own message, as the helper prints it unescaped.
+    r = store.helper_run(root, "evil")
+    msg = r.stderr.decode("utf-8")  # valid UTF-8, or this raises
+    assert r.returncode == 1 and msg.startswith("refused: ")
+    assert msg.count("\n") == 1 and "\x1b" not in msg and "??[31mred" in msg
+    assert len(msg) < 800
