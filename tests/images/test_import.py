@@ -187,3 +187,34 @@ def test_rm_removes_layers_no_other_image_has(store, tmp_path):
     assert r.returncode == 1
     out = json.loads(r.stdout)
     assert out[0]["removed"] is False and out[0]["error"] == "not_found" and "one:latest" in out[0]["message"]
+
+
+def test_the_progress_bar_is_for_terminals_only(store, tmp_path):
+    import pty
+    import subprocess
+    layers = [(kit.tar_bytes([("file", f"f{i}", os.urandom(1 << 20), 0o644)]), "gzip") for i in range(2)]
+    kit.oci_layout(str(tmp_path / "layout"), layers)
+    # Into a pipe: the digest on stdout, nothing on stderr.
+    r = store.ok("image", "import", str(tmp_path / "layout"), "--name", "piped")
+    assert r.stderr == b"" and r.stdout.decode().startswith("sha256:")
+    store.ok("image", "rm", "piped")
+    # On a terminal: layers and bytes on stderr, the digest still on stdout.
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([store.cli, "image", "import", str(tmp_path / "layout"), "--name", "tty"], env=store.env,
+                         stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    out, _ = p.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert p.returncode == 0 and out.decode().startswith("sha256:")
+    text = seen.decode()
+    assert "layer 0/2" in text and "layer 2/2" in text and "MiB" in text
+    assert text.endswith("\r\x1b[K")  # the bar is cleared at the end
