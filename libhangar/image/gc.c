@@ -106,10 +106,10 @@ static void drop_layer(struct img_store *s, const char *hex, uint64_t *freed)
 {
 	char path[128];
 	uint64_t size = 0;
-	int fd = img_layer_lock(s, hex, LOCK_EX | LOCK_NB);
+	int fd = img_layer_lock(s, hex, IMG_LOCK_PIN, F_WRLCK, 0);
 
 	if (fd < 0)
-		return;
+		return; /* an import holds it */
 	snprintf(path, sizeof(path), "layers/%s", hex);
 	if (!img_layer_complete(s, hex, &size))
 		size = img_tree_size(s->dirfd, path);
@@ -217,17 +217,8 @@ static void sweep_layer(struct img_store *s, const char *name, void *payload)
 		hex[IMG_HEX_LEN] = '\0';
 		snprintf(path, sizeof(path), "layers/%s", hex);
 		/* A lock without its layer: removed when nobody holds it. */
-		if (img_hex_ok(hex, IMG_HEX_LEN) && fstatat(s->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			int fd = img_layer_lock(s, hex, LOCK_EX | LOCK_NB);
-
-			if (fd >= 0) {
-				if (fstatat(s->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-					snprintf(path, sizeof(path), "layers/%s.lock", hex);
-					unlinkat(s->dirfd, path, 0);
-				}
-				close(fd);
-			}
-		}
+		if (img_hex_ok(hex, IMG_HEX_LEN) && fstatat(s->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			img_layer_lock_sweep(s, hex);
 		return;
 	}
 	if (!img_hex_ok(name, IMG_HEX_LEN))

@@ -48,11 +48,20 @@ int img_rmtree(int dirfd, const char *path);
 uint64_t img_tree_size(int dirfd, const char *path);
 
 /*
- * The per-layer lock, layers/<hex>.lock: mode LOCK_SH or LOCK_EX, with
- * LOCK_NB as flock takes it. The file is relinked when gc removed it while
- * we waited. Returns the fd (>= 0), -EWOULDBLOCK, or another -errno.
+ * The per-layer lock file, layers/<hex>.lock, holds two locks (open file
+ * description locks on one byte each, so that one process can hold both
+ * on two descriptors): the pin, held F_RDLCK by every import from before it
+ * looks at the layer until its record names it, and F_WRLCK by gc (without
+ * waiting) before it removes the layer; and the maker's, held F_WRLCK
+ * while one import makes the layer, so a second one waits and then uses
+ * it. Returns the fd (>= 0), -EWOULDBLOCK when wait is 0 and it is held,
+ * or another -errno. A file gc unlinked meanwhile is opened again.
  */
-int img_layer_lock(struct img_store *s, const char *hex, int mode);
+#define IMG_LOCK_PIN 0
+#define IMG_LOCK_MAKE 1
+int img_layer_lock(struct img_store *s, const char *hex, int which, int type, int wait);
+/* Unlinks layers/<hex>.lock when there is no layer of it and nobody holds its pin. */
+void img_layer_lock_sweep(struct img_store *s, const char *hex);
 /* Whether layers/<hex>/layer.json exists: 1, 0. Its size in *size when 1. */
 int img_layer_complete(struct img_store *s, const char *hex, uint64_t *size);
 /* The summed sizes of every complete layer. */

@@ -431,6 +431,7 @@ static int extract(struct img_store *st, int fd, const char *path, const char *f
 
 struct import {
 	struct img_store *s;
+	int rootfs_pin;            /* a rootfs's layer, pinned from its making to its record */
 	hangar_image_opts o;
 	hangar_image_progress p;
 	char layer[80];
@@ -690,6 +691,11 @@ static int store_image(struct import *im, struct image *img, hangar_buf *out_dig
 		}
 		if (!rc)
 			rc = give_digest(out_digest, digest);
+	}
+	if (!rc && rootfs_digest) {
+		/* Its record comes later (import_rootfs): the pin goes with it. */
+		im->rootfs_pin = locks[0];
+		locks[0] = -1;
 	}
 	for (i = 0; i < n; i++)
 		if (locks[i] >= 0)
@@ -1101,18 +1107,11 @@ static int import_rootfs(struct import *im, int fd, const char *path, hangar_buf
 	}
 	{
 		char digest[80];
-		int lock = -1;
-
-		/* The layer is complete; hold it against gc until the record names it. */
-		lock = img_layer_lock(im->s, img.c.diff_ids[0] + 7, LOCK_SH);
+		/* The layer stays pinned (im->rootfs_pin) until the record names it. */
 		if ((rc = report(im, "store")) == 0) {
 			hash_bytes(img.manifest, img.manifest_len, digest);
-			rc = img_layer_complete(im->s, img.c.diff_ids[0] + 7, NULL)
-				     ? store_record(im->s, &img, digest, unpacked)
-				     : herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "layer %s went away while importing", img.c.diff_ids[0]);
+			rc = store_record(im->s, &img, digest, unpacked);
 		}
-		if (lock >= 0)
-			close(lock);
 		if (!rc)
 			rc = give_digest(out, digest);
 	}
@@ -1132,6 +1131,7 @@ int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_
 	int fd = -1, rc;
 
 	memset(&im, 0, sizeof(im));
+	im.rootfs_pin = -1;
 	im.o = *opts;
 	im.p.version = HANGAR_IMAGE_PROGRESS_VERSION;
 	im.p.size = sizeof(im.p);
@@ -1177,6 +1177,8 @@ int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_
 		goto out;
 	rc = kind == KIND_DOCKER ? import_docker(&im, &src, out) : import_layout(&im, &src, out);
 out:
+	if (im.rootfs_pin >= 0)
+		close(im.rootfs_pin);
 	source_free(&src);
 	if (fd >= 0)
 		close(fd);

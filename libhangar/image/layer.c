@@ -16,7 +16,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,59 +79,54 @@ static int unpack_into_tmp(struct img_store *s, struct img_unpack *u, char *tmp,
 	return rc;
 }
 
-/* A failed maker's lock file goes when no layer came of it; a waiter relinks its own. */
-static void drop_lock(struct img_store *s, const char *hex, int fd)
+int img_layer_make(struct img_store *s, struct img_unpack *u, int *pin_fd)
 {
-	char path[128];
+	char tmp[256] = "", hex[IMG_HEX_LEN + 1];
+	const char *name;
+	int pin = -1, make = -1, rc;
 
-	if (!img_layer_complete(s, hex, NULL)) {
-		snprintf(path, sizeof(path), "layers/%s.lock", hex);
-		unlinkat(s->dirfd, path, 0);
-	}
-	close(fd);
-}
-
-int img_layer_make(struct img_store *s, struct img_unpack *u, int *lock_fd)
-{
-	char tmp[256], hex[IMG_HEX_LEN + 1];
-	int fd, rc;
-
-	*lock_fd = -1;
-	if (u->diff_id) {
-		strcpy(hex, u->diff_id + 7);
-		if ((fd = img_layer_lock(s, hex, LOCK_SH)) < 0)
-			return herr_os(HANGAR_EOS, -fd, "cannot lock layer %s", u->diff_id);
-		if (img_layer_complete(s, hex, &u->size)) {
-			*lock_fd = fd;
-			return 1;
-		}
-		close(fd);
-		if ((fd = img_layer_lock(s, hex, LOCK_EX)) < 0)
-			return herr_os(HANGAR_EOS, -fd, "cannot lock layer %s", u->diff_id);
-		if (img_layer_complete(s, hex, &u->size)) {
-			flock(fd, LOCK_SH);
-			*lock_fd = fd;
-			return 1;
-		}
-		rc = unpack_into_tmp(s, u, tmp, sizeof(tmp));
-		if (!rc)
-			rc = commit(s, tmp, hex, u);
-	} else {
-		/* The diff_id is known only once unpacked: lock it then. */
+	*pin_fd = -1;
+	if (!u->diff_id) {
+		/* A rootfs: its diff_id is known only once unpacked, into tmp/ (which gc leaves to live makers). */
 		if ((rc = unpack_into_tmp(s, u, tmp, sizeof(tmp))) != 0)
 			return rc;
-		strcpy(hex, u->diff_id_out + 7);
-		if ((fd = img_layer_lock(s, hex, LOCK_EX)) < 0) {
-			img_rmtree(s->dirfd, tmp);
-			return herr_os(HANGAR_EOS, -fd, "cannot lock layer %s", u->diff_id_out);
-		}
-		rc = commit(s, tmp, hex, u);
 	}
-	if (rc) {
-		drop_lock(s, hex, fd);
+	strcpy(hex, u->diff_id ? u->diff_id + 7 : u->diff_id_out + 7);
+	name = u->diff_id ? u->diff_id : u->diff_id_out;
+	if ((pin = img_layer_lock(s, hex, IMG_LOCK_PIN, F_RDLCK, 1)) < 0) {
+		rc = herr_os(HANGAR_EOS, -pin, "cannot lock layer %s", name);
+		pin = -1;
+		goto out;
+	}
+	if (img_layer_complete(s, hex, &u->size)) {
+		rc = 1; /* there already: pinned until the record names it */
+		goto out;
+	}
+	if ((make = img_layer_lock(s, hex, IMG_LOCK_MAKE, F_WRLCK, 1)) < 0) {
+		rc = herr_os(HANGAR_EOS, -make, "cannot lock layer %s", name);
+		make = -1;
+		goto out;
+	}
+	if (img_layer_complete(s, hex, &u->size)) {
+		rc = 1; /* another import made it while this one waited */
+		goto out;
+	}
+	if (u->diff_id && (rc = unpack_into_tmp(s, u, tmp, sizeof(tmp))) != 0)
+		goto out;
+	rc = commit(s, tmp, hex, u);
+	tmp[0] = '\0';
+out:
+	if (!u->diff_id && tmp[0] && rc != 0)
+		img_rmtree(s->dirfd, tmp);
+	if (make >= 0)
+		close(make);
+	if (rc < 0) {
+		if (pin >= 0)
+			close(pin);
+		/* Nothing came of it: its lock file goes unless someone else holds it. */
+		img_layer_lock_sweep(s, hex);
 		return rc;
 	}
-	flock(fd, LOCK_SH);
-	*lock_fd = fd;
-	return 0;
+	*pin_fd = pin;
+	return rc;
 }

@@ -172,20 +172,21 @@ uint64_t img_tree_size(int at, const char *path)
 	return total;
 }
 
-int img_layer_lock(struct img_store *s, const char *hex, int mode)
+int img_layer_lock(struct img_store *s, const char *hex, int which, int type, int wait)
 {
 	char path[128];
 	struct stat a, b;
 
 	snprintf(path, sizeof(path), "layers/%s.lock", hex);
 	for (;;) {
+		struct flock fl = { .l_type = (short)type, .l_whence = SEEK_SET, .l_start = which, .l_len = 1 };
 		int fd = openat(s->dirfd, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 		if (fd < 0)
 			return -errno;
-		while (flock(fd, mode) < 0) {
+		while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
 			if (errno != EINTR) {
-				int e = errno;
+				int e = errno == EACCES || errno == EAGAIN ? EWOULDBLOCK : errno;
 
 				close(fd);
 				return -e;
@@ -197,6 +198,21 @@ int img_layer_lock(struct img_store *s, const char *hex, int mode)
 			return fd;
 		close(fd);
 	}
+}
+
+void img_layer_lock_sweep(struct img_store *s, const char *hex)
+{
+	char path[128];
+	int fd = img_layer_lock(s, hex, IMG_LOCK_PIN, F_WRLCK, 0);
+
+	if (fd < 0)
+		return;
+	snprintf(path, sizeof(path), "layers/%s", hex);
+	if (faccessat(s->dirfd, path, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(path, sizeof(path), "layers/%s.lock", hex);
+		unlinkat(s->dirfd, path, 0);
+	}
+	close(fd);
 }
 
 static int read_layer_json(struct img_store *s, const char *hex, uint64_t *size)

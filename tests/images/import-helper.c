@@ -1,14 +1,18 @@
 /*
  * Imports an image through the library, for the images suite:
  *   import-helper PATH [NAME [KILL_LAYER KILL_BYTES]]
+ *   import-helper PATH NAME hold LAYER
  * With KILL_LAYER, the progress callback SIGKILLs this process once
  * layers_done reaches KILL_LAYER and bytes_done KILL_BYTES, so the suite
- * can check what a killed import leaves. Prints the digest, or the error's
- * name and message.
+ * can check what a killed import leaves. With hold, the callback prints
+ * "holding" once layers_done reaches LAYER and waits until its standard
+ * input ends, so the suite can act in the middle of an import. Prints the
+ * digest, or the error's name and message.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <hangar/hangar.h>
@@ -16,14 +20,25 @@
 struct kill_at {
 	long layer;
 	unsigned long long bytes;
+	int hold, held;
 };
 
 static int progress(const hangar_image_progress *p, void *payload)
 {
-	const struct kill_at *k = payload;
+	struct kill_at *k = payload;
 
-	if (k->layer >= 0 && (long)p->layers_done >= k->layer && p->bytes_done >= k->bytes)
+	if (k->layer < 0 || (long)p->layers_done < k->layer || p->bytes_done < k->bytes)
+		return 0;
+	if (!k->hold)
 		raise(SIGKILL);
+	if (!k->held) {
+		char buf[64];
+
+		k->held = 1;
+		fprintf(stderr, "holding\n");
+		while (read(STDIN_FILENO, buf, sizeof(buf)) > 0)
+			;
+	}
 	return 0;
 }
 
@@ -31,7 +46,7 @@ int main(int argc, char **argv)
 {
 	hangar_image_opts opts = HANGAR_IMAGE_OPTS_INIT;
 	hangar_buf digest = HANGAR_BUF_INIT;
-	struct kill_at k = { -1, 0 };
+	struct kill_at k = { -1, 0, 0, 0 };
 	hangar_ctx *ctx;
 	int rc;
 
@@ -39,7 +54,10 @@ int main(int argc, char **argv)
 		return 2;
 	if (argc > 2 && argv[2][0])
 		opts.name = argv[2];
-	if (argc > 4) {
+	if (argc > 4 && !strcmp(argv[3], "hold")) {
+		k.hold = 1;
+		k.layer = strtol(argv[4], NULL, 10);
+	} else if (argc > 4) {
 		k.layer = strtol(argv[3], NULL, 10);
 		k.bytes = strtoull(argv[4], NULL, 10);
 	}

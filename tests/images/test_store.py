@@ -139,3 +139,30 @@ def test_gc_keeps_the_newest_under_the_cap(store, tmp_path):
     assert freed >= 1 << 20
     left = [i["digest"] for i in store.json("image", "list")]
     assert left == [digests[2], digests[1]]
+
+
+def test_gc_and_rm_leave_what_an_import_is_making(store, three, tmp_path):
+    root, digest, diff_ids = three
+    # Another image shares the first layer, so rm of it would take the layer too.
+    other = str(tmp_path / "other")
+    first = [(kit.tar_bytes([("file", "one", b"1", 0o644)]), "gzip")]
+    kit.oci_layout(other, first)
+    store.ok("image", "import", other, "--name", "other")
+    p = subprocess.Popen([store.helper, root, "app", "hold", "2"], env=store.env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stderr.readline() == b"holding\n"
+        # Two layers are complete and named by no record yet; one more import
+        # of the same image waits on them, gc and rm must leave them.
+        store.ok("image", "rm", "other")
+        store.json("image", "gc", "--max-mb", "1")
+        assert set(d[7:] for d in diff_ids[:2]) <= set(store.layer_dirs())
+    except BaseException:
+        p.kill()
+        raise
+    out, err = p.communicate(timeout=120)  # closes its stdin: the import goes on
+    assert p.returncode == 0, err
+    assert out.decode().strip() == digest
+    info = store.json("image", "inspect", "app")
+    for d in info["layers"]:
+        assert os.path.exists(os.path.join(store.dir, "layers", d[7:], "layer.json"))
