@@ -45,13 +45,17 @@ int img_store_open(struct img_store *s, hangar_ctx *ctx)
 	if (s->dirfd < 0)
 		return herr_os(HANGAR_EOS, errno, "cannot open the image store %s", s->dir);
 	/* The store holds set-id files of other users' ids: nobody else may reach it. */
-	if (fstat(s->dirfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
-		int e = errno;
-
+	if (fstat(s->dirfd, &st) < 0) {
+		rc = herr_os(HANGAR_EOS, errno, "cannot stat the image store %s", s->dir);
 		img_store_close(s);
-		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
-			    "the image store %s must be a directory of this user with mode 0700 (%s)", dir && *dir ? dir : "",
-			    e ? strerror(e) : "it is not");
+		return rc;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		rc = herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
+			  "%s: the image store %s must be a directory of this user with mode 0700 (it has %04o, owner %u)",
+			  setting, s->dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+		img_store_close(s);
+		return rc;
 	}
 	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
 		if (mkdirat(s->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST) {

@@ -218,3 +218,67 @@ def test_the_progress_bar_is_for_terminals_only(store, tmp_path):
     text = seen.decode()
     assert "layer 0/2" in text and "layer 2/2" in text and "MiB" in text
     assert text.endswith("\r\x1b[K")  # the bar is cleared at the end
+
+
+def test_a_layout_in_a_tar(store, tmp_path):
+    import tarfile
+    raw = kit.tar_bytes(kit.busybox_members())
+    digest, _, _ = kit.oci_layout(str(tmp_path / "layout"), [(raw, "zstd")], name="docker.io/library/in-tar:1")
+    with tarfile.open(tmp_path / "layout.tar", "w") as t:
+        t.add(str(tmp_path / "layout"), arcname=".")
+    info = store.json("image", "import", str(tmp_path / "layout.tar"))
+    assert info["digest"] == digest and info["names"] == ["docker.io/library/in-tar:1"]
+
+
+def write_index(root, entries):
+    with open(os.path.join(root, "index.json"), "w") as f:
+        json.dump({"schemaVersion": 2, "manifests": entries}, f)
+
+
+def test_an_index_resolves_to_this_machine_s_platform(store, tmp_path):
+    root = str(tmp_path / "layout")
+    raw = kit.tar_bytes([("file", "amd", b"a", 0o644)])
+    digest, _, _ = kit.oci_layout(root, [(raw, "gzip")])
+    size = os.path.getsize(os.path.join(root, "blobs", "sha256", digest[7:]))
+    # A nested index naming an arm64 manifest (absent: it must not be read) and ours.
+    nested = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": kit.sha256(b"arm"), "size": 3,
+         "platform": {"os": "linux", "architecture": "arm64"}},
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size,
+         "platform": {"os": "linux", "architecture": "amd64"}},
+    ]}).encode()
+    nd = kit.write_blob(root, nested)
+    write_index(root, [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": nd, "size": len(nested),
+                        "annotations": {"io.containerd.image.name": "docker.io/library/multi:1"}}])
+    info = store.json("image", "import", root)
+    assert info["digest"] == digest and info["names"] == ["docker.io/library/multi:1"]
+    # Two images for this platform: which one is meant cannot be told.
+    other, _, _ = kit.oci_layout(str(tmp_path / "other"), [(kit.tar_bytes([("file", "b", b"b", 0o644)]), None)])
+    with open(os.path.join(tmp_path, "other", "blobs", "sha256", other[7:]), "rb") as f:
+        kit.write_blob(root, f.read())
+    write_index(root, [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size},
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other,
+         "size": os.path.getsize(os.path.join(root, "blobs", "sha256", other[7:]))},
+    ])
+    assert "holds 2 images" in store.fails("image", "import", root)
+
+
+def test_the_store_s_settings_are_checked(store, tmp_path):
+    msg = store.fails("image", "list", env={"HANGAR_IMAGE_CACHE_MB": "0"})
+    assert "HANGAR_IMAGE_CACHE_MB" in msg
+    assert "HANGAR_IMAGE_DIR" in store.fails("image", "list", env={"HANGAR_IMAGE_DIR": "relative/dir"})
+    # A store other users could reach is refused, not used.
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o755)
+    assert "mode 0700" in store.fails("image", "list", env={"HANGAR_IMAGE_DIR": str(open_dir)})
+    assert os.listdir(open_dir) == []
+    # Unset, the store is the state directory's images/, made 0700.
+    env = dict(store.env)
+    del env["HANGAR_IMAGE_DIR"]
+    import subprocess
+    r = subprocess.run([store.cli, "image", "list", "--json"], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+    st = os.stat(os.path.join(store.env["HANGAR_STATE_DIR"], "images"))
+    assert stat.S_IMODE(st.st_mode) == 0o700
