@@ -282,3 +282,38 @@ def test_the_store_s_settings_are_checked(store, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout) == []
     st = os.stat(os.path.join(store.env["HANGAR_STATE_DIR"], "images"))
     assert stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_a_docker_archive_whose_layer_is_a_symlink_to_another(store, tmp_path):
+    import hashlib
+    import io
+    import tarfile
+    raw = kit.tar_bytes([("dir", "d", 0o755)])
+    cfg = json.dumps(kit.config_for([raw, raw])).encode()
+    hexd = hashlib.sha256(raw).hexdigest()
+    manifest = [{"Config": "config.json", "RepoTags": ["dup:1"], "Layers": [f"{hexd}/layer.tar", "second/layer.tar"]}]
+    with tarfile.open(tmp_path / "saved.tar", "w") as t:
+        for name, data in (("config.json", cfg), (f"{hexd}/layer.tar", raw),
+                           ("manifest.json", json.dumps(manifest).encode())):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+        ti = tarfile.TarInfo("second/layer.tar")
+        ti.type = tarfile.SYMTYPE
+        ti.linkname = f"../{hexd}/layer.tar"
+        t.addfile(ti)
+    info = store.json("image", "import", str(tmp_path / "saved.tar"))
+    assert info["layers"] == [kit.sha256(raw)] * 2 and store.layer_dirs() == [hexd]
+    # A link that climbs out of the archive is refused, naming it.
+    manifest[0]["Layers"][1] = "third/layer.tar"
+    (tmp_path / "outside.tar").write_bytes(raw)
+    with tarfile.open(tmp_path / "saved.tar", "a") as t:
+        ti = tarfile.TarInfo("third/layer.tar")
+        ti.type = tarfile.SYMTYPE
+        ti.linkname = "../../outside.tar"
+        t.addfile(ti)
+        data = json.dumps(manifest).encode()
+        ti = tarfile.TarInfo("manifest.json")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    assert 'member "third/layer.tar"' in store.fails("image", "import", str(tmp_path / "saved.tar"))
