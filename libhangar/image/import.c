@@ -858,10 +858,11 @@ static int import_layout(struct import *im, struct source *src, hangar_buf *out)
 		goto out;
 	}
 	/* A name annotation that is a whole reference is kept; a bare tag is not a name. */
-	if (name[0] && (strchr(name, '/') || strchr(name, ':')) && (rc = add_name(&img, name)) != 0) {
-		herr_clear();
-		rc = 0;
+	if (name[0] && (strchr(name, '/') || strchr(name, ':')) && add_name(&img, name) == HANGAR_ENOMEM) {
+		rc = HANGAR_ENOMEM;
+		goto out;
 	}
+	herr_clear();
 	if (im->o.name && (rc = add_name(&img, im->o.name)) != 0)
 		goto out;
 	if ((rc = open_layers(src, &img, NULL)) != 0)
@@ -1018,10 +1019,14 @@ static int import_docker(struct import *im, struct source *src, hangar_buf *out)
 	if ((rc = make_manifest(&img, cfg_digest, img.config_len, digests, sizes, comp, n)) != 0 ||
 	    (rc = parse_docs(&img, src->label)) != 0)
 		goto out;
+	/* The archive's names are kept where they are names; "<none>:<none>" and the like are not. */
 	v = cJSON_GetObjectItemCaseSensitive(entry, "RepoTags");
 	if (cJSON_IsArray(v))
-		cJSON_ArrayForEach(e, v) if (cJSON_IsString(e) && (rc = add_name(&img, e->valuestring)) != 0)
+		cJSON_ArrayForEach(e, v) if (cJSON_IsString(e) && add_name(&img, e->valuestring) == HANGAR_ENOMEM) {
+			rc = HANGAR_ENOMEM;
 			goto out;
+		}
+	herr_clear();
 	if (im->o.name && (rc = add_name(&img, im->o.name)) != 0)
 		goto out;
 	rc = store_image(im, &img, out, NULL, &size_unused);

@@ -129,7 +129,7 @@ def test_a_docker_save_archive_shares_the_layout_s_layers(store, tmp_path):
     kit.oci_layout(str(tmp_path / "layout"), [(base, "gzip"), (middle, "zstd"), (top, None)], config=CONFIG)
     first = store.json("image", "import", str(tmp_path / "layout"), "--name", "app:oci")
     layers_before = store.layer_dirs()
-    kit.docker_archive(str(tmp_path / "saved.tar"), [base, middle, top], ["app:docker", "other/app:2"],
+    kit.docker_archive(str(tmp_path / "saved.tar"), [base, middle, top], ["app:docker", "<none>:<none>", "other/app:2"],
                        config=CONFIG)
     saved = store.json("image", "import", str(tmp_path / "saved.tar"))
     assert saved["layers"] == first["layers"]
