@@ -112,7 +112,7 @@ int hangar_image_list(hangar_ctx *ctx, hangar_image_fn fn, void *payload)
 		return rc;
 	l.s = &s;
 	rc = img_record_each(&s, collect, &l);
-	if (!rc)
+	if (!rc && l.n)
 		qsort(l.v, l.n, sizeof(*l.v), img_dated_oldest_first);
 	for (size_t i = l.n; !rc && i-- > 0;) {
 		rc = report_one(&s, l.v[i].hex, fn, payload);

@@ -268,7 +268,8 @@ static int shrink(struct img_store *s, uint64_t limit, uint64_t *freed)
 		refs_free(&r);
 		return rc;
 	}
-	qsort(r.images, r.n_images, sizeof(*r.images), img_dated_oldest_first);
+	if (r.n_images)
+		qsort(r.images, r.n_images, sizeof(*r.images), img_dated_oldest_first);
 	for (size_t i = 0; i < r.n_images && img_store_used(s) > limit; i++) {
 		struct img_record rec;
 		char path[128];
