@@ -1,7 +1,9 @@
 /*
  * The image store's internals, private to libhangar/image: its directory
- * and locks (store.c), references and names (ref.c), the OCI documents
- * (oci.c), layer unpacking (unpack.c), imports (import.c) and gc (gc.c).
+ * and locks (store.c), image records (record.c), references and names
+ * (ref.c), the OCI documents (oci.c), where blobs come from (source.c),
+ * layer unpacking (unpack.c) and making (layer.c), imports (import.c) and
+ * gc (gc.c).
  * The files it keeps are described in hangar-images(7).
  */
 #pragma once
@@ -72,7 +74,7 @@ int img_write_atomic(int dirfd, const char *path, const void *data, size_t len, 
 /* Reads all of dirfd-relative path, at most max bytes, NUL-terminated, into *out (malloc'd). -errno, -EFBIG. */
 int img_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len);
 
-/* ---- image records (store.c) ---------------------------------------------------- */
+/* ---- image records (record.c) ---------------------------------------------------- */
 
 struct img_record {
 	char digest[80];          /* sha256:<hex> */
@@ -218,6 +220,39 @@ int img_sniff_compression(const unsigned char *head, size_t n);
  * NULL it is computed and written to u->diff_id_out.
  */
 int img_layer_make(struct img_store *s, struct img_unpack *u, int *lock_fd);
+
+/* ---- where an import's blobs come from (source.c) ---------------------------------- */
+
+/* A member of an image archive copied into tmp/: a file, or a link to another member. */
+struct img_member {
+	char *name;        /* normalised */
+	char *link;        /* a symlink's or hard link's target, normalised; NULL for a file */
+	unsigned idx;      /* the copy's name in the files directory */
+};
+
+/* A layout directory, or an image archive's files copied into tmp/. */
+struct img_source {
+	int dirfd;                 /* the layout directory, or tmp/<...>/files */
+	int archive;
+	struct img_member *m;
+	size_t n, cap;
+	const char *label;         /* the path, for messages */
+};
+
+enum img_kind { IMG_KIND_ROOTFS, IMG_KIND_DOCKER, IMG_KIND_LAYOUT };
+
+/* Opens name (a path in the layout or archive) for reading: a regular file, beneath it. Errors reported. */
+int img_src_open(struct img_source *s, const char *name, int *fd);
+/* Reads name whole, at most IMG_JSON_MAX bytes, into *text (malloc'd, NUL-terminated). */
+int img_src_read(struct img_source *s, const char *name, char **text, size_t *len);
+void img_source_free(struct img_source *s);
+/* What the archive open as fd is, from its members' names. */
+int img_classify(int fd, const char *path, enum img_kind *kind);
+/* Copies an image archive's files into files_dir (relative to the store) as the source s. */
+int img_extract(struct img_store *st, int fd, const char *path, const char *files_dir, struct img_source *s);
+/* "sha256:<hex>" and size of what fd holds, read from its start (and left there). 0 or -errno. */
+int img_hash_fd(int fd, char digest[80], uint64_t *size);
+void img_hash_bytes(const char *data, size_t len, char digest[80]);
 
 /* ---- the operations (import.c, gc.c), behind the public calls of api.c ------------- */
 

@@ -15,420 +15,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <cjson/cJSON.h>
-#include <sodium.h>
 
 #include "image/img.h"
 #include "util/clock.h"
 #include "util/sjson.h"
 
-#define ARCHIVE_MAX_MEMBERS 100000u
-
-/* ---- where blobs come from: a directory, or an archive copied into tmp/ ------------- */
-
-struct member {
-	char *name;        /* normalised */
-	char *link;        /* a symlink's or hard link's target, normalised; NULL for a file */
-	unsigned idx;      /* the copy's name in the files directory */
-};
-
-struct source {
-	int dirfd;                 /* the layout directory, or tmp/<...>/files */
-	int archive;
-	struct member *m;
-	size_t n, cap;
-	const char *label;         /* the path, for messages */
-};
-
-/* A name made relative and canonical ("./a//b" -> "a/b"); -1 for absolute or "..". */
-static int canon(const char *name, char *out, size_t size)
-{
-	const char *why;
-
-	return img_path_canon(name, out, size, &why) < 0 ? -1 : 0;
-}
-
-static int src_open(struct source *s, const char *name, int *fd)
-{
-	char cur[IMG_MAX_NAME + 1];
-
-	if (canon(name, cur, sizeof(cur)) < 0)
-		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: the path \"%s\" leaves the image", s->label,
-			    name);
-	if (!s->archive) {
-		/* O_NONBLOCK: a fifo planted as a blob must not hang the import. */
-		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
-					.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-		long r = syscall(SYS_openat2, s->dirfd, cur, &how, sizeof(how));
-		struct stat st;
-
-		if (r >= 0 && (fstat((int)r, &st) < 0 || !S_ISREG(st.st_mode) ||
-			       fcntl((int)r, F_SETFL, 0) < 0)) {
-			close((int)r);
-			return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: %s is not a regular file", s->label, cur);
-		}
-		if (r < 0)
-			return errno == ENOENT ? herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "%s: %s is missing", s->label,
-						      cur)
-					       : herr_os(errno == EXDEV || errno == ELOOP ? HANGAR_EREFUSED : HANGAR_EOS,
-							 errno, "%s: cannot open %s", s->label, cur);
-		*fd = (int)r;
-		return 0;
-	}
-	for (int hops = 0; hops < 16; hops++) {
-		struct member *m = NULL;
-
-		for (size_t i = s->n; i-- > 0;)
-			if (!strcmp(s->m[i].name, cur)) {
-				m = &s->m[i];
-				break;
-			}
-		if (!m)
-			return herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "%s: %s is missing", s->label, cur);
-		if (!m->link) {
-			char idx[32];
-
-			snprintf(idx, sizeof(idx), "%u", m->idx);
-			*fd = openat(s->dirfd, idx, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (*fd < 0)
-				return herr_os(HANGAR_EOS, errno, "%s: cannot open the copy of %s", s->label, cur);
-			return 0;
-		}
-		snprintf(cur, sizeof(cur), "%s", m->link);
-	}
-	return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: %s is a loop of links", s->label, name);
-}
-
-static int read_fd(int fd, size_t max, char **out, size_t *len)
-{
-	size_t cap = 65536, got = 0;
-	char *buf = malloc(cap + 1);
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t r;
-
-		if (got == cap) {
-			char *b;
-
-			if (cap >= max) {
-				free(buf);
-				return -EFBIG;
-			}
-			cap *= 2;
-			if (!(b = realloc(buf, cap + 1))) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = b;
-		}
-		r = read(fd, buf + got, cap - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			free(buf);
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	if (got > max) {
-		free(buf);
-		return -EFBIG;
-	}
-	buf[got] = '\0';
-	*out = buf;
-	*len = got;
-	return 0;
-}
-
-static int src_read(struct source *s, const char *name, char **text, size_t *len)
-{
-	int fd, rc = src_open(s, name, &fd);
-
-	if (rc)
-		return rc;
-	rc = read_fd(fd, IMG_JSON_MAX, text, len);
-	close(fd);
-	if (rc == -EFBIG)
-		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: %s is larger than %u bytes", s->label, name,
-			    IMG_JSON_MAX);
-	if (rc < 0)
-		return herr_os(HANGAR_EOS, -rc, "%s: cannot read %s", s->label, name);
-	return 0;
-}
-
-/* sha256 and size of what fd holds, read from its start. */
-static int hash_fd(int fd, char digest[80], uint64_t *size)
-{
-	crypto_hash_sha256_state st;
-	unsigned char buf[1 << 16], h[crypto_hash_sha256_BYTES];
-	ssize_t r;
-
-	*size = 0;
-	crypto_hash_sha256_init(&st);
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return -errno;
-	while ((r = read(fd, buf, sizeof(buf))) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		crypto_hash_sha256_update(&st, buf, (unsigned long long)r);
-		*size += (uint64_t)r;
-	}
-	crypto_hash_sha256_final(&st, h);
-	strcpy(digest, "sha256:");
-	sodium_bin2hex(digest + 7, 73, h, sizeof(h));
-	return lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0;
-}
-
-static void hash_bytes(const char *data, size_t len, char digest[80])
-{
-	unsigned char h[crypto_hash_sha256_BYTES];
-
-	crypto_hash_sha256(h, (const unsigned char *)data, len);
-	strcpy(digest, "sha256:");
-	sodium_bin2hex(digest + 7, 73, h, sizeof(h));
-}
-
-static void source_free(struct source *s)
-{
-	for (size_t i = 0; i < s->n; i++) {
-		free(s->m[i].name);
-		free(s->m[i].link);
-	}
-	free(s->m);
-	if (s->dirfd >= 0)
-		close(s->dirfd);
-	s->dirfd = -1;
-}
-
-/* ---- what an archive is ---------------------------------------------------------------- */
-
-enum kind { KIND_ROOTFS, KIND_DOCKER, KIND_LAYOUT };
-
-static struct archive *open_archive(int fd)
-{
-	struct archive *a = archive_read_new();
-
-	if (!a)
-		return NULL;
-	archive_read_support_format_tar(a);
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_filter_none(a);
-	if (lseek(fd, 0, SEEK_SET) < 0 || archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
-		archive_read_free(a);
-		return NULL;
-	}
-	return a;
-}
-
-static int classify(int fd, const char *path, enum kind *kind)
-{
-	struct archive *a = open_archive(fd);
-	struct archive_entry *e;
-	int manifest = 0, layout = 0, index = 0, r;
-	char name[IMG_MAX_NAME + 1];
-
-	if (!a)
-		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a tar archive (plain, gzip or zstd)", path);
-	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
-		const char *n = archive_entry_pathname(e);
-
-		if (n && canon(n, name, sizeof(name)) == 0) {
-			manifest |= !strcmp(name, "manifest.json");
-			layout |= !strcmp(name, "oci-layout");
-			index |= !strcmp(name, "index.json");
-		}
-	}
-	if (r != ARCHIVE_EOF) {
-		herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a tar archive (plain, gzip or zstd): %s", path,
-		     archive_error_string(a) ? archive_error_string(a) : "unreadable");
-		archive_read_free(a);
-		return HANGAR_EREFUSED;
-	}
-	archive_read_free(a);
-	*kind = manifest ? KIND_DOCKER : layout && index ? KIND_LAYOUT : KIND_ROOTFS;
-	return 0;
-}
-
-static int add_member(struct source *s, const char *name, const char *link, unsigned idx)
-{
-	struct member *m;
-
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-
-		if (!(m = realloc(s->m, cap * sizeof(*m))))
-			return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-		s->m = m;
-		s->cap = cap;
-	}
-	m = &s->m[s->n];
-	m->name = strdup(name);
-	m->link = link ? strdup(link) : NULL;
-	m->idx = idx;
-	if (!m->name || (link && !m->link)) {
-		free(m->name);
-		free(m->link);
-		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	}
-	s->n++;
-	return 0;
-}
-
-/* Copies an image archive's files into files_dir (dirfd-relative to the store), each checked. */
-static int extract(struct img_store *st, int fd, const char *path, const char *files_dir, struct source *s)
-{
-	struct archive *a = open_archive(fd);
-	struct archive_entry *e;
-	char name[IMG_MAX_NAME + 1], target[IMG_MAX_NAME * 2 + 2];
-	uint64_t total = 0;
-	unsigned idx = 0;
-	int r, rc = 0;
-
-	s->archive = 1;
-	s->label = path;
-	if (!a)
-		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a tar archive", path);
-	s->dirfd = openat(st->dirfd, files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dirfd < 0) {
-		archive_read_free(a);
-		return herr_os(HANGAR_EOS, errno, "cannot open %s/%s", st->dir, files_dir);
-	}
-	while (!rc && ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN)) {
-		const char *raw = archive_entry_pathname(e), *link;
-		mode_t type = archive_entry_filetype(e);
-		char n[IMG_QUOTE_MAX + 16];
-
-		if (++idx > ARCHIVE_MAX_MEMBERS) {
-			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s has more than %u members", path,
-				  ARCHIVE_MAX_MEMBERS);
-			break;
-		}
-		img_quote(n, sizeof(n), raw ? raw : "?");
-		if (!raw || canon(raw, name, sizeof(name)) < 0) {
-			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
-				  "%s: member \"%s\" is refused: its path is absolute, has a .. component or is too long",
-				  path, n);
-			break;
-		}
-		if ((link = archive_entry_hardlink(e)) != NULL) {
-			if (canon(link, target, sizeof(target)) < 0) {
-				rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
-					  "%s: member \"%s\" is refused: its link leaves the archive", path, n);
-				break;
-			}
-			rc = add_member(s, name, target, 0);
-		} else if (type == AE_IFLNK) {
-			const char *to = archive_entry_symlink(e);
-			char joined[IMG_MAX_NAME * 2 + 2], *slash;
-
-			/* Relative to the link's directory, within the archive. */
-			snprintf(joined, sizeof(joined), "%s", name);
-			slash = strrchr(joined, '/');
-			if (slash)
-				slash[1] = '\0';
-			else
-				joined[0] = '\0';
-			if (!to || to[0] == '/' || strlen(joined) + strlen(to) >= sizeof(joined)) {
-				rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
-					  "%s: member \"%s\" is refused: its symlink leaves the archive", path, n);
-				break;
-			}
-			strcat(joined, to);
-			/* Resolve ".." lexically; one that climbs above the top is refused. */
-			{
-				char out[IMG_MAX_NAME * 2 + 2];
-				size_t o = 0;
-				const char *p = joined;
-
-				while (*p) {
-					const char *q = strchr(p, '/');
-					size_t len = q ? (size_t)(q - p) : strlen(p);
-
-					if (len == 2 && p[0] == '.' && p[1] == '.') {
-						if (!o) {
-							rc = -1;
-							break;
-						}
-						while (o && out[o - 1] != '/')
-							o--;
-						if (o)
-							o--;
-					} else if (len && !(len == 1 && p[0] == '.')) {
-						if (o)
-							out[o++] = '/';
-						memcpy(out + o, p, len);
-						o += len;
-					}
-					p += len + (p[len] == '/');
-				}
-				out[o] = '\0';
-				if (rc) {
-					rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
-						  "%s: member \"%s\" is refused: its symlink leaves the archive", path, n);
-					break;
-				}
-				rc = add_member(s, name, out, 0);
-			}
-		} else if (type == AE_IFREG) {
-			char file[32];
-			const void *buf;
-			size_t len;
-			la_int64_t off;
-			int out;
-
-			snprintf(file, sizeof(file), "%u", idx);
-			out = openat(s->dirfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-			if (out < 0) {
-				rc = herr_os(HANGAR_EOS, errno, "cannot write %s/%s/%s", st->dir, files_dir, file);
-				break;
-			}
-			while (!rc && (r = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
-				total += len;
-				if (total > st->cap_bytes) {
-					rc = herr(HANGAR_ETOOLARGE, HANGAR_ERRCAT_ARGUMENT,
-						  "%s is larger than the image store (HANGAR_IMAGE_CACHE_MB)", path);
-					break;
-				}
-				if (pwrite(out, buf, len, off) != (ssize_t)len)
-					rc = herr_os(HANGAR_EOS, errno, "cannot write %s/%s/%s", st->dir, files_dir, file);
-			}
-			close(out);
-			if (!rc && r != ARCHIVE_EOF)
-				rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: member \"%s\" cannot be read: %s", path,
-					  n, archive_error_string(a) ? archive_error_string(a) : "truncated");
-			if (!rc)
-				rc = add_member(s, name, NULL, idx);
-		}
-		/* Directories and anything else are not blobs: skipped. */
-	}
-	if (!rc && r != ARCHIVE_EOF)
-		rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a valid tar archive: %s", path,
-			  archive_error_string(a) ? archive_error_string(a) : "unreadable");
-	archive_read_free(a);
-	return rc;
-}
-
-/* ---- progress --------------------------------------------------------------------------- */
-
+/* One import's options and progress. */
 struct import {
 	struct img_store *s;
 	int rootfs_pin;            /* a rootfs's layer, pinned from its making to its record */
@@ -644,7 +243,7 @@ static int store_image(struct import *im, struct image *img, hangar_buf *out_dig
 			break;
 		/* The blob is what the manifest says before a byte of it is unpacked. */
 		if (!rootfs_digest) {
-			if ((rc = hash_fd(img->layer_fds[i], digest, &got)) < 0) {
+			if ((rc = img_hash_fd(img->layer_fds[i], digest, &got)) < 0) {
 				rc = herr_os(HANGAR_EOS, -rc, "cannot read layer %s", d->digest);
 				break;
 			}
@@ -686,7 +285,7 @@ static int store_image(struct import *im, struct image *img, hangar_buf *out_dig
 	if (!rc && !rootfs_digest) {
 		im->layer[0] = '\0';
 		if ((rc = report(im, "store")) == 0) {
-			hash_bytes(img->manifest, img->manifest_len, digest);
+			img_hash_bytes(img->manifest, img->manifest_len, digest);
 			rc = store_record(s, img, digest, size);
 		}
 		if (!rc)
@@ -712,18 +311,18 @@ static int blob_path(const char *digest, char *out, size_t size)
 }
 
 /* Reads and verifies a JSON blob (manifest, config, index) named by a descriptor. */
-static int read_blob(struct source *src, const struct img_desc *d, char **text, size_t *len)
+static int read_blob(struct img_source *src, const struct img_desc *d, char **text, size_t *len)
 {
 	char path[128], got[80];
 	int rc;
 
 	blob_path(d->digest, path, sizeof(path));
-	if ((rc = src_read(src, path, text, len)) != 0) {
+	if ((rc = img_src_read(src, path, text, len)) != 0) {
 		if (rc == HANGAR_ENOTFOUND)
 			herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "%s: blob %s is missing", src->label, d->digest);
 		return rc;
 	}
-	hash_bytes(*text, *len, got);
+	img_hash_bytes(*text, *len, got);
 	if (strcmp(got, d->digest) != 0 || *len != d->size) {
 		free(*text);
 		*text = NULL;
@@ -742,7 +341,7 @@ static int parse_docs(struct image *img, const char *label)
 	return 0;
 }
 
-static int open_layers(struct source *src, struct image *img, char *const *paths)
+static int open_layers(struct img_source *src, struct image *img, char *const *paths)
 {
 	if (!(img->layer_fds = malloc((img->m.n_layers ? img->m.n_layers : 1) * sizeof(int))))
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
@@ -754,7 +353,7 @@ static int open_layers(struct source *src, struct image *img, char *const *paths
 
 		if (!paths)
 			blob_path(img->m.layers[i].digest, path, sizeof(path));
-		rc = src_open(src, paths ? paths[i] : path, &img->layer_fds[i]);
+		rc = img_src_open(src, paths ? paths[i] : path, &img->layer_fds[i]);
 		if (rc == HANGAR_ENOTFOUND)
 			return herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "%s: blob %s is missing", src->label,
 				    paths ? paths[i] : img->m.layers[i].digest);
@@ -765,7 +364,7 @@ static int open_layers(struct source *src, struct image *img, char *const *paths
 }
 
 /* The manifest of an index for this machine: linux and our architecture; nested indexes followed. */
-static int pick(struct source *src, const char *text, size_t len, int depth, struct img_desc *out, char *name,
+static int pick(struct img_source *src, const char *text, size_t len, int depth, struct img_desc *out, char *name,
 		size_t name_size, int *count)
 {
 	struct img_index ix;
@@ -810,7 +409,7 @@ static int pick(struct source *src, const char *text, size_t len, int depth, str
 	return rc;
 }
 
-static int import_layout(struct import *im, struct source *src, hangar_buf *out)
+static int import_layout(struct import *im, struct img_source *src, hangar_buf *out)
 {
 	uint64_t size_unused;
 	struct image img = { 0 };
@@ -821,7 +420,7 @@ static int import_layout(struct import *im, struct source *src, hangar_buf *out)
 	cJSON *root;
 
 	/* oci-layout says which version of the layout this is. */
-	if ((rc = src_read(src, "oci-layout", &text, &len)) != 0) {
+	if ((rc = img_src_read(src, "oci-layout", &text, &len)) != 0) {
 		if (rc == HANGAR_ENOTFOUND)
 			herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT,
 			     "%s is neither an OCI image layout (no oci-layout file) nor an archive", src->label);
@@ -836,7 +435,7 @@ static int import_layout(struct import *im, struct source *src, hangar_buf *out)
 			    src->label);
 	}
 	cJSON_Delete(root);
-	if ((rc = src_read(src, "index.json", &text, &len)) != 0)
+	if ((rc = img_src_read(src, "index.json", &text, &len)) != 0)
 		return rc;
 	rc = pick(src, text, len, 0, &d, name, sizeof(name), &count);
 	free(text);
@@ -918,7 +517,7 @@ static int make_manifest(struct image *img, const char *config_digest, size_t co
 	return 0;
 }
 
-static int import_docker(struct import *im, struct source *src, hangar_buf *out)
+static int import_docker(struct import *im, struct img_source *src, hangar_buf *out)
 {
 	uint64_t size_unused;
 	struct image img = { 0 };
@@ -930,7 +529,7 @@ static int import_docker(struct import *im, struct source *src, hangar_buf *out)
 	cJSON *root;
 	size_t len, n = 0, i;
 
-	if ((rc = src_read(src, "manifest.json", &text, &len)) != 0)
+	if ((rc = img_src_read(src, "manifest.json", &text, &len)) != 0)
 		return rc;
 	root = sjson_parse(text, len, 0, err, sizeof(err));
 	free(text);
@@ -948,9 +547,9 @@ static int import_docker(struct import *im, struct source *src, hangar_buf *out)
 		rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s: manifest.json's Config is not a string", src->label);
 		goto out;
 	}
-	if ((rc = src_read(src, v->valuestring, &img.config, &img.config_len)) != 0)
+	if ((rc = img_src_read(src, v->valuestring, &img.config, &img.config_len)) != 0)
 		goto out;
-	hash_bytes(img.config, img.config_len, cfg_digest);
+	img_hash_bytes(img.config, img.config_len, cfg_digest);
 	{
 		/* A config named by its digest (docker's "<hex>.json", or blobs/sha256/<hex>) must match it. */
 		const char *base = strrchr(v->valuestring, '/') ? strrchr(v->valuestring, '/') + 1 : v->valuestring;
@@ -1008,7 +607,7 @@ static int import_docker(struct import *im, struct source *src, hangar_buf *out)
 			rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 			goto out;
 		}
-		if ((rc = hash_fd(img.layer_fds[i], digests[i], &sizes[i])) < 0) {
+		if ((rc = img_hash_fd(img.layer_fds[i], digests[i], &sizes[i])) < 0) {
 			rc = herr_os(HANGAR_EOS, -rc, "%s: cannot read %s", src->label, paths[i]);
 			goto out;
 		}
@@ -1058,7 +657,7 @@ static int import_rootfs(struct import *im, int fd, const char *path, hangar_buf
 			    "invalid argument: %s is a root filesystem, not an image: opts->name is required", path);
 	if ((rc = add_name(&img, im->o.name)) != 0)
 		goto out;
-	if ((rc = hash_fd(fd, blob, &size)) < 0) {
+	if ((rc = img_hash_fd(fd, blob, &size)) < 0) {
 		rc = herr_os(HANGAR_EOS, -rc, "cannot read %s", path);
 		goto out;
 	}
@@ -1097,7 +696,7 @@ static int import_rootfs(struct import *im, int fd, const char *path, hangar_buf
 	}
 	cJSON_Delete(cfg);
 	img.config_len = strlen(img.config);
-	hash_bytes(img.config, img.config_len, cfg_digest);
+	img_hash_bytes(img.config, img.config_len, cfg_digest);
 	img_manifest_free(&img.m);
 	close(img.layer_fds[0]);
 	free(img.layer_fds);
@@ -1114,7 +713,7 @@ static int import_rootfs(struct import *im, int fd, const char *path, hangar_buf
 		char digest[80];
 		/* The layer stays pinned (im->rootfs_pin) until the record names it. */
 		if ((rc = report(im, "store")) == 0) {
-			hash_bytes(img.manifest, img.manifest_len, digest);
+			img_hash_bytes(img.manifest, img.manifest_len, digest);
 			rc = store_record(im->s, &img, digest, unpacked);
 		}
 		if (!rc)
@@ -1129,10 +728,10 @@ int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_
 {
 	struct img_store s;
 	struct import im;
-	struct source src = { .dirfd = -1, .label = path };
+	struct img_source src = { .dirfd = -1, .label = path };
 	struct stat st;
 	char work[256] = "", files[300];
-	enum kind kind;
+	enum img_kind kind;
 	int fd = -1, rc;
 
 	memset(&im, 0, sizeof(im));
@@ -1165,9 +764,9 @@ int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_
 		rc = herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: %s is neither a directory nor a file", path);
 		goto out;
 	}
-	if ((rc = classify(fd, path, &kind)) != 0)
+	if ((rc = img_classify(fd, path, &kind)) != 0)
 		goto out;
-	if (kind == KIND_ROOTFS) {
+	if (kind == IMG_KIND_ROOTFS) {
 		rc = import_rootfs(&im, fd, path, out);
 		goto out;
 	}
@@ -1178,13 +777,13 @@ int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_
 		rc = herr_os(HANGAR_EOS, errno, "cannot make %s/%s", s.dir, files);
 		goto out;
 	}
-	if ((rc = extract(&s, fd, path, files, &src)) != 0)
+	if ((rc = img_extract(&s, fd, path, files, &src)) != 0)
 		goto out;
-	rc = kind == KIND_DOCKER ? import_docker(&im, &src, out) : import_layout(&im, &src, out);
+	rc = kind == IMG_KIND_DOCKER ? import_docker(&im, &src, out) : import_layout(&im, &src, out);
 out:
 	if (im.rootfs_pin >= 0)
 		close(im.rootfs_pin);
-	source_free(&src);
+	img_source_free(&src);
 	if (fd >= 0)
 		close(fd);
 	if (work[0])
