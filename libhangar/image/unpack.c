@@ -202,41 +202,85 @@ static int beneath(int dirfd, const char *path, int flags, mode_t mode)
 
 struct dir_meta {
 	char *path;
+	size_t seq;                  /* the order it came in: the last of one path wins */
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
 	struct timespec mtime;
 };
 
-/* The paths of regular files this layer wrote: hard links may name only these. */
+/*
+ * The paths of regular files this layer wrote, which hard links may name:
+ * a hash set (open addressing, FNV-1a), so a layer of many links is not
+ * quadratic.
+ */
 struct nameset {
-	char **v;
-	size_t n, cap;
+	char **slot;
+	size_t n, cap;               /* cap: a power of two, at most half full */
 };
 
-static int nameset_add(struct nameset *s, const char *name)
+static size_t name_hash(const char *s)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 256;
-		char **v = realloc(s->v, cap * sizeof(char *));
+	uint64_t h = 1469598103934665603ULL;
 
-		if (!v)
-			return -1;
-		s->v = v;
-		s->cap = cap;
-	}
-	if (!(s->v[s->n] = strdup(name)))
-		return -1;
-	s->n++;
-	return 0;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (size_t)h;
 }
 
 static int nameset_has(const struct nameset *s, const char *name)
 {
-	for (size_t i = s->n; i-- > 0;)
-		if (!strcmp(s->v[i], name))
+	if (!s->cap)
+		return 0;
+	for (size_t i = name_hash(name) & (s->cap - 1); s->slot[i]; i = (i + 1) & (s->cap - 1))
+		if (!strcmp(s->slot[i], name))
 			return 1;
 	return 0;
+}
+
+static int nameset_put(char **slot, size_t cap, char *name)
+{
+	size_t i = name_hash(name) & (cap - 1);
+
+	while (slot[i]) {
+		if (!strcmp(slot[i], name))
+			return 0;
+		i = (i + 1) & (cap - 1);
+	}
+	slot[i] = name;
+	return 1;
+}
+
+static int nameset_add(struct nameset *s, const char *name)
+{
+	char *copy;
+
+	if (nameset_has(s, name))
+		return 0;
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		char **slot = calloc(cap, sizeof(char *));
+
+		if (!slot)
+			return -1;
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->slot[i])
+				nameset_put(slot, cap, s->slot[i]);
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	if (!(copy = strdup(name)))
+		return -1;
+	s->n += (size_t)nameset_put(s->slot, s->cap, copy);
+	return 0;
+}
+
+static void nameset_free(struct nameset *s)
+{
+	for (size_t i = 0; i < s->cap; i++)
+		free(s->slot[i]);
+	free(s->slot);
 }
 
 struct unpack {
@@ -418,15 +462,11 @@ static int whiteout(struct unpack *x, int pfd, const char *base)
 	return 0;
 }
 
+/* Kept for the end, in the order directories came: finish_dirs() applies the last of each path. */
 static int add_dir_meta(struct unpack *x, const char *rel, struct archive_entry *e)
 {
 	struct dir_meta *m;
 
-	for (size_t i = 0; i < x->n_dirs; i++)
-		if (!strcmp(x->dirs[i].path, rel)) {
-			m = &x->dirs[i];
-			goto set;
-		}
 	if (x->n_dirs == x->cap_dirs) {
 		size_t cap = x->cap_dirs ? x->cap_dirs * 2 : 64;
 		struct dir_meta *v = realloc(x->dirs, cap * sizeof(*v));
@@ -439,8 +479,7 @@ static int add_dir_meta(struct unpack *x, const char *rel, struct archive_entry 
 	m = &x->dirs[x->n_dirs];
 	if (!(m->path = strdup(rel)))
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
-	x->n_dirs++;
-set:
+	m->seq = x->n_dirs++;
 	m->mode = archive_entry_mode(e) & 07777;
 	m->uid = (uid_t)archive_entry_uid(e);
 	m->gid = (gid_t)archive_entry_gid(e);
@@ -449,15 +488,35 @@ set:
 	return 0;
 }
 
-/* Directories' owners, modes and times last: writing into them changed their times. */
+static int by_path_then_seq(const void *a, const void *b)
+{
+	const struct dir_meta *x = a, *y = b;
+	int c = strcmp(x->path, y->path);
+
+	return c ? c : (x->seq < y->seq ? -1 : x->seq > y->seq);
+}
+
+/*
+ * Directories' owners, modes and times last: writing into them changed their
+ * times. In reverse path order, so a directory comes before its parent (a
+ * parent's mode cannot lock its children out first), and for each path only
+ * the last entry the layer gave.
+ */
 static int finish_dirs(struct unpack *x)
 {
+	const char *done = NULL;
+
+	if (x->n_dirs)
+		qsort(x->dirs, x->n_dirs, sizeof(*x->dirs), by_path_then_seq);
 	for (size_t i = x->n_dirs; i-- > 0;) {
 		struct dir_meta *m = &x->dirs[i];
 		struct timespec ts[2] = { m->mtime, m->mtime };
-		int fd = m->path[0] ? beneath(x->rootfd, m->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
-				    : dup(x->rootfd);
+		int fd;
 
+		if (done && !strcmp(done, m->path))
+			continue;
+		done = m->path;
+		fd = m->path[0] ? beneath(x->rootfd, m->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0) : dup(x->rootfd);
 		quote_member(x, m->path);
 		/* A later member replaced the directory (or a whiteout removed it): nothing to set. */
 		if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
@@ -762,8 +821,6 @@ out:
 	for (size_t i = 0; i < x.n_dirs; i++)
 		free(x.dirs[i].path);
 	free(x.dirs);
-	for (size_t i = 0; i < x.files.n; i++)
-		free(x.files.v[i]);
-	free(x.files.v);
+	nameset_free(&x.files);
 	return rc;
 }

@@ -317,3 +317,26 @@ def test_a_docker_archive_whose_layer_is_a_symlink_to_another(store, tmp_path):
         ti.size = len(data)
         t.addfile(ti, io.BytesIO(data))
     assert 'member "third/layer.tar"' in store.fails("image", "import", str(tmp_path / "saved.tar"))
+
+
+def test_the_last_entry_of_a_directory_wins_and_parents_may_be_locked(store, tmp_path):
+    members = [
+        ("file", "late/inner/f", b"x", 0o644),       # parents made before their entries
+        ("dir", "late", 0o700),
+        ("dir", "late/inner", 0o500),
+        ("dir", "late", 0o555, 7, 8),                # the same directory again: this one holds
+        ("file", "many/0", b"0", 0o644),
+    ] + [("hardlink", f"many/l{i}", "many/0") for i in range(2000)]
+    path = layout_with_members(tmp_path, members)
+    info = store.json("image", "import", path, "--name", "dirs")
+    root = store.layer_root(info["layers"][0])
+    st = os.stat(os.path.join(root, "late"))
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o555, 7, 8)
+    assert stat.S_IMODE(os.stat(os.path.join(root, "late", "inner")).st_mode) == 0o500
+    assert os.stat(os.path.join(root, "many", "l1999")).st_nlink == 2001
+
+
+def layout_with_members(tmp_path, members):
+    root = str(tmp_path / "layout")
+    kit.oci_layout(root, [(kit.tar_bytes(members), "gzip")])
+    return root
