@@ -27,8 +27,11 @@ def layout_with(tmp_path, members, how="gzip"):
     return root
 
 
-@pytest.mark.parametrize("name", ["../x", "a/../../x", "/abs", "./../x"])
+# Unpacked into IMAGE_DIR/tmp/<maker>/root: four levels up is the sentinel directory.
+@pytest.mark.parametrize("name", ["../x", "a/../../x", "/abs", "./../x", "../../../../outside/x",
+                                  "a/b/../../../../../../outside/x", "/%s/x"])
 def test_paths_that_leave_the_layer(store, tmp_path, name):
+    name = name.replace("%s", store.outside.lstrip("/"))
     path = layout_with(tmp_path, [("file", name, b"x", 0o644)])
     msg = refused(store, path, f'member "{name}"')
     assert "absolute" in msg or ".." in msg
