@@ -721,8 +721,16 @@ int img_unpack(int rootfd, struct img_unpack *u)
 	struct archive *a = NULL;
 	struct archive_entry *e;
 	unsigned char hash[crypto_hash_sha256_BYTES];
-	int rc = 0, ar;
+	int rc = 0, ar, probe;
 
+	/* Without openat2 (Linux 5.6) nothing could be written safely: refuse, no fallback. */
+	if ((probe = beneath(rootfd, ".", O_PATH | O_DIRECTORY, 0)) < 0) {
+		free(r);
+		return probe == -ENOSYS ? herr(HANGAR_EOS, HANGAR_ERRCAT_OS,
+					       "unpacking a layer needs openat2(), Linux 5.6 or later; this kernel has none")
+					: herr_os(HANGAR_EOS, -probe, "cannot open the layer's directory");
+	}
+	close(probe);
 	if (!r)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	r->fd = u->blob_fd;
