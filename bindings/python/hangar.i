@@ -241,6 +241,10 @@ fail:
 %ignore hangar_template_build;
 %ignore hangar_template_list;
 %ignore hangar_tier_foreach;
+%ignore hangar_image_import;
+%ignore hangar_image_list;
+%ignore hangar_image_inspect;
+%ignore hangar_image_gc;
 %ignore hangar_environment_list;
 %ignore hangar_environment_get;
 %ignore hangar_checkpoint_create;
@@ -268,6 +272,7 @@ fail:
 %ignore hangar_suspend_opts_init;
 %ignore hangar_session_fork_opts_init;
 %ignore hangar_publish_opts_init;
+%ignore hangar_image_opts_init;
 /* The structs are read by the helpers in C; Python never sees them. */
 %ignore hangar_buf;
 %ignore hangar_error;
@@ -297,6 +302,9 @@ fail:
 %ignore hangar_session_info;
 %ignore hangar_session_fork_result;
 %ignore hangar_reap_result;
+%ignore hangar_image_opts;
+%ignore hangar_image_info;
+%ignore hangar_image_progress;
 
 %include <stdint.i>
 %include "hangar/common.h"
@@ -313,6 +321,7 @@ fail:
 %include "hangar/environment.h"
 %include "hangar/checkpoint.h"
 %include "hangar/session.h"
+%include "hangar/image.h"
 
 /* ---- callbacks ------------------------------------------------------------------------ */
 
@@ -568,6 +577,52 @@ static PyObject *d_template(const hangar_template_info *i)
 }
 TRAMPOLINE(tr_template, const hangar_template_info *, d_template)
 
+/* A NULL-terminated list of strings as a Python list. */
+static PyObject *pstrv(const char *const *v)
+{
+	size_t n = 0;
+	PyObject *l;
+
+	while (v && v[n])
+		n++;
+	if (!(l = PyList_New((Py_ssize_t)n)))
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		PyObject *s = pstr(v[i]);
+
+		if (!s) {
+			Py_DECREF(l);
+			return NULL;
+		}
+		PyList_SET_ITEM(l, (Py_ssize_t)i, s);
+	}
+	return l;
+}
+
+static PyObject *d_image(const hangar_image_info *i)
+{
+	PyObject *d = PyDict_New();
+
+	if (d && (PUT_S(d, i, digest) || dput(d, "names", pstrv(i->names)) || PUT_S(d, i, config_digest) ||
+		  PUT_S(d, i, os) || PUT_S(d, i, architecture) || PUT_U(d, i, size_bytes) ||
+		  dput(d, "layers", pstrv(i->layers)) || dput(d, "env", pstrv(i->env)) || PUT_S(d, i, workdir) ||
+		  PUT_S(d, i, user) || PUT_I(d, i, created_us) || dput(d, "in_use", PyBool_FromLong(i->in_use))))
+		Py_CLEAR(d);
+	return d;
+}
+TRAMPOLINE(tr_image, const hangar_image_info *, d_image)
+
+static int tr_image_progress(const hangar_image_progress *p, void *payload)
+{
+	PyGILState_STATE g = PyGILState_Ensure();
+	int r = cb_call(payload, Py_BuildValue("(NNIIKK)", pstr(p->phase), pstr(p->layer), p->layers_done,
+					       p->layers_total, (unsigned long long)p->bytes_done,
+					       (unsigned long long)p->bytes_total));
+
+	PyGILState_Release(g);
+	return r;
+}
+
 static int tr_setting(const char *name, const char *value, int source, void *payload)
 {
 	PyGILState_STATE g = PyGILState_Ensure();
@@ -789,6 +844,51 @@ static PyObject *py_template_list(hangar_ctx *ctx, const char *provider, PyObjec
 
 	BLOCKING(rc = hangar_template_list(ctx, provider, tr_template, &cb));
 	return cb_finish(&cb, rc);
+}
+
+static PyObject *py_image_list(hangar_ctx *ctx, const char *ref, PyObject *fn)
+{
+	struct pycb cb = CB_INIT(fn);
+	int rc;
+
+	BLOCKING(rc = ref ? hangar_image_inspect(ctx, ref, tr_image, &cb) : hangar_image_list(ctx, tr_image, &cb));
+	return cb_finish(&cb, rc);
+}
+
+static PyObject *py_image_import(hangar_ctx *ctx, const char *path, const char *name, PyObject *fn)
+{
+	hangar_image_opts o = HANGAR_IMAGE_OPTS_INIT;
+	hangar_buf digest = HANGAR_BUF_INIT;
+	struct pycb cb = CB_INIT(fn);
+	PyObject *r;
+	int rc;
+
+	o.name = opt(name);
+	if (fn != Py_None) {
+		o.progress = tr_image_progress;
+		o.progress_payload = &cb;
+	}
+	BLOCKING(rc = hangar_image_import(&digest, ctx, path, &o));
+	r = cb_finish(&cb, rc);
+	if (r) {
+		Py_DECREF(r);
+		r = pstr(digest.ptr ? digest.ptr : "");
+	}
+	hangar_buf_dispose(&digest);
+	return r;
+}
+
+static PyObject *py_image_gc(hangar_ctx *ctx, uint64_t max_bytes)
+{
+	uint64_t freed = 0;
+	int rc;
+
+	BLOCKING(rc = hangar_image_gc(&freed, ctx, max_bytes));
+	if (rc < 0) {
+		raise_last(rc);
+		return NULL;
+	}
+	return PyLong_FromUnsignedLongLong((unsigned long long)freed);
 }
 
 static PyObject *py_template_build(hangar_ctx *ctx, const char *provider, const char *name, const char *image,

@@ -45,6 +45,9 @@
  *                                    (1440; 0: never parked; see hangar/session.h)
  *   HANGAR_SESSION_HOT_RESUME_MAX    most sandboxes parked at once (20)
  *   HANGAR_SESSION_CHECK_SECONDS     how long a woken sandbox has to answer a command (10)
+ *   HANGAR_IMAGE_DIR                 the image store (images in the state directory; see
+ *                                    hangar/image.h)
+ *   HANGAR_IMAGE_CACHE_MB            the image store's size cap in MiB (20480)
  */
 #ifndef HANGAR_CONTEXT_H
 #define HANGAR_CONTEXT_H

@@ -19,5 +19,6 @@
 #include "environment.h"
 #include "checkpoint.h"
 #include "session.h"
+#include "image.h"
 
 #endif

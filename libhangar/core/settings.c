@@ -100,7 +100,7 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 	[HS_SESSION_BUSY_WAIT] = { "HANGAR_SESSION_BUSY_WAIT_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 0, 3600, NULL,
 				   "how long a session call waits while another caller changes the session", NULL },
 	[HS_IMAGE_DIR] = { "HANGAR_IMAGE_DIR", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
-			   "the image store (<HANGAR_STATE_DIR>/images)", NULL },
+			   "the image store (unset: images in the state directory)", NULL },
 	[HS_REGISTRY_AUTH_FILE] = { "HANGAR_REGISTRY_AUTH_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL, "",
 				    0, 0, NULL,
 				    "a docker config.json whose auths log in to image registries "
@@ -112,6 +112,9 @@ static const struct hangar_setting_def core_defs[HS_COUNT + 1] = {
 				  0, NULL, "PEM certificates trusted for image registries besides the system's", NULL },
 	[HS_REGISTRY_STALL] = { "HANGAR_REGISTRY_STALL_SECONDS", HANGAR_SETTING_TYPE_INT, 0, "60", 1, 3600, NULL,
 				"how long an image registry may send nothing before a pull fails", NULL },
+	[HS_IMAGE_CACHE_MB] = { "HANGAR_IMAGE_CACHE_MB", HANGAR_SETTING_TYPE_INT, 0, "20480", 1, 1LL << 30, NULL,
+				"the image store's size cap in MiB: unpacked layers past it are refused, gc keeps under it",
+				NULL },
 	[HS_COUNT] = { NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -41,6 +41,7 @@ HV_TABLE(hv_session_fork_opts, "session fork options", HANGAR_SESSION_FORK_OPTS_
 HV_TABLE(hv_publish_opts, "publish options", HANGAR_PUBLISH_OPTS_VERSION, HV_NOW(hangar_publish_opts));
 HV_TABLE(hv_template_build_opts, "template build options", HANGAR_TEMPLATE_BUILD_OPTS_VERSION,
 	 HV_NOW(hangar_template_build_opts));
+HV_TABLE(hv_image_opts, "image options", HANGAR_IMAGE_OPTS_VERSION, HV_NOW(hangar_image_opts));
 
 /* ---- results: written by the library, never past the caller's size -------- */
 
@@ -51,6 +52,8 @@ HV_TABLE(hv_checkpoint_info, "checkpoint info", HANGAR_CHECKPOINT_INFO_VERSION, 
 HV_TABLE(hv_session_info, "session info", HANGAR_SESSION_INFO_VERSION, HV_NOW(hangar_session_info));
 HV_TABLE(hv_reap_result, "reap result", HANGAR_REAP_RESULT_VERSION, HV_NOW(hangar_reap_result));
 HV_TABLE(hv_envd_endpoint, "envd endpoint", HANGAR_ENVD_ENDPOINT_VERSION, HV_NOW(hangar_envd_endpoint));
+HV_TABLE(hv_image_info, "image info", HANGAR_IMAGE_INFO_VERSION, HV_NOW(hangar_image_info));
+HV_TABLE(hv_image_progress, "image progress", HANGAR_IMAGE_PROGRESS_VERSION, HV_NOW(hangar_image_progress));
 
 int hversioned_init(void *p, uint32_t version, const struct hversions *v)
 {

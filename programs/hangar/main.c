@@ -248,6 +248,34 @@ static const struct command template_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command image_commands[] = {
+	{ "import", cmd_image_import, NULL, "image import PATH [--name NAME] [--json]",
+	  "import an image from a file or directory and print its digest",
+	  "  -n, --name NAME     a name for it (\"debian:12\"); required for a root filesystem\n"
+	  "  -j, --json          the stored image as a JSON object instead of its digest\n"
+	  "PATH is an OCI image layout directory, a docker or podman save archive, or\n"
+	  "a root-filesystem tarball (tar, gzip or zstd), told apart by content.\n"
+	  "Shows layers and bytes on a terminal. Fails, naming the member or blob,\n"
+	  "on content that does not match its digests or could write outside a layer.\n" },
+	{ "list", cmd_image_list, NULL, "image list [--json]",
+	  "list the stored images, newest first: IMAGE, SIZE, STORED, NAMES",
+	  "  -j, --json          a JSON array of objects instead of a table\n" },
+	{ "inspect", cmd_image_inspect, NULL, "image inspect IMAGE [--json]",
+	  "show an image: digest, names, platform, size, config, layers",
+	  "  -j, --json          a JSON object instead of text\n"
+	  "IMAGE is a name, sha256:<hex>, or at least 12 digits of its digest.\n" },
+	{ "rm", cmd_image_rm, NULL, "image rm IMAGE... [--json]",
+	  "remove images and their names; their layers go when no other image has them",
+	  "  -j, --json          a JSON array of {image, removed, error, message}\n"
+	  "An image a sandbox uses is not removed (HANGAR_EBUSY).\n" },
+	{ "gc", cmd_image_gc, NULL, "image gc [--max-mb MIB] [--json]",
+	  "remove what no image needs, then the oldest unused images past the cap",
+	  "  -m, --max-mb MIB    the size to keep under (default: HANGAR_IMAGE_CACHE_MB)\n"
+	  "  -j, --json          {\"freed_bytes\": N} instead of text\n"
+	  "Never removes what a sandbox uses or an import is making.\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command tier_commands[] = {
 	{ "list", cmd_tier_list, NULL, "tier list [--json]",
 	  "list the tiers, their providers, and which can serve",
@@ -280,6 +308,7 @@ static const struct command commands[] = {
 	{ "session", NULL, session_commands, "session SUBCOMMAND ...", "keep an agent's machine across turns", NULL },
 	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
+	{ "image", NULL, image_commands, "image SUBCOMMAND ...", "import, list and remove local images", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
 	{ "tier", NULL, tier_commands, "tier SUBCOMMAND", "inspect the tiers", NULL },
 	{ "environment", NULL, environment_commands, "environment SUBCOMMAND", "inspect the environments", NULL },

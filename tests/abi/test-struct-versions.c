@@ -87,6 +87,7 @@ static_assert(HANGAR_SESSION_OPTS_VERSION == 1, "write hangar_session_opts' vers
 static_assert(HANGAR_SESSION_FORK_OPTS_VERSION == 1, "write hangar_session_fork_opts' version-1 layout here");
 static_assert(HANGAR_PUBLISH_OPTS_VERSION == 1, "write hangar_publish_opts' version-1 layout here");
 static_assert(HANGAR_TEMPLATE_BUILD_OPTS_VERSION == 1, "write hangar_template_build_opts' version-1 layout here");
+static_assert(HANGAR_IMAGE_OPTS_VERSION == 1, "write hangar_image_opts' version-1 layout here");
 static_assert(HANGAR_SANDBOX_INFO_VERSION == 1, "write hangar_sandbox_info's version-1 layout here");
 static_assert(HANGAR_ENVD_ENDPOINT_VERSION == 1, "write hangar_envd_endpoint's version-1 layout here");
 static_assert(HANGAR_CHECKPOINT_INFO_VERSION == 1, "write hangar_checkpoint_info's version-1 layout here");
@@ -132,6 +133,7 @@ START_TEST(opts_init_writes_the_asked_version)
 	CHECK_INIT(struct v1_suspend_opts, hangar_suspend_opts_init, 1);
 	CHECK_INIT(hangar_suspend_opts, hangar_suspend_opts_init, 2);
 	CHECK_INIT(hangar_template_build_opts, hangar_template_build_opts_init, 1);
+	CHECK_INIT(hangar_image_opts, hangar_image_opts_init, 1);
 }
 END_TEST
 

@@ -21,8 +21,8 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_IMAGES, CAP_KER
                      LOG_WARNING, PAUSED, PTY, RESUME_COLD, RESUME_FRESH, RESUME_HOT, RESUME_NONE, RUNNING,
                      SESSION_ACTIVE, SESSION_ARCHIVED, SESSION_PARKED, SESSION_SUSPENDED, SETTING_DEFAULT,
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
-                     EnvdEndpoint, EnvironmentInfo, ExecResult, FileInfo, LogEntry, Metric, Output, ProviderInfo, PublishResult, ReapResult,
-                     SandboxInfo,
+                     EnvdEndpoint, EnvironmentInfo, ExecResult, FileInfo, ImageInfo, ImageProgress, LogEntry,
+                     Metric, Output, ProviderInfo, PublishResult, ReapResult, SandboxInfo,
                      SessionInfo, Setting, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
@@ -44,7 +44,8 @@ __all__ = [
     "Context", "default_context", "Sandbox", "Commands", "Files", "Pty", "PtySize", "WatchHandle",
     "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
-    "EnvdEndpoint", "EnvironmentInfo", "PublishResult", "TemplateInfo", "ProviderInfo", "SessionInfo", "CheckpointInfo", "ReapResult",
+    "EnvdEndpoint", "EnvironmentInfo", "PublishResult", "TemplateInfo", "ImageInfo", "ImageProgress", "ProviderInfo",
+    "SessionInfo", "CheckpointInfo", "ReapResult",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",

@@ -170,6 +170,21 @@ class _TemplateDict(TypedDict):
     provider: str
 
 @type_check_only
+class _ImageDict(TypedDict):
+    digest: str
+    names: List[str]
+    config_digest: str
+    os: str
+    architecture: str
+    size_bytes: int
+    layers: List[str]
+    env: List[str]
+    workdir: str
+    user: str
+    created_us: int
+    in_use: bool
+
+@type_check_only
 class _ReapDict(TypedDict):
     leader: bool
     sessions_reaped: int
@@ -237,6 +252,17 @@ def py_environment_publish(ctx: _Ctx, name: str, rebuild: int, fn: Callable[[_Pu
                            progress: Optional[Callable[[Tuple[str, str]], object]]) -> int: ...
 def py_template_build(ctx: _Ctx, provider: Optional[str], name: str, image: str, cpu_millis: int,
                       memory_mb: int, disk_mb: int, fn: Optional[Callable[[Tuple[str, str]], object]]) -> str: ...
+
+# ---- the image store ------------------------------------------------------------------
+
+# Returns the image's digest; fn((phase, layer, layers_done, layers_total, bytes_done, bytes_total)).
+def py_image_import(ctx: _Ctx, path: str, name: Optional[str],
+                    fn: Optional[Callable[[Tuple[str, str, int, int, int, int]], object]]) -> str: ...
+# ref None: every image, newest first; else only that one (NotFoundError).
+def py_image_list(ctx: _Ctx, ref: Optional[str], fn: Callable[[_ImageDict], object]) -> int: ...
+def hangar_image_remove(ctx: _Ctx, ref: str) -> int: ...
+# Returns the bytes freed.
+def py_image_gc(ctx: _Ctx, max_bytes: int) -> int: ...
 
 # ---- sandboxes ------------------------------------------------------------------------
 
@@ -396,6 +422,9 @@ HANGAR_FORK_CHECKPOINT: int
 HANGAR_FORK_NATIVE: int
 HANGAR_FORK_RESULT_VERSION: int
 HANGAR_FORK_SNAPSHOT: int
+HANGAR_IMAGE_INFO_VERSION: int
+HANGAR_IMAGE_OPTS_VERSION: int
+HANGAR_IMAGE_PROGRESS_VERSION: int
 HANGAR_LOG_DEBUG: int
 HANGAR_LOG_ERROR: int
 HANGAR_LOG_INFO: int

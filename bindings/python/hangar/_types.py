@@ -297,6 +297,36 @@ class TemplateInfo:
 
 
 @dataclass(frozen=True)
+class ImageInfo:
+    """An image of the local image store (see hangar-images(7))."""
+
+    digest: str
+    names: List[str]
+    config_digest: str
+    os: str
+    architecture: str
+    size_bytes: int
+    layers: List[str]
+    env: List[str]
+    workdir: str
+    user: str
+    created_us: int
+    in_use: bool
+
+
+@dataclass(frozen=True)
+class ImageProgress:
+    """Where an image import stands: phase, the layer's blob digest ("" between layers), layers and bytes."""
+
+    phase: str
+    layer: str
+    layers_done: int
+    layers_total: int
+    bytes_done: int
+    bytes_total: int
+
+
+@dataclass(frozen=True)
 class ProviderInfo:
     """A registered provider and its HANGAR_CAP_* bits."""
 

@@ -9,8 +9,8 @@ import weakref
 from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _hangar as _h
-from ._types import (LOG_INFO, EnvironmentInfo, ProviderInfo, PublishResult, ReapResult, SandboxInfo, Setting,
-                     TemplateInfo, TierInfo)
+from ._types import (LOG_INFO, EnvironmentInfo, ImageInfo, ImageProgress, ProviderInfo, PublishResult, ReapResult,
+                     SandboxInfo, Setting, TemplateInfo, TierInfo)
 
 EventCallback = Callable[[str, Dict[str, Any]], None]
 LogCallback = Callable[[int, str], None]
@@ -397,6 +397,47 @@ class Context:
         with self._handle as c:
             tid: str = _h.py_template_build(c, provider, name, image, cpu_millis, memory_mb, disk_mb, cb)
         return tid
+
+    # ---- the local image store ----------------------------------------------------------
+
+    def import_image(self, path: str, *, name: Optional[str] = None,
+                     progress: Optional[Callable[[ImageProgress], object]] = None) -> str:
+        """Imports an OCI layout, a docker/podman save archive or a rootfs tarball; returns its digest.
+
+        name is required for a rootfs tarball; progress receives an
+        ImageProgress as layers are unpacked, and a true result cancels
+        (CanceledError). Hostile content raises RefusedError naming the
+        member or blob; see hangar_image_import(3).
+        """
+        cb = None if progress is None else (lambda t, p=progress: p(ImageProgress(*t)))
+        with self._handle as c:
+            digest: str = _h.py_image_import(c, path, name, cb)
+        return digest
+
+    def images(self) -> Iterator[ImageInfo]:
+        """The images of the local store, newest first."""
+        out: List[ImageInfo] = []
+        with self._handle as c:
+            _h.py_image_list(c, None, lambda d: out.append(ImageInfo(**d)))
+        return iter(out)
+
+    def image(self, ref: str) -> ImageInfo:
+        """One image, by name, sha256:<hex> or a 12-digit prefix; NotFoundError when there is none."""
+        out: List[ImageInfo] = []
+        with self._handle as c:
+            _h.py_image_list(c, ref, lambda d: out.append(ImageInfo(**d)))
+        return out[0]
+
+    def remove_image(self, ref: str) -> None:
+        """Removes an image and its names (BusyError while a sandbox uses it)."""
+        with self._handle as c:
+            _h.hangar_image_remove(c, ref)
+
+    def gc_images(self, max_bytes: int = 0) -> int:
+        """Collects the store's garbage, then keeps it under max_bytes (0: HANGAR_IMAGE_CACHE_MB); returns bytes freed."""
+        with self._handle as c:
+            freed: int = _h.py_image_gc(c, max_bytes)
+        return freed
 
     # ---- sandboxes and sessions ---------------------------------------------------------
 
