@@ -242,6 +242,7 @@ fail:
 %ignore hangar_template_list;
 %ignore hangar_tier_foreach;
 %ignore hangar_image_import;
+%ignore hangar_image_pull;
 %ignore hangar_image_list;
 %ignore hangar_image_inspect;
 %ignore hangar_image_gc;
@@ -869,6 +870,34 @@ static PyObject *py_image_import(hangar_ctx *ctx, const char *path, const char *
 		o.progress_payload = &cb;
 	}
 	BLOCKING(rc = hangar_image_import(&digest, ctx, path, &o));
+	r = cb_finish(&cb, rc);
+	if (r) {
+		Py_DECREF(r);
+		r = pstr(digest.ptr ? digest.ptr : "");
+	}
+	hangar_buf_dispose(&digest);
+	return r;
+}
+
+/* fn (None: none) gets each progress tuple; cancel (None: never) is asked while the pull runs. */
+static PyObject *py_image_pull(hangar_ctx *ctx, const char *reference, PyObject *fn, PyObject *cancel)
+{
+	hangar_image_opts o = HANGAR_IMAGE_OPTS_INIT;
+	hangar_buf digest = HANGAR_BUF_INIT;
+	struct pycb cb = CB_INIT(fn);
+	PyObject *r;
+	int rc;
+
+	if (fn != Py_None) {
+		o.progress = tr_image_progress;
+		o.progress_payload = &cb;
+	}
+	if (cancel != Py_None) {
+		cb.cancel = cancel;
+		o.cancel = tr_cancel;
+		o.cancel_payload = &cb;
+	}
+	BLOCKING(rc = hangar_image_pull(&digest, ctx, reference, &o));
 	r = cb_finish(&cb, rc);
 	if (r) {
 		Py_DECREF(r);

@@ -114,7 +114,8 @@ typedef struct hangar_publish_result {
 	                                 "named": the environment names a template for this
 	                                 provider, which creates use (nothing built);
 	                                 "image": the provider runs the image itself
-	                                 (HANGAR_CAP_IMAGES; it is in the image store);
+	                                 (HANGAR_CAP_IMAGES) and the image store has it;
+	                                 "pulled": the same, pulled into the store now;
 	                                 "failed": see error and message */
 	const char *template_id;    /**< what creates on this provider use, "" when failed */
 	const char *digest;         /**< the image's digest where known, else "" */
@@ -152,7 +153,9 @@ HANGAR_EXTERN(int) hangar_publish_opts_init(hangar_publish_opts *opts, uint32_t 
  * reference with the image's digest where known, and built only once per
  * image: a template already built from the same reference, or from another
  * reference of the same digest, is reused. A provider the environment names
- * a template for, or that runs images itself, needs nothing built.
+ * a template for needs nothing; one that runs images itself
+ * (HANGAR_CAP_IMAGES, the local provider) gets the image pulled into the
+ * image store when the store lacks it (hangar_image_pull()).
  *
  * @param name an environment with an "image".
  * @param opts NULL for the defaults.

@@ -89,6 +89,37 @@ HANGAR_EXTERN(int) hangar_image_opts_init(hangar_image_opts *opts, uint32_t vers
 HANGAR_EXTERN(int) hangar_image_import(hangar_buf *out_digest, hangar_ctx *ctx, const char *path,
 				       const hangar_image_opts *opts);
 
+/**
+ * Pulls an image from its registry into the store (the OCI distribution
+ * API, through the library's one HTTP layer).
+ *
+ * reference is [REGISTRY/]NAME[:TAG|@sha256:HEX] (docker.io and library/
+ * by default, :latest without a tag or digest); the image for this
+ * machine's platform is taken from an index or manifest list. Every blob
+ * is checked against its digest before it is used; the store names the
+ * image by the normalised reference ("docker.io/library/debian:12").
+ * Credentials, plain-http registries, extra CAs and the stall deadline are
+ * the HANGAR_REGISTRY_* settings (libhangar(3)). A second pull of the same
+ * reference while one runs, here or in another process, waits for it and
+ * takes its image; a pull killed at any point leaves nothing a later pull
+ * or create trusts (what it fetched is verified again before use).
+ * Progress reports phase "download" per blob, then the import's "unpack"
+ * and "store".
+ *
+ * @param out_digest receives "sha256:<hex>", the image's manifest digest.
+ * @param opts       NULL for the defaults; name is not used (the reference names it).
+ * @return 0; HANGAR_EINVAL (a malformed reference), HANGAR_ENOTFOUND (no
+ *         such image or tag), HANGAR_EREFUSED (credentials refused),
+ *         HANGAR_EUNAVAILABLE, HANGAR_ETIMEOUT, HANGAR_EPROTOCOL (a digest
+ *         or answer refused), HANGAR_ETOOLARGE, HANGAR_EUNSUPPORTED (schema
+ *         1, foreign layers), HANGAR_ECANCELED, HANGAR_ECONFIG, HANGAR_EOS,
+ *         or what hangar_image_import() returns for its content.
+ * **Ownership:** release out_digest with hangar_buf_dispose().
+ * **Thread safety:** safe; progress and cancel run on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_image_pull(hangar_buf *out_digest, hangar_ctx *ctx, const char *reference,
+				     const hangar_image_opts *opts);
+
 /** One stored image, as hangar_image_list() and hangar_image_inspect() report it. */
 typedef struct hangar_image_info {
 	uint32_t version;

@@ -38,6 +38,25 @@ int hangar_image_import(hangar_buf *out_digest, hangar_ctx *ctx, const char *pat
 	return rc;
 }
 
+int hangar_image_pull(hangar_buf *out_digest, hangar_ctx *ctx, const char *reference, const hangar_image_opts *opts)
+{
+	hangar_image_opts o;
+	int rc;
+
+	HCHECK_ARG(out_digest, "out_digest is NULL");
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(reference && *reference, "reference is required");
+	HCHECK_TEXT(reference, "reference");
+	if ((rc = HOPTS_COPY(o, opts, hv_image_opts, "opts")) != 0)
+		return rc;
+	rc = img_pull(out_digest, ctx, reference, &o);
+	if (!rc) {
+		hangar_sys_log(ctx, HANGAR_LOG_INFO, "pulled image %s as %s", reference, out_digest->ptr);
+		herr_clear();
+	}
+	return rc;
+}
+
 /* One record as the public struct, for the length of one callback. */
 static int report_one(struct img_store *s, const char *hex, hangar_image_fn fn, void *payload)
 {

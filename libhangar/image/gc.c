@@ -308,6 +308,7 @@ int img_gc(uint64_t *out_freed, hangar_ctx *ctx, uint64_t max_bytes)
 	w.r = &r;
 	w.freed = out_freed;
 	each_entry(&s, "tmp", sweep_tmp, &w);
+	img_sweep_pulls(&s, out_freed);
 	each_entry(&s, "layers", sweep_layer, &w);
 	each_entry(&s, "blobs/sha256", sweep_blob, &w);
 	each_entry(&s, "use", sweep_use, &w);

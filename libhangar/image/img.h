@@ -258,5 +258,9 @@ void img_hash_bytes(const char *data, size_t len, char digest[80]);
 
 int img_import(hangar_buf *out, hangar_ctx *ctx, const char *path, const hangar_image_opts *opts);
 int img_gc(uint64_t *out_freed, hangar_ctx *ctx, uint64_t max_bytes);
+/* Pulls reference from its registry into the store (pull.c). */
+int img_pull(hangar_buf *out, hangar_ctx *ctx, const char *reference, const hangar_image_opts *opts);
+/* Removes the layouts of pulls that are not running (pulls/); counts their bytes in *freed. */
+int img_sweep_pulls(struct img_store *s, uint64_t *freed);
 /* Removes the layers and blobs of a removed record that no remaining record names. */
 int img_drop_unused(struct img_store *s, const struct img_record *gone, uint64_t *freed);

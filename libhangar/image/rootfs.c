@@ -23,6 +23,7 @@
 
 #include "hangar/sys/provider.h"
 #include "util/sjson.h"
+#include "image/img.h"
 #include "image/rootfs.h"
 
 #define RECORD_MAX (1 << 20) /* one image's record */
@@ -127,14 +128,23 @@ static int has_name(const cJSON *rec, const char *ref)
  * The hex digest of the image ref names, looked for in images/ (an open
  * directory): 0 with hex filled, or an error set.
  */
-static int find(int images, const char *ref, char hex[HEX_LEN + 1])
+static int find(int images, const char *given, char hex[HEX_LEN + 1])
 {
-	size_t rlen = strlen(ref);
-	int prefix = rlen >= PREFIX_MIN && rlen <= HEX_LEN && is_hex(ref, rlen), named = 0, matches = 0;
-	int fd = dup(images);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	char ref[1100], err[160];
+	size_t rlen;
+	int prefix, named = 0, matches = 0, fd;
+	DIR *d;
 	struct dirent *de;
 
+	/* A name as the store records it: normalised, as hangar_image_inspect() finds it too. */
+	rlen = strlen(given);
+	prefix = rlen >= PREFIX_MIN && rlen <= HEX_LEN && is_hex(given, rlen);
+	if (prefix || is_digest(given))
+		snprintf(ref, sizeof(ref), "%s", given);
+	else if (img_ref_normalise(given, ref, sizeof(ref), err, sizeof(err)) < 0)
+		return hangar_sys_error(HANGAR_EINVAL, 0, 0, "image \"%.200s\": %s", given, err);
+	fd = dup(images);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (is_digest(ref)) {
 		memcpy(hex, ref + 7, HEX_LEN + 1);
 		if (fd >= 0 && !d)

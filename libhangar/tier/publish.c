@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hangar/environment.h"
+#include "hangar/image.h"
 #include "hangar/provider.h"
 #include "hangar/template.h"
 
@@ -54,7 +55,52 @@ struct publish_one {
 	hangar_publish_result r;
 	char *owned;                       /* r.template_id when malloc'd */
 	hangar_buf built;
+	char digest[80];                   /* a stored image's */
 };
+
+static int found_image(const hangar_image_info *info, void *payload)
+{
+	struct publish_one *p = payload;
+
+	snprintf(p->digest, sizeof(p->digest), "%s", info->digest);
+	return 0;
+}
+
+static int pull_progress(const hangar_image_progress *pr, void *payload)
+{
+	struct publish_one *p = payload;
+	char line[160];
+
+	snprintf(line, sizeof(line), "%s: layer %u of %u", pr->phase, pr->layers_done, pr->layers_total);
+	p->o->progress("pulling", line, p->o->progress_payload);
+	return 0;
+}
+
+/* A provider that runs images: the image in the store, pulled when it is not there. */
+static int publish_image(struct publish_one *p)
+{
+	hangar_image_opts io = HANGAR_IMAGE_OPTS_INIT;
+	int rc = hangar_image_inspect(p->ctx, p->env->image, found_image, p);
+
+	p->r.template_id = p->env->image;
+	if (rc == 0) {
+		p->r.action = "image";
+		p->r.digest = p->digest;
+		return 0;
+	}
+	if (rc != HANGAR_ENOTFOUND)
+		return rc;
+	if (p->o->progress) {
+		io.progress = pull_progress;
+		io.progress_payload = p;
+	}
+	if ((rc = hangar_image_pull(&p->built, p->ctx, p->env->image, &io)) != 0)
+		return rc;
+	snprintf(p->digest, sizeof(p->digest), "%s", p->built.ptr);
+	p->r.action = "pulled";
+	p->r.digest = p->digest;
+	return 0;
+}
 
 /* One provider that builds templates: the recorded one, one of the same image, or a new build. */
 static int publish_template(struct publish_one *p, const char *provider)
@@ -116,12 +162,8 @@ static int publish_on(struct publish_one *p, const char *provider)
 		return rc;
 	caps = hangar_provider_capabilities(prov);
 	hangar_provider_unref(prov);
-	if (caps & HANGAR_CAP_IMAGES) {
-		p->r.action = "image";
-		p->r.template_id = p->env->image;
-		p->r.digest = digest_in(p->env->image);
-		return 0;
-	}
+	if (caps & HANGAR_CAP_IMAGES)
+		return publish_image(p);
 	if (caps & HANGAR_CAP_TEMPLATES)
 		return publish_template(p, provider);
 	if ((named = env_template_for(p->env->templates, provider))) {
@@ -159,7 +201,7 @@ int hangar_environment_publish(hangar_ctx *ctx, const char *name, const hangar_p
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		struct publish_one p = { ctx, env, &o, { HANGAR_PUBLISH_RESULT_VERSION, sizeof(p.r), names[i], "failed",
-							 "", "", 0, 0, "" }, NULL, HANGAR_BUF_INIT };
+							 "", "", 0, 0, "" }, NULL, HANGAR_BUF_INIT, "" };
 		int one = publish_on(&p, names[i]);
 
 		if (one) {

@@ -4,7 +4,9 @@
  * library's uniform commands (`timeout -k 5s Ns bash -lc CMD`, and
  * `/bin/bash` for terminals) behave the same in any image:
  *
- *  - `timeout` not on PATH: hangar-envd is the timeout. It runs the command
+ *  - `timeout` not on PATH, or wrapping a `bash` that is not (an image's
+ *    own timeout, busybox's, would run bash as asked): hangar-envd is the
+ *    timeout. It runs the command
  *    itself and, N after the start, sends it and its process group SIGTERM
  *    (or -s SIGNAL) and SIGCONT; -k G later, SIGKILL. The command's end is
  *    what coreutils' timeout would end with: exit status 124 when the
@@ -212,10 +214,24 @@ int envd_exec_plan(struct envd_exec_plan *p, char *const *argv, char *const *env
 	if (!p->argv)
 		return -1;
 	p->path = envd_resolve_command(argv[0], envp);
-	if (!p->path && !strcmp(argv[0], "timeout")) {
-		from = parse_timeout(p, argv);
-		if (from < 0)
-			return 0;
+	if (!strcmp(argv[0], "timeout")) {
+		struct envd_exec_plan probe = { 0 };
+		int at = parse_timeout(&probe, argv);
+		char *wrapped = at > 0 && is_bash(argv[at]) ? envd_resolve_command(argv[at], envp) : NULL;
+
+		/*
+		 * The image's own timeout (busybox has one) would run bash as asked,
+		 * which the image may not have: then hangar-envd is the timeout too,
+		 * so that bash's stand-in applies.
+		 */
+		if (!p->path || (at > 0 && is_bash(argv[at]) && !wrapped)) {
+			from = parse_timeout(p, argv);
+			if (from < 0) {
+				free(wrapped);
+				return 0;
+			}
+		}
+		free(wrapped);
 	}
 	free(p->path);
 	p->path = NULL;

@@ -163,6 +163,7 @@ int cmd_sandbox_metrics(struct cli *cli, int argc, char **argv);
 int cmd_config_check(struct cli *cli, int argc, char **argv);
 int cmd_template_build(struct cli *cli, int argc, char **argv);
 int cmd_template_list(struct cli *cli, int argc, char **argv);
+int cmd_image_pull(struct cli *cli, int argc, char **argv);
 int cmd_image_import(struct cli *cli, int argc, char **argv);
 int cmd_image_list(struct cli *cli, int argc, char **argv);
 int cmd_image_inspect(struct cli *cli, int argc, char **argv);

@@ -1,4 +1,4 @@
-/* hangar image import|list|inspect|rm|gc: the image store. */
+/* hangar image pull|import|list|inspect|rm|gc: the image store. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -195,6 +195,67 @@ int cmd_image_import(struct cli *cli, int argc, char **argv)
 	} else {
 		printf("%s\n", digest.ptr);
 	}
+out:
+	hangar_buf_dispose(&digest);
+	hangar_ctx_unref(ctx);
+	return status;
+}
+
+/* Prints the stored image digest names (--json: the image as inspect --json shows it). */
+static int print_stored(hangar_ctx *ctx, const char *digest, int json)
+{
+	struct show s = { 1, 1, 0, SHOW_INSPECT };
+
+	if (!json) {
+		printf("%s\n", digest);
+		return 0;
+	}
+	if (hangar_image_inspect(ctx, digest, show_one, &s) != 0)
+		return cli_fail("cannot inspect image %s", digest);
+	putchar('\n');
+	return 0;
+}
+
+static int pull_opt(const struct cli *cli, int c, const char *arg, void *payload)
+{
+	(void)cli;
+	(void)arg;
+	if (c != 'j')
+		return EXIT_USAGE;
+	*(int *)payload = 1;
+	return 0;
+}
+
+int cmd_image_pull(struct cli *cli, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	hangar_image_opts opts = HANGAR_IMAGE_OPTS_INIT;
+	hangar_buf digest = HANGAR_BUF_INIT;
+	struct bar bar = { 0 };
+	hangar_ctx *ctx = NULL;
+	char *ref = NULL;
+	int json = 0, status, rc;
+
+	status = cli_want(cli, cli_parse(cli, argc, argv, "jh", longopts, &ref, 1, pull_opt, &json), 1, "image reference");
+	if (status)
+		return status < 0 ? 0 : status;
+	if ((status = cli_open(cli, &ctx)) != 0 || (status = stop_signals_setup()) != 0)
+		goto out;
+	bar.on = isatty(STDERR_FILENO);
+	opts.progress = on_progress;
+	opts.progress_payload = &bar;
+	opts.cancel = stop_requested;
+	rc = hangar_image_pull(&digest, ctx, ref, &opts);
+	if (bar.drawn)
+		fprintf(stderr, "\r\033[K");
+	if (rc != 0)
+		status = stop_status(rc, "pull image", ref);
+	else
+		status = print_stored(ctx, digest.ptr, json);
 out:
 	hangar_buf_dispose(&digest);
 	hangar_ctx_unref(ctx);

@@ -108,7 +108,8 @@ static const struct command environment_commands[] = {
 	  "Prints one line per provider of the environment's tier: PROVIDER ACTION\n"
 	  "TEMPLATE, where ACTION is built (a template built from the image now),\n"
 	  "reused (one built before from the same image), named (the environment\n"
-	  "names a template for it) or image (the provider runs the image itself).\n"
+	  "names a template for it), image (the provider runs the image, which it\n"
+	  "has) or pulled (the same, pulled into the image store now).\n"
 	  "A provider that failed is said on stderr, and hangar exits 1.\n" },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
@@ -249,6 +250,13 @@ static const struct command template_commands[] = {
 };
 
 static const struct command image_commands[] = {
+	{ "pull", cmd_image_pull, NULL, "image pull REFERENCE [--json]",
+	  "pull an image from its registry into the store and print its digest",
+	  "  -j, --json          the stored image as a JSON object instead of its digest\n"
+	  "REFERENCE is [REGISTRY/]NAME[:TAG|@sha256:HEX] (docker.io and library/ by\n"
+	  "default, :latest without a tag). Shows blobs and bytes on a terminal.\n"
+	  "Logs in with HANGAR_REGISTRY_AUTH_FILE (a docker config.json); plain http\n"
+	  "only for loopback or HANGAR_REGISTRY_INSECURE. A stop signal cancels it.\n" },
 	{ "import", cmd_image_import, NULL, "image import PATH [--name NAME] [--json]",
 	  "import an image from a file or directory and print its digest",
 	  "  -n, --name NAME     a name for it (\"debian:12\"); required for a root filesystem\n"
@@ -308,7 +316,7 @@ static const struct command commands[] = {
 	{ "session", NULL, session_commands, "session SUBCOMMAND ...", "keep an agent's machine across turns", NULL },
 	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
-	{ "image", NULL, image_commands, "image SUBCOMMAND ...", "import, list and remove local images", NULL },
+	{ "image", NULL, image_commands, "image SUBCOMMAND ...", "pull, import, list and remove local images", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },
 	{ "tier", NULL, tier_commands, "tier SUBCOMMAND", "inspect the tiers", NULL },
 	{ "environment", NULL, environment_commands, "environment SUBCOMMAND", "inspect the environments", NULL },

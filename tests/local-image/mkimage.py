@@ -78,8 +78,20 @@ def store_layer(store, tar):
     return hexd, size
 
 
+def normalise(name):
+    """A reference as the store records it: docker.io/ and library/ by default, :latest without a tag."""
+    first, _, rest = name.partition("/")
+    if not rest or ("." not in first and ":" not in first and first != "localhost"):
+        name = "docker.io/" + (name if rest else "library/" + name)
+    last = name.rsplit("/", 1)[1]
+    if ":" not in last and "@" not in last:
+        name += ":latest"
+    return name
+
+
 def main():
     store, name, config, tars = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+    name = normalise(name)
     for d in ('', 'blobs/sha256', 'layers', 'images', 'use', 'tmp'):
         os.makedirs(os.path.join(store, d), mode=0o700, exist_ok=True)
     os.chmod(store, 0o700)

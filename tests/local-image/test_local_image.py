@@ -58,7 +58,7 @@ def debian_layer():
     for rec in os.listdir(os.path.join(d, "images")):
         with open(os.path.join(d, "images", rec)) as f:
             r = json.load(f)
-        if DEBIAN in r["names"]:
+        if "docker.io/" + DEBIAN in r["names"]:  # as the store records a name: normalised
             return r["layers"][0][7:]
     pytest.fail("no Debian image in the store")
 
@@ -284,7 +284,7 @@ def test_an_incomplete_layer_is_never_used(ctx, images):
     d = os.environ["HANGAR_IMAGE_DIR"]
     half = "ab" * 32
     os.makedirs(os.path.join(d, "layers", half, "root", "etc"), exist_ok=True)
-    rec = {"digest": "sha256:" + "cd" * 32, "names": ["hangar-test/half:1"], "layers": ["sha256:" + half],
+    rec = {"digest": "sha256:" + "cd" * 32, "names": ["docker.io/hangar-test/half:1"], "layers": ["sha256:" + half],
            "config": {}}
     path = os.path.join(d, "images", "cd" * 32 + ".json")
     with open(path, "w") as f:

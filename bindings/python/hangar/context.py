@@ -414,6 +414,21 @@ class Context:
             digest: str = _h.py_image_import(c, path, name, cb)
         return digest
 
+    def pull_image(self, reference: str, *, progress: Optional[Callable[[ImageProgress], object]] = None,
+                   cancel: Optional[Callable[[], bool]] = None) -> str:
+        """Pulls an image from its registry into the local store; returns its digest.
+
+        reference is [REGISTRY/]NAME[:TAG|@sha256:HEX] (docker.io by
+        default); the store names the image by it, normalised. progress
+        receives an ImageProgress per blob as it arrives (phase "download"),
+        then as layers are unpacked; a true result from it or from cancel
+        gives the pull up (CanceledError). See hangar_image_pull(3).
+        """
+        cb = None if progress is None else (lambda t, p=progress: p(ImageProgress(*t)))
+        with self._handle as c:
+            digest: str = _h.py_image_pull(c, reference, cb, cancel)
+        return digest
+
     def images(self) -> Iterator[ImageInfo]:
         """The images of the local store, newest first."""
         out: List[ImageInfo] = []
