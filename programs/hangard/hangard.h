@@ -296,8 +296,12 @@ void h_livez(struct request *),
 	h_session_keep(struct request *),
 	h_checkpoint_get(struct request *),
 	h_checkpoint_delete(struct request *),
-	h_sandbox_checkpoint(struct request *);
+	h_sandbox_checkpoint(struct request *),
+	h_image_get(struct request *),
+	h_image_delete(struct request *),
+	h_image_pull(struct request *);
 int fill_sandboxes(struct request *r, cJSON *arr);
+int fill_images(struct request *r, cJSON *arr);
 int fill_sessions(struct request *r, cJSON *arr);
 int fill_session_checkpoints(struct request *r, cJSON *arr);
 
