@@ -23,7 +23,7 @@ os.environ["HANGAR_IMAGE_DIR"] = os.path.join(_STATE.name, "images")
 
 import hangar  # noqa: E402
 
-from images import DEBIAN, PATH, debian_tar, mkimage as store_image  # noqa: E402
+from images import BUSYBOX, DEBIAN, PATH, busybox_tar, debian_tar, mkimage as store_image  # noqa: E402
 
 LAYERED = "hangar-test/layered:1"
 HOSTILE = "hangar-test/hostile:1"
@@ -87,6 +87,7 @@ def images():
         "debian": mkimage(DEBIAN, {"Env": [path, "FROM_IMAGE=image", "BOTH=image"], "WorkingDir": "/srv/app"}, base),
         "layered": mkimage(LAYERED, {"Env": [path], "User": "1"}, base, layered),
         "hostile": mkimage(HOSTILE, {"Env": [path]}, base, hostile),
+        "busybox": mkimage(BUSYBOX, {"Env": ["PATH=/bin"]}, busybox_tar()),
     }
     return out
 

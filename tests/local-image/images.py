@@ -17,10 +17,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEBIAN = "hangar-test/debian:12"
-# hangar-envd runs inside the image with the image's own libraries: until it
-# brings what it needs itself, the image carries them. python3, procps and
-# iproute2 are what the local-isolation probes run.
-PACKAGES = "libcjson1,libmicrohttpd12,libsodium23,libarchive13,libzstd1,zlib1g,python3,procps,iproute2"
+# hangar-envd brings its own libraries (none of them is in a minbase root:
+# the image does not carry them). python3, procps and iproute2 are what the
+# local-isolation probes run.
+PACKAGES = "python3,procps,iproute2"
+BUSYBOX = "hangar-test/busybox:1"
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -39,6 +40,35 @@ def debian_tar():
                         "bookworm", tmp],
                        check=True, stdin=subprocess.DEVNULL)
         os.rename(tmp, path)
+    return path
+
+
+def busybox_tar():
+    """A root of the host's static busybox alone: no libc, no bash, busybox's own timeout."""
+    import tarfile
+    path = os.path.join(image_cache(), "busybox-root.tar")
+    if os.path.exists(path):
+        return path
+    tmp = path + ".tmp.%d" % os.getpid()
+    applets = subprocess.run(["/bin/busybox", "--list"], check=True, capture_output=True, text=True).stdout.split()
+    with tarfile.open(tmp, "w") as t:
+        for d in ("bin", "etc", "tmp", "root", "home", "workspace"):
+            i = tarfile.TarInfo(d)
+            i.type, i.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            t.addfile(i)
+        t.add("/bin/busybox", arcname="bin/busybox")
+        for a in applets:
+            if a != "busybox":
+                i = tarfile.TarInfo("bin/" + a)
+                i.type, i.linkname = tarfile.SYMTYPE, "busybox"
+                t.addfile(i)
+        import io
+        for name, text in (("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"), ("etc/group", "root:x:0:\n")):
+            data = text.encode()
+            i = tarfile.TarInfo(name)
+            i.size = len(data)
+            t.addfile(i, io.BytesIO(data))
+    os.rename(tmp, path)
     return path
 
 

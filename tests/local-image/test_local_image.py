@@ -11,7 +11,7 @@ import time
 import pytest
 
 import hangar
-from conftest import DEBIAN, HOSTILE, LAYERED, TARGET, make
+from conftest import BUSYBOX, DEBIAN, HOSTILE, LAYERED, TARGET, make
 
 
 def wait_for(what, cond, timeout=30.0, interval=0.02, why=None):
@@ -360,3 +360,49 @@ def test_an_environment_with_an_image_runs_it(images, tmp_path):
         env = dict(os.environ, HANGAR_ENVIRONMENTS_FILE=str(envs), HANGAR_DEFAULT_PROVIDER="local")
         out = subprocess.run([cli, "environment", "publish", "deb", "--json"], env=env, capture_output=True, check=True)
         assert json.loads(out.stdout)[0]["action"] == "image"
+
+
+@pytest.mark.parametrize("image", [DEBIAN, BUSYBOX])
+def test_everything_works_in_an_image(ctx, images, image):
+    """Commands, files, a terminal, a checkpoint and sessions (hot and cold) in a glibc image and in a
+    busybox root without libc, bash or coreutils' timeout: envd's own runtime and stand-ins."""
+    with make(ctx, image) as sb:
+        # The uniform exec rules: exit codes, a timeout that kills, output.
+        r = sb.exec("echo out; echo err >&2; exit 3")
+        assert (r.exit_code, r.stdout, r.stderr) == (3, b"out\n", b"err\n")
+        r = sb.exec("sleep 30", timeout=1)
+        assert r.timed_out and r.exit_code != 0
+        # The command runs on the image's own libc (none in busybox): nothing of envd's runtime.
+        maps = sb.exec("cat /proc/self/maps; env").stdout.decode()
+        assert "/run/hangar" not in maps and "LD_LIBRARY_PATH" not in maps and "LD_PRELOAD" not in maps
+        # Files both ways.
+        sb.write_file("/workspace/data.bin", bytes(range(256)) * 64)
+        assert sb.read_file("/workspace/data.bin") == bytes(range(256)) * 64
+        # A terminal.
+        seen = []
+        p = hangar.Process.start(sb, None, pty=True, cols=80, rows=24, on_output=lambda s, d: seen.append(d))
+        p.write(b"echo pty-$((6*7))\nexit\n")
+        p.wait(timeout=30)
+        assert b"pty-42" in b"".join(seen)
+        # A checkpoint into a second sandbox of the same image.
+        sb.exec("mkdir -p /workspace/w && echo kept > /workspace/w/f")
+        cp = hangar.Checkpoint.create(sb, workspace="/workspace/w", session_id="img-" + image.split("/")[1][:6])
+        with make(ctx, image) as other:
+            cp.restore(other, workspace="/workspace/w")
+            assert other.read_file("/workspace/w/f") == b"kept\n"
+        cp.delete()
+    # A session: parked hot, then suspended and resumed cold.
+    s = hangar.Session.create(ctx, provider="local", template=image, workspace="/workspace", timeout=300)
+    try:
+        s.sandbox().exec("echo state > /workspace/s; (sleep 1000 </dev/null >/dev/null 2>&1 &) ; true")
+        s.suspend()
+        s.resume()
+        assert s.info().last_resume == hangar.RESUME_HOT
+        assert s.sandbox().read_file("/workspace/s") == b"state\n"
+        s.suspend(park=False)
+        s.resume()
+        assert s.info().last_resume == hangar.RESUME_COLD
+        assert s.sandbox().read_file("/workspace/s") == b"state\n"
+        assert s.sandbox().exec("cat /etc/hostname >/dev/null && echo ok").stdout == b"ok\n"
+    finally:
+        s.delete()
