@@ -198,7 +198,7 @@ int img_sweep_pulls(struct img_store *s, uint64_t *freed)
 
 		if (n != 29 || strcmp(e->d_name + 24, ".lock") != 0)
 			continue;
-		snprintf(lockname, sizeof(lockname), "pulls/%s", e->d_name);
+		snprintf(lockname, sizeof(lockname), "pulls/%.29s", e->d_name);
 		snprintf(dirname, sizeof(dirname), "pulls/%.24s", e->d_name);
 		lk = openat(s->dirfd, lockname, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		if (lk < 0)

@@ -171,7 +171,7 @@ static int get_token(struct fetch *f, const char *params)
 	if (a.res.cls != NET_OK) {
 		char what[300];
 
-		snprintf(what, sizeof(what), "a token for %s", scope);
+		snprintf(what, sizeof(what), "a token for %.280s", scope);
 		rc = reg_net_fail(f, &a, rauth, what, HANGAR_EPROTOCOL);
 		if (a.res.cls == NET_HTTP_STATUS && a.res.http_status == 401 && f->user && !reg_same_site(f->host, rhost))
 			herr_prefix("credentials are only sent to the registry's own site, not to this token service");
