@@ -70,6 +70,7 @@ int cmd_sandbox_create(struct cli *cli, int argc, char **argv)
 		{ "tier", required_argument, NULL, 'R' },
 		{ "environment", required_argument, NULL, 'M' },
 		{ "template", required_argument, NULL, 'T' },
+		{ "image", required_argument, NULL, 'T' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "network", required_argument, NULL, 'n' },

@@ -144,6 +144,7 @@ int cmd_session_create(struct cli *cli, int argc, char **argv)
 		{ "tier", required_argument, NULL, 'R' },
 		{ "provider", required_argument, NULL, 'p' },
 		{ "template", required_argument, NULL, 'T' },
+		{ "image", required_argument, NULL, 'T' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "network", required_argument, NULL, 'n' },
