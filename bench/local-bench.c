@@ -13,8 +13,10 @@
  * sandbox it made and removes the directory before it exits, also on
  * SIGINT, SIGTERM and SIGHUP.
  *
- * usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N]
+ * usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--image REF]
  * Needs HANGAR_ENVD_PATH (and HANGAR_JAIL_PATH in a build tree); run as root.
+ * With --image, every sandbox is created from that image of the store
+ * (HANGAR_IMAGE_DIR), and a. also times the `local` template beside it.
  * See bench/README.md for what each figure means.
  */
 #define _GNU_SOURCE
@@ -24,6 +26,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <hangar/hangar.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,6 +60,7 @@ struct config {
 };
 
 static hangar_ctx *g_ctx;
+static const char *g_template;  /* --image: every create's template; NULL: "local" */
 static char g_state[128];
 static char g_local[160];       /* <state>/local */
 static int g_failed;            /* any wrong answer or failed operation: exit 1 */
@@ -703,6 +707,7 @@ static int create_sandbox(hangar_sandbox **out)
 	pthread_mutex_unlock(&g_flight_lock);
 	o.provider = "local";
 	o.timeout_sec = SANDBOX_LIFETIME_SEC;
+	o.template_id = g_template;
 	rc = hangar_sandbox_create(out, g_ctx, &o);
 	pthread_mutex_lock(&g_flight_lock);
 	if (--g_inflight == 0)
@@ -730,6 +735,61 @@ static const char *exec_failure(int rc)
 
 /* ---- a: create -> first command ---------------------------------------------- */
 
+/*
+ * The steps of each create, from the sandbox's timeline file (the library
+ * and the jail append "STEP MONO_US" as each step ends): per step, the
+ * milliseconds since the step before, over every timed create.
+ */
+#define STEPS_MAX 32
+struct steps {
+	char name[STEPS_MAX][32];
+	double *ms[STEPS_MAX];
+	size_t n[STEPS_MAX];
+	int count, cap;
+};
+
+static void steps_add(struct steps *st, const char *id)
+{
+	char path[PATH_MAX], phase[64];
+	long long at, prev = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/timeline", g_local, id);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fscanf(f, "%63s %lld", phase, &at) == 2) {
+		int k;
+
+		for (k = 0; k < st->count && strcmp(st->name[k], phase); k++)
+			;
+		if (k == st->count && st->count < STEPS_MAX) {
+			snprintf(st->name[k], sizeof(st->name[k]), "%.31s", phase);
+			st->ms[k] = calloc((size_t)st->cap, sizeof(double));
+			st->count++;
+		}
+		if (k < st->count && st->ms[k] && prev >= 0 && st->n[k] < (size_t)st->cap)
+			st->ms[k][st->n[k]++] = (double)(at - prev) / 1000.0;
+		prev = at;
+	}
+	fclose(f);
+}
+
+static void steps_print(struct steps *st)
+{
+	printf("  where a create's time goes: each step's end since the step before (library and jail, one clock)\n");
+	for (int k = 0; k < st->count; k++) {
+		struct stats s;
+		char label[64];
+
+		if (!st->n[k])
+			continue;
+		stats_of(st->ms[k], st->n[k], &s);
+		snprintf(label, sizeof(label), "    %s", st->name[k]);
+		row(label, &s, 0, "%s", "step");
+		free(st->ms[k]);
+	}
+}
+
 static void bench_create_first(const struct config *cfg)
 {
 	int n = cfg->creates, fail = 0, kill_fail = 0, got = 0;
@@ -742,7 +802,10 @@ static void bench_create_first(const struct config *cfg)
 		fprintf(stderr, "local-bench: out of memory\n");
 		exit(1);
 	}
-	section("a. local create -> first command (one at a time; each sandbox killed after, untimed)");
+	struct steps st = { .cap = n };
+
+	section(g_template ? "a. local create from the image -> first command (one at a time; each killed after, untimed)"
+			   : "a. local create -> first command (one at a time; each sandbox killed after, untimed)");
 	for (int i = 0; i < cfg->create_warmups + n; i++) {
 		int timed = i >= cfg->create_warmups, rc;
 		hangar_sandbox *sb = NULL;
@@ -765,6 +828,7 @@ static void bench_create_first(const struct config *cfg)
 			total[got] = t2 - t0;
 			create[got] = t1 - t0;
 			exec[got++] = t2 - t1;
+			steps_add(&st, hangar_sandbox_id(sb));
 		}
 		if ((rc = hangar_sandbox_kill(sb)) != 0) {
 			kill_fail++;
@@ -781,6 +845,7 @@ static void bench_create_first(const struct config *cfg)
 	row("  first exec alone", &s_exec, fail, "first connection to the new envd");
 	if (kill_fail)
 		row("  kill failures", NULL, 0, "%d", kill_fail);
+	steps_print(&st);
 	free(total);
 	free(create);
 	free(exec);
@@ -1221,12 +1286,14 @@ static void bench_idle_memory(const struct config *cfg)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N]\n"
+		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--image REF]\n"
 		"  -n N            exec round trips per series in b (default 300)\n"
 		"  --creates N     timed create -> first command samples in a (default 50)\n"
 		"  --concurrent N  sandboxes created at once in c (default 100)\n"
 		"  --idle N        sandboxes measured in d (default 20)\n"
 		"  --quick         small counts everywhere (a 10, b 50, c 10, d 5)\n"
+		"  --image REF     create every sandbox from this image of the store (HANGAR_IMAGE_DIR);\n"
+		"                  a. is then run on the `local` template too, to compare\n"
 		"Needs HANGAR_ENVD_PATH and, in a build tree, HANGAR_JAIL_PATH. Run as root.\n");
 }
 
@@ -1263,6 +1330,10 @@ int main(int argc, char **argv)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
 			return 0;
+		}
+		if (strcmp(argv[i], "--image") == 0 && i + 1 < argc) {
+			g_template = argv[++i];
+			continue;
 		}
 		if (strcmp(argv[i], "-n") == 0)
 			target = &n;
@@ -1326,6 +1397,14 @@ int main(int argc, char **argv)
 	printf("  times in ms, nearest-rank percentiles, warm-ups not counted\n");
 	fflush(stdout);
 
+	if (g_template) {
+		const char *image = g_template;
+
+		/* The same, on the host's /usr, for the difference an image makes. */
+		g_template = NULL;
+		bench_create_first(&cfg);
+		g_template = image;
+	}
 	bench_create_first(&cfg);
 	bench_exec_vs_raw(&cfg);
 	bench_concurrent(&cfg);
