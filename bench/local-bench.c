@@ -1281,6 +1281,64 @@ static void bench_idle_memory(const struct config *cfg)
 	free(p);
 }
 
+/* ---- e: disk of sandboxes of one image --------------------------------------------- */
+
+static uint64_t g_tree_bytes;
+
+static int add_blocks(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)flag;
+	(void)ftw;
+	g_tree_bytes += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+/* Bytes on disk under dir, this file system only. */
+static uint64_t disk_bytes(const char *dir)
+{
+	g_tree_bytes = 0;
+	nftw(dir, add_blocks, 32, FTW_PHYS | FTW_MOUNT);
+	return g_tree_bytes;
+}
+
+static void bench_image_disk(int count)
+{
+	const char *images = getenv("HANGAR_IMAGE_DIR");
+	char store[PATH_MAX];
+	hangar_sandbox **sb = calloc((size_t)count, sizeof(*sb));
+	uint64_t store0, state0, store1, state1;
+	int made = 0;
+
+	snprintf(store, sizeof(store), "%s", images && *images ? images : g_state);
+	section("e. disk: sandboxes of one image, each writing 1 MiB, against the image itself");
+	store0 = disk_bytes(store);
+	state0 = disk_bytes(g_local);
+	for (int i = 0; sb && i < count; i++) {
+		hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+		if (create_sandbox(&sb[i]) != 0)
+			break;
+		made++;
+		hangar_sandbox_exec(&r, sb[i], "head -c 1048576 /dev/urandom > /workspace/mine; apt-get --version >/dev/null "
+					       "2>&1; echo written > /etc/written-here", NULL);
+		hangar_exec_result_dispose(&r);
+	}
+	store1 = disk_bytes(store);
+	state1 = disk_bytes(g_local);
+	printf("  sandboxes             %d of %d, each wrote 1 MiB to /workspace and a file to /etc\n", made, count);
+	printf("  image store           %.2f MiB before, %.2f MiB after (the layers, shared, never written)\n",
+	       (double)store0 / MIB, (double)store1 / MIB);
+	printf("  sandboxes' state dirs %.2f MiB before, %.2f MiB after: %.1f KiB each; what they wrote lives in each\n"
+	       "                        sandbox's size-limited tmpfs (HANGAR_LOCAL_DISK_MB) and goes with it\n",
+	       (double)state0 / MIB, (double)state1 / MIB, made ? (double)(state1 - state0) / 1024.0 / made : 0.0);
+	for (int i = 0; i < made; i++) {
+		hangar_sandbox_kill(sb[i]);
+		hangar_sandbox_unref(sb[i]);
+	}
+	free(sb);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -1406,6 +1464,8 @@ int main(int argc, char **argv)
 		g_template = image;
 	}
 	bench_create_first(&cfg);
+	if (g_template)
+		bench_image_disk(cfg.idle);
 	bench_exec_vs_raw(&cfg);
 	bench_concurrent(&cfg);
 	bench_idle_memory(&cfg);

@@ -186,3 +186,14 @@ def test_a_hostile_name_is_quoted_on_one_line(store, tmp_path):
     assert r.returncode == 1 and msg.startswith("refused: ")
     assert msg.count("\n") == 1 and "\x1b" not in msg and "??[31mred" in msg
     assert len(msg) < 800
+
+
+def test_device_nodes_under_dev_are_left_out_not_made(store, tmp_path):
+    # A bootstrap tool's root carries /dev's nodes: the sandbox's /dev is its own, so
+    # they are dropped; a node anywhere else still refuses the layer (above).
+    path = layout_with(tmp_path, [("dir", "dev", 0o755), ("chr", "dev/null", 1, 3), ("chr", "dev/console", 5, 1),
+                                  ("file", "etc-file", b"x", 0o644)])
+    info = store.json("image", "import", path, "--name", "devs")
+    root = store.layer_root(info["layers"][0])
+    assert os.path.isdir(os.path.join(root, "dev")) and os.listdir(os.path.join(root, "dev")) == []
+    assert os.path.isfile(os.path.join(root, "etc-file"))
