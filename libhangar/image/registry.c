@@ -487,18 +487,37 @@ out:
 	return rc;
 }
 
-int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, const struct registry_progress *p,
-		   char **out_digest)
+/* The manifest digest reference names for this platform, without its blobs. */
+static int resolve_run(struct fetch *f, char **out_digest)
+{
+	struct hbuf body = HBUF_INIT;
+	char mt[128], digest[DIGEST_LEN + 1], picked[DIGEST_LEN + 1];
+	cJSON *json = NULL;
+	int rc;
+
+	if ((rc = reg_get_manifest(f, f->r.digest ? f->r.digest : f->r.tag, f->r.digest, &body, &json, mt, digest)) != 0)
+		goto out;
+	if (reg_is_index_type(mt)) {
+		if ((rc = reg_pick_platform(f, json, picked)) != 0)
+			goto out;
+		snprintf(digest, sizeof(digest), "%s", picked);
+	}
+	if (!(*out_digest = strdup(digest)))
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+out:
+	cJSON_Delete(json);
+	hbuf_free(&body);
+	return rc;
+}
+
+/* Sets f up for reference (dir: the layout, or NULL to resolve only) and runs run. */
+static int with_fetch(hangar_ctx *ctx, const char *reference, const char *dir, const struct registry_progress *p,
+		      char **out_digest, int (*run)(struct fetch *, char **))
 {
 	struct fetch f;
 	const char *ca;
 	int rc;
 
-	HCHECK_ARG(out_digest, "out_digest");
-	*out_digest = NULL;
-	HCHECK_ARG(ctx, "ctx");
-	HCHECK_ARG(dir && dir[0], "dir");
-	HCHECK_TEXT(dir, "dir");
 	memset(&f, 0, sizeof(f));
 	if ((rc = reg_ref_parse(reference, &f.r)) != 0)
 		return rc;
@@ -519,7 +538,7 @@ int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, cons
 		rc = herr_os(HANGAR_ECONFIG, errno, "registry %s: cannot read the CA file %s (HANGAR_REGISTRY_CA_FILE)",
 			     f.r.registry, f.ca_file);
 	else if ((rc = reg_load_credentials(&f)) == 0 && (rc = net_pool_new(&f.pool, 4)) == 0)
-		rc = fetch_run(&f, out_digest);
+		rc = run(&f, out_digest);
 	net_pool_free(f.pool);
 	reg_drop_authz(&f);
 	if (f.user) {
@@ -535,4 +554,23 @@ int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, cons
 	pthread_cond_destroy(&f.cond);
 	pthread_mutex_destroy(&f.lock);
 	return rc;
+}
+
+int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, const struct registry_progress *p,
+		   char **out_digest)
+{
+	HCHECK_ARG(out_digest, "out_digest");
+	*out_digest = NULL;
+	HCHECK_ARG(ctx, "ctx");
+	HCHECK_ARG(dir && dir[0], "dir");
+	HCHECK_TEXT(dir, "dir");
+	return with_fetch(ctx, reference, dir, p, out_digest, fetch_run);
+}
+
+int registry_resolve(hangar_ctx *ctx, const char *reference, char **out_digest)
+{
+	HCHECK_ARG(out_digest, "out_digest");
+	*out_digest = NULL;
+	HCHECK_ARG(ctx, "ctx");
+	return with_fetch(ctx, reference, NULL, NULL, out_digest, resolve_run);
 }

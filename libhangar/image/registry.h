@@ -62,5 +62,12 @@ struct registry_progress {
 int registry_fetch(hangar_ctx *ctx, const char *reference, const char *dir, const struct registry_progress *p,
 		   char **out_digest);
 
+/*
+ * The digest of the manifest reference names for this host's platform, as
+ * registry_fetch() would fetch it, asking for the manifest (and index) only.
+ * Same errors as registry_fetch().
+ */
+int registry_resolve(hangar_ctx *ctx, const char *reference, char **out_digest);
+
 /* Normalises a reference: "debian" -> "docker.io/library/debian:latest". 0 or HANGAR_EINVAL. */
 int registry_ref_normalize(const char *reference, char **out);

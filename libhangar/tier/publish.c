@@ -16,6 +16,7 @@
 
 #include "core/environment.h"
 #include "core/versioned.h"
+#include "image/registry.h"
 #include "store/store.h"
 #include "tier.h"
 
@@ -107,8 +108,26 @@ static int publish_template(struct publish_one *p, const char *provider)
 {
 	const char *image = p->env->image, *digest = digest_in(image);
 	hangar_template_build_opts bo = HANGAR_TEMPLATE_BUILD_OPTS_INIT;
-	char name[32], *recorded_digest = NULL;
+	char name[32], *recorded_digest = NULL, *resolved = NULL;
 	int rc;
+
+	/*
+	 * The image's digest, from its registry when the reference does not
+	 * state it (only the manifest is asked for): a template is built once
+	 * per image, whatever reference or tag names it. A registry this host
+	 * cannot reach (the platform may) leaves the reference alone as key.
+	 */
+	if (!*digest) {
+		if (registry_resolve(p->ctx, image, &resolved) == 0) {
+			snprintf(p->digest, sizeof(p->digest), "%s", resolved);
+			digest = p->digest;
+		} else {
+			hangar_sys_log(p->ctx, HANGAR_LOG_INFO, "publish: the digest of %s is not known here (%s); "
+				       "its template is recorded by reference", image, hangar_error_last()->message);
+		}
+		free(resolved);
+		herr_clear();
+	}
 
 	p->r.digest = digest;
 	if (!p->o->rebuild) {

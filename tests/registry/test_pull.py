@@ -170,3 +170,42 @@ def test_a_pull_stopped_by_a_signal_says_so(plain, store):  # noqa: F811
             p.wait()
     assert p.returncode == 128 + signal.SIGTERM, err
     assert hangar(store, "image", "inspect", f"{proxy.host}/layered:v1").returncode == 1
+
+
+@pytest.fixture
+def fake_cloud(tmp_path):
+    import select
+    fake, envd = os.environ.get("FAKE_E2B"), os.environ.get("HANGAR_ENVD_PATH")
+    if not fake or not envd:
+        pytest.skip("FAKE_E2B is not built (tests/fakes)")
+    r, w = os.pipe()
+    proc = subprocess.Popen([fake, "--flavour", "cloud", "--envd", envd, "--ready-fd", str(w), "--api-key", "k-test"],
+                            pass_fds=(w,))
+    os.close(w)
+    line = b""
+    with os.fdopen(r, "rb", buffering=0) as f:
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([f], [], [], 20)
+            assert ready, "fake-e2b did not get ready"
+            chunk = f.read(64)
+            assert chunk, "fake-e2b exited early"
+            line += chunk
+    _, api, edge = line.decode().split()
+    yield {"HANGAR_E2B_FLAVOR": "cloud", "HANGAR_E2B_API_URL": f"http://127.0.0.1:{api}",
+           "HANGAR_E2B_SANDBOX_URL": f"http://127.0.0.1:{edge}", "HANGAR_E2B_API_KEY": "k-test",
+           "HANGAR_TIERS": '{"heavy":["e2b"]}'}
+    proc.kill()
+    proc.wait(timeout=30)
+
+
+def test_publish_builds_one_template_per_image_digest(plain, store, fake_cloud, tmp_path):  # noqa: F811
+    # The tag and the digest of one image are one image: the digest is asked of the registry.
+    digest = sha(raw_manifest(plain.host, "img", "latest"))
+    envs = tmp_path / "environments.json"
+    envs.write_text(json.dumps({"by-tag": {"tier": "heavy", "image": f"{plain.host}/img:latest"},
+                                "by-digest": {"tier": "heavy", "image": f"{plain.host}/img@{digest}"}}))
+    env = dict(store, HANGAR_ENVIRONMENTS_FILE=str(envs), **fake_cloud)
+    first = json.loads(hangar(env, "environment", "publish", "by-tag", "--json").stdout)
+    assert [(x["action"], x["digest"]) for x in first] == [("built", digest)], first
+    second = json.loads(hangar(env, "environment", "publish", "by-digest", "--json").stdout)
+    assert [(x["action"], x["template"]) for x in second] == [("reused", first[0]["template"])], second
