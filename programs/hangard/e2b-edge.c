@@ -1,0 +1,1075 @@
+/*
+ * The sandbox edge: E2B's SDKs send envd's traffic (processes, files, PTY)
+ * and user ports to https://PORT-ID.DOMAIN, or to their sandbox URL with
+ * E2b-Sandbox-Id and E2b-Sandbox-Port headers. hangard routes such a
+ * request to the sandbox, checks the token /e2b issued for that sandbox,
+ * and forwards it with the sandbox's own credentials, which its users
+ * never see.
+ *
+ * Each forwarded request has a thread of its own (a stream may last as
+ * long as a command), joined to the client's connection by two bounded
+ * queues: the body going up, the answer coming down. When a queue is full
+ * the side that fills it waits, and the connection is suspended while
+ * libmicrohttpd has nothing to do for it, so no thread of libmicrohttpd and
+ * no worker of the pool ever waits on a sandbox or on a slow client. Every
+ * wait is bounded: a client that stops reading or sending for
+ * HANGARD_IDLE_TIMEOUT_SECONDS, or a sandbox silent for EDGE_UPSTREAM_STALL_S,
+ * ends the request.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <sodium.h>
+
+#include "e2b-edge.h"
+#include "e2b.h"
+
+/* How long a sandbox may be silent: its answer's head, or between two
+ * pieces of a stream (envd sends keepalives on streams well within it). */
+#define EDGE_UPSTREAM_STALL_S 300
+#define EDGE_CONNECT_MS 5000
+/* Each direction's queue. */
+#define EDGE_QUEUE_BYTES (256 * 1024)
+/* An answer's head from the sandbox, and one of its lines. */
+#define EDGE_HEAD_LINE 8192
+#define EDGE_HEAD_LINES 100
+
+enum { UP_STAGE_BODY, UP_STAGE_ANSWER, UP_STAGE_DONE };
+
+struct edge {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int refs;
+	struct edge *prev, *next;   /* in the list of edges alive */
+	int linked;
+
+	/* What to forward, fixed before the thread starts. */
+	char id[65];
+	unsigned port;
+	char *head;                 /* the request line and headers, up to the body's framing */
+	int body_chunked;           /* the body goes up chunked (its length is not known) */
+	int has_body;
+	int head_only;              /* HEAD: the answer has no body */
+
+	/* Shared, under lock. */
+	struct request *r;          /* NULL once the request completed */
+	struct MHD_Connection *conn;
+	int client_fd;
+	int suspended;
+	int stop;                   /* hangard stops, or the client is gone */
+	int waiting_answer;         /* the body is in, the connection waits for the answer */
+	int body_done;
+	int upload_dropped;         /* the sandbox answered before the body was read: drop the rest */
+	char *upq;                  /* the body going up */
+	size_t upq_len;
+	int64_t up_stamp_us;        /* when the client last sent */
+	struct MHD_Response *answer;
+	unsigned status;
+	char *downq;                /* the answer's body coming down */
+	size_t downq_len;
+	int down_done, down_broken;
+	int64_t down_stamp_us;      /* when the client last took some */
+	int upstream_fd;
+};
+
+static pthread_mutex_t edges_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct edge *edges;
+static int edges_stopping;
+
+static void edge_unref(struct edge *e)
+{
+	int last;
+	pthread_mutex_lock(&e->lock);
+	last = --e->refs == 0;
+	pthread_mutex_unlock(&e->lock);
+	if (!last)
+		return;
+	pthread_mutex_lock(&edges_lock);
+	if (e->linked) {
+		if (e->prev)
+			e->prev->next = e->next;
+		else
+			edges = e->next;
+		if (e->next)
+			e->next->prev = e->prev;
+	}
+	pthread_mutex_unlock(&edges_lock);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e->head);
+	free(e->upq);
+	free(e->downq);
+	free(e);
+}
+
+/* Resumes the connection if it waits; with the lock held. */
+static void wake(struct edge *e)
+{
+	if (e->suspended && e->conn) {
+		e->suspended = 0;
+		MHD_resume_connection(e->conn);
+	}
+}
+
+/* ---- answers of the edge itself, in E2B's shapes ---- */
+
+/* Connect's RPCs (the SDK's processes and filesystem) read Connect's error
+ * body; envd's plain routes E2B's {code, message}. */
+static int is_rpc(const char *url)
+{
+	return strncmp(url, "/process.Process/", 17) == 0 || strncmp(url, "/filesystem.Filesystem/", 23) == 0;
+}
+
+static void edge_reply(struct request *r, const char *url, unsigned status, const char *msg)
+{
+	cJSON *doc;
+	if (url && is_rpc(url)) {
+		doc = cJSON_CreateObject();
+		cJSON_AddStringToObject(doc, "code", status == 401 ? "unauthenticated"
+						  : status == 400 ? "invalid_argument"
+						  : status == 501 ? "unimplemented"
+						  : status == 503 ? "unavailable"
+								  : "unavailable");
+		cJSON_AddStringToObject(doc, "message", msg);
+	} else {
+		doc = e2b_error_body(status, msg);
+	}
+	reply_json(r, status, doc);
+}
+
+/* ---- routing ---- */
+
+static char *sandbox_domain;
+
+void edge_set_domain(const char *domain)
+{
+	free(sandbox_domain);
+	sandbox_domain = domain && domain[0] ? strdup(domain) : NULL;
+}
+
+const char *edge_domain(void)
+{
+	return sandbox_domain;
+}
+
+/* "PORT-ID.DOMAIN[:port]" of the configured domain: 1 with port and id
+ * filled, 0 when host is another name, -1 when it is of the domain but not
+ * of that form (after id_out holds what it could read). */
+static int host_route(const char *host, unsigned *port, char id[65])
+{
+	size_t hl, dl;
+	const char *dot, *p;
+	char *end;
+	unsigned long v;
+
+	if (!host || !sandbox_domain)
+		return 0;
+	hl = strcspn(host, ":");
+	if (host[0] == '[')
+		return 0;
+	dl = strlen(sandbox_domain);
+	if (hl <= dl + 1 || host[hl - dl - 1] != '.' || strncasecmp(host + hl - dl, sandbox_domain, dl) != 0)
+		return 0;
+	dot = host + hl - dl - 1;
+	p = host;
+	if (*p < '0' || *p > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(p, &end, 10);
+	if (errno || *end != '-' || v == 0 || v > 65535 || end - p > 5)
+		return -1;
+	p = end + 1;
+	if (dot - p < 1 || dot - p > 64)
+		return -1;
+	memcpy(id, p, (size_t)(dot - p));
+	id[dot - p] = '\0';
+	if (!e2b_id_ok(id))
+		return -1;
+	*port = (unsigned)v;
+	return 1;
+}
+
+static int header_port(const char *s, unsigned *port)
+{
+	char *end;
+	unsigned long v;
+	if (!s || *s < '0' || *s > '9' || strlen(s) > 5)
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > 65535)
+		return -1;
+	*port = (unsigned)v;
+	return 0;
+}
+
+/* A token presented against the expected one, in constant time. */
+static int token_matches(const char *presented, const char *expected)
+{
+	char pad[E2B_TOKEN_LEN] = { 0 };
+	size_t n = presented ? strlen(presented) : 0;
+	/* A token of another length is compared too (with zeros, which no
+	 * token is): a refusal takes as long as a match. */
+	int same = sodium_memcmp(n == E2B_TOKEN_LEN ? presented : pad, expected, E2B_TOKEN_LEN) == 0;
+	return same && n == E2B_TOKEN_LEN;
+}
+
+/*
+ * A signed file URL (the SDKs' uploadUrl and downloadUrl), which carries no
+ * token: "v1_" and the unpadded base64 of SHA-256 over
+ * "PATH:OPERATION:USER:TOKEN[:EXPIRY]", made with the token /e2b issued;
+ * GET /files reads, POST /files writes. 1 when it is valid and current.
+ */
+static int signature_matches(struct request *r, const char *url, const char *method, const char *token)
+{
+	struct MHD_Connection *conn = request_connection(r);
+	const char *sig = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "signature");
+	const char *exp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "signature_expiration");
+	const char *path = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
+	const char *user = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "username");
+	const char *op = strcmp(method, "GET") == 0 ? "read" : strcmp(method, "POST") == 0 ? "write" : NULL;
+	crypto_hash_sha256_state st;
+	unsigned char digest[crypto_hash_sha256_BYTES];
+	char want[48];
+	long long expiry = -1;
+
+	if (!sig || !op || strcmp(url, "/files") != 0)
+		return 0;
+	if (exp) {
+		char *end;
+		errno = 0;
+		expiry = strtoll(exp, &end, 10);
+		if (errno || end == exp || *end || expiry < 0 || expiry < (long long)time(NULL))
+			return 0;
+	}
+	crypto_hash_sha256_init(&st);
+	const char *parts[] = { path ? path : "", ":", op, ":", user ? user : "", ":", token };
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		crypto_hash_sha256_update(&st, (const unsigned char *)parts[i], strlen(parts[i]));
+	if (exp) {
+		crypto_hash_sha256_update(&st, (const unsigned char *)":", 1);
+		crypto_hash_sha256_update(&st, (const unsigned char *)exp, strlen(exp));
+	}
+	crypto_hash_sha256_final(&st, digest);
+	memcpy(want, "v1_", 3);
+	sodium_bin2base64(want + 3, sizeof(want) - 3, digest, sizeof(digest), sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+	return strlen(sig) == strlen(want) && sodium_memcmp(sig, want, strlen(want)) == 0;
+}
+
+/* ---- the request's head, as it goes up ---- */
+
+struct headbuf {
+	char *p;
+	size_t len, cap;
+	int bad;
+};
+
+static void hb_add(struct headbuf *h, const char *s, size_t n)
+{
+	if (h->bad)
+		return;
+	if (h->len + n + 1 > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 2048;
+		while (cap < h->len + n + 1)
+			cap *= 2;
+		char *np = realloc(h->p, cap);
+		if (!np) {
+			h->bad = 1;
+			return;
+		}
+		h->p = np;
+		h->cap = cap;
+	}
+	memcpy(h->p + h->len, s, n);
+	h->len += n;
+	h->p[h->len] = '\0';
+}
+
+static void hb_line(struct headbuf *h, const char *name, const char *value)
+{
+	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n")) {
+		h->bad = 1;
+		return;
+	}
+	hb_add(h, name, strlen(name));
+	hb_add(h, ": ", 2);
+	hb_add(h, value, strlen(value));
+	hb_add(h, "\r\n", 2);
+}
+
+static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct headbuf *h = cls;
+	(void)kind;
+	if (!value || edge_hop_header(key) || strcasecmp(key, "X-Access-Token") == 0 ||
+	    strcasecmp(key, "e2b-traffic-access-token") == 0 || strcasecmp(key, "E2b-Sandbox-Id") == 0 ||
+	    strcasecmp(key, "E2b-Sandbox-Port") == 0)
+		return MHD_YES;
+	hb_line(h, key, value);
+	return MHD_YES;
+}
+
+/* ---- the thread of one request ---- */
+
+static int cancelled(void *payload)
+{
+	struct edge *e = payload;
+	int stop;
+	pthread_mutex_lock(&e->lock);
+	stop = e->stop;
+	/* The connection waits (suspended): libmicrohttpd does not watch the
+	 * socket, so a client that left is seen here, by its FIN or reset. */
+	if (!stop && e->suspended && e->client_fd >= 0) {
+		struct pollfd p = { .fd = e->client_fd, .events = POLLRDHUP };
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			stop = e->stop = 1;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return stop;
+}
+
+static int64_t client_stall_us(void)
+{
+	return (int64_t)hangard->cfg->idle_timeout_s * 1000000;
+}
+
+static int64_t upstream_deadline(void)
+{
+	return clock_mono_us() + (int64_t)EDGE_UPSTREAM_STALL_S * 1000000;
+}
+
+/* Hands the answer to the connection: now, if it waits for it, else when
+ * its body is in. With the lock held; returns resp when nobody takes it,
+ * for the caller to destroy once the lock is released. */
+static struct MHD_Response *post_answer(struct edge *e, unsigned status, struct MHD_Response *resp)
+{
+	if (e->answer || !e->r)
+		return resp;
+	e->status = status;
+	e->answer = resp;
+	if (e->waiting_answer) {
+		e->waiting_answer = 0;
+		reply_response(e->r, e->status, e->answer);
+		e->answer = NULL;
+		e->suspended = 0;
+		request_deliver(e->r);
+	}
+	pthread_cond_broadcast(&e->cond);
+	return NULL;
+}
+
+static void answer_error(struct edge *e, unsigned status, const char *msg)
+{
+	cJSON *doc = e2b_error_body(status, msg);
+	char *text = cJSON_PrintUnformatted(doc);
+	struct MHD_Response *resp;
+	cJSON_Delete(doc);
+	if (!text)
+		return;
+	resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	pthread_mutex_lock(&e->lock);
+	resp = post_answer(e, status, resp);
+	pthread_mutex_unlock(&e->lock);
+	if (resp)
+		MHD_destroy_response(resp);
+}
+
+/* The body from the client to the sandbox. 0 when it is all sent, 1 when
+ * the sandbox answers first (the rest is dropped), -1. */
+static int send_body(struct edge *e, int fd)
+{
+	char *chunk = malloc(EDGE_QUEUE_BYTES);
+	int rc = -1;
+
+	if (!chunk)
+		return -1;
+	for (;;) {
+		size_t n;
+		int done;
+		pthread_mutex_lock(&e->lock);
+		for (;;) {
+			if (e->stop || e->upq_len || e->body_done)
+				break;
+			if (clock_mono_us() - e->up_stamp_us > client_stall_us()) {
+				e->stop = 1;
+				break;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+		}
+		if (e->stop) {
+			pthread_mutex_unlock(&e->lock);
+			break;
+		}
+		n = e->upq_len;
+		memcpy(chunk, e->upq, n);
+		e->upq_len = 0;
+		done = e->body_done;
+		wake(e);
+		pthread_mutex_unlock(&e->lock);
+
+		if (n) {
+			char frame[32];
+			int ok = 1;
+			/* A sandbox that answers before it read the body (a refusal)
+			 * has the rest dropped rather than waited for. */
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			if (poll(&p, 1, 0) == 1) {
+				rc = 1;
+				break;
+			}
+			if (e->body_chunked) {
+				int fl = snprintf(frame, sizeof(frame), "%zx\r\n", n);
+				ok = up_write_all(fd, frame, (size_t)fl, upstream_deadline(), cancelled, e) == 0;
+			}
+			ok = ok && up_write_all(fd, chunk, n, upstream_deadline(), cancelled, e) == 0;
+			if (ok && e->body_chunked)
+				ok = up_write_all(fd, "\r\n", 2, upstream_deadline(), cancelled, e) == 0;
+			if (!ok)
+				break;
+		}
+		if (done) {
+			if (e->body_chunked && up_write_all(fd, "0\r\n\r\n", 5, upstream_deadline(), cancelled, e) < 0)
+				break;
+			rc = 0;
+			break;
+		}
+	}
+	free(chunk);
+	if (rc == 1) {
+		pthread_mutex_lock(&e->lock);
+		e->upload_dropped = 1;
+		e->upq_len = 0;
+		wake(e);
+		pthread_mutex_unlock(&e->lock);
+	}
+	return rc;
+}
+
+/* Puts bytes of the answer on the queue down, waiting while it is full. */
+static int queue_down(struct edge *e, const char *data, size_t len)
+{
+	while (len) {
+		pthread_mutex_lock(&e->lock);
+		while (!e->stop && e->downq_len == EDGE_QUEUE_BYTES) {
+			if (clock_mono_us() - e->down_stamp_us > client_stall_us()) {
+				/* The client stopped reading: give its connection up. */
+				e->stop = 1;
+				break;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+		}
+		if (e->stop) {
+			pthread_mutex_unlock(&e->lock);
+			return -1;
+		}
+		size_t room = EDGE_QUEUE_BYTES - e->downq_len, n = len < room ? len : room;
+		if (e->downq_len == 0)
+			e->down_stamp_us = clock_mono_us();
+		memcpy(e->downq + e->downq_len, data, n);
+		e->downq_len += n;
+		wake(e);
+		pthread_mutex_unlock(&e->lock);
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static ssize_t down_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct edge *e = cls;
+	ssize_t n;
+	(void)pos;
+	pthread_mutex_lock(&e->lock);
+	if (e->downq_len) {
+		n = (ssize_t)(e->downq_len < max ? e->downq_len : max);
+		memcpy(out, e->downq, (size_t)n);
+		memmove(e->downq, e->downq + n, e->downq_len - (size_t)n);
+		e->downq_len -= (size_t)n;
+		e->down_stamp_us = clock_mono_us();
+		pthread_cond_broadcast(&e->cond);
+	} else if (e->down_broken || e->stop) {
+		n = MHD_CONTENT_READER_END_WITH_ERROR;
+	} else if (e->down_done) {
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	} else {
+		e->suspended = 1;
+		MHD_suspend_connection(e->conn);
+		n = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+static void down_done(void *cls)
+{
+	struct edge *e = cls;
+	pthread_mutex_lock(&e->lock);
+	e->stop = 1;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	edge_unref(e);
+}
+
+/* Ends the answer's body: cleanly, or broken (the client sees the
+ * connection cut rather than a short body passed off as whole). */
+static void end_down(struct edge *e, int broken)
+{
+	pthread_mutex_lock(&e->lock);
+	if (broken)
+		e->down_broken = 1;
+	else
+		e->down_done = 1;
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+}
+
+struct framing {
+	int chunked;
+	int64_t length;   /* -1: until the sandbox closes */
+};
+
+/* The sandbox's answer: its head becomes the response, its body is
+ * streamed on. 0, or -1 before any answer was made. */
+static int relay_answer(struct edge *e, struct up *u)
+{
+	char line[EDGE_HEAD_LINE];
+	unsigned status;
+	struct framing fr = { 0, -1 };
+	struct MHD_Response *resp;
+	const char *hdr[EDGE_HEAD_LINES][2];
+	char *lines[EDGE_HEAD_LINES];
+	size_t nh = 0;
+	int rc = -1;
+
+	/* 1xx answers (100 Continue) are the sandbox's and the edge's business only. */
+	do {
+		if (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) < 0)
+			return -1;
+		if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 || line[8] != ' ')
+			return -1;
+		status = (unsigned)strtoul(line + 9, NULL, 10);
+		if (status < 100 || status > 599)
+			return -1;
+		if (status < 200) {
+			while (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) == 0 && line[0])
+				;
+		}
+	} while (status < 200);
+
+	for (;;) {
+		char *colon, *v;
+		if (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) < 0)
+			goto out;
+		if (!line[0])
+			break;
+		if (nh == EDGE_HEAD_LINES || !(colon = strchr(line, ':')) || colon == line)
+			goto out;
+		*colon = '\0';
+		v = colon + 1;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (strcasecmp(line, "Transfer-Encoding") == 0) {
+			if (strcasecmp(v, "chunked") != 0)
+				goto out;
+			fr.chunked = 1;
+		} else if (strcasecmp(line, "Content-Length") == 0) {
+			char *end;
+			errno = 0;
+			long long n = strtoll(v, &end, 10);
+			if (errno || *end || n < 0 || v == end)
+				goto out;
+			fr.length = n;
+		}
+		if (edge_hop_header(line))
+			continue;
+		/* name NUL value NUL, in one allocation */
+		size_t nl = strlen(line) + 1, vl = strlen(v) + 1;
+		lines[nh] = malloc(nl + vl);
+		if (!lines[nh])
+			goto out;
+		memcpy(lines[nh], line, nl);
+		memcpy(lines[nh] + nl, v, vl);
+		hdr[nh][0] = lines[nh];
+		hdr[nh][1] = lines[nh] + nl;
+		nh++;
+	}
+	if (fr.chunked)
+		fr.length = -1;
+	int no_body = e->head_only || status == 204 || status == 304;
+	if (no_body)
+		resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	else
+		resp = MHD_create_response_from_callback(fr.length >= 0 ? (uint64_t)fr.length : MHD_SIZE_UNKNOWN,
+							 16384, down_reader, e, down_done);
+	if (!resp)
+		goto out;
+	if (!no_body) {
+		pthread_mutex_lock(&e->lock);
+		e->refs++;
+		pthread_mutex_unlock(&e->lock);
+	}
+	for (size_t i = 0; i < nh; i++)
+		MHD_add_response_header(resp, hdr[i][0], hdr[i][1]);
+	pthread_mutex_lock(&e->lock);
+	resp = post_answer(e, status, resp);
+	pthread_mutex_unlock(&e->lock);
+	rc = 0;
+	if (resp) {
+		/* The client is gone: nothing to relay. */
+		MHD_destroy_response(resp);
+		goto out;
+	}
+	if (no_body)
+		goto out;
+
+	/* The body, as it comes. */
+	char *buf = malloc(16384);
+	int broken = 1;
+	if (!buf)
+		goto ended;
+	if (fr.chunked) {
+		for (;;) {
+			char *end;
+			if (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) < 0)
+				break;
+			errno = 0;
+			unsigned long long size = strtoull(line, &end, 16);
+			if (errno || end == line || (*end && *end != ';'))
+				break;
+			if (size == 0) {
+				/* Trailers are dropped: the SDK's protocols put none. */
+				while (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) == 0 && line[0])
+					;
+				broken = 0;
+				break;
+			}
+			while (size) {
+				ssize_t n = up_read(u, buf, size < 16384 ? (size_t)size : 16384, upstream_deadline(),
+						    cancelled, e);
+				if (n <= 0 || queue_down(e, buf, (size_t)n) < 0)
+					goto ended;
+				size -= (uint64_t)n;
+			}
+			if (up_line(u, line, sizeof(line), upstream_deadline(), cancelled, e) < 0 || line[0])
+				break;
+		}
+	} else {
+		int64_t left = fr.length;
+		for (;;) {
+			if (left == 0) {
+				broken = 0;
+				break;
+			}
+			size_t want = left < 0 || left > 16384 ? 16384 : (size_t)left;
+			ssize_t n = up_read(u, buf, want, upstream_deadline(), cancelled, e);
+			if (n == 0 && left < 0)
+				broken = 0;
+			if (n <= 0 || queue_down(e, buf, (size_t)n) < 0)
+				break;
+			if (left > 0)
+				left -= n;
+		}
+	}
+ended:
+	free(buf);
+	end_down(e, broken);
+out:
+	for (size_t i = 0; i < nh; i++)
+		free(lines[i]);
+	return rc;
+}
+
+struct target {
+	char hostport[300];
+	char socket_path[4096];
+	char *extra;           /* header lines the sandbox's endpoint asks for */
+};
+
+/* Where the request goes, from the library: 0, or an HTTP status after
+ * filling msg. */
+static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
+{
+	hangar_sandbox *sb = NULL;
+	int rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, e->id);
+	unsigned status = 0;
+
+	if (rc < 0) {
+		snprintf(msg, cap, "The sandbox %s was not found", e->id);
+		return rc == HANGAR_ENOTFOUND || rc == HANGAR_EGONE ? 502 : 502;
+	}
+	if (e->port == EDGE_ENVD_PORT) {
+		hangar_envd_endpoint ep = HANGAR_ENVD_ENDPOINT_INIT;
+		struct headbuf h = { 0 };
+		rc = hangar_sandbox_envd_endpoint(&ep, sb);
+		if (rc == HANGAR_EPAUSED) {
+			snprintf(msg, cap, "The sandbox %s is paused", e->id);
+			status = 502;
+			goto out;
+		}
+		if (rc < 0) {
+			snprintf(msg, cap, "The sandbox %s cannot be reached", e->id);
+			status = 502;
+			goto out;
+		}
+		snprintf(t->socket_path, sizeof(t->socket_path), "%s", ep.socket_path ? ep.socket_path : "");
+		if (up_hostport(ep.url, t->hostport, sizeof(t->hostport)) < 0 && !t->socket_path[0]) {
+			snprintf(msg, cap, "The sandbox's envd is at a URL the edge does not forward to (only http://)");
+			status = 502;
+			goto out;
+		}
+		if (!t->hostport[0])
+			snprintf(t->hostport, sizeof(t->hostport), "localhost:%u", EDGE_ENVD_PORT);
+		if (ep.access_token && ep.access_token[0])
+			hb_line(&h, "X-Access-Token", ep.access_token);
+		for (const char *const *p = ep.headers; p && *p; p++) {
+			const char *colon = strchr(*p, ':');
+			if (!colon || strpbrk(*p, "\r\n"))
+				continue;
+			hb_add(&h, *p, strlen(*p));
+			hb_add(&h, "\r\n", 2);
+		}
+		hb_add(&h, "", 0);
+		if (h.bad) {
+			free(h.p);
+			snprintf(msg, cap, "out of memory");
+			status = 500;
+			goto out;
+		}
+		t->extra = h.p;
+	} else {
+		hangar_buf addr = HANGAR_BUF_INIT;
+		rc = hangar_sandbox_expose_port(&addr, sb, e->port);
+		if (rc == HANGAR_EUNSUPPORTED) {
+			snprintf(msg, cap, "The sandbox's provider cannot expose ports");
+			status = 501;
+		} else if (rc < 0) {
+			snprintf(msg, cap, "The port %u of sandbox %s cannot be reached", e->port, e->id);
+			status = 502;
+		} else if (!strchr(addr.ptr, ':')) {
+			/* A platform's own HTTPS name: not reachable over plain HTTP. */
+			snprintf(msg, cap, "The port %u of sandbox %s is served by its platform at %s", e->port, e->id,
+				 addr.ptr);
+			status = 501;
+		} else {
+			snprintf(t->hostport, sizeof(t->hostport), "%s", addr.ptr);
+		}
+		hangar_buf_dispose(&addr);
+	}
+out:
+	hangar_sandbox_unref(sb);
+	return status;
+}
+
+static void *edge_main(void *arg)
+{
+	struct edge *e = arg;
+	struct target t = { .extra = NULL };
+	char msg[512];
+	unsigned status;
+	struct headbuf h = { 0 };
+	struct up u = { .fd = -1 };
+
+	t.hostport[0] = t.socket_path[0] = '\0';
+	status = resolve(e, &t, msg, sizeof(msg));
+	if (status) {
+		answer_error(e, status, msg);
+		goto done;
+	}
+	u.fd = up_connect(t.hostport, t.socket_path, EDGE_CONNECT_MS);
+	if (u.fd < 0) {
+		snprintf(msg, sizeof(msg), "The sandbox %s does not answer on port %u", e->id, e->port);
+		answer_error(e, 502, msg);
+		goto done;
+	}
+	pthread_mutex_lock(&e->lock);
+	e->upstream_fd = u.fd;
+	pthread_mutex_unlock(&e->lock);
+
+	hb_add(&h, e->head, strlen(e->head));
+	hb_line(&h, "Host", t.hostport);
+	if (t.extra)
+		hb_add(&h, t.extra, strlen(t.extra));
+	hb_add(&h, "Connection: close\r\n\r\n", 21);
+	if (h.bad || up_write_all(u.fd, h.p, h.len, upstream_deadline(), cancelled, e) < 0 ||
+	    (e->has_body && send_body(e, u.fd) < 0)) {
+		pthread_mutex_lock(&e->lock);
+		int stop = e->stop;
+		pthread_mutex_unlock(&e->lock);
+		if (!stop) {
+			snprintf(msg, sizeof(msg), "The sandbox %s stopped taking the request", e->id);
+			answer_error(e, 502, msg);
+		}
+		goto done;
+	}
+	if (relay_answer(e, &u) < 0) {
+		snprintf(msg, sizeof(msg), "The sandbox %s gave no valid answer in time", e->id);
+		answer_error(e, 502, msg);
+	}
+done:
+	pthread_mutex_lock(&e->lock);
+	e->upstream_fd = -1;
+	if (!e->answer && e->waiting_answer && e->r) {
+		/* No answer at all: the connection is closed on its next turn. */
+		e->waiting_answer = 0;
+		e->stop = 1;
+		e->suspended = 0;
+		request_deliver(e->r);
+	}
+	/* A connection still waiting on this thread (for room in a queue, or
+	 * bytes of the answer) finds out on its next turn that it ended. */
+	wake(e);
+	pthread_mutex_unlock(&e->lock);
+	if (u.fd >= 0)
+		close(u.fd);
+	free(h.p);
+	free(t.extra);
+	edge_unref(e);
+	return NULL;
+}
+
+/* ---- the connection's side (server.c) ---- */
+
+int edge_begin(struct request *r, const char *url, const char *method, struct edge **out)
+{
+	struct MHD_Connection *conn = request_connection(r);
+	const char *host = request_header(r, MHD_HTTP_HEADER_HOST);
+	const char *hid = request_header(r, "E2b-Sandbox-Id"), *hport = request_header(r, "E2b-Sandbox-Port");
+	char id[65] = "", expected[E2B_TOKEN_LEN + 1], traffic[E2B_TOKEN_LEN + 1];
+	unsigned port = 0, hp = 0;
+	int by_host = host_route(host, &port, id);
+	struct e2b_record rec;
+	struct edge *e;
+	struct headbuf h = { 0 };
+	const char *target = request_target(r), *cl, *te;
+
+	*out = NULL;
+	if (by_host == 0 && !hid && !hport)
+		return 0;    /* hangard's own API */
+	if (by_host < 0) {
+		edge_reply(r, url, 400, "the host names no sandbox: PORT-SANDBOXID.DOMAIN");
+		return 1;
+	}
+	if (hid || hport) {
+		if (!hid || !e2b_id_ok(hid)) {
+			edge_reply(r, url, 400, "E2b-Sandbox-Id is not a sandbox id (1 to 64 of [A-Za-z0-9_-])");
+			return 1;
+		}
+		if (header_port(hport, &hp) < 0) {
+			edge_reply(r, url, 400, "E2b-Sandbox-Port is not a port (1 to 65535)");
+			return 1;
+		}
+		if (by_host == 1 && (strcmp(hid, id) != 0 || hp != port)) {
+			edge_reply(r, url, 400, "the host and the E2b-Sandbox-Id and E2b-Sandbox-Port headers disagree");
+			return 1;
+		}
+		snprintf(id, sizeof(id), "%s", hid);
+		port = hp;
+	}
+	if (!target || target[0] != '/') {
+		edge_reply(r, url, 400, "the request target must be a path");
+		return 1;
+	}
+	if (hangard->stopping) {
+		edge_reply(r, url, 503, "the server is shutting down");
+		return 1;
+	}
+
+	/* The token of this sandbox, before anything reaches it. */
+	memset(&rec, 0, sizeof(rec));
+	if (e2b_record_get(id, &rec) < 0) {
+		edge_reply(r, url, 500, "the sandbox's record cannot be read");
+		return 1;
+	}
+	e2b_tokens(id, rec.generation, expected, traffic);
+	e2b_record_dispose(&rec);
+	const char *presented = request_header(r, port == EDGE_ENVD_PORT ? "X-Access-Token" : "e2b-traffic-access-token");
+	int ok = token_matches(presented, port == EDGE_ENVD_PORT ? expected : traffic);
+	/* Without the header, a signed file URL; envd then gets its own token
+	 * as the header, which it takes before any signature. */
+	if (!presented && port == EDGE_ENVD_PORT)
+		ok = signature_matches(r, url, method, expected);
+	sodium_memzero(expected, sizeof(expected));
+	sodium_memzero(traffic, sizeof(traffic));
+	if (!ok) {
+		edge_reply(r, url, 401,
+			   port == EDGE_ENVD_PORT
+				   ? "unauthorized access, please provide a valid access token (X-Access-Token)"
+				   : "unauthorized access, please provide a valid traffic access token "
+				     "(e2b-traffic-access-token)");
+		return 1;
+	}
+
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		edge_reply(r, url, 500, "out of memory");
+		return 1;
+	}
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	e->refs = 2;   /* the request's, the thread's */
+	snprintf(e->id, sizeof(e->id), "%s", id);
+	e->port = port;
+	e->r = r;
+	e->conn = conn;
+	e->client_fd = -1;
+	e->upstream_fd = -1;
+	e->up_stamp_us = e->down_stamp_us = clock_mono_us();
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		e->client_fd = ci->connect_fd;
+	e->head_only = strcmp(method, "HEAD") == 0;
+	cl = request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	te = request_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	hb_add(&h, method, strlen(method));
+	hb_add(&h, " ", 1);
+	hb_add(&h, target, strlen(target));
+	hb_add(&h, " HTTP/1.1\r\n", 11);
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, copy_header, &h);
+	if (te && strcasecmp(te, "identity") != 0) {
+		e->has_body = e->body_chunked = 1;
+		hb_line(&h, "Transfer-Encoding", "chunked");
+	} else if (cl) {
+		e->has_body = strcmp(cl, "0") != 0;
+		hb_line(&h, "Content-Length", cl);
+	}
+	e->head = h.p;
+	e->upq = malloc(EDGE_QUEUE_BYTES);
+	e->downq = malloc(EDGE_QUEUE_BYTES);
+	if (h.bad || !e->head || !e->upq || !e->downq) {
+		e->refs = 1;
+		edge_unref(e);
+		edge_reply(r, url, h.bad ? 400 : 500, h.bad ? "a header cannot be forwarded" : "out of memory");
+		return 1;
+	}
+
+	pthread_mutex_lock(&edges_lock);
+	if (edges_stopping) {
+		pthread_mutex_unlock(&edges_lock);
+		e->refs = 1;
+		edge_unref(e);
+		edge_reply(r, url, 503, "the server is shutting down");
+		return 1;
+	}
+	e->linked = 1;
+	e->next = edges;
+	if (edges)
+		edges->prev = e;
+	edges = e;
+	pthread_mutex_unlock(&edges_lock);
+
+	pthread_t th;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	if (pthread_create(&th, &attr, edge_main, e) != 0) {
+		pthread_attr_destroy(&attr);
+		e->refs = 1;
+		edge_unref(e);
+		edge_reply(r, url, 503, "no thread for the request");
+		return 1;
+	}
+	pthread_attr_destroy(&attr);
+	*out = e;
+	return 1;
+}
+
+int edge_on_request(struct edge *e, struct request *r, const char *data, size_t *size)
+{
+	int rc = EDGE_WAIT;
+	pthread_mutex_lock(&e->lock);
+	if (*size) {
+		if (e->upload_dropped || e->stop) {
+			*size = 0;
+		} else {
+			size_t room = EDGE_QUEUE_BYTES - e->upq_len, n = *size < room ? *size : room;
+			memcpy(e->upq + e->upq_len, data, n);
+			e->upq_len += n;
+			*size -= n;
+			e->up_stamp_us = clock_mono_us();
+			pthread_cond_broadcast(&e->cond);
+			if (*size) {
+				/* Full: the connection waits until the thread took it. */
+				e->suspended = 1;
+				MHD_suspend_connection(e->conn);
+			}
+		}
+		pthread_mutex_unlock(&e->lock);
+		return EDGE_WAIT;
+	}
+	if (e->stop && !e->answer) {
+		rc = EDGE_FAIL;
+	} else if (e->answer) {
+		e->body_done = 1;
+		reply_response(r, e->status, e->answer);
+		e->answer = NULL;
+		rc = EDGE_ANSWER;
+	} else {
+		e->body_done = 1;
+		e->waiting_answer = 1;
+		e->suspended = 1;
+		MHD_suspend_connection(e->conn);
+	}
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+void edge_request_done(struct edge *e)
+{
+	struct MHD_Response *answer;
+	pthread_mutex_lock(&e->lock);
+	answer = e->answer;
+	e->answer = NULL;
+	e->r = NULL;
+	e->conn = NULL;
+	e->client_fd = -1;
+	e->stop = 1;
+	e->suspended = 0;
+	pthread_cond_broadcast(&e->cond);
+	if (e->upstream_fd >= 0)
+		shutdown(e->upstream_fd, SHUT_RDWR);
+	pthread_mutex_unlock(&e->lock);
+	/* An answer never sent holds a reference to e (its reader's). */
+	if (answer)
+		MHD_destroy_response(answer);
+	edge_unref(e);
+}
+
+void edge_close_all(void)
+{
+	pthread_mutex_lock(&edges_lock);
+	edges_stopping = 1;
+	for (struct edge *e = edges; e; e = e->next) {
+		pthread_mutex_lock(&e->lock);
+		e->stop = 1;
+		if (e->upstream_fd >= 0)
+			shutdown(e->upstream_fd, SHUT_RDWR);
+		pthread_cond_broadcast(&e->cond);
+		wake(e);
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&edges_lock);
+}
