@@ -44,7 +44,14 @@
 #define EDGE_HEAD_LINE 8192
 #define EDGE_HEAD_LINES 100
 
-enum { UP_STAGE_BODY, UP_STAGE_ANSWER, UP_STAGE_DONE };
+/* What a suspended connection waits for: only that resumes it, so that
+ * the thread's progress on one front never wakes a wait on another. */
+enum wait_for {
+	WAIT_NONE,
+	WAIT_ROOM,      /* room in the queue up, for the rest of a body chunk */
+	WAIT_ANSWER,    /* the answer's head */
+	WAIT_DATA,      /* bytes of the answer's body */
+};
 
 struct edge {
 	pthread_mutex_t lock;
@@ -65,7 +72,7 @@ struct edge {
 	struct request *r;          /* NULL once the request completed */
 	struct MHD_Connection *conn;
 	int client_fd;
-	int suspended;
+	enum wait_for susp;         /* why the connection is suspended */
 	int stop;                   /* hangard stops, or the client is gone */
 	int waiting_answer;         /* the body is in, the connection waits for the answer */
 	int body_done;
@@ -112,13 +119,22 @@ static void edge_unref(struct edge *e)
 	free(e);
 }
 
-/* Resumes the connection if it waits; with the lock held. */
-static void wake(struct edge *e)
+/* Resumes the connection if it waits for what (WAIT_NONE: for anything);
+ * with the lock held. */
+static void wake(struct edge *e, enum wait_for what)
 {
-	if (e->suspended && e->conn) {
-		e->suspended = 0;
+	if (e->susp != WAIT_NONE && (what == WAIT_NONE || e->susp == what) && e->conn) {
+		e->susp = WAIT_NONE;
 		MHD_resume_connection(e->conn);
 	}
+}
+
+/* Suspends the connection until wake(); with the lock held, from
+ * libmicrohttpd's callbacks of the connection. */
+static void wait_for(struct edge *e, enum wait_for what)
+{
+	e->susp = what;
+	MHD_suspend_connection(e->conn);
 }
 
 /* ---- answers of the edge itself, in E2B's shapes ---- */
@@ -329,7 +345,7 @@ static int cancelled(void *payload)
 	stop = e->stop;
 	/* The connection waits (suspended): libmicrohttpd does not watch the
 	 * socket, so a client that left is seen here, by its FIN or reset. */
-	if (!stop && e->suspended && e->client_fd >= 0) {
+	if (!stop && e->susp != WAIT_NONE && e->client_fd >= 0) {
 		struct pollfd p = { .fd = e->client_fd, .events = POLLRDHUP };
 		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			stop = e->stop = 1;
@@ -361,7 +377,7 @@ static struct MHD_Response *post_answer(struct edge *e, unsigned status, struct 
 		e->waiting_answer = 0;
 		reply_response(e->r, e->status, e->answer);
 		e->answer = NULL;
-		e->suspended = 0;
+		e->susp = WAIT_NONE;
 		request_deliver(e->r);
 	}
 	pthread_cond_broadcast(&e->cond);
@@ -422,7 +438,7 @@ static int send_body(struct edge *e, int fd)
 		memcpy(chunk, e->upq, n);
 		e->upq_len = 0;
 		done = e->body_done;
-		wake(e);
+		wake(e, WAIT_ROOM);
 		pthread_mutex_unlock(&e->lock);
 
 		if (n) {
@@ -457,7 +473,7 @@ static int send_body(struct edge *e, int fd)
 		pthread_mutex_lock(&e->lock);
 		e->upload_dropped = 1;
 		e->upq_len = 0;
-		wake(e);
+		wake(e, WAIT_ROOM);
 		pthread_mutex_unlock(&e->lock);
 	}
 	return rc;
@@ -488,7 +504,7 @@ static int queue_down(struct edge *e, const char *data, size_t len)
 			e->down_stamp_us = clock_mono_us();
 		memcpy(e->downq + e->downq_len, data, n);
 		e->downq_len += n;
-		wake(e);
+		wake(e, WAIT_DATA);
 		pthread_mutex_unlock(&e->lock);
 		data += n;
 		len -= n;
@@ -514,8 +530,7 @@ static ssize_t down_reader(void *cls, uint64_t pos, char *out, size_t max)
 	} else if (e->down_done) {
 		n = MHD_CONTENT_READER_END_OF_STREAM;
 	} else {
-		e->suspended = 1;
-		MHD_suspend_connection(e->conn);
+		wait_for(e, WAIT_DATA);
 		n = 0;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -541,7 +556,7 @@ static void end_down(struct edge *e, int broken)
 		e->down_broken = 1;
 	else
 		e->down_done = 1;
-	wake(e);
+	wake(e, WAIT_DATA);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -694,6 +709,7 @@ static int relay_answer(struct edge *e, struct up *u)
 	}
 ended:
 	free(buf);
+	if (broken) { int er = errno; fprintf(stderr, "DEBUG edge broken chunked=%d len=%lld eof=%d errno=%d stop=%d\n", fr.chunked, (long long)fr.length, u->eof, er, e->stop); }
 	end_down(e, broken);
 out:
 	for (size_t i = 0; i < nh; i++)
@@ -834,12 +850,12 @@ done:
 		/* No answer at all: the connection is closed on its next turn. */
 		e->waiting_answer = 0;
 		e->stop = 1;
-		e->suspended = 0;
+		e->susp = WAIT_NONE;
 		request_deliver(e->r);
 	}
 	/* A connection still waiting on this thread (for room in a queue, or
 	 * bytes of the answer) finds out on its next turn that it ended. */
-	wake(e);
+	wake(e, WAIT_NONE);
 	pthread_mutex_unlock(&e->lock);
 	if (u.fd >= 0)
 		close(u.fd);
@@ -1010,27 +1026,23 @@ int edge_on_request(struct edge *e, struct request *r, const char *data, size_t 
 			*size -= n;
 			e->up_stamp_us = clock_mono_us();
 			pthread_cond_broadcast(&e->cond);
-			if (*size) {
+			if (*size)
 				/* Full: the connection waits until the thread took it. */
-				e->suspended = 1;
-				MHD_suspend_connection(e->conn);
-			}
+				wait_for(e, WAIT_ROOM);
 		}
 		pthread_mutex_unlock(&e->lock);
 		return EDGE_WAIT;
 	}
-	if (e->stop && !e->answer) {
-		rc = EDGE_FAIL;
-	} else if (e->answer) {
-		e->body_done = 1;
+	e->body_done = 1;
+	if (e->answer) {
 		reply_response(r, e->status, e->answer);
 		e->answer = NULL;
 		rc = EDGE_ANSWER;
+	} else if (e->stop) {
+		rc = EDGE_FAIL;
 	} else {
-		e->body_done = 1;
 		e->waiting_answer = 1;
-		e->suspended = 1;
-		MHD_suspend_connection(e->conn);
+		wait_for(e, WAIT_ANSWER);
 	}
 	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
@@ -1047,7 +1059,7 @@ void edge_request_done(struct edge *e)
 	e->conn = NULL;
 	e->client_fd = -1;
 	e->stop = 1;
-	e->suspended = 0;
+	e->susp = WAIT_NONE;
 	pthread_cond_broadcast(&e->cond);
 	if (e->upstream_fd >= 0)
 		shutdown(e->upstream_fd, SHUT_RDWR);
@@ -1068,7 +1080,7 @@ void edge_close_all(void)
 		if (e->upstream_fd >= 0)
 			shutdown(e->upstream_fd, SHUT_RDWR);
 		pthread_cond_broadcast(&e->cond);
-		wake(e);
+		wake(e, WAIT_NONE);
 		pthread_mutex_unlock(&e->lock);
 	}
 	pthread_mutex_unlock(&edges_lock);

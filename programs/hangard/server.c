@@ -703,12 +703,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->phase == P_READY)
 		return queue_now(r);
+	/* libmicrohttpd may call once more after an answer was queued early. */
+	if (r->phase != P_BODY)
+		return MHD_YES;
 	if (r->edge) {
 		int rc = edge_on_request(r->edge, r, upload_data, upload_size);
 		return rc == EDGE_ANSWER ? queue_now(r) : rc == EDGE_FAIL ? MHD_NO : MHD_YES;
 	}
-	if (r->phase != P_BODY)
-		return MHD_YES;
 	if (*upload_size) {
 		take_body(r, upload_data, *upload_size);
 		*upload_size = 0;
