@@ -4,14 +4,21 @@
 //   - create then kill a sandbox     (Sandbox.create + kill / POST + DELETE /v1/sandboxes)
 //   - one sandbox's state            (Sandbox.getInfo / GET /v1/sandboxes/{id})
 //   - the list of sandboxes          (Sandbox.list().nextItems() / GET /v1/sandboxes)
-// Figures only: nothing here passes or fails. Commands and files do not go
-// through hangard (it routes no envd traffic), so they are not timed here.
+//   - a command through the sandbox edge (commands.run('true') with
+//     sandboxUrl set to hangard) against the same SDK call straight at a
+//     hangar-envd listening on TCP (the jail's envd answers on a unix
+//     socket only, with a token only the library holds: the baseline is
+//     the same binary on loopback, outside a jail), and envd's /health the
+//     same two ways, which takes the command's own cost out
+// Figures only: nothing here passes or fails.
 //
 // Run: meson test -C build --benchmark --verbose e2b-api
 // Optional: BENCH_ITERATIONS (default 200), BENCH_WARMUP (default 20),
 // BENCH_CREATES (default 30: creates take a jail each).
 // Exits 77 (meson's "skipped") when the SDK is not installed
 // (npm ci --prefix tests/conformance).
+
+import { spawn } from 'node:child_process';
 
 import { measure } from './stats.mjs';
 
@@ -55,6 +62,44 @@ try {
   await measure('list via /e2b (SDK)', () => e2b.Sandbox.list(opts).nextItems(), counts);
   await measure('GET /v1/sandboxes', () => ok(hd.v1('GET', '/v1/sandboxes'), 200), counts);
   await sb.kill();
+
+  await edgeAgainstEnvd(hd);
 } finally {
   await hd.cleanup();
+}
+
+/** hangar-envd on 127.0.0.1, a port of the kernel's choice: {port, stop()}. */
+async function startEnvd() {
+  const child = spawn(process.env.HANGAR_ENVD_PATH, ['-addr', '127.0.0.1', '-port', '0', '-ready-fd', '3', '-user', 'user'], {
+    stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
+  });
+  const line = await new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdio[3].on('data', (d) => { buf += d; if (buf.includes('\n')) resolve(buf); });
+    child.on('error', reject);
+    child.on('exit', () => resolve(buf));
+  });
+  const m = /^ready (\d+)/.exec(line);
+  if (!m) throw new Error(`hangar-envd did not start: ${line}`);
+  return { port: Number(m[1]), stop: () => child.kill('SIGTERM') };
+}
+
+async function edgeAgainstEnvd(hd) {
+  const envd = await startEnvd();
+  const sb = await e2b.Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 600_000 });
+  try {
+    const direct = new e2b.Sandbox({ sandboxId: 'bench', envdVersion: '0.6.4', sandboxUrl: `http://127.0.0.1:${envd.port}` });
+    const p50 = {};
+    const time = async (name, fn) => { p50[name] = (await measure(name, fn, counts)).p50; };
+    await time('run true via the edge', () => sb.commands.run('true'));
+    await time('run true straight to envd', () => direct.commands.run('true'));
+    await time('/health via the edge', () => sb.isRunning());
+    await time('/health straight to envd', () => direct.isRunning());
+    const d = (a, b) => (p50[a] - p50[b]).toFixed(3);
+    console.log(`the edge adds at p50: ${d('run true via the edge', 'run true straight to envd')} ms to a command, ` +
+      `${d('/health via the edge', '/health straight to envd')} ms to /health`);
+  } finally {
+    await sb.kill();
+    envd.stop();
+  }
 }
