@@ -6,8 +6,8 @@
  * and forwards it with the sandbox's own credentials, which its users
  * never see.
  *
- * Each forwarded request has a thread of its own (a stream may last as
- * long as a command), joined to the client's connection by two bounded
+ * Each forwarded request has a thread of its own while it runs (a stream
+ * may last as long as a command), joined to the client's connection by two bounded
  * queues: the body going up, the answer coming down. When a queue is full
  * the side that fills it waits, and the connection is suspended while
  * libmicrohttpd has nothing to do for it, so no thread of libmicrohttpd and
@@ -58,6 +58,7 @@ struct edge {
 	pthread_cond_t cond;
 	int refs;
 	struct edge *prev, *next;   /* in the list of edges alive */
+	struct edge *job_next;      /* waiting for an idle thread */
 	int linked;
 
 	/* What to forward, fixed before the thread starts. */
@@ -798,9 +799,8 @@ out:
 	return status;
 }
 
-static void *edge_main(void *arg)
+static void forward(struct edge *e)
 {
-	struct edge *e = arg;
 	struct target t = { .extra = NULL };
 	char msg[512];
 	unsigned status;
@@ -862,7 +862,73 @@ done:
 	free(h.p);
 	free(t.extra);
 	edge_unref(e);
-	return NULL;
+}
+
+/*
+ * The threads that forward: one per request in flight, kept a while after
+ * their request for the next one (creating a thread is a good part of what
+ * the edge adds to a short request).
+ */
+#define EDGE_THREAD_IDLE_S 30
+
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t threads_cond = PTHREAD_COND_INITIALIZER;
+static struct edge *jobs_head, *jobs_tail;   /* each with an idle thread promised to it */
+static unsigned threads_idle;                /* idle threads no job was promised to */
+
+static void *edge_thread(void *arg)
+{
+	struct edge *e = arg;
+	for (;;) {
+		struct timespec ts;
+		forward(e);
+		pthread_mutex_lock(&threads_lock);
+		threads_idle++;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += EDGE_THREAD_IDLE_S;
+		while (!jobs_head)
+			if (pthread_cond_timedwait(&threads_cond, &threads_lock, &ts) != 0)
+				break;
+		if (!jobs_head) {
+			threads_idle--;
+			pthread_mutex_unlock(&threads_lock);
+			return NULL;
+		}
+		e = jobs_head;
+		jobs_head = e->job_next;
+		if (!jobs_head)
+			jobs_tail = NULL;
+		pthread_mutex_unlock(&threads_lock);
+	}
+}
+
+/* Hands e to an idle thread, or to a new one; -1 when none can be made. */
+static int dispatch(struct edge *e)
+{
+	pthread_t th;
+	pthread_attr_t attr;
+	int rc;
+
+	pthread_mutex_lock(&threads_lock);
+	if (threads_idle > 0) {
+		threads_idle--;
+		e->job_next = NULL;
+		if (jobs_tail)
+			jobs_tail->job_next = e;
+		else
+			jobs_head = e;
+		jobs_tail = e;
+		pthread_cond_signal(&threads_cond);
+		pthread_mutex_unlock(&threads_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&threads_lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	rc = pthread_create(&th, &attr, edge_thread, e);
+	pthread_attr_destroy(&attr);
+	return rc == 0 ? 0 : -1;
 }
 
 /* ---- the connection's side (server.c) ---- */
@@ -995,19 +1061,12 @@ int edge_begin(struct request *r, const char *url, const char *method, struct ed
 	edges = e;
 	pthread_mutex_unlock(&edges_lock);
 
-	pthread_t th;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (pthread_create(&th, &attr, edge_main, e) != 0) {
-		pthread_attr_destroy(&attr);
+	if (dispatch(e) < 0) {
 		e->refs = 1;
 		edge_unref(e);
 		edge_reply(r, url, 503, "no thread for the request");
 		return 1;
 	}
-	pthread_attr_destroy(&attr);
 	*out = e;
 	return 1;
 }
