@@ -710,7 +710,6 @@ static int relay_answer(struct edge *e, struct up *u)
 	}
 ended:
 	free(buf);
-	if (broken) { int er = errno; fprintf(stderr, "DEBUG edge broken chunked=%d len=%lld eof=%d errno=%d stop=%d\n", fr.chunked, (long long)fr.length, u->eof, er, e->stop); }
 	end_down(e, broken);
 out:
 	for (size_t i = 0; i < nh; i++)
