@@ -568,11 +568,12 @@ struct framing {
 
 /* The sandbox's answer: its head becomes the response, its body is
  * streamed on. 0, or -1 before any answer was made. */
-static int relay_answer(struct edge *e, struct up *u)
+static int relay_answer(struct edge *e, struct up *u, int *reusable)
 {
 	char line[EDGE_HEAD_LINE];
 	unsigned status;
 	struct framing fr = { 0, -1 };
+	int close_after = 0;
 	struct MHD_Response *resp;
 	const char *hdr[EDGE_HEAD_LINES][2];
 	char *lines[EDGE_HEAD_LINES];
@@ -586,6 +587,7 @@ static int relay_answer(struct edge *e, struct up *u)
 		if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 || line[8] != ' ')
 			return -1;
 		status = (unsigned)strtoul(line + 9, NULL, 10);
+		close_after = line[7] != '1';
 		if (status < 100 || status > 599)
 			return -1;
 		if (status < 200) {
@@ -606,6 +608,8 @@ static int relay_answer(struct edge *e, struct up *u)
 		v = colon + 1;
 		while (*v == ' ' || *v == '\t')
 			v++;
+		if (strcasecmp(line, "Connection") == 0 && strcasestr(v, "close"))
+			close_after = 1;
 		if (strcasecmp(line, "Transfer-Encoding") == 0) {
 			if (strcasecmp(v, "chunked") != 0)
 				goto out;
@@ -657,8 +661,11 @@ static int relay_answer(struct edge *e, struct up *u)
 		MHD_destroy_response(resp);
 		goto out;
 	}
-	if (no_body)
+	if (no_body) {
+		/* Unless it has a length: a HEAD's, or a broken 204 */
+		*reusable = !close_after && (e->head_only || (!fr.chunked && fr.length <= 0));
 		goto out;
+	}
 
 	/* The body, as it comes. */
 	char *buf = malloc(16384);
@@ -711,6 +718,7 @@ static int relay_answer(struct edge *e, struct up *u)
 ended:
 	free(buf);
 	end_down(e, broken);
+	*reusable = !broken && !close_after && (fr.chunked || fr.length >= 0);
 out:
 	for (size_t i = 0; i < nh; i++)
 		free(lines[i]);
@@ -798,6 +806,75 @@ out:
 	return status;
 }
 
+/*
+ * Idle connections to envds, kept for the next request to the same socket:
+ * a connection set up per request is most of what is left of the edge's
+ * cost. Only envd's (a user port's server is the sandbox's users' code,
+ * whose answers are not trusted to end where they say), only after an
+ * answer whose end its framing marked, and for a few seconds, far within
+ * envd's own idle bound.
+ */
+#define EDGE_KEEP_CONNS 64
+#define EDGE_KEEP_S 5
+
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept {
+	int fd;
+	int64_t since_us;
+	char key[4096];
+} kept[EDGE_KEEP_CONNS];
+static unsigned n_kept;
+
+static void keep_conn(const char *key, int fd)
+{
+	int drop = -1;
+	pthread_mutex_lock(&keep_lock);
+	if (n_kept == EDGE_KEEP_CONNS) {
+		/* Full: the oldest goes. */
+		drop = kept[0].fd;
+		memmove(&kept[0], &kept[1], (EDGE_KEEP_CONNS - 1) * sizeof(kept[0]));
+		n_kept--;
+	}
+	kept[n_kept].fd = fd;
+	kept[n_kept].since_us = clock_mono_us();
+	snprintf(kept[n_kept].key, sizeof(kept[n_kept].key), "%s", key);
+	n_kept++;
+	pthread_mutex_unlock(&keep_lock);
+	if (drop >= 0)
+		close(drop);
+}
+
+/* A kept connection to key that is still open and quiet, or -1. */
+static int take_conn(const char *key)
+{
+	int64_t now = clock_mono_us();
+	for (;;) {
+		int fd = -1;
+		pthread_mutex_lock(&keep_lock);
+		for (unsigned i = n_kept; i-- > 0;) {
+			int stale = now - kept[i].since_us > (int64_t)EDGE_KEEP_S * 1000000;
+			if (stale || strcmp(kept[i].key, key) == 0) {
+				fd = stale ? -2 - kept[i].fd : kept[i].fd;
+				memmove(&kept[i], &kept[i + 1], (n_kept - i - 1) * sizeof(kept[0]));
+				n_kept--;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&keep_lock);
+		if (fd == -1)
+			return -1;
+		if (fd <= -2) {
+			close(-2 - fd);
+			continue;
+		}
+		/* Anything to read now (bytes nobody asked for, or the end) makes it unfit. */
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		if (poll(&p, 1, 0) == 0)
+			return fd;
+		close(fd);
+	}
+}
+
 static void forward(struct edge *e)
 {
 	struct target t = { .extra = NULL };
@@ -812,7 +889,11 @@ static void forward(struct edge *e)
 		answer_error(e, status, msg);
 		goto done;
 	}
-	u.fd = up_connect(t.hostport, t.socket_path, EDGE_CONNECT_MS);
+	const char *key = t.socket_path[0] ? t.socket_path : t.hostport;
+	int keepable = e->port == EDGE_ENVD_PORT;
+	u.fd = keepable ? take_conn(key) : -1;
+	if (u.fd < 0)
+		u.fd = up_connect(t.hostport, t.socket_path, EDGE_CONNECT_MS);
 	if (u.fd < 0) {
 		snprintf(msg, sizeof(msg), "The sandbox %s does not answer on port %u", e->id, e->port);
 		answer_error(e, 502, msg);
@@ -826,7 +907,7 @@ static void forward(struct edge *e)
 	hb_line(&h, "Host", t.hostport);
 	if (t.extra)
 		hb_add(&h, t.extra, strlen(t.extra));
-	hb_add(&h, "Connection: close\r\n\r\n", 21);
+	hb_add(&h, keepable ? "\r\n" : "Connection: close\r\n\r\n", keepable ? 2 : 21);
 	if (h.bad || up_write_all(u.fd, h.p, h.len, upstream_deadline(), cancelled, e) < 0 ||
 	    (e->has_body && send_body(e, u.fd) < 0)) {
 		pthread_mutex_lock(&e->lock);
@@ -838,9 +919,18 @@ static void forward(struct edge *e)
 		}
 		goto done;
 	}
-	if (relay_answer(e, &u) < 0) {
+	int reusable = 0;
+	if (relay_answer(e, &u, &reusable) < 0) {
 		snprintf(msg, sizeof(msg), "The sandbox %s gave no valid answer in time", e->id);
 		answer_error(e, 502, msg);
+	}
+	pthread_mutex_lock(&e->lock);
+	reusable = reusable && keepable && !e->stop && !e->upload_dropped && u.pos == u.len;
+	e->upstream_fd = -1;
+	pthread_mutex_unlock(&e->lock);
+	if (reusable) {
+		keep_conn(key, u.fd);
+		u.fd = -1;
 	}
 done:
 	pthread_mutex_lock(&e->lock);
