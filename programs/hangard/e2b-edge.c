@@ -13,8 +13,8 @@
  * libmicrohttpd has nothing to do for it, so no thread of libmicrohttpd and
  * no worker of the pool ever waits on a sandbox or on a slow client. Every
  * wait is bounded: a client that stops reading or sending for
- * HANGARD_IDLE_TIMEOUT_SECONDS, or a sandbox silent for EDGE_UPSTREAM_STALL_S,
- * ends the request.
+ * HANGARD_IDLE_TIMEOUT_SECONDS, or a sandbox silent for
+ * HANGARD_SANDBOX_STALL_SECONDS, ends the request.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,9 +34,6 @@
 #include "e2b-edge.h"
 #include "e2b.h"
 
-/* How long a sandbox may be silent: its answer's head, or between two
- * pieces of a stream (envd sends keepalives on streams well within it). */
-#define EDGE_UPSTREAM_STALL_S 300
 #define EDGE_CONNECT_MS 5000
 /* Each direction's queue. */
 #define EDGE_QUEUE_BYTES (256 * 1024)
@@ -360,9 +357,26 @@ static int64_t client_stall_us(void)
 	return (int64_t)hangard->cfg->idle_timeout_s * 1000000;
 }
 
+/* One wait of the thread on the client, with the lock held, of a second at
+ * most; the request is given up (stop) once the client has done nothing
+ * for the idle bound since stamp_us. */
+static void wait_on_client(struct edge *e, int64_t stamp_us)
+{
+	struct timespec ts;
+	if (clock_mono_us() - stamp_us > client_stall_us()) {
+		e->stop = 1;
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+}
+
 static int64_t upstream_deadline(void)
 {
-	return clock_mono_us() + (int64_t)EDGE_UPSTREAM_STALL_S * 1000000;
+	/* How long a sandbox may be silent: for its answer's head, or between
+	 * two pieces of a stream (envd sends keepalives well within it). */
+	return clock_mono_us() + (int64_t)hangard->cfg->sandbox_stall_s * 1000000;
 }
 
 /* Hands the answer to the connection: now, if it waits for it, else when
@@ -419,18 +433,8 @@ static int send_body(struct edge *e, int fd)
 		size_t n;
 		int done;
 		pthread_mutex_lock(&e->lock);
-		for (;;) {
-			if (e->stop || e->upq_len || e->body_done)
-				break;
-			if (clock_mono_us() - e->up_stamp_us > client_stall_us()) {
-				e->stop = 1;
-				break;
-			}
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
-			pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-		}
+		while (!e->stop && !e->upq_len && !e->body_done)
+			wait_on_client(e, e->up_stamp_us);
 		if (e->stop) {
 			pthread_mutex_unlock(&e->lock);
 			break;
@@ -485,17 +489,9 @@ static int queue_down(struct edge *e, const char *data, size_t len)
 {
 	while (len) {
 		pthread_mutex_lock(&e->lock);
-		while (!e->stop && e->downq_len == EDGE_QUEUE_BYTES) {
-			if (clock_mono_us() - e->down_stamp_us > client_stall_us()) {
-				/* The client stopped reading: give its connection up. */
-				e->stop = 1;
-				break;
-			}
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
-			pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-		}
+		/* A client that stopped reading has its request given up. */
+		while (!e->stop && e->downq_len == EDGE_QUEUE_BYTES)
+			wait_on_client(e, e->down_stamp_us);
 		if (e->stop) {
 			pthread_mutex_unlock(&e->lock);
 			return -1;

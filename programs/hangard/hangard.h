@@ -47,6 +47,7 @@ struct hangard_config {
 	unsigned reaper_interval_s;
 	unsigned reaper_lease_s;
 	char *sandbox_domain;
+	unsigned sandbox_stall_s;
 };
 
 /** One NAME=VALUE the configuration holds, in the order it applies. */

@@ -18,9 +18,11 @@ let a;
 let b;
 
 before(async () => {
-  // A short idle bound, so that the stalled clients below are given up on
-  // within the test's time.
-  hd = await new Hangard({ env: { HANGARD_SANDBOX_DOMAIN: DOMAIN, HANGARD_IDLE_TIMEOUT_SECONDS: '3' } }).start();
+  // Short bounds, so that the stalled clients and sandboxes below are given
+  // up on within the test's time.
+  hd = await new Hangard({
+    env: { HANGARD_SANDBOX_DOMAIN: DOMAIN, HANGARD_IDLE_TIMEOUT_SECONDS: '3', HANGARD_SANDBOX_STALL_SECONDS: '2' },
+  }).start();
   a = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 300_000 });
   b = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 300_000 });
 });
@@ -183,6 +185,58 @@ test('a user port needs the traffic token, and is served with it', async () => {
     return r.status === 200 ? r : null;
   }, { what: 'the sandbox\'s http server through the edge' });
   assert.equal(ok.body, 'port-ok\n');
+});
+
+// A server in the sandbox that answers as nothing should, by the path: not
+// at all, not HTTP, a body cut short of its length, a stream that stops
+// (and /ready, to know it listens).
+const HOSTILE = `
+import socket, threading
+def serve(c):
+    req = c.recv(65536).decode('latin-1')
+    path = req.split(' ')[1] if ' ' in req else ''
+    if path == '/ready':
+        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok')
+    elif path == '/silent':
+        threading.Event().wait(60)
+    elif path == '/garbage':
+        c.sendall(b'NOT HTTP AT ALL\\r\\n\\r\\n')
+    elif path == '/cut':
+        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 100\\r\\n\\r\\nshort')
+    elif path == '/slow-stream':
+        c.sendall(b'HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nfirst\\r\\n')
+        threading.Event().wait(60)
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 8001))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`;
+
+test('hostile answers from a sandbox\'s port: forwarded as they are, bounded in time', async () => {
+  await exec(a.sandboxId, `cat > /tmp/edge-hostile.py <<'EOF'\n${HOSTILE}\nEOF`);
+  await a.commands.run('python3 /tmp/edge-hostile.py >/dev/null 2>&1', { background: true });
+  const headers = { 'E2b-Sandbox-Id': a.sandboxId, 'E2b-Sandbox-Port': '8001', 'e2b-traffic-access-token': a.trafficAccessToken };
+  await waitFor(async () => (await raw('GET', '/ready', { headers })).status === 200, { what: 'the hostile server up' });
+  // Not HTTP: 502.
+  assert.equal((await raw('GET', '/garbage', { headers })).status, 502);
+
+  // No answer at all: 502 after the stall bound (2 s here), others answered meanwhile.
+  const t0 = Date.now();
+  const silent = raw('GET', '/silent', { headers });
+  await othersAnswered();
+  const r = await silent;
+  assert.equal(r.status, 502, r.body);
+  const took = Date.now() - t0;
+  assert.ok(took >= 1500 && took < 10_000, `the silent sandbox was given up after ${took} ms: ${r.body}`);
+
+  // A body cut short of its length is cut for the client too, never passed off as whole.
+  await assert.rejects(raw('GET', '/cut', { headers }), /aborted|ECONNRESET|socket hang up|terminated/);
+  // A stream that stops: what came is forwarded, then the connection is cut.
+  await assert.rejects(raw('GET', '/slow-stream', { headers }), /aborted|ECONNRESET|socket hang up|terminated/);
 });
 
 /** Waits until a socket is closed by the other end; rejects after ms. */
