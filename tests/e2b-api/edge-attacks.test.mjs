@@ -106,6 +106,33 @@ test('the sandbox\'s own envd credentials never reach the client', async () => {
   for (const k of Object.keys(r.headers)) assert.doesNotMatch(k, /access-token/i);
 });
 
+test('keep-alive: one client connection carries requests with and without bodies', async () => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const ports = new Set();
+  const one = (method, path, body, extra = {}) => new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: hd.port, method, path, agent, headers: { ...envdHeaders(a), ...extra } }, (res) => {
+      ports.add(res.socket.localPort);
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(parts).toString() }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  try {
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await one('POST', `/files?path=/tmp/edge-ka-${i}&username=root`, `ka${i}`, { 'Content-Type': 'application/octet-stream' })).status, 200);
+      assert.ok([200, 204].includes((await one('GET', '/health')).status));
+      const got = await one('GET', `/files?path=/tmp/edge-ka-${i}&username=root`);
+      assert.equal(got.status, 200, got.body);
+      assert.equal(got.body, `ka${i}`);
+    }
+    assert.equal(ports.size, 1, 'one connection for all');
+  } finally {
+    agent.destroy();
+  }
+});
+
 test('routing by host name: PORT-ID.DOMAIN; a host and headers that disagree are 400', async () => {
   const host = `49983-${a.sandboxId}.${DOMAIN}`;
   const ok = await upload('edge-by-host', { 'X-Access-Token': a.envdAccessToken }, host);
