@@ -9,7 +9,8 @@
 //     hangar-envd listening on TCP (the jail's envd answers on a unix
 //     socket only, with a token only the library holds: the baseline is
 //     the same binary on loopback, outside a jail), and envd's /health the
-//     same two ways, which takes the command's own cost out
+//     same two ways, which takes the command's own cost out; timed in
+//     pairs, the figure is the p50 of the pairs' differences
 // Figures only: nothing here passes or fails.
 //
 // Run: meson test -C build --benchmark --verbose e2b-api
@@ -20,7 +21,9 @@
 
 import { spawn } from 'node:child_process';
 
-import { measure } from './stats.mjs';
+import { performance } from 'node:perf_hooks';
+
+import { measure, percentile } from './stats.mjs';
 
 let harness;
 try {
@@ -89,15 +92,28 @@ async function edgeAgainstEnvd(hd) {
   const sb = await e2b.Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 600_000 });
   try {
     const direct = new e2b.Sandbox({ sandboxId: 'bench', envdVersion: '0.6.4', sandboxUrl: `http://127.0.0.1:${envd.port}` });
-    const p50 = {};
-    const time = async (name, fn) => { p50[name] = (await measure(name, fn, counts)).p50; };
-    await time('run true via the edge', () => sb.commands.run('true'));
-    await time('run true straight to envd', () => direct.commands.run('true'));
-    await time('/health via the edge', () => sb.isRunning());
-    await time('/health straight to envd', () => direct.isRunning());
-    const d = (a, b) => (p50[a] - p50[b]).toFixed(3);
-    console.log(`the edge adds at p50: ${d('run true via the edge', 'run true straight to envd')} ms to a command, ` +
-      `${d('/health via the edge', '/health straight to envd')} ms to /health`);
+    // Paired: each iteration times both ways, in alternating order, so that
+    // the machine's drift (2 CPUs shared with builds) falls on both alike.
+    const paired = async (what, viaEdge, straight) => {
+      for (let i = 0; i < counts.warmup; i++) { await viaEdge(); await straight(); }
+      const edge = [], direct = [], diff = [];
+      for (let i = 0; i < counts.iterations; i++) {
+        const t = [0, 0];
+        for (const k of i % 2 ? [1, 0] : [0, 1]) {
+          const t0 = performance.now();
+          await (k === 0 ? viaEdge() : straight());
+          t[k] = performance.now() - t0;
+        }
+        edge.push(t[0]);
+        direct.push(t[1]);
+        diff.push(t[0] - t[1]);
+      }
+      const p = (a) => percentile(a.sort((x, y) => x - y), 50).toFixed(3);
+      console.log(`${what.padEnd(28)} n=${counts.iterations}  p50 via the edge ${p(edge)} ms, straight ${p(direct)} ms, ` +
+        `the edge adds ${p(diff)} ms (p50 of the pairs' differences)`);
+    };
+    await paired("commands.run('true')", () => sb.commands.run('true'), () => direct.commands.run('true'));
+    await paired('/health (isRunning)', () => sb.isRunning(), () => direct.isRunning());
   } finally {
     await sb.kill();
     envd.stop();

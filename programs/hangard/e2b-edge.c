@@ -7,8 +7,8 @@
  * never see.
  *
  * Each forwarded request has a thread of its own while it runs (a stream
- * may last as long as a command), joined to the client's connection by two bounded
- * queues: the body going up, the answer coming down. When a queue is full
+ * may last as long as a command), joined to the client's connection by two
+ * bounded queues: the body going up, the answer coming down. When a queue is full
  * the side that fills it waits, and the connection is suspended while
  * libmicrohttpd has nothing to do for it, so no thread of libmicrohttpd and
  * no worker of the pool ever waits on a sandbox or on a slow client. Every
@@ -152,7 +152,7 @@ static void edge_reply(struct request *r, const char *url, unsigned status, cons
 		cJSON_AddStringToObject(doc, "code", status == 401 ? "unauthenticated"
 						  : status == 400 ? "invalid_argument"
 						  : status == 501 ? "unimplemented"
-						  : status == 503 ? "unavailable"
+						  : status == 500 ? "internal"
 								  : "unavailable");
 		cJSON_AddStringToObject(doc, "message", msg);
 	} else {
@@ -177,8 +177,8 @@ const char *edge_domain(void)
 }
 
 /* "PORT-ID.DOMAIN[:port]" of the configured domain: 1 with port and id
- * filled, 0 when host is another name, -1 when it is of the domain but not
- * of that form (after id_out holds what it could read). */
+ * filled, 0 when host is another name (hangard's own), -1 when it is a
+ * name of the domain but not of that form. */
 static int host_route(const char *host, unsigned *port, char id[65])
 {
 	size_t hl, dl;
@@ -736,8 +736,11 @@ static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 	unsigned status = 0;
 
 	if (rc < 0) {
-		snprintf(msg, cap, "The sandbox %s was not found", e->id);
-		return rc == HANGAR_ENOTFOUND || rc == HANGAR_EGONE ? 502 : 502;
+		/* E2B's edge answers 502 for a sandbox it cannot reach, whatever the reason. */
+		snprintf(msg, cap, rc == HANGAR_ENOTFOUND || rc == HANGAR_EGONE ? "The sandbox %s was not found"
+										: "The sandbox %s cannot be reached",
+			 e->id);
+		return 502;
 	}
 	if (e->port == EDGE_ENVD_PORT) {
 		hangar_envd_endpoint ep = HANGAR_ENVD_ENDPOINT_INIT;
