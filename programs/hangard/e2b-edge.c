@@ -35,8 +35,9 @@
 #include "e2b.h"
 
 #define EDGE_CONNECT_MS 5000
-/* Each direction's queue. */
-#define EDGE_QUEUE_BYTES (256 * 1024)
+/* Each direction's queue: a request in flight holds at most two, and
+ * the thread's buffer for the body going up. */
+#define EDGE_QUEUE_BYTES (64 * 1024)
 /* An answer's head from the sandbox, and one of its lines. */
 #define EDGE_HEAD_LINE 8192
 #define EDGE_HEAD_LINES 100
@@ -1125,9 +1126,9 @@ int edge_begin(struct request *r, const char *url, const char *method, struct ed
 		hb_line(&h, "Content-Length", cl);
 	}
 	e->head = h.p;
-	e->upq = malloc(EDGE_QUEUE_BYTES);
+	e->upq = e->has_body ? malloc(EDGE_QUEUE_BYTES) : NULL;
 	e->downq = malloc(EDGE_QUEUE_BYTES);
-	if (h.bad || !e->head || !e->upq || !e->downq) {
+	if (h.bad || !e->head || (e->has_body && !e->upq) || !e->downq) {
 		e->refs = 1;
 		edge_unref(e);
 		edge_reply(r, url, h.bad ? 400 : 500, h.bad ? "a header cannot be forwarded" : "out of memory");
@@ -1164,7 +1165,8 @@ int edge_on_request(struct edge *e, struct request *r, const char *data, size_t 
 	int rc = EDGE_WAIT;
 	pthread_mutex_lock(&e->lock);
 	if (*size) {
-		if (e->upload_dropped || e->stop) {
+		if (e->upload_dropped || e->stop || !e->upq) {
+			/* Dropped, or a body the request's head did not announce. */
 			*size = 0;
 		} else {
 			size_t room = EDGE_QUEUE_BYTES - e->upq_len, n = *size < room ? *size : room;
