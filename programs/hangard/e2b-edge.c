@@ -1198,6 +1198,12 @@ int edge_on_request(struct edge *e, struct request *r, const char *data, size_t 
 	return rc;
 }
 
+void edge_log_fields(struct edge *e, cJSON *line)
+{
+	cJSON_AddStringToObject(line, "sandbox", e->id);
+	sjson_add_int64(line, "sandbox_port", e->port);
+}
+
 void edge_request_done(struct edge *e)
 {
 	struct MHD_Response *answer;

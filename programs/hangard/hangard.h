@@ -290,6 +290,8 @@ enum { EDGE_WAIT, EDGE_ANSWER, EDGE_FAIL };
 /* The body's bytes (*size left: what did not fit), then its end (*size 0):
  * EDGE_WAIT, EDGE_ANSWER (queue the answer set), EDGE_FAIL (close). */
 int edge_on_request(struct edge *e, struct request *r, const char *data, size_t *size);
+/* The sandbox and port of its request's log line. */
+void edge_log_fields(struct edge *e, cJSON *line);
 /* The request completed: from on_completed. */
 void edge_request_done(struct edge *e);
 /* hangard stops: every forwarding ends. */

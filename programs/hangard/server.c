@@ -767,6 +767,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cJSON_AddNumberToObject(line, "duration_ms", (double)dur / 1000.0);
 	if (r->tok)
 		cJSON_AddStringToObject(line, "token", token_name(r->tok));
+	if (r->edge)
+		edge_log_fields(r->edge, line);
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		cJSON_AddBoolToObject(line, "aborted", 1);
 	if (!r->begun)

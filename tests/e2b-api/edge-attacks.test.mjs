@@ -104,6 +104,9 @@ test('the sandbox\'s own envd credentials never reach the client', async () => {
   const r = await raw('GET', '/health', { headers: envdHeaders(a) });
   assert.ok(r.status === 204 || r.status === 200, r.body);
   for (const k of Object.keys(r.headers)) assert.doesNotMatch(k, /access-token/i);
+  // The log names the sandbox and port of each request, never a token.
+  await waitFor(() => hd.log().includes(`"sandbox":"${a.sandboxId}","sandbox_port":49983`), { what: 'the edge\'s log line' });
+  for (const tok of [a.envdAccessToken, a.trafficAccessToken, b.envdAccessToken]) assert.ok(!hd.log().includes(tok));
 });
 
 test('keep-alive: one client connection carries requests with and without bodies', async () => {
