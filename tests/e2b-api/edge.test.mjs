@@ -147,3 +147,22 @@ test('a killed sandbox fails through the edge as on E2B', async () => {
   await assert.rejects(k.commands.run('true'), e2b.SandboxNotFoundError);
   await assert.rejects(k.files.read('/etc/hostname'), e2b.TimeoutError);
 });
+
+test('hangard stops at once with streams open through the edge', async () => {
+  // A hangard of its own, stopped under a command stream and a watch.
+  const other = await new Hangard().start();
+  try {
+    const s = await Sandbox.create({ ...other.edgeOpts(), timeoutMs: 60_000 });
+    await s.commands.run('sleep 100', { background: true });
+    await s.files.watchDir('/tmp', () => {});
+    const t0 = Date.now();
+    await other.stop();
+    // Within HANGARD_SHUTDOWN_SECONDS (10 s) the streams would hold it.
+    assert.ok(Date.now() - t0 < 5000, `stopped after ${Date.now() - t0} ms`);
+    assert.match(other.log(), /"msg":"stopped"/);
+    // Started again, for its cleanup to kill the sandbox.
+    await other.start();
+  } finally {
+    await other.cleanup();
+  }
+});
