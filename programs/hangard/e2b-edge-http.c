@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 
 #include "clock.h"
 #include "e2b-edge.h"
@@ -236,5 +237,74 @@ int up_line(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_
 		if (n + 1 >= cap)
 			return -1;
 		out[n++] = c;
+	}
+}
+
+/*
+ * Idle connections to envds, kept for the next request to the same socket:
+ * a connection set up per request is most of what is left of the edge's
+ * cost. Only envd's (a user port's server is the sandbox's users' code,
+ * whose answers are not trusted to end where they say), only after an
+ * answer whose end its framing marked, and for a few seconds, far within
+ * envd's own idle bound.
+ */
+#define EDGE_KEEP_CONNS 64
+#define EDGE_KEEP_S 5
+
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept {
+	int fd;
+	int64_t since_us;
+	char key[4096];
+} kept[EDGE_KEEP_CONNS];
+static unsigned n_kept;
+
+void up_keep(const char *key, int fd)
+{
+	int drop = -1;
+	pthread_mutex_lock(&keep_lock);
+	if (n_kept == EDGE_KEEP_CONNS) {
+		/* Full: the oldest goes. */
+		drop = kept[0].fd;
+		memmove(&kept[0], &kept[1], (EDGE_KEEP_CONNS - 1) * sizeof(kept[0]));
+		n_kept--;
+	}
+	kept[n_kept].fd = fd;
+	kept[n_kept].since_us = clock_mono_us();
+	snprintf(kept[n_kept].key, sizeof(kept[n_kept].key), "%s", key);
+	n_kept++;
+	pthread_mutex_unlock(&keep_lock);
+	if (drop >= 0)
+		close(drop);
+}
+
+/* A kept connection to key that is still open and quiet, or -1. */
+int up_take(const char *key)
+{
+	int64_t now = clock_mono_us();
+	for (;;) {
+		int fd = -1;
+		pthread_mutex_lock(&keep_lock);
+		for (unsigned i = n_kept; i-- > 0;) {
+			int stale = now - kept[i].since_us > (int64_t)EDGE_KEEP_S * 1000000;
+			if (stale || strcmp(kept[i].key, key) == 0) {
+				fd = stale ? -2 - kept[i].fd : kept[i].fd;
+				memmove(&kept[i], &kept[i + 1], (n_kept - i - 1) * sizeof(kept[0]));
+				n_kept--;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&keep_lock);
+		if (fd == -1)
+			return -1;
+		if (fd <= -2) {
+			close(-2 - fd);
+			continue;
+		}
+		/* Anything to read now (bytes nobody asked for, or the end) makes it unfit. */
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		if (poll(&p, 1, 0) == 0)
+			return fd;
+		close(fd);
 	}
 }

@@ -43,8 +43,27 @@ int up_line(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_
 /* "http://HOST:PORT[/...]" -> "HOST:PORT" (port 80 when none); -1 for other schemes. */
 int up_hostport(const char *url, char *out, size_t cap);
 
+/* A connection to key (a socket path, or HOST:PORT) whose last answer
+ * ended where its framing said: kept a few seconds for the next request. */
+void up_keep(const char *key, int fd);
+/* A kept connection to key still open with nothing to read, or -1. */
+int up_take(const char *key);
+
 /* Whether a request or response header is the connection's own (never
  * forwarded): Connection, Keep-Alive, Transfer-Encoding, ... */
 int edge_hop_header(const char *name);
+
+/* ---- the request's sandbox (e2b-edge-route.c) ------------------------------ */
+
+struct request;
+
+/*
+ * The sandbox and port the request is for, and whether its token lets it
+ * reach them: 1 with id and port filled, 0 when the request is hangard's
+ * own API, -1 after answering a refusal (400, 401, 500, 503).
+ */
+int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port);
+/* An answer of the edge itself: Connect's error for envd's RPCs, else E2B's. */
+void edge_reply(struct request *r, const char *url, unsigned status, const char *msg);
 
 #endif
