@@ -4,8 +4,14 @@
 //   - create then kill a sandbox     (Sandbox.create + kill / POST + DELETE /v1/sandboxes)
 //   - one sandbox's state            (Sandbox.getInfo / GET /v1/sandboxes/{id})
 //   - the list of sandboxes          (Sandbox.list().nextItems() / GET /v1/sandboxes)
-// Figures only: nothing here passes or fails. Commands and files do not go
-// through hangard (it routes no envd traffic), so they are not timed here.
+//   - a command through the sandbox edge (commands.run('true') with
+//     sandboxUrl set to hangard) against the same SDK call straight at a
+//     hangar-envd listening on TCP (the jail's envd answers on a unix
+//     socket only, with a token only the library holds: the baseline is
+//     the same binary on loopback, outside a jail), and envd's /health the
+//     same two ways, which takes the command's own cost out; timed in
+//     pairs, the figure is the p50 of the pairs' differences
+// Figures only: nothing here passes or fails.
 //
 // Run: meson test -C build --benchmark --verbose e2b-api
 // Optional: BENCH_ITERATIONS (default 200), BENCH_WARMUP (default 20),
@@ -13,7 +19,11 @@
 // Exits 77 (meson's "skipped") when the SDK is not installed
 // (npm ci --prefix tests/conformance).
 
-import { measure } from './stats.mjs';
+import { spawn } from 'node:child_process';
+
+import { performance } from 'node:perf_hooks';
+
+import { measure, percentile } from './stats.mjs';
 
 let harness;
 try {
@@ -55,6 +65,57 @@ try {
   await measure('list via /e2b (SDK)', () => e2b.Sandbox.list(opts).nextItems(), counts);
   await measure('GET /v1/sandboxes', () => ok(hd.v1('GET', '/v1/sandboxes'), 200), counts);
   await sb.kill();
+
+  await edgeAgainstEnvd(hd);
 } finally {
   await hd.cleanup();
+}
+
+/** hangar-envd on 127.0.0.1, a port of the kernel's choice: {port, stop()}. */
+async function startEnvd() {
+  const child = spawn(process.env.HANGAR_ENVD_PATH, ['-addr', '127.0.0.1', '-port', '0', '-ready-fd', '3', '-user', 'user'], {
+    stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
+  });
+  const line = await new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdio[3].on('data', (d) => { buf += d; if (buf.includes('\n')) resolve(buf); });
+    child.on('error', reject);
+    child.on('exit', () => resolve(buf));
+  });
+  const m = /^ready (\d+)/.exec(line);
+  if (!m) throw new Error(`hangar-envd did not start: ${line}`);
+  return { port: Number(m[1]), stop: () => child.kill('SIGTERM') };
+}
+
+async function edgeAgainstEnvd(hd) {
+  const envd = await startEnvd();
+  const sb = await e2b.Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 600_000 });
+  try {
+    const direct = new e2b.Sandbox({ sandboxId: 'bench', envdVersion: '0.6.4', sandboxUrl: `http://127.0.0.1:${envd.port}` });
+    // Paired: each iteration times both ways, in alternating order, so that
+    // the machine's drift (2 CPUs shared with builds) falls on both alike.
+    const paired = async (what, viaEdge, straight) => {
+      for (let i = 0; i < counts.warmup; i++) { await viaEdge(); await straight(); }
+      const edge = [], direct = [], diff = [];
+      for (let i = 0; i < counts.iterations; i++) {
+        const t = [0, 0];
+        for (const k of i % 2 ? [1, 0] : [0, 1]) {
+          const t0 = performance.now();
+          await (k === 0 ? viaEdge() : straight());
+          t[k] = performance.now() - t0;
+        }
+        edge.push(t[0]);
+        direct.push(t[1]);
+        diff.push(t[0] - t[1]);
+      }
+      const p = (a) => percentile(a.sort((x, y) => x - y), 50).toFixed(3);
+      console.log(`${what.padEnd(28)} n=${counts.iterations}  p50 via the edge ${p(edge)} ms, straight ${p(direct)} ms, ` +
+        `the edge adds ${p(diff)} ms (p50 of the pairs' differences)`);
+    };
+    await paired("commands.run('true')", () => sb.commands.run('true'), () => direct.commands.run('true'));
+    await paired('/health (isRunning)', () => sb.isRunning(), () => direct.isRunning());
+  } finally {
+    await sb.kill();
+    envd.stop();
+  }
 }

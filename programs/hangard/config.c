@@ -43,6 +43,8 @@ static const struct key {
 	{ "HANGARD_TOKEN_BURST", K_UINT, F(token_burst), 1, 1000000, "100" },
 	{ "HANGARD_REAPER_INTERVAL_SECONDS", K_UINT, F(reaper_interval_s), 0, 86400, "30" },
 	{ "HANGARD_REAPER_LEASE_SECONDS", K_UINT, F(reaper_lease_s), 2, 86400, "90" },
+	{ "HANGARD_SANDBOX_DOMAIN", K_STR, F(sandbox_domain), 0, 0, NULL },
+	{ "HANGARD_SANDBOX_STALL_SECONDS", K_UINT, F(sandbox_stall_s), 1, 86400, "300" },
 #undef F
 };
 

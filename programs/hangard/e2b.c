@@ -114,6 +114,16 @@ static const char *template_of(const struct e2b_record *rec, const hangar_sandbo
 	return info && info->template_id && info->template_id[0] ? info->template_id : "base";
 }
 
+/* Where the SDK reaches the sandbox's envd: PORT-ID.DOMAIN, or its own
+ * setting (E2B_SANDBOX_URL, E2B_DOMAIN) when hangard routes no domain. */
+static void add_domain(cJSON *o)
+{
+	if (edge_domain())
+		cJSON_AddStringToObject(o, "domain", edge_domain());
+	else
+		cJSON_AddNullToObject(o, "domain");
+}
+
 /* E2B's Sandbox: what create, connect and resume answer. */
 static cJSON *sandbox_answer(hangar_sandbox *sb, const struct e2b_record *rec, const hangar_sandbox_info *info)
 {
@@ -128,7 +138,7 @@ static cJSON *sandbox_answer(hangar_sandbox *sb, const struct e2b_record *rec, c
 	cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
 	cJSON_AddStringToObject(o, "envdAccessToken", envd);
 	cJSON_AddStringToObject(o, "trafficAccessToken", traffic);
-	cJSON_AddNullToObject(o, "domain");
+	add_domain(o);
 	sodium_memzero(envd, sizeof(envd));
 	sodium_memzero(traffic, sizeof(traffic));
 	return o;
@@ -671,7 +681,7 @@ void h_e2b_get(struct request *r)
 	sjson_add_int64(o, "diskSizeMB", (int64_t)(m.disk_total_bytes >> 20));
 	e2b_tokens(info.id, rec.generation, envd, traffic);
 	cJSON_AddStringToObject(o, "envdAccessToken", envd);
-	cJSON_AddNullToObject(o, "domain");
+	add_domain(o);
 	cJSON *life = cJSON_AddObjectToObject(o, "lifecycle");
 	cJSON_AddBoolToObject(life, "autoResume", 0);
 	cJSON_AddStringToObject(life, "onTimeout", "kill");

@@ -46,6 +46,8 @@ struct hangard_config {
 	unsigned token_burst;
 	unsigned reaper_interval_s;
 	unsigned reaper_lease_s;
+	char *sandbox_domain;
+	unsigned sandbox_stall_s;
 };
 
 /** One NAME=VALUE the configuration holds, in the order it applies. */
@@ -168,6 +170,11 @@ void reply_hangar_error(struct request *r, int code);
 void reply_response(struct request *r, unsigned status, struct MHD_Response *resp);
 /* One more header on the answer given (after reply_json() and the like). */
 void reply_header(struct request *r, const char *name, const char *value);
+/* The request-target as the client sent it (path and query, not decoded). */
+const char *request_target(const struct request *r);
+/* The answer set with reply_response() is ready: resumes the suspended
+ * connection to send it (the edge's threads, e2b-edge.c). */
+void request_deliver(struct request *r);
 /* A streamed answer: resumes the connection now, so the handler may go on
  * producing. After this the handler must not touch r. */
 void reply_stream_now(struct request *r, unsigned status, struct MHD_Response *resp);
@@ -264,6 +271,31 @@ void h_e2b_health(struct request *),
 	h_e2b_metrics(struct request *),
 	h_e2b_logs(struct request *),
 	h_e2b_unmapped(struct request *);
+
+/* ---- the sandbox edge (e2b-edge.c) ------------------------------------------ */
+
+struct edge;
+
+/* The domain of sandbox host names (HANGARD_SANDBOX_DOMAIN): PORT-ID.DOMAIN
+ * routes to a sandbox, and /e2b answers it as `domain`. NULL: none. */
+void edge_set_domain(const char *domain);
+const char *edge_domain(void);
+/*
+ * Once the headers are in: 0 when the request is not the edge's (hangard's
+ * own API); 1 when it is, with *out the forwarding under way, or NULL after
+ * answering (a refusal).
+ */
+int edge_begin(struct request *r, const char *url, const char *method, struct edge **out);
+enum { EDGE_WAIT, EDGE_ANSWER, EDGE_FAIL };
+/* The body's bytes (*size left: what did not fit), then its end (*size 0):
+ * EDGE_WAIT, EDGE_ANSWER (queue the answer set), EDGE_FAIL (close). */
+int edge_on_request(struct edge *e, struct request *r, const char *data, size_t *size);
+/* The sandbox and port of its request's log line. */
+void edge_log_fields(struct edge *e, cJSON *line);
+/* The request completed: from on_completed. */
+void edge_request_done(struct edge *e);
+/* hangard stops: every forwarding ends. */
+void edge_close_all(void);
 
 /* ---- handlers --------------------------------------------------------------- */
 

@@ -161,6 +161,13 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	hangar_buf_dispose(&v);
 	if (e2b_init(srv.ctx) < 0)
 		goto out;
+	if (cfg->sandbox_domain && (strspn(cfg->sandbox_domain, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+					strlen(cfg->sandbox_domain) ||
+				cfg->sandbox_domain[0] == '.' || cfg->sandbox_domain[0] == '-' || strlen(cfg->sandbox_domain) > 200)) {
+		fprintf(stderr, "hangard: HANGARD_SANDBOX_DOMAIN %s is not a DNS name\n", cfg->sandbox_domain);
+		goto out;
+	}
+	edge_set_domain(cfg->sandbox_domain);
 
 	/* Uploads and downloads pass through files only this process can read. */
 	size_t tl = strlen(cfg->tmpdir) + 20;

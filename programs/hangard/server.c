@@ -50,6 +50,8 @@ struct request {
 	int begun;               /* request_begin ran */
 	int e2b;                 /* under /e2b: errors in E2B's shape (e2b.c) */
 	char *bad_target;        /* why the raw target is refused, or NULL */
+	char *target;            /* the raw target, for the edge to forward */
+	struct edge *edge;       /* forwarded to a sandbox (e2b-edge.c) */
 	size_t target_len;       /* bytes of the request-target as sent */
 	char *param;
 	int64_t start_us;
@@ -109,6 +111,7 @@ void log_line(cJSON *obj)
 
 const char *request_param(const struct request *r) { return r->param; }
 const char *request_method(const struct request *r) { return r->method; }
+const char *request_target(const struct request *r) { return r->target; }
 const char *request_token_name(const struct request *r) { return r->tok ? token_name(r->tok) : ""; }
 struct MHD_Connection *request_connection(const struct request *r) { return r->conn; }
 const struct route *request_route(const struct request *r) { return &hangard_routes[r->route]; }
@@ -302,6 +305,11 @@ static void deliver(struct request *r)
 	r->phase = P_READY;
 	pthread_mutex_unlock(&pool_lock);
 	MHD_resume_connection(r->conn);
+}
+
+void request_deliver(struct request *r)
+{
+	deliver(r);
 }
 
 /* Set on a worker when its handler answered early: r may be gone after. */
@@ -508,6 +516,11 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	if (target && target_check(target, err, sizeof(err)) < 0)
 		r->bad_target = strdup(err);
 	r->target_len = target ? strlen(target) : 0;
+	if (target && !(r->target = strdup(target))) {
+		free(r->bad_target);
+		free(r);
+		return NULL;
+	}
 	return r;
 }
 
@@ -592,6 +605,10 @@ static void request_begin(struct request *r, const char *url, const char *method
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "%s", r->bad_target);
 		return;
 	}
+	/* Envd's traffic and user ports of a sandbox, by its host name or
+	 * E2B's headers, before hangard's own routes. */
+	if (edge_begin(r, url, method, &r->edge))
+		return;
 	r->route = match_route(url, method, &r->param, &mismatch, allow, sizeof(allow));
 	if (r->route == SIZE_MAX) {
 		if (mismatch) {
@@ -686,8 +703,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->phase == P_READY)
 		return queue_now(r);
+	/* libmicrohttpd may call once more after an answer was queued early. */
 	if (r->phase != P_BODY)
 		return MHD_YES;
+	if (r->edge) {
+		int rc = edge_on_request(r->edge, r, upload_data, upload_size);
+		return rc == EDGE_ANSWER ? queue_now(r) : rc == EDGE_FAIL ? MHD_NO : MHD_YES;
+	}
 	if (*upload_size) {
 		take_body(r, upload_data, *upload_size);
 		*upload_size = 0;
@@ -745,6 +767,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cJSON_AddNumberToObject(line, "duration_ms", (double)dur / 1000.0);
 	if (r->tok)
 		cJSON_AddStringToObject(line, "token", token_name(r->tok));
+	if (r->edge)
+		edge_log_fields(r->edge, line);
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		cJSON_AddBoolToObject(line, "aborted", 1);
 	if (!r->begun)
@@ -760,6 +784,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	log_line(line);
 	metrics_record(r->route, r->status, dur);
 
+	if (r->edge)
+		edge_request_done(r->edge);
 	if (r->resp)
 		MHD_destroy_response(r->resp);
 	if (r->upload_fd >= 0)
@@ -771,6 +797,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r->body);
 	free(r->param);
 	free(r->bad_target);
+	free(r->target);
 	if (r->begun) {
 		pthread_mutex_lock(&pool_lock);
 		active--;
@@ -942,8 +969,9 @@ void server_stop(struct server *srv)
 		if (fd != MHD_INVALID_SOCKET)
 			close(fd);
 	}
-	/* Event streams never end on their own: end them first. */
+	/* Event streams and forwarded streams never end on their own: end them first. */
 	events_close_all();
+	edge_close_all();
 	clean = wait_idle(clock_mono_us() + (int64_t)srv->cfg->shutdown_s * 1000000) == 0;
 	if (!clean) {
 		/* Past the bound: commands in flight are cancelled (their cancel

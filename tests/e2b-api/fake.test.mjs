@@ -15,6 +15,25 @@ async function exec(hd, id, command) {
   return r.json();
 }
 
+/*
+ * The SDK's envd traffic through hangard's edge to a platform's sandbox:
+ * the edge forwards to the platform's envd URL with the platform's tokens,
+ * which the SDK never holds.
+ */
+async function throughTheEdge(hd) {
+  const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+  try {
+    assert.equal((await sb.commands.run('echo platform')).stdout, 'platform\n');
+    await sb.files.write('/tmp/edge-platform.txt', 'via the platform');
+    assert.equal((await exec(hd, sb.sandboxId, 'cat /tmp/edge-platform.txt')).stdout, 'via the platform');
+    assert.equal(await sb.files.read('/tmp/edge-platform.txt'), 'via the platform');
+    const other = new Sandbox({ ...hd.edgeOpts(), sandboxId: sb.sandboxId, envdAccessToken: 'f'.repeat(64), envdVersion: '0.6.4' });
+    await assert.rejects(other.commands.run('true'), e2b.AuthenticationError);
+  } finally {
+    await sb.kill();
+  }
+}
+
 describe('on the cloud fake', () => {
   let fake, hd;
   before(async () => {
@@ -25,6 +44,8 @@ describe('on the cloud fake', () => {
     await hd?.cleanup();
     await fake?.stop();
   });
+
+  test('commands and files go through the edge to the platform', () => throughTheEdge(hd));
 
   test('create, pause and connect run on the e2b provider', async () => {
     const sb = await Sandbox.create({ ...hd.opts(), metadata: { on: 'cloud' }, timeoutMs: 120_000 });
@@ -101,6 +122,8 @@ describe('on the cube fake', () => {
     await hd?.cleanup();
     await fake?.stop();
   });
+
+  test('commands and files go through the edge to the platform', () => throughTheEdge(hd));
 
   test('a fork the flavour cannot make is refused, and nothing is made', async () => {
     const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000 });

@@ -125,6 +125,11 @@ export class Hangard {
     return { apiUrl: this.apiUrl, apiKey: E2B_KEY, ...o };
   }
 
+  /** SDK options that also send envd's traffic through hangard's edge (E2B_SANDBOX_URL). */
+  edgeOpts(o = {}) {
+    return this.opts({ sandboxUrl: this.base, ...o });
+  }
+
   async request(method, p, { body, headers = {}, key = E2B_KEY, raw = false } = {}) {
     const h = { ...headers };
     if (key !== null && !('Authorization' in h) && !('X-API-Key' in h)) h['X-API-Key'] = key;

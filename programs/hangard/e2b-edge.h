@@ -1,0 +1,69 @@
+/*
+ * The sandbox edge (e2b-edge.c, e2b-edge-http.c): envd and user-port
+ * traffic of E2B's SDKs, routed to a sandbox and forwarded to it over a
+ * plain HTTP/1.1 connection of its own.
+ */
+#ifndef HANGARD_E2B_EDGE_H
+#define HANGARD_E2B_EDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The port envd answers on in every E2B sandbox: its traffic goes to the
+ * sandbox's envd, any other port to a port the sandbox exposes. */
+#define EDGE_ENVD_PORT 49983
+
+/* ---- the upstream side (e2b-edge-http.c) ------------------------------------ */
+
+/* A buffered reader of one upstream connection. */
+struct up {
+	int fd;
+	char buf[16384];
+	size_t pos, len;
+	int eof;
+};
+
+/* Why an upstream wait ends early: non-zero stops it (the client left, or
+ * hangard stops). Called about once a second while waiting. */
+typedef int (*up_cancel_fn)(void *payload);
+
+/*
+ * Connects to "HOST:PORT" (an IP literal, or "localhost") or, with
+ * socket_path non-empty, to that unix socket; -1 with errno on failure.
+ */
+int up_connect(const char *hostport, const char *socket_path, int timeout_ms);
+/* Writes all of buf within deadline_us (clock_mono_us()); 0 or -1. */
+int up_write_all(int fd, const void *buf, size_t len, int64_t deadline_us, up_cancel_fn cancel, void *payload);
+/* Reads what is there, or waits until deadline_us: bytes read, 0 at end, -1 on error or time. */
+ssize_t up_read(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_fn cancel, void *payload);
+/* One line without its CRLF into out (at most cap-1 bytes): 0, or -1 (too long, end, error, time). */
+int up_line(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_fn cancel, void *payload);
+
+/* "http://HOST:PORT[/...]" -> "HOST:PORT" (port 80 when none); -1 for other schemes. */
+int up_hostport(const char *url, char *out, size_t cap);
+
+/* A connection to key (a socket path, or HOST:PORT) whose last answer
+ * ended where its framing said: kept a few seconds for the next request. */
+void up_keep(const char *key, int fd);
+/* A kept connection to key still open with nothing to read, or -1. */
+int up_take(const char *key);
+
+/* Whether a request or response header is the connection's own (never
+ * forwarded): Connection, Keep-Alive, Transfer-Encoding, ... */
+int edge_hop_header(const char *name);
+
+/* ---- the request's sandbox (e2b-edge-route.c) ------------------------------ */
+
+struct request;
+
+/*
+ * The sandbox and port the request is for, and whether its token lets it
+ * reach them: 1 with id and port filled, 0 when the request is hangard's
+ * own API, -1 after answering a refusal (400, 401, 500, 503).
+ */
+int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port);
+/* An answer of the edge itself: Connect's error for envd's RPCs, else E2B's. */
+void edge_reply(struct request *r, const char *url, unsigned status, const char *msg);
+
+#endif
