@@ -593,7 +593,8 @@ static void list_common(struct request *r, int v2)
 	/* A whole list: the records of sandboxes not in it go, except those
 	 * written since it began (a create finishing meanwhile). */
 	e2b_records_sweep(started_s, listed_alive, &l);
-	qsort(l.v, l.n, sizeof(*l.v), newest_first);
+	if (l.n)
+		qsort(l.v, l.n, sizeof(*l.v), newest_first);
 	if (v2 && next) {
 		char *dot = strchr(next, '.'), *end;
 		long long created = strtoll(next, &end, 10);
