@@ -25,6 +25,12 @@ BUSYBOX = "hangar-test/busybox:1"
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def tool_env():
+    """The environment for the tools that build images: without the sanitizer runtime the
+    tests may run under (LD_PRELOAD), which some of them (gpg in mmdebstrap) hang on."""
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
+
+
 def image_cache():
     d = os.environ.get("HANGAR_TEST_IMAGES") or os.path.join(os.environ["HANGAR_BUILD_ROOT"], "test-images")
     os.makedirs(d, exist_ok=True)
@@ -38,7 +44,7 @@ def debian_tar():
         tmp = path + ".tmp.%d" % os.getpid()
         subprocess.run(["mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include=" + PACKAGES,
                         "bookworm", tmp],
-                       check=True, stdin=subprocess.DEVNULL)
+                       check=True, stdin=subprocess.DEVNULL, env=tool_env())
         os.rename(tmp, path)
     return path
 
@@ -50,7 +56,8 @@ def busybox_tar():
     if os.path.exists(path):
         return path
     tmp = path + ".tmp.%d" % os.getpid()
-    applets = subprocess.run(["/bin/busybox", "--list"], check=True, capture_output=True, text=True).stdout.split()
+    applets = subprocess.run(["/bin/busybox", "--list"], check=True, capture_output=True, text=True,
+                             env=tool_env()).stdout.split()
     with tarfile.open(tmp, "w") as t:
         for d in ("bin", "etc", "tmp", "root", "home", "workspace"):
             i = tarfile.TarInfo(d)
@@ -74,7 +81,7 @@ def busybox_tar():
 
 def mkimage(store, name, config, *tars):
     r = subprocess.run([sys.executable, os.path.join(HERE, "mkimage.py"), store, name, json.dumps(config), *tars],
-                       check=True, stdout=subprocess.PIPE)
+                       check=True, stdout=subprocess.PIPE, env=tool_env())
     return r.stdout.decode().strip()
 
 
