@@ -6,6 +6,7 @@
  * differently from the way it was checked.
  */
 #include "tarcheck.h"
+#include "util/relpath.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,12 +364,12 @@ static int through_link(const struct tarcheck *t, const char *name)
 
 /* ---- members -------------------------------------------------------------- */
 
-/* Rewrites raw into canonical form (components joined by '/', no empty or
- * "." component). Refuses absolute names and ".." components. */
+/* Rewrites raw into canonical form (relpath_canon) in out, which holds
+ * strlen(raw) + 1 bytes. Refuses empty and absolute names, ".." components,
+ * and a trailing '/' on anything but a directory. */
 static int canonical(struct tarcheck *t, const char *raw, int kind, char *out)
 {
-	size_t o = 0;
-	const char *p = raw;
+	const char *why;
 
 	if (!*raw)
 		return fail(t, raw, "an empty name");
@@ -376,25 +377,14 @@ static int canonical(struct tarcheck *t, const char *raw, int kind, char *out)
 		return fail(t, raw, "an absolute name");
 	if (kind != K_DIR && raw[strlen(raw) - 1] == '/')
 		return fail(t, raw, "a name ending in '/' that is not a directory");
-	while (*p) {
-		size_t n = strcspn(p, "/");
-
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return fail(t, raw, "a \"..\" component");
-		if (n && !(n == 1 && p[0] == '.')) {
-			if (o)
-				out[o++] = '/';
-			memcpy(out + o, p, n);
-			o += n;
-		}
-		p += n;
-		if (*p == '/')
-			p++;
-	}
-	out[o] = '\0';
-	if (!o)
+	switch (relpath_canon(raw, out, strlen(raw) + 1, &why)) {
+	case 0:
+		return 0;
+	case 1:
 		return fail(t, raw, "an empty name");
-	return 0;
+	default:
+		return fail(t, raw, "a \"..\" component");
+	}
 }
 
 static void clear_pending(struct tarcheck *t)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "image/img.h"
+#include "util/relpath.h"
 #include "util/sjson.h"
 
 int img_hex_ok(const char *s, size_t n)
@@ -141,41 +142,11 @@ int img_ref_normalise(const char *ref, char *out, size_t size, char *err, size_t
  */
 int img_path_canon(const char *name, char *out, size_t size, const char **why)
 {
-	size_t o = 0;
-	const char *p = name;
-
 	if (strlen(name) > IMG_MAX_NAME) {
 		*why = "its name is longer than 4096 bytes";
 		return -1;
 	}
-	if (name[0] == '/') {
-		*why = "its path is absolute";
-		return -1;
-	}
-	while (*p) {
-		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			*why = "its path has a .. component";
-			return -1;
-		}
-		if (n && !(n == 1 && p[0] == '.')) {
-			if (o + n + 2 > size) {
-				*why = "its name is too long";
-				return -1;
-			}
-			if (o)
-				out[o++] = '/';
-			memcpy(out + o, p, n);
-			o += n;
-		}
-		p += n;
-		if (*p == '/')
-			p++;
-	}
-	out[o] = '\0';
-	return o == 0 ? 1 : 0;
+	return relpath_canon(name, out, size, why);
 }
 
 void img_quote(char *out, size_t size, const char *name)

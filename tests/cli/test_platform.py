@@ -5,11 +5,12 @@ all three), when tests/fakes is built."""
 
 import json
 import os
-import select
-import signal
-import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fakes"))
+from fakee2b import FakeE2B, FakeE2BMissing  # noqa: E402
 
 API_KEY = "e2b_cli_test_key"
 
@@ -43,31 +44,12 @@ def test_local_has_no_fork(hangar, sandbox):
 
 @pytest.fixture
 def fake_cloud():
-    fake, envd = os.environ.get("FAKE_E2B"), os.environ.get("HANGAR_ENVD_PATH")
-    if not fake or not os.access(fake, os.X_OK) or not envd:
+    try:
+        fake = FakeE2B("cloud", api_key=API_KEY)
+    except FakeE2BMissing:
         pytest.skip("FAKE_E2B is not built (tests/fakes)")
-    r, w = os.pipe()
-    proc = subprocess.Popen([fake, "--flavour", "cloud", "--envd", envd, "--ready-fd", str(w),
-                             "--api-key", API_KEY], pass_fds=(w,))
-    os.close(w)
-    line = b""
-    with os.fdopen(r, "rb", buffering=0) as f:
-        while not line.endswith(b"\n"):
-            ready, _, _ = select.select([f], [], [], 20)
-            assert ready, "fake-e2b did not get ready"
-            chunk = f.read(64)
-            assert chunk, "fake-e2b exited early"
-            line += chunk
-    _, api, edge = line.decode().split()
-    yield {
-        "HANGAR_E2B_FLAVOR": "cloud",
-        "HANGAR_E2B_API_URL": f"http://127.0.0.1:{api}",
-        "HANGAR_E2B_SANDBOX_URL": f"http://127.0.0.1:{edge}",
-        "HANGAR_E2B_API_KEY": API_KEY,
-        "HANGAR_SECRET_KEY": "a secret key for the cli tests, long enough",
-    }
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    with fake:
+        yield dict(fake.settings(), HANGAR_SECRET_KEY="a secret key for the cli tests, long enough")
 
 
 def test_e2b_fork_logs_metrics(hangar, fake_cloud):

@@ -11,12 +11,17 @@ another's sandboxes and sessions comes through the database.
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 
 import pytest
 
 from conftest import READER, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fakes"))
+from fakee2b import FakeE2B, FakeE2BMissing  # noqa: E402
 
 API_KEY = "e2b_test_0123456789abcdef0123456789abcdef"
 SECRET_KEY = "replica test key: long and random enough 9xQ"
@@ -31,25 +36,13 @@ def pg_url():
 
 @pytest.fixture
 def fake_e2b(workdir):
-    path, envd = os.environ.get("FAKE_E2B"), os.environ.get("HANGAR_ENVD_PATH")
-    if not path or not envd:
-        pytest.skip("FAKE_E2B and HANGAR_ENVD_PATH are not set (run through meson test)")
-    rfd, wfd = os.pipe()
-    log = open(os.path.join(workdir, f"fake-e2b-{os.getpid()}-{id(rfd)}.log"), "wb")
-    proc = subprocess.Popen([path, "--flavour", "cloud", "--envd", envd, "--ready-fd", str(wfd),
-                             "--api-key", API_KEY], pass_fds=(wfd,), stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=log)
-    os.close(wfd)
-    with os.fdopen(rfd) as f:
-        line = f.readline().split()
-    if len(line) != 3 or line[0] != "ready":
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"the e2b fake did not start: {line}")
-    yield {"api": int(line[1]), "edge": int(line[2])}
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+    with open(os.path.join(workdir, f"fake-e2b-{os.getpid()}-{time.monotonic_ns()}.log"), "wb") as log:
+        try:
+            fake = FakeE2B("cloud", api_key=API_KEY, log=log)
+        except FakeE2BMissing:
+            pytest.skip("FAKE_E2B and HANGAR_ENVD_PATH are not set (run through meson test)")
+        with fake:
+            yield {"api": fake.api_port, "edge": fake.edge_port}
 
 
 @pytest.fixture

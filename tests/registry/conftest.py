@@ -6,6 +6,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fakes"))
 import registry  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -16,6 +16,7 @@ import threading
 import pytest
 
 import registry
+from fakee2b import FakeE2B, FakeE2BMissing
 from test_registry import plain, raw_manifest, sha  # noqa: F401  (plain is a fixture)
 
 CLI = os.environ.get("HANGAR_CLI")
@@ -174,28 +175,12 @@ def test_a_pull_stopped_by_a_signal_says_so(plain, store):  # noqa: F811
 
 @pytest.fixture
 def fake_cloud(tmp_path):
-    import select
-    fake, envd = os.environ.get("FAKE_E2B"), os.environ.get("HANGAR_ENVD_PATH")
-    if not fake or not envd:
+    try:
+        fake = FakeE2B("cloud", api_key="k-test")
+    except FakeE2BMissing:
         pytest.skip("FAKE_E2B is not built (tests/fakes)")
-    r, w = os.pipe()
-    proc = subprocess.Popen([fake, "--flavour", "cloud", "--envd", envd, "--ready-fd", str(w), "--api-key", "k-test"],
-                            pass_fds=(w,))
-    os.close(w)
-    line = b""
-    with os.fdopen(r, "rb", buffering=0) as f:
-        while not line.endswith(b"\n"):
-            ready, _, _ = select.select([f], [], [], 20)
-            assert ready, "fake-e2b did not get ready"
-            chunk = f.read(64)
-            assert chunk, "fake-e2b exited early"
-            line += chunk
-    _, api, edge = line.decode().split()
-    yield {"HANGAR_E2B_FLAVOR": "cloud", "HANGAR_E2B_API_URL": f"http://127.0.0.1:{api}",
-           "HANGAR_E2B_SANDBOX_URL": f"http://127.0.0.1:{edge}", "HANGAR_E2B_API_KEY": "k-test",
-           "HANGAR_TIERS": '{"heavy":["e2b"]}'}
-    proc.kill()
-    proc.wait(timeout=30)
+    with fake:
+        yield dict(fake.settings(), HANGAR_TIERS='{"heavy":["e2b"]}')
 
 
 def test_publish_builds_one_template_per_image_digest(plain, store, fake_cloud, tmp_path):  # noqa: F811
