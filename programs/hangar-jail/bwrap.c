@@ -112,10 +112,7 @@ static int add_host_usr(struct argv *a, const struct jail_spec *s)
 	add(a, "/usr");
 	add(a, "/usr");
 	add_usr_links(a);
-	add(a, "--ro-bind");
-	addf(a, s->userns ? "%s/etc" : "%s/rootfs/etc", files_at(s));
-	add(a, "/etc");
-	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, a);
+	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, a);
 }
 
 /* The root (the host's /usr, or the image's layers and the sandbox's writable layer), /proc and /dev. 0 or -errno. */

@@ -1,7 +1,7 @@
 /*
  * The sandbox's /etc: a directory of its own, never the host's /etc with
- * single files bound over it. A bind mount of one file disappears from a
- * running sandbox as soon as the host replaces that file by rename (as
+ * single files bound over it. A bind mount of one host file disappears from
+ * a running sandbox as soon as the host replaces that file by rename (as
  * useradd does with /etc/passwd), which would show the host's users and
  * password hashes through. Here:
  *   - passwd and group are the sandbox's own (root, user, nobody);
@@ -9,9 +9,29 @@
  *   - hostname and hosts name the sandbox; resolv.conf names slirp4netns's resolver
  *     (network on) or does not exist (off);
  *   - the host's other world-readable regular files (up to COPY_MAX) and
- *     symbolic links are copied when the sandbox starts;
+ *     symbolic links are copies;
  *   - the host's subdirectories are bound read-only over empty mount points
  *     (a directory keeps its mount when files in it are replaced).
+ *
+ * Copying the host's files and making the mount points took most of a
+ * create's time (about 20 ms of directory and file creation on a disk), and
+ * every sandbox made the same copy. So the copy is made once, as a template
+ * shared read-only by every sandbox started while the host's /etc stays as
+ * it was: ROOT/.etc/<fingerprint>-<on|off>, where the fingerprint covers each
+ * entry's name, type, mode, size, inode, change and modification times
+ * (and a link's target), and the network (on or off: resolv.conf or not) names
+ * it too. A host change makes
+ * a new template for the sandboxes started after it; a running sandbox
+ * keeps the /etc it started with, as before. Only what is the sandbox's own
+ * is written per sandbox, in DIR/rootfs/etc (passwd, group, hostname,
+ * hosts, resolv.conf), and bound over the template's empty placeholders of
+ * those names.
+ *
+ * A template is built under a temporary name and renamed into place, so a
+ * name in ROOT/.etc is always a whole template. Each jail holds a shared
+ * flock on the template it uses for as long as it lives; building a new
+ * template removes the old ones nobody holds (an exclusive flock that
+ * succeeds at once), and what a killed builder left.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -21,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,13 +110,309 @@ static int write_at(int dirfd, const char *name, const char *text)
 	return 0;
 }
 
-int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int network, struct argv *a)
+/* The sandbox's own files, written to DIR/rootfs/etc and bound over the template's placeholders. */
+static const char *const own[] = { "passwd", "group", "hostname", "hosts", "resolv.conf" };
+#define OWN_COUNT(network) (sizeof(own) / sizeof(own[0]) - ((network) ? 0 : 1))
+
+/* The template this jail uses (etc_template()), and its shared lock, held until the jail ends. */
+static char template_path[PATH_MAX];
+static int template_lock = -1;
+
+/* The host's /etc entries a template holds, with the fingerprint of all of them. */
+struct entry {
+	char name[256];
+	struct stat st;
+	char *target; /* a symbolic link's */
+};
+struct host_etc {
+	struct entry *e;
+	size_t n, cap;
+	uint64_t fingerprint;
+};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-	char path[PATH_MAX], text[1024];
-	int out, in, rc = 0;
-	DIR *d;
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+static uint64_t entry_hash(const struct entry *e)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	int64_t t[8] = {
+		(int64_t)e->st.st_mode, (int64_t)e->st.st_size, (int64_t)e->st.st_ino, (int64_t)e->st.st_dev,
+		(int64_t)e->st.st_mtim.tv_sec, (int64_t)e->st.st_mtim.tv_nsec, (int64_t)e->st.st_ctim.tv_sec,
+		(int64_t)e->st.st_ctim.tv_nsec,
+	};
+
+	h = fnv(h, e->name, strlen(e->name) + 1);
+	h = fnv(h, t, sizeof(t));
+	if (e->target)
+		h = fnv(h, e->target, strlen(e->target) + 1);
+	return h;
+}
+
+static void host_etc_free(struct host_etc *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->e[i].target);
+	free(h->e);
+	h->e = NULL;
+	h->n = h->cap = 0;
+}
+
+/*
+ * Reads what of the host's /etc a template holds into h, with its
+ * fingerprint (entries combined by sum: readdir's order does not matter).
+ * 0 or -errno; no /etc at all is an empty one.
+ */
+static int host_etc_read(struct host_etc *h)
+{
+	int in = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	DIR *d = in >= 0 ? fdopendir(in) : NULL;
 	struct dirent *de;
 
+	h->fingerprint = UINT64_C(0x9e3779b97f4a7c15);
+	if (!d) {
+		if (in >= 0)
+			close(in);
+		return 0;
+	}
+	while ((de = readdir(d))) {
+		struct entry e = { 0 };
+
+		if (is_skipped(de->d_name) || strlen(de->d_name) >= sizeof(e.name) ||
+		    fstatat(in, de->d_name, &e.st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISLNK(e.st.st_mode)) {
+			char target[PATH_MAX];
+			ssize_t n = readlinkat(in, de->d_name, target, sizeof(target) - 1);
+
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			if (!(e.target = strdup(target))) {
+				rc = -ENOMEM;
+				break;
+			}
+		} else if (!S_ISDIR(e.st.st_mode) &&
+			   !(S_ISREG(e.st.st_mode) && (e.st.st_mode & S_IROTH) && e.st.st_size <= COPY_MAX)) {
+			continue;
+		}
+		memcpy(e.name, de->d_name, strlen(de->d_name) + 1);
+		if (h->n == h->cap) {
+			size_t cap = h->cap ? 2 * h->cap : 64;
+			struct entry *ne = realloc(h->e, cap * sizeof(*ne));
+
+			if (!ne) {
+				free(e.target);
+				rc = -ENOMEM;
+				break;
+			}
+			h->e = ne;
+			h->cap = cap;
+		}
+		h->e[h->n++] = e;
+		h->fingerprint += entry_hash(&e);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Removes dir's entries (a template's: files, links, empty mount points) and dir itself in parent. */
+static void remove_template(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			if (unlinkat(fd, de->d_name, 0) < 0 && errno == EISDIR)
+				unlinkat(fd, de->d_name, AT_REMOVEDIR);
+	closedir(d);
+	unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+/* Fills the new template dir (a directory descriptor) from h. 0 or -errno. */
+static int template_fill(int dir, const struct host_etc *h, int network)
+{
+	int in = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < OWN_COUNT(network); i++)
+		rc = write_at(dir, own[i], "");
+	for (size_t i = 0; rc == 0 && i < h->n; i++) {
+		const struct entry *e = &h->e[i];
+
+		if (S_ISLNK(e->st.st_mode)) {
+			if (symlinkat(e->target, dir, e->name) < 0)
+				rc = -errno;
+		} else if (S_ISDIR(e->st.st_mode)) {
+			if (mkdirat(dir, e->name, 0755) < 0)
+				rc = -errno;
+		} else if (in >= 0) {
+			rc = copy_file(in, e->name, dir, &e->st);
+		}
+	}
+	if (in >= 0)
+		close(in);
+	if (rc == 0 && fchmod(dir, 0755) < 0)
+		rc = -errno;
+	return rc;
+}
+
+/*
+ * Removes the templates of cache (a directory descriptor) for the same
+ * network as keep that nobody holds, but keep, and what killed builders left.
+ */
+static void templates_collect(int cache, const char *keep)
+{
+	const char *kind = strrchr(keep, '-');
+
+	DIR *d;
+	int fd = dup(cache);
+	struct dirent *de;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct stat st;
+		int t;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, keep))
+			continue;
+		if (de->d_name[0] == '.') {
+			/* A builder's temporary: in progress when recent, left by a killed jail otherwise. */
+			if (fstatat(cache, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    (intmax_t)st.st_mtim.tv_sec + 600 < (intmax_t)(clock_wall_us() / 1000000))
+				remove_template(cache, de->d_name);
+			continue;
+		}
+		if (!kind || strlen(de->d_name) < strlen(kind) ||
+		    strcmp(de->d_name + strlen(de->d_name) - strlen(kind), kind))
+			continue;
+		t = openat(cache, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (t < 0)
+			continue;
+		if (flock(t, LOCK_EX | LOCK_NB) == 0) {
+			char dead[300];
+
+			/* Out of the way first: a jail that opens the name now finds it gone and builds anew. */
+			snprintf(dead, sizeof(dead), ".dead-%.200s-%ld", de->d_name, (long)getpid());
+			if (renameat(cache, de->d_name, cache, dead) == 0)
+				remove_template(cache, dead);
+		}
+		close(t);
+	}
+	closedir(d);
+}
+
+/* Opens cache/name and takes its shared lock, if it is (still) a whole template there. fd, or -1. */
+static int template_hold(int cache, const char *name)
+{
+	struct stat a, b;
+	int fd = openat(cache, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -1;
+	/* Taken, then checked: a collector renames the name away while it holds the lock. */
+	if (flock(fd, LOCK_SH) < 0 || fstat(fd, &a) < 0 || fstatat(cache, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The template for the host's /etc as it is now, built when missing; held in template_lock. 0 or -errno. */
+static int template_get(const char *root, const struct host_etc *h, int network)
+{
+	char cache_path[PATH_MAX], name[32], tmp[64];
+	int cache = -1, rc = 0, fd = -1;
+
+	snprintf(name, sizeof(name), "%016llx-%s", (unsigned long long)h->fingerprint, network ? "on" : "off");
+	if (snprintf(cache_path, sizeof(cache_path), "%s/.etc", root) >= (int)sizeof(cache_path) ||
+	    snprintf(template_path, sizeof(template_path), "%s/%s", cache_path, name) >= (int)sizeof(template_path)) {
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	if ((mkdir(cache_path, 0755) < 0 && errno != EEXIST) ||
+	    (cache = open(cache_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Twice at most: a template collected between our open and our lock is built again. */
+	for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+		int t;
+
+		if ((fd = template_hold(cache, name)) >= 0)
+			break;
+		snprintf(tmp, sizeof(tmp), ".new-%s-%ld", name, (long)getpid());
+		remove_template(cache, tmp);
+		if (mkdirat(cache, tmp, 0700) < 0 ||
+		    (t = openat(cache, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		rc = template_fill(t, h, network);
+		close(t);
+		if (rc < 0) {
+			remove_template(cache, tmp);
+			goto out;
+		}
+		/* Another jail may have made the same one meanwhile: then its is used and ours dropped. */
+		if (renameat(cache, tmp, cache, name) < 0)
+			remove_template(cache, tmp);
+		else
+			templates_collect(cache, name);
+	}
+	if (fd < 0) {
+		rc = -EAGAIN;
+		goto out;
+	}
+	template_lock = fd;
+	rc = 0;
+out:
+	if (cache >= 0)
+		close(cache);
+	return rc;
+}
+
+const char *etc_template(void)
+{
+	return template_lock >= 0 ? template_path : NULL;
+}
+
+size_t etc_own(int network, const char *const **names)
+{
+	*names = own;
+	return OWN_COUNT(network);
+}
+
+int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int network, int stage, struct argv *a)
+{
+	char path[PATH_MAX], root[PATH_MAX], text[1024];
+	const char *slash = strrchr(dir, '/');
+	struct host_etc h = { 0 };
+	int out, rc = 0;
+
+	if (!slash || (size_t)(slash - dir) >= sizeof(root))
+		return -EINVAL;
+	memcpy(root, dir, (size_t)(slash - dir));
+	root[slash - dir] = '\0';
 	snprintf(path, sizeof(path), "%s/rootfs/etc", dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return -errno;
@@ -120,41 +438,33 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 	/* With network, the resolver slirp4netns forwards to the host's (net.c). */
 	if (rc == 0 && network)
 		rc = write_at(out, "resolv.conf", "nameserver " NET_DNS_ADDR "\n");
-	in = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	d = in >= 0 ? fdopendir(in) : NULL;
-	if (!d) {
-		if (in >= 0)
-			close(in);
-		close(out);
+	close(out);
+	if (rc == 0)
+		rc = host_etc_read(&h);
+	if (rc == 0)
+		rc = template_get(root, &h, network);
+	if (rc < 0) {
+		host_etc_free(&h);
 		return rc;
 	}
-	while (rc == 0 && (de = readdir(d))) {
-		struct stat st;
-		char target[PATH_MAX];
-		ssize_t n;
-
-		if (is_skipped(de->d_name) || fstatat(in, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			n = readlinkat(in, de->d_name, target, sizeof(target) - 1);
-			if (n <= 0)
-				continue;
-			target[n] = '\0';
-			if (symlinkat(target, out, de->d_name) < 0 && errno != EEXIST)
-				rc = -errno;
-		} else if (S_ISDIR(st.st_mode)) {
-			if (mkdirat(out, de->d_name, 0755) < 0 && errno != EEXIST) {
-				rc = -errno;
-				break;
-			}
-			add(a, "--ro-bind");
-			addf(a, "/etc/%s", de->d_name);
-			addf(a, "/etc/%s", de->d_name);
-		} else if (S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) && st.st_size <= COPY_MAX) {
-			rc = copy_file(in, de->d_name, out, &st);
-		}
+	/* Staged, the child binds the template and the own files at STAGE/etc (stage.c); else bwrap does. */
+	add(a, "--ro-bind");
+	if (stage)
+		addf(a, "%s/etc", stage_dir());
+	else
+		add(a, template_path);
+	add(a, "/etc");
+	for (size_t i = 0; !stage && i < OWN_COUNT(network); i++) {
+		add(a, "--ro-bind");
+		addf(a, "%s/%s", path, own[i]);
+		addf(a, "/etc/%s", own[i]);
 	}
-	closedir(d);
-	close(out);
-	return rc;
+	for (size_t i = 0; i < h.n; i++)
+		if (S_ISDIR(h.e[i].st.st_mode)) {
+			add(a, "--ro-bind");
+			addf(a, "/etc/%s", h.e[i].name);
+			addf(a, "/etc/%s", h.e[i].name);
+		}
+	host_etc_free(&h);
+	return 0;
 }

@@ -132,12 +132,19 @@ int inner_userns(const struct uid_range *r, int at);
 /* ---- etc.c ---- */
 
 /*
- * The sandbox's own /etc in dir/rootfs/etc: users and groups of its
- * own (uid and gid of `user`), no shadow files, the host's other regular
- * files copied; the host's subdirectories are added to a as read-only binds
- * over empty mount points. 0 or -errno.
+ * The sandbox's /etc (etc.c): the shared template for the host's /etc as it
+ * is now (built under dir's parent when missing, and held for the jail's
+ * life), with the sandbox's own users, groups, names and resolver written to
+ * dir/rootfs/etc and bound over it, and the host's subdirectories bound
+ * read-only. Appends those binds to a; staged (stage.c), the child makes the
+ * template and own-file binds at STAGE/etc and a binds that. 0 or -errno.
  */
-int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, struct argv *a);
+int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, int stage,
+	      struct argv *a);
+/* The template etc_build chose (a directory), or NULL before. */
+const char *etc_template(void);
+/* The names of the sandbox's own files in dir/rootfs/etc, in *names; how many there are. */
+size_t etc_own(int network, const char *const **names);
 
 /* ---- limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC ---- */
 

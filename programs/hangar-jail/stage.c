@@ -5,7 +5,8 @@
  * As root, the child builds what bwrap binds in a mount namespace of its
  * own, at STAGE (a directory every uid can cross, unlike a state directory
  * under /root, which the sandbox's unprivileged ids could not reach):
- *   STAGE/etc   its /etc (etc.c)
+ *   STAGE/etc   its /etc (etc.c): the shared template, the sandbox's own
+ *               files (dir/rootfs/etc) bound over their placeholders
  *   STAGE/envd  hangar-envd
  *   STAGE/lib   image sandboxes: hangar-envd's loader and libraries (envdrt.c)
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
@@ -36,6 +37,8 @@
 /* What the stage binds, opened before it is mounted. */
 struct sources {
 	int etc, envd;
+	int own[8]; /* dir/rootfs/etc's files, etc_own()'s names */
+	size_t n_own;
 	const struct envd_runtime *rt; /* image sandboxes: lib[0] the loader, then rt->libs */
 	int lib[ENVD_RUNTIME_MAX + 1];
 };
@@ -53,6 +56,11 @@ static void close_sources(struct sources *f)
 		if (f->lib[i] >= 0) {
 			close(f->lib[i]);
 			f->lib[i] = -1;
+		}
+	for (size_t i = 0; i < f->n_own; i++)
+		if (f->own[i] >= 0) {
+			close(f->own[i]);
+			f->own[i] = -1;
 		}
 }
 
@@ -87,11 +95,28 @@ static int open_in_dir(const char *dir, const char *rest, int flags)
 	return open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | flags);
 }
 
-static int open_sources(struct sources *f, const char *dir, const char *envd)
+static int open_sources(struct sources *f, const struct jail_spec *s)
 {
-	f->etc = open_in_dir(dir, "rootfs/etc", O_DIRECTORY);
-	f->envd = open(envd, O_PATH | O_CLOEXEC);
-	if (f->etc < 0 || f->envd < 0) {
+	const char *template = etc_template(), *const *names;
+	size_t n = s->image ? 0 : etc_own(s->meta->network, &names);
+	int bad = 0;
+
+	/* An image's /etc is its own (image.c): only the host's /usr needs the template. */
+	if (n > sizeof(f->own) / sizeof(f->own[0]) || (!s->image && !template)) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (f->n_own = 0; f->n_own < n; f->n_own++) {
+		char rest[300];
+
+		snprintf(rest, sizeof(rest), "rootfs/etc/%s", names[f->n_own]);
+		f->own[f->n_own] = open_in_dir(s->dir, rest, 0);
+		bad |= f->own[f->n_own] < 0;
+	}
+	f->etc = s->image ? open_in_dir(s->dir, "rootfs/etc", O_DIRECTORY)
+			  : open(template, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
+	f->envd = open(s->envd, O_PATH | O_CLOEXEC);
+	if (bad || f->etc < 0 || f->envd < 0) {
 		int e = errno;
 
 		close_sources(f);
@@ -145,6 +170,27 @@ static int bind_runtime(const struct sources *f, const char *at)
 	return 0;
 }
 
+/* The sandbox's own /etc files over the template's placeholders at STAGE/etc. 0, or -1 with errno. */
+static int bind_own(const struct sources *f, const char *at, const struct jail_spec *s)
+{
+	const char *const *names;
+	char src[64], dst[PATH_MAX];
+
+	if (s->image)
+		return 0;
+	etc_own(s->meta->network, &names);
+	for (size_t i = 0; i < f->n_own; i++) {
+		snprintf(src, sizeof(src), "/proc/self/fd/%d", f->own[i]);
+		if (snprintf(dst, sizeof(dst), "%s/etc/%s", at, names[i]) >= (int)sizeof(dst)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
 {
 	char path[PATH_MAX];
@@ -168,7 +214,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 {
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
-	struct sources f = { .etc = -1, .envd = -1 };
+	struct sources f = { .etc = -1, .envd = -1, .n_own = 0 };
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
 	 * namespace, root of the commands' namespace below) as the stage's
@@ -178,12 +224,12 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 
 	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    open_sources(&f, s->dir, s->envd) < 0 || open_runtime(&f, s) < 0 ||
+	    open_sources(&f, s) < 0 || open_runtime(&f, s) < 0 ||
 	    mount("hangar", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) {
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (bind_fd(f.etc, at, "etc", 0) < 0 ||
+	if (bind_fd(f.etc, at, "etc", 0) < 0 || bind_own(&f, at, s) < 0 ||
 	    bind_fd(f.envd, at, "envd", 1) < 0 || bind_runtime(&f, at) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_sources(&f);

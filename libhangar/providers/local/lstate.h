@@ -17,9 +17,11 @@
  *   envd.log      stdout and stderr of the jail, bwrap and hangar-envd
  *   envd.sock     hangar-envd's socket, 0600, bound by the jail here, outside every
  *                 path the sandbox sees, and handed to envd as a listening descriptor
- *   rootfs/etc/   the sandbox's passwd and group, written by the jail (the host's
- *                 /usr); an image sandbox's /etc is the image's own (meta.json's
- *                 "image" names the image: its layers, config and use lock)
+ *   rootfs/etc/   the sandbox's own passwd, group, hostname, hosts and resolv.conf,
+ *                 written by the jail (the host's /usr) and bound over the shared
+ *                 template of the host's /etc, $HANGAR_STATE_DIR/local/.etc/<print>
+ *                 (hangar-jail's etc.c); an image sandbox's /etc is the image's own
+ *                 (meta.json's "image" names the image: its layers, config and use lock)
  *   timeline      how its creation went: one "PHASE MONO_US" line per step, appended
  *                 by the library and the jail as each ends (CLOCK_MONOTONIC, in
  *                 microseconds: one clock for both), read by the library's debug log
