@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -184,6 +185,13 @@ static enum next on_timer(const struct jail *j)
 int supervise(struct jail *j)
 {
 	enum next next = arm_timer(j) ? GO_ON : STOP;
+
+	/*
+	 * What the set-up allocated (the seccomp filter's compiler, bwrap's
+	 * command line, the image's metadata) is freed by now: give its pages
+	 * back, so the jail costs about 140 kB less for the rest of its life.
+	 */
+	malloc_trim(0);
 
 	while (next != STOP) {
 		struct pollfd p[4] = { { j->sfd, POLLIN, 0 }, { j->tfd, POLLIN, 0 }, { j->lfd, POLLIN, 0 },
