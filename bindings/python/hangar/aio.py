@@ -230,21 +230,23 @@ class _Job(_Waited):
 
 
 def _port(loop: asyncio.AbstractEventLoop) -> Optional[_Port]:
-    try:
-        ref = _ports[loop]
-    except KeyError:
+    ref = _ports.get(loop, _no_port)
+    if ref is None:
+        return None
+    live = ref()
+    if live is None:
+        # The loop's first command (or its port was let go of: a loop runs only while open).
         try:
-            port = _Port(loop)
+            live = _Port(loop)
         except NotImplementedError:
             _ports[loop] = None
             return None
-        _ports[loop] = weakref.ref(port)
-        return port
-    port = None if ref is None else ref()
-    if port is None and ref is not None:
-        # The loop was closed and its selector let go of the port.
-        raise RuntimeError("the event loop is closed")
-    return port
+        _ports[loop] = weakref.ref(live)
+    return live
+
+
+def _no_port() -> None:
+    return None
 
 
 async def _exec(sb: Sandbox, command: str, timeout: int = 0, cwd: Optional[str] = None, user: Optional[str] = None,
