@@ -7,7 +7,9 @@
 
 Each blocking call runs on a thread of the package's own (it spends its
 time in the library with the GIL released), so one event loop drives many
-sandboxes at once. Cancelling the task awaiting a call (task.cancel(),
+sandboxes at once. A command without callbacks runs on threads of the
+extension that never take the GIL, its end announced through an eventfd
+the loop watches (one per loop, closed with it). Cancelling the task awaiting a call (task.cancel(),
 asyncio.timeout(), asyncio.wait_for()) cancels the call:
 
   - a command (exec(), commands.run()), copy_out(), a checkpoint's create,
