@@ -1822,8 +1822,10 @@ static PyObject *aio_port_drain(PyObject *port_cap)
 					     error ? error : Py_None);
 		Py_XDECREF(result);
 		Py_XDECREF(error);
-		/* The token holds the job's capsule: the job must not hold it back. */
+		/* The token holds the job's capsule: the job must not hold it back; the input is the caller's again. */
 		Py_CLEAR(j->token);
+		if (j->in.obj)
+			PyBuffer_Release(&j->in);
 		if (!item || PyList_Append(list, item) < 0)
 			Py_CLEAR(list);
 		Py_XDECREF(item);

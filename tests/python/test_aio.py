@@ -486,3 +486,33 @@ def test_a_loop_without_add_reader_takes_the_threads(ctx):
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def test_the_handle_and_the_input_are_held_while_the_command_runs(ctx):
+    marker = f"/tmp/aio-held-{secrets.token_hex(4)}"
+
+    async def main():
+        sb = await AsyncSandbox.create(ctx)
+        try:
+            data = bytearray(b"first\n")
+            task = asyncio.ensure_future(sb.exec(f"cat; touch {marker}; sleep 300", stdin=data))
+            await eventually("the command to read its input", lambda: sb.files.exists(marker))
+            # A careless caller: the input cannot change size under the running command...
+            with pytest.raises(BufferError):
+                data.extend(b"second\n")
+            # ... and closing the handle refuses new calls but leaves it to the running one.
+            sb.close()
+            with pytest.raises(ValueError, match="closed"):
+                await sb.exec("true")
+            assert sb.sync._handle.ptr is not None
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The call has ended: the handle went with it and the input is the caller's again.
+            assert sb.sync._handle.ptr is None
+            data.extend(b"second\n")
+        finally:
+            async with await AsyncSandbox.attach(ctx, sb.id):
+                pass  # kills it
+
+    run(main())
