@@ -16,9 +16,10 @@ is spent, and which a busy machine disturbs far less than the wall clock.
 
 The async API (hangar.aio) is measured the same way against the sync one:
 `await sb.exec("true")` on an AsyncSandbox, then the same exec through the
-Sandbox it wraps, alternating (goal: at most 100 us more per call); and
-its own cost per call without a sandbox (a call handed to its thread pool
-and awaited).
+Sandbox it wraps, alternating (goal: at most 100 us more per call); the
+same with the exec handed to the package's Python threads, the way a call
+with callbacks goes, for comparison; and the cost per call of those
+threads without a sandbox (a call handed over and awaited).
 
 Then, as a cross-check without ctypes, the same exec from C in another
 process (lib-exec --attach, its own connection to the same envd) in
@@ -198,23 +199,31 @@ def print_pairs(label, unit, pairs, goal, sides=("through the bindings", "straig
     print(f"  {what} p50 {pct(diff, 50):.1f} µs per {unit}, {pct(cpu_diff, 50):.1f} µs of CPU (goal ≤ {goal})")
 
 
-def async_paired(sb, n, warmup):
+def async_paired(sb, n, warmup, threaded=False):
     """paired(), the first side awaited on an event loop: await AsyncSandbox.exec() against Sandbox.exec().
 
     The CPU time is the process's (the call runs on another thread): what
     the hand-over costs, which the wall clock shows only with the
     scheduling delays of two more thread wake-ups on top, large on a busy
-    machine.
+    machine. threaded: the exec goes the way a call with callbacks goes
+    (the package's Python threads, the end handed to the loop with
+    call_soon_threadsafe) instead of the extension's threads.
     """
     asb = hangar.aio.AsyncSandbox(sb)
     out = [], [], [], []
     clock, cpu = time.perf_counter, time.process_time
+    run = hangar.aio._run
+
+    def call():
+        if threaded:
+            return run(lambda stop: sb.exec("true", cancel=stop.is_set))
+        return asb.exec("true")
 
     async def pairs():
         py, c, diff, cpu_diff = out
         for i in range(warmup + n):
             w0, u0 = clock(), cpu()
-            r = await asb.exec("true")
+            r = await call()
             w1, u1 = clock(), cpu()
             q = sb.exec("true")
             w2, u2 = clock(), cpu()
@@ -297,6 +306,11 @@ def main():
         print_pairs("exec('true')", "exec over the sync one", async_paired(sb, a.async_pairs, 20), "100 µs",
                     sides=("awaited (hangar.aio)", "sync (hangar)"), cpu="the process's CPU",
                     what="the async API adds")
+        print("  the same through the package's Python threads (the way of a call with callbacks):")
+        print_pairs("exec('true', cancel=...)", "exec over the sync one",
+                    async_paired(sb, a.async_pairs, 20, threaded=True), "100 µs",
+                    sides=("awaited (Python thread)", "sync (hangar)"), cpu="the process's CPU",
+                    what="the Python threads add")
 
         print()
         print("the same exec from C in another process (lib-exec --attach, its own connection), in rounds:")
@@ -350,7 +364,7 @@ def main():
             pass
 
     print(f"  a failing call raising its HangarError      {per_call_us(raising, 20000):7.2f} us")
-    print(f"  an awaited call through hangar.aio's pool   {async_call_us():7.2f} us")
+    print(f"  an awaited call through hangar.aio's Python threads {async_call_us():7.2f} us")
     c.close()
     return 0
 

@@ -54,10 +54,9 @@ static PyObject *pstr(const char *s)
 #define PUT_I(d, st, f) dput((d), #f, PyLong_FromLongLong((long long)(st)->f))
 #define PUT_U(d, st, f) dput((d), #f, PyLong_FromUnsignedLongLong((unsigned long long)(st)->f))
 
-/* Sets the Python exception for code from this thread's last error; GIL held. */
-static void raise_last(int code)
+/* Sets the Python exception for code from the error e (another thread's, copied); GIL held. */
+static void raise_error(int code, const hangar_error *e)
 {
-	const hangar_error *e = hangar_error_last();
 	PyObject *d = PyDict_New(), *exc;
 
 	if (!d)
@@ -84,6 +83,12 @@ static void raise_last(int code)
 		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 		Py_DECREF(exc);
 	}
+}
+
+/* Sets the Python exception for code from this thread's last error; GIL held. */
+static void raise_last(int code)
+{
+	raise_error(code, hangar_error_last());
 }
 %}
 
@@ -1375,5 +1380,458 @@ static PyObject *py_session_fork(hangar_session *s, uint32_t count, PyObject *fn
 		BLOCKING(rc = hangar_session_fork_ext(s, count, &o, tr_session_fork, &cb));
 	}
 	return cb_finish(&cb, rc);
+}
+%}
+
+/* ---- hangar.aio's hand-off ------------------------------------------------------------ */
+
+/*
+ * A call awaited on an asyncio loop runs on a pool of plain pthreads that
+ * never take the GIL: the arguments are copied on the loop thread, the
+ * library call runs on the pool, and its end is queued on the loop's port
+ * and announced through the port's eventfd, which the loop watches with
+ * add_reader(). A Python thread would wake once for the call and again for
+ * the GIL, then wake the loop through call_soon_threadsafe(); here the
+ * worker wakes once and the loop once per batch of ends, and the result is
+ * built on the loop thread, where the GIL already is.
+ *
+ * Only calls without Python callbacks come here (hangar/aio.py routes the
+ * others to its Python threads), so nothing on the pool touches Python.
+ * A job is freed by whichever of its capsule and the port's drain comes
+ * last; both run with the GIL, so that count needs no atomics.
+ */
+%{
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* As many threads as calls a program keeps going at once, up to this. */
+#define AIO_MAX_THREADS 256
+
+struct aio_port;
+
+struct aio_job {
+	struct aio_job *next;
+	struct aio_port *port;
+	PyObject *token;         /* handed back by the drain; GIL */
+	int refs;                /* the capsule and the port; GIL */
+	atomic_int stop;         /* set by cancel, read by the library's cancel polls */
+	int ran;                 /* written before the job is queued on its port */
+	/* the call's copied arguments */
+	hangar_sandbox *sb;
+	char *command, *cwd, *user, **env;
+	Py_buffer in;            /* released on the loop thread */
+	hangar_exec_opts o;
+	/* its outcome */
+	int rc;
+	hangar_exec_result res;
+	hangar_error err;        /* a copy of the worker thread's last error */
+	char *err_message, *err_provider_code;
+};
+
+struct aio_port {
+	int fd;                  /* eventfd: readable while ends wait to be drained */
+	int jobs;                /* queued or running; GIL */
+	pthread_mutex_t lock;
+	struct aio_job *done;    /* ended, newest first; lock */
+};
+
+static pthread_mutex_t aio_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t aio_wake = PTHREAD_COND_INITIALIZER;
+static struct aio_job *aio_queue, **aio_tail = &aio_queue;
+static unsigned aio_queued, aio_idle, aio_threads;
+
+static void aio_port_free(struct aio_port *port)
+{
+	close(port->fd);
+	pthread_mutex_destroy(&port->lock);
+	free(port);
+}
+
+static void aio_job_free(struct aio_job *j)
+{
+	free(j->command);
+	free(j->cwd);
+	free(j->user);
+	strv_free(j->env);
+	if (j->in.obj)
+		PyBuffer_Release(&j->in);
+	hangar_exec_result_dispose(&j->res);
+	free(j->err_message);
+	free(j->err_provider_code);
+	Py_XDECREF(j->token);
+	free(j);
+}
+
+static void aio_job_unref(struct aio_job *j)
+{
+	if (--j->refs == 0)
+		aio_job_free(j);
+}
+
+static int aio_cancel_poll(void *payload)
+{
+	struct aio_job *j = payload;
+
+	return atomic_load_explicit(&j->stop, memory_order_relaxed);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void aio_run(struct aio_job *j)
+{
+	struct aio_port *port = j->port;
+	int first;
+
+	if (!atomic_load(&j->stop)) {
+		j->ran = 1;
+		j->rc = hangar_sandbox_exec(&j->res, j->sb, j->command, &j->o);
+		if (j->rc < 0) {
+			/* The error is this thread's: copy it for the loop thread. */
+			const hangar_error *e = hangar_error_last();
+
+			j->err = *e;
+			if (e->code == j->rc) {
+				j->err_message = dup_or_null(e->message);
+				j->err_provider_code = dup_or_null(e->provider_code);
+			} else {
+				j->err.code = 0;
+			}
+		}
+	}
+	pthread_mutex_lock(&port->lock);
+	first = port->done == NULL;
+	j->next = port->done;
+	port->done = j;
+	pthread_mutex_unlock(&port->lock);
+	if (first) {
+		/* One wake-up per batch: the drain takes every end queued so far. */
+		uint64_t one = 1;
+
+		while (write(port->fd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	}
+}
+
+static void *aio_worker(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&aio_lock);
+	for (;;) {
+		struct aio_job *j;
+
+		while (!aio_queue) {
+			aio_idle++;
+			pthread_cond_wait(&aio_wake, &aio_lock);
+			aio_idle--;
+		}
+		j = aio_queue;
+		aio_queue = j->next;
+		if (!aio_queue)
+			aio_tail = &aio_queue;
+		aio_queued--;
+		pthread_mutex_unlock(&aio_lock);
+		aio_run(j);
+		pthread_mutex_lock(&aio_lock);
+	}
+	return NULL;
+}
+
+/* A forked child has none of the parent's threads: it starts a pool of its own. */
+static void aio_atfork_child(void)
+{
+	pthread_mutex_init(&aio_lock, NULL);
+	pthread_cond_init(&aio_wake, NULL);
+	aio_queue = NULL;
+	aio_tail = &aio_queue;
+	aio_queued = aio_idle = aio_threads = 0;
+}
+
+static void aio_atfork_child_register(void)
+{
+	pthread_atfork(NULL, NULL, aio_atfork_child);
+}
+
+/* Queues j and starts a thread when every idle one already has a job. Returns 0, or -1 with a Python error. */
+static int aio_submit(struct aio_job *j)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int rc = 0;
+
+	pthread_once(&once, aio_atfork_child_register);
+	pthread_mutex_lock(&aio_lock);
+	j->next = NULL;
+	*aio_tail = j;
+	aio_tail = &j->next;
+	aio_queued++;
+	if (aio_queued > aio_idle && aio_threads < AIO_MAX_THREADS) {
+		/* Signals stay with the threads that handle them; the pool only waits in the library. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, aio_worker, NULL);
+		pthread_attr_destroy(&attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc == 0)
+			aio_threads++;
+		else if (aio_threads > 0)
+			rc = 0; /* the running threads get to it */
+	}
+	if (rc) {
+		/* No thread at all to run it: take it back. */
+		struct aio_job **p = &aio_queue;
+
+		while (*p != j)
+			p = &(*p)->next;
+		*p = NULL;
+		aio_tail = p;
+		aio_queued--;
+	} else {
+		pthread_cond_signal(&aio_wake);
+	}
+	pthread_mutex_unlock(&aio_lock);
+	if (rc) {
+		errno = rc;
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	return 0;
+}
+
+#define AIO_PORT "hangar.aio_port"
+#define AIO_JOB "hangar.aio_job"
+
+static void aio_port_capsule_free(PyObject *cap)
+{
+	struct aio_port *port = PyCapsule_GetPointer(cap, AIO_PORT);
+
+	if (!port)
+		return;
+	/*
+	 * hangar/aio.py keeps the capsule until every job has been drained. If
+	 * it could not (the interpreter is going away with calls still running),
+	 * the port stays: the workers still write to it.
+	 */
+	if (port->jobs == 0)
+		aio_port_free(port);
+}
+
+static void aio_job_capsule_free(PyObject *cap)
+{
+	struct aio_job *j = PyCapsule_GetPointer(cap, AIO_JOB);
+
+	if (j)
+		aio_job_unref(j);
+}
+
+static struct aio_port *aio_port_of(PyObject *cap)
+{
+	return PyCapsule_GetPointer(cap, AIO_PORT);
+}
+%}
+
+%inline %{
+/* A port for one loop: (capsule, fd). The fd is the port's to close. */
+static PyObject *aio_port_new(void)
+{
+	struct aio_port *port = calloc(1, sizeof(*port));
+	PyObject *cap;
+
+	if (!port)
+		return PyErr_NoMemory();
+	port->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (port->fd < 0) {
+		free(port);
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	pthread_mutex_init(&port->lock, NULL);
+	cap = PyCapsule_New(port, AIO_PORT, aio_port_capsule_free);
+	if (!cap) {
+		aio_port_free(port);
+		return NULL;
+	}
+	return Py_BuildValue("(Ni)", cap, port->fd);
+}
+
+/*
+ * Starts exec on the pool; its end comes out of aio_port_drain(port) with
+ * token. Returns the job, for aio_cancel(). The arguments are as
+ * py_sandbox_exec()'s without the callbacks; sb must stay alive (its
+ * handle held) until the drain.
+ */
+static PyObject *aio_exec(PyObject *port_cap, PyObject *token, hangar_sandbox *sb, const char *command,
+			  int64_t timeout_sec, const char *cwd, const char *user, char **env, uint64_t output_limit,
+			  PyObject *stdin_data)
+{
+	struct aio_port *port = aio_port_of(port_cap);
+	struct aio_job *j;
+	PyObject *cap;
+
+	if (!port)
+		return NULL;
+	if (!sb || !command) {
+		PyErr_SetString(PyExc_ValueError, "aio_exec: no sandbox or no command");
+		return NULL;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return PyErr_NoMemory();
+	j->refs = 1;
+	j->res = (hangar_exec_result)HANGAR_EXEC_RESULT_INIT;
+	j->o = (hangar_exec_opts)HANGAR_EXEC_OPTS_INIT;
+	j->sb = sb;
+	Py_INCREF(token);
+	j->token = token;
+	if (!(j->command = strdup(command)) || (cwd && !(j->cwd = strdup(cwd))) ||
+	    (user && !(j->user = strdup(user)))) {
+		aio_job_free(j);
+		return PyErr_NoMemory();
+	}
+	if (env) {
+		size_t n = 0;
+
+		while (env[n])
+			n++;
+		if (!(j->env = calloc(n + 1, sizeof(char *)))) {
+			aio_job_free(j);
+			return PyErr_NoMemory();
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (!(j->env[i] = strdup(env[i]))) {
+				aio_job_free(j);
+				return PyErr_NoMemory();
+			}
+		}
+	}
+	if (stdin_data != Py_None) {
+		/* Held, not copied: the buffer cannot change size while it is exported. */
+		if (PyObject_GetBuffer(stdin_data, &j->in, PyBUF_SIMPLE) < 0) {
+			aio_job_free(j);
+			return NULL;
+		}
+		j->o.stdin_data = j->in.buf;
+		j->o.stdin_len = (size_t)j->in.len;
+	}
+	j->o.timeout_sec = timeout_sec;
+	j->o.cwd = j->cwd && *j->cwd ? j->cwd : NULL;
+	j->o.user = j->user && *j->user ? j->user : NULL;
+	j->o.env = (const char *const *)j->env;
+	j->o.output_limit = output_limit;
+	j->o.cancel = aio_cancel_poll;
+	j->o.payload = j;
+	cap = PyCapsule_New(j, AIO_JOB, aio_job_capsule_free);
+	if (!cap) {
+		aio_job_free(j);
+		return NULL;
+	}
+	j->refs = 2; /* the capsule, and the port until the drain */
+	j->port = port;
+	port->jobs++;
+	if (aio_submit(j) < 0) {
+		port->jobs--;
+		j->refs = 1;
+		Py_DECREF(cap);
+		return NULL;
+	}
+	return cap;
+}
+
+/* Asks a job to stop: before it starts, it never runs; while it runs, the library's cancel poll sees it. */
+static PyObject *aio_cancel(PyObject *job_cap)
+{
+	struct aio_job *j = PyCapsule_GetPointer(job_cap, AIO_JOB);
+
+	if (!j)
+		return NULL;
+	atomic_store(&j->stop, 1);
+	Py_RETURN_NONE;
+}
+
+/*
+ * The jobs that ended since the last drain, in the order they ended, as
+ * (token, ran, result, error): result is exec's tuple (as py_sandbox_exec()
+ * returns it) or None, error the HangarError instance or None.
+ */
+static PyObject *aio_port_drain(PyObject *port_cap)
+{
+	struct aio_port *port = aio_port_of(port_cap);
+	struct aio_job *done, *rev = NULL;
+	PyObject *list;
+	uint64_t n;
+
+	if (!port)
+		return NULL;
+	while (read(port->fd, &n, sizeof(n)) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&port->lock);
+	done = port->done;
+	port->done = NULL;
+	pthread_mutex_unlock(&port->lock);
+	while (done) {
+		struct aio_job *next = done->next;
+
+		done->next = rev;
+		rev = done;
+		done = next;
+	}
+	list = PyList_New(0);
+	while (rev) {
+		struct aio_job *j = rev;
+		PyObject *item = NULL, *result = NULL, *error = NULL;
+
+		rev = j->next;
+		if (list && j->ran && j->rc >= 0) {
+			hangar_exec_result *r = &j->res;
+
+			result = Py_BuildValue("(iiy#y#KKLi)", r->exit_code, r->timed_out, r->out.ptr ? r->out.ptr : "",
+					       (Py_ssize_t)r->out.size, r->err.ptr ? r->err.ptr : "", (Py_ssize_t)r->err.size,
+					       (unsigned long long)r->out_bytes, (unsigned long long)r->err_bytes,
+					       (long long)r->duration_us, r->oom_killed);
+		} else if (list && j->ran) {
+			PyObject *et, *ev, *tb;
+
+			j->err.message = j->err_message ? j->err_message : hangar_strerror(j->rc);
+			j->err.provider_code = j->err_provider_code ? j->err_provider_code : "";
+			if (!j->err.code) {
+				j->err.category = 0;
+				j->err.os_errno = j->err.http_status = j->err.retry_after_s = 0;
+				j->err.flags = 0;
+			}
+			j->err.code = j->rc;
+			raise_error(j->rc, &j->err);
+			PyErr_Fetch(&et, &ev, &tb);
+			PyErr_NormalizeException(&et, &ev, &tb);
+			if (ev && tb)
+				PyException_SetTraceback(ev, tb);
+			Py_XDECREF(et);
+			Py_XDECREF(tb);
+			error = ev;
+		}
+		if (list && (!j->ran || result || error))
+			item = Py_BuildValue("(OiOO)", j->token, j->ran, result ? result : Py_None,
+					     error ? error : Py_None);
+		Py_XDECREF(result);
+		Py_XDECREF(error);
+		/* The token holds the job's capsule: the job must not hold it back; the input is the caller's again. */
+		Py_CLEAR(j->token);
+		if (j->in.obj)
+			PyBuffer_Release(&j->in);
+		if (!item || PyList_Append(list, item) < 0)
+			Py_CLEAR(list);
+		Py_XDECREF(item);
+		port->jobs--;
+		aio_job_unref(j);
+	}
+	return list;
 }
 %}

@@ -1,6 +1,8 @@
 """hangar.aio: many sandboxes from one event loop, and cancellation that reaches the sandbox."""
 
 import asyncio
+import gc
+import os
 import secrets
 import threading
 import time
@@ -307,5 +309,210 @@ def test_a_cancelled_checkpoint_is_not_kept(ctx):
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert {c.id for c in await AsyncCheckpoint.list(ctx)} == before
+
+    run(main())
+
+
+# ---- commands without callbacks: the extension's own threads, ends through the loop's eventfd ----
+
+def eventfds():
+    """This process's eventfds (the library keeps connections open: only these are the loops' ports)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]"
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def os_threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_many_commands_on_one_loop_each_end_reaches_its_caller(ctx):
+    n = 40
+    marker = f"/tmp/aio-many-{secrets.token_hex(4)}"
+
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            async with asyncio.timeout(DEADLINE):
+                # Different arguments, results of different sizes, failures among them, one cancelled.
+                def call(i):
+                    if i % 10 == 3:
+                        return sb.exec("true", cwd=f"/none-{i}")
+                    if i % 2:
+                        return sb.commands.run(f"head -c {i * 1000} /dev/zero | tr '\\0' x; echo $V",
+                                               envs={"V": str(i)})
+                    return sb.exec(f"cat; echo {i} >&2; exit {i % 7}", stdin=f"in{i}".encode(), cwd="/tmp")
+
+                long = asyncio.ensure_future(sb.exec(f"echo $$ > {marker}; sleep 300"))
+                tasks = [asyncio.ensure_future(call(i)) for i in range(n)]
+                await eventually("the long command to start", lambda: sb.files.exists(marker))
+                long.cancel()
+                results = await asyncio.gather(*tasks, return_exceptions=True)
+                with pytest.raises(asyncio.CancelledError):
+                    await long
+                for i, r in enumerate(results):
+                    if i % 10 == 3:
+                        assert isinstance(r, hangar.InvalidArgumentError) and f"/none-{i}" in str(r), (i, r)
+                    elif i % 2:
+                        assert r.exit_code == 0 and r.stdout == b"x" * (i * 1000) + f"{i}\n".encode(), i
+                    else:
+                        assert (r.exit_code, r.stdout, r.stderr) == (i % 7, f"in{i}".encode(), f"{i}\n".encode())
+                pid = (await sb.files.read(marker)).strip()
+                await eventually("the cancelled command to stop", lambda: _not(alive(sb, pid)))
+                assert idle(sb)
+
+    run(main())
+
+
+def test_the_same_errors_as_the_sync_call(ctx):
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            # A careless caller: what the sync call refuses, the async one refuses alike.
+            for kw in ({"stdin": "not bytes"}, {"env": "A=1"}, {"timeout": -1}, {"cwd": 5}):
+                try:
+                    sb.sync.exec("true", **kw)
+                    sync_error = None
+                except Exception as e:
+                    sync_error = type(e)
+                try:
+                    await sb.exec("true", **kw)
+                    async_error = None
+                except Exception as e:
+                    async_error = type(e)
+                assert async_error is sync_error and (sync_error is not None or kw == {"timeout": -1}), kw
+            with pytest.raises(hangar.GoneError):
+                other = await AsyncSandbox.attach(ctx, sb.id)
+                await other.kill()
+                other.close()
+                await sb.exec("true")
+            assert idle(sb)
+        with pytest.raises(ValueError, match="closed"):
+            await sb.exec("true")
+
+    run(main())
+
+
+def test_the_end_of_asyncio_run_leaves_no_descriptor_and_threads_are_reused(ctx):
+    sb = hangar.Sandbox.create(ctx)
+    try:
+        asb = AsyncSandbox(sb)
+
+        async def burst(n):
+            rs = await asyncio.gather(*(asb.exec(f"echo {i}") for i in range(n)))
+            assert [r.stdout for r in rs] == [f"{i}\n".encode() for i in range(n)]
+
+        run(burst(1))  # the extension's pool has a thread; the loop's port is gone with the loop
+        before, threads = eventfds(), os_threads()
+
+        async def watched():
+            # While a loop runs commands, its port is one more eventfd.
+            await burst(3)
+            assert eventfds() == before + 1
+            return await burst(10)
+
+        run(watched())
+        assert eventfds() == before
+        after = os_threads()
+        assert after <= threads + 10
+        # A pool, not a thread per call: the next burst finds the threads idle.
+        run(burst(10))
+        run(burst(10))
+        assert os_threads() == after
+        assert eventfds() == before
+        # Nothing of a call outlives it: the extension let go of every call it was handed.
+        gc.collect()
+        assert not [o for o in gc.get_objects() if type(o).__name__ == "_Job"]
+    finally:
+        sb.kill()
+        sb.close()
+
+
+def test_two_event_loops_in_two_threads(ctx):
+    sb = hangar.Sandbox.create(ctx)
+    errors, got = [], {}
+
+    def thread(name):
+        async def main():
+            asb = AsyncSandbox(sb)
+            rs = await asyncio.gather(*(asb.exec(f"echo {name}-{i}") for i in range(15)))
+            got[name] = [r.stdout for r in rs]
+
+        try:
+            asyncio.run(main())
+        except BaseException as e:
+            errors.append(e)
+
+    try:
+        ts = [threading.Thread(target=thread, args=(name,)) for name in ("a", "b")]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(DEADLINE)
+        assert not errors and not any(t.is_alive() for t in ts)
+        for name in ("a", "b"):
+            assert got[name] == [f"{name}-{i}\n".encode() for i in range(15)]
+        assert sb._handle._busy == 0
+    finally:
+        sb.kill()
+        sb.close()
+
+
+class NoReaderLoop(asyncio.SelectorEventLoop):
+    """A loop that cannot watch a file descriptor, as some event loops cannot."""
+
+    def add_reader(self, fd, callback, *args):
+        raise NotImplementedError
+
+
+def test_a_loop_without_add_reader_takes_the_threads(ctx):
+    marker = f"/tmp/aio-noreader-{secrets.token_hex(4)}"
+
+    async def main():
+        async with await AsyncSandbox.create(ctx) as sb:
+            assert (await sb.exec("echo x")).stdout == b"x\n"
+            task = asyncio.ensure_future(sb.exec(f"echo $$ > {marker}; sleep 300"))
+            await eventually("the command to start", lambda: sb.files.exists(marker))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            pid = (await sb.files.read(marker)).strip()
+            await eventually("the cancelled command to stop", lambda: _not(alive(sb, pid)))
+
+    loop = NoReaderLoop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_the_handle_and_the_input_are_held_while_the_command_runs(ctx):
+    marker = f"/tmp/aio-held-{secrets.token_hex(4)}"
+
+    async def main():
+        sb = await AsyncSandbox.create(ctx)
+        try:
+            data = bytearray(b"first\n")
+            task = asyncio.ensure_future(sb.exec(f"cat; touch {marker}; sleep 300", stdin=data))
+            await eventually("the command to read its input", lambda: sb.files.exists(marker))
+            # A careless caller: the input cannot change size under the running command...
+            with pytest.raises(BufferError):
+                data.extend(b"second\n")
+            # ... and closing the handle refuses new calls but leaves it to the running one.
+            sb.close()
+            with pytest.raises(ValueError, match="closed"):
+                await sb.exec("true")
+            assert sb.sync._handle.ptr is not None
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The call has ended: the handle went with it and the input is the caller's again.
+            assert sb.sync._handle.ptr is None
+            data.extend(b"second\n")
+        finally:
+            async with await AsyncSandbox.attach(ctx, sb.id):
+                pass  # kills it
 
     run(main())

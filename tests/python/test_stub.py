@@ -119,7 +119,7 @@ def test_everything_the_package_calls_is_declared():
 
 # Each dict the stub describes, and the C function of hangar.i that builds it.
 BUILDERS = {
-    "_ErrorDetails": "raise_last",
+    "_ErrorDetails": "raise_error",
     "_SandboxInfoDict": "d_sandbox_info",
     "_FileInfoDict": "d_file_info",
     "_MetricDict": "d_metric",

@@ -7,7 +7,9 @@
 
 Each blocking call runs on a thread of the package's own (it spends its
 time in the library with the GIL released), so one event loop drives many
-sandboxes at once. Cancelling the task awaiting a call (task.cancel(),
+sandboxes at once. A command without callbacks runs on threads of the
+extension that never take the GIL, its end announced through an eventfd
+the loop watches (one per loop, closed with it). Cancelling the task awaiting a call (task.cancel(),
 asyncio.timeout(), asyncio.wait_for()) cancels the call:
 
   - a command (exec(), commands.run()), copy_out(), a checkpoint's create,
@@ -30,17 +32,19 @@ import asyncio
 import queue
 import threading
 import time
+import weakref
 from typing import (Any, Callable, Concatenate, Coroutine, Generic, Iterator, List, Literal, Optional, ParamSpec,
                     Protocol, TypeVar, Union, cast, overload)
 
-from ._types import Env, ExecResult, Labels, SessionInfo
+from . import _hangar as _h
+from ._types import Env, ExecResult, Labels, SessionInfo, _pairs
 from .checkpoint import Checkpoint, Progress
-from .commands import Commands, Data, DataCallback, Pty, PtySize, TextCallback
+from .commands import Commands, Data, DataCallback, Pty, PtySize, TextCallback, _seconds
 from .context import Context, _ctx_and_id
 from .errors import CanceledError, DeadlineError
 from .files import Files, WatchHandle
 from .process import Process
-from .sandbox import ForkResult, Sandbox
+from .sandbox import ForkResult, OutputCallback, Sandbox
 from .session import Session, SessionForkResult
 
 __all__ = ["AsyncSandbox", "AsyncSession", "AsyncCheckpoint", "AsyncProcess", "AsyncCommands", "AsyncFiles",
@@ -59,14 +63,12 @@ _S = TypeVar("_S")
 _MAX_THREADS = 256
 
 
-class _Call:
-    """One blocking call: fn(stop) on a thread of the pool, its outcome, and who waits for it."""
+class _Waited:
+    """A call's end as the loop sees it: who waits for it, and waiting for it whatever cancels the waiter."""
 
-    __slots__ = ("fn", "stop", "loop", "fut", "settled", "result", "error", "ran", "delivered")
+    __slots__ = ("loop", "fut", "settled", "result", "error", "ran", "delivered")
 
-    def __init__(self, fn: Callable[[threading.Event], Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.fn = fn
-        self.stop = threading.Event()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.fut: asyncio.Future[None] = loop.create_future()
         self.settled: Optional[asyncio.Future[None]] = None
@@ -74,19 +76,6 @@ class _Call:
         self.error: Optional[BaseException] = None
         self.ran = False
         self.delivered = False
-
-    def work(self) -> None:
-        """On a thread of the pool: runs fn unless cancelled before it started."""
-        if not self.stop.is_set():
-            self.ran = True
-            try:
-                self.result = self.fn(self.stop)
-            except BaseException as e:
-                self.error = e
-        try:
-            self.loop.call_soon_threadsafe(self.deliver)
-        except RuntimeError:
-            pass  # the loop is closed: nobody waits any more
 
     def deliver(self) -> None:
         """On the loop: wakes whoever waits for the call."""
@@ -105,6 +94,30 @@ class _Call:
                 await asyncio.shield(self.settled)
             except asyncio.CancelledError:
                 pass  # cancelled again: the call still has to end first
+
+
+class _Call(_Waited):
+    """One blocking call: fn(stop) on a thread of the pool, its outcome, and who waits for it."""
+
+    __slots__ = ("fn", "stop")
+
+    def __init__(self, fn: Callable[[threading.Event], Any], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.fn = fn
+        self.stop = threading.Event()
+
+    def work(self) -> None:
+        """On a thread of the pool: runs fn unless cancelled before it started."""
+        if not self.stop.is_set():
+            self.ran = True
+            try:
+                self.result = self.fn(self.stop)
+            except BaseException as e:
+                self.error = e
+        try:
+            self.loop.call_soon_threadsafe(self.deliver)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits any more
 
 
 class _Pool:
@@ -165,6 +178,109 @@ async def _run(fn: Callable[[threading.Event], _R], undo: Optional[Callable[[_R]
         raise error
     result: _R = call.result
     return result
+
+
+# A command without Python callbacks (the common exec) takes a shorter way:
+# the extension copies its arguments and runs it on threads of its own that
+# never take the GIL, and reports its end through an eventfd this loop
+# watches (a _Port), so the end of many calls wakes the loop once and the
+# result is built on the loop thread. A Python thread would wake for the
+# call, again for the GIL, and then wake the loop: on a small machine those
+# wake-ups and GIL hand-overs cost more than the rest of the call's
+# overhead. Cancelling sets a flag the library's cancel poll reads.
+# Callbacks must run on a thread of the package, so calls with any go the
+# way above.
+
+
+class _Port:
+    """A loop's end of the extension's threads: one eventfd, watched with add_reader().
+
+    The loop's selector holds the only strong reference to it, so the
+    eventfd is closed as soon as the loop is (asyncio.run() closes it).
+    """
+
+    __slots__ = ("cap", "fd", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.cap, self.fd = _h.aio_port_new()
+        loop.add_reader(self.fd, self.drain)
+
+    def drain(self) -> None:
+        for job, ran, result, error in _h.aio_port_drain(self.cap):
+            job.ended(ran, result, error)
+
+
+# The port of each loop that ran a command this way, or None where the loop
+# cannot watch a file descriptor (add_reader: NotImplementedError).
+_ports: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[weakref.ref[_Port]]]" = \
+    weakref.WeakKeyDictionary()
+
+
+class _Job(_Waited):
+    """A command on the extension's threads."""
+
+    __slots__ = ("job",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.job: Any = None
+
+    def ended(self, ran: int, result: Any, error: Optional[BaseException]) -> None:
+        self.ran = bool(ran)
+        self.result, self.error = result, error
+        self.deliver()
+
+
+def _port(loop: asyncio.AbstractEventLoop) -> Optional[_Port]:
+    ref = _ports.get(loop, _no_port)
+    if ref is None:
+        return None
+    live = ref()
+    if live is None:
+        # The loop's first command (or its port was let go of: a loop runs only while open).
+        try:
+            live = _Port(loop)
+        except NotImplementedError:
+            _ports[loop] = None
+            return None
+        _ports[loop] = weakref.ref(live)
+    return live
+
+
+def _no_port() -> None:
+    return None
+
+
+async def _exec(sb: Sandbox, command: str, timeout: int = 0, cwd: Optional[str] = None, user: Optional[str] = None,
+                env: Optional[Env] = None, output_limit: int = 0, stdin: Optional[bytes] = None) -> ExecResult:
+    """Sandbox.exec() without callbacks, on the extension's threads; a cancelled task stops the command."""
+    loop = asyncio.get_running_loop()
+    port = _port(loop)
+    if port is None:
+        return await _run(lambda stop: sb.exec(command, timeout=timeout, cwd=cwd, user=user, env=env,
+                                               output_limit=output_limit, stdin=stdin, cancel=stop.is_set))
+    handle = sb._handle
+    call = _Job(loop)
+    p = handle.__enter__()
+    try:
+        call.job = _h.aio_exec(port.cap, call, p, command, timeout, cwd, user, _pairs(env), output_limit, stdin)
+    except BaseException:
+        handle.__exit__(None, None, None)
+        raise
+    try:
+        try:
+            await call.fut
+        except asyncio.CancelledError:
+            _h.aio_cancel(call.job)
+            await call.settle()
+            raise
+    finally:
+        # Once the call has ended: a context callback's exception comes out here, as from the sync call.
+        handle.__exit__(None, None, None)
+    error, call.error = call.error, None
+    if error is not None:
+        raise error
+    return ExecResult._from_raw(call.result)
 
 
 def _stoppable(stop: threading.Event, user: Optional[Callable[[], bool]]) -> Callable[[], bool]:
@@ -353,6 +469,8 @@ class AsyncCommands:
                                               on_stdout=on_stdout, on_stderr=on_stderr, stdin=stdin),
                            undo=Process.close)
             return AsyncProcess(p)
+        if on_stdout is None and on_stderr is None and cancel is None:
+            return await _exec(c._sb, cmd, _seconds(timeout), cwd, user, envs, 0, stdin)
         return await _run(lambda stop: c.run(cmd, envs=envs, cwd=cwd, user=user, timeout=timeout, on_stdout=on_stdout,
                                              on_stderr=on_stderr, stdin=stdin, cancel=_stoppable(stop, cancel)))
 
@@ -550,7 +668,20 @@ class AsyncSandbox(_Wrapper[Sandbox]):
         return self
 
     info = _method(Sandbox.info)
-    exec = _cancellable(Sandbox.exec)
+    _exec_threaded = _cancellable(Sandbox.exec)
+
+    async def exec(self, command: str, *, timeout: int = 0, cwd: Optional[str] = None, user: Optional[str] = None,
+                   env: Optional[Env] = None, output_limit: int = 0, stdin: Optional[bytes] = None,
+                   on_output: Optional[OutputCallback] = None,
+                   cancel: Optional[Callable[[], bool]] = None) -> ExecResult:
+        """As Sandbox.exec(); a cancelled task stops the command in the sandbox and raises CancelledError.
+
+        on_output and cancel run on a thread of the package, not the loop.
+        """
+        if on_output is None and cancel is None:
+            return await _exec(self._sync, command, timeout, cwd, user, env, output_limit, stdin)
+        return await self._exec_threaded(command, timeout=timeout, cwd=cwd, user=user, env=env,
+                                         output_limit=output_limit, stdin=stdin, on_output=on_output, cancel=cancel)
     read_file = _method(Sandbox.read_file)
     write_file = _method(Sandbox.write_file)
     copy_in = _method(Sandbox.copy_in)
