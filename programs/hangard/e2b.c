@@ -1028,6 +1028,10 @@ void h_e2b_snapshot(struct request *r)
 		reply_hangar_error(r, rc);
 		goto done;
 	}
+	/* GET /snapshots lists it to this caller; a snapshot taken but not
+	 * recorded is still the caller's to use, so the answer stands. */
+	if (e2b_snapshot_note(request_token_name(r), hangar_sandbox_id(sb), id.ptr, name, now_us()) < 0)
+		fprintf(stderr, "hangard: cannot record the snapshot %s of %s\n", id.ptr, hangar_sandbox_id(sb));
 	cJSON *o = cJSON_CreateObject(), *names;
 	cJSON_AddStringToObject(o, "snapshotID", id.ptr);
 	names = cJSON_AddArrayToObject(o, "names");
@@ -1213,24 +1217,20 @@ void h_e2b_health(struct request *r)
 
 /* ---- what does not map ---- */
 
-#define NO_BUILDS "templates are not built through this API: name an environment of HANGAR_ENVIRONMENTS_FILE, " \
-		  "or an image, as templateID"
-#define V1_TEMPLATES "templates are listed at GET /v1/templates and /v1/environments"
+#define NO_BUILDS "templates are not built through this API: publish an environment with `hangar environment " \
+		  "publish NAME` (or pull an image with `hangar image pull`) and name it as templateID"
 
 static const struct {
 	const char *method, *path, *why;
 } unmapped[] = {
 	{ "POST", "/e2b/v3/templates", NO_BUILDS },
 	{ "POST", "/e2b/v2/templates", NO_BUILDS },
-	{ "GET", "/e2b/v2/templates", V1_TEMPLATES },
-	{ "GET", "/e2b/templates", V1_TEMPLATES },
 	{ "GET", "/e2b/api-keys", "keys are hangard tokens with the sandboxes scope: hangard hash-token NAME sandboxes" },
 	{ "POST", "/e2b/api-keys", "keys are hangard tokens with the sandboxes scope: hangard hash-token NAME sandboxes" },
 	{ "GET", "/e2b/teams", "hangard has no teams: a token sees every sandbox" },
 	{ "GET", "/e2b/volumes", "volumes are not supported" },
 	{ "POST", "/e2b/volumes", "volumes are not supported" },
 	{ "PUT", "/e2b/sandboxes/{id}/network", "network rules are not supported: allow_internet_access at create" },
-	{ "GET", "/e2b/snapshots", "snapshots are not listed: keep the snapshotID POST /sandboxes/{id}/snapshots answers" },
 	{ "GET", "/e2b/sandboxes/{id}/logs", "logs are served at GET /v2/sandboxes/{id}/logs" },
 };
 

@@ -45,6 +45,15 @@ void e2b_record_dispose(struct e2b_record *rec);
  * outside /e2b. */
 void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payload), void *payload);
 
+/* The snapshots taken through /e2b: recorded with who took them, from which
+ * sandbox, its name (or NULL) and when; 0 or -1. */
+int e2b_snapshot_note(const char *caller, const char *sandbox_id, const char *snapshot_id, const char *name,
+		      int64_t created_us);
+/* Calls fn with each recorded snapshot, an object of snapshotID, names,
+ * sandboxID, caller and createdUs, until fn returns non-zero; that value,
+ * 0, or -1 when they cannot be read. */
+int e2b_snapshot_walk(int (*fn)(cJSON *snap, void *payload), void *payload);
+
 /* Idempotency-Key (e2b-idempotency.c). */
 enum {
 	E2B_IDEM_NEW = 0,          /* create, then e2b_idem_finish() */
