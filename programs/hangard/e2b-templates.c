@@ -235,10 +235,11 @@ static int take_named(struct gather *g, const char *name, struct tmpl *out)
 	return 0;
 }
 
-/* A source that has nothing of that name, or that this setup lacks. */
+/* A source that has nothing of that name, or that this setup lacks: 0.
+ * Any other failure stays. */
 static int none_there(int rc)
 {
-	return rc >= 0 || rc == HANGAR_ENOTFOUND || rc == HANGAR_EINVAL || rc == HANGAR_EUNSUPPORTED;
+	return rc == HANGAR_ENOTFOUND || rc == HANGAR_EINVAL || rc == HANGAR_EUNSUPPORTED ? 0 : rc;
 }
 
 /*
@@ -254,8 +255,8 @@ static int resolve(const char *name, struct tmpl *out)
 	memset(out, 0, sizeof(*out));
 	if (strcmp(name, "base") == 0)
 		return tmpl_set(out, K_BASE, "base", "ready", 0) < 0 ? HANGAR_ENOMEM : 0;
-	rc = hangar_environment_get(hangard->ctx, name, on_environment, &g);
-	if (!none_there(rc) || take_named(&g, name, out))
+	rc = none_there(hangar_environment_get(hangard->ctx, name, on_environment, &g));
+	if (rc < 0 || take_named(&g, name, out))
 		goto out;
 	rc = hangar_image_inspect(hangard->ctx, name, on_image, &g);
 	/* An image found by a digest's prefix or a short name: its own. */
@@ -264,7 +265,7 @@ static int resolve(const char *name, struct tmpl *out)
 		memset(&g.v[g.n - 1], 0, sizeof(g.v[0]));
 		goto out;
 	}
-	if (!none_there(rc))
+	if ((rc = none_there(rc)) < 0)
 		goto out;
 	if (e2b_snapshot_walk(on_snapshot, &w) < 0) {
 		rc = HANGAR_EOS;
@@ -272,11 +273,9 @@ static int resolve(const char *name, struct tmpl *out)
 	}
 	if (take_named(&g, name, out))
 		goto out;
-	rc = hangar_template_list(hangard->ctx, NULL, on_template, &g);
-	if (!none_there(rc))
-		goto out;
-	take_named(&g, name, out);
-	rc = 0;
+	rc = none_there(hangar_template_list(hangard->ctx, NULL, on_template, &g));
+	if (rc == 0)
+		take_named(&g, name, out);
 out:
 	if (rc >= 0 && g.failed)
 		rc = HANGAR_ENOMEM;
@@ -349,7 +348,10 @@ static void list_common(struct request *r, int v2)
 	rc = gather_all(&g);
 	if (rc < 0) {
 		gather_free(&g);
-		reply_hangar_error(r, rc);
+		if (rc == HANGAR_ENOMEM)
+			reply_error(r, 500, "os", rc, "out of memory listing the templates");
+		else
+			reply_hangar_error(r, rc);
 		return;
 	}
 	cJSON *arr = cJSON_CreateArray();
@@ -385,6 +387,11 @@ static int open_template(struct request *r, const char *name, struct tmpl *t)
 		return -1;
 	}
 	rc = resolve(name, t);
+	if (rc == HANGAR_EOS || rc == HANGAR_ENOMEM) {
+		/* Ours, not the library's: its last error says nothing of it. */
+		reply_error(r, 500, "os", rc, "cannot read the snapshots' records or hold the templates");
+		return -1;
+	}
 	if (rc < 0) {
 		reply_hangar_error(r, rc);
 		return -1;
