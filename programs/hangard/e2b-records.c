@@ -145,6 +145,14 @@ static int record_decode(struct e2b_record *rec, const char *text, size_t len)
 	rec->paused = strcmp(p->valuestring, "memory") == 0       ? E2B_PAUSED_MEMORY
 		      : strcmp(p->valuestring, "filesystem") == 0 ? E2B_PAUSED_FILESYSTEM
 								   : E2B_NOT_PAUSED;
+	/* Written since autoPause: absent from older records. */
+	cJSON *ap = cJSON_GetObjectItemCaseSensitive(doc, "autoPause"), *am;
+	if (cJSON_IsString(ap)) {
+		am = cJSON_GetObjectItemCaseSensitive(doc, "pauseAtUs");
+		rec->auto_pause = 1;
+		rec->auto_pause_memory = strcmp(ap->valuestring, "memory") == 0;
+		rec->pause_at_us = cJSON_IsNumber(am) && am->valuedouble > 0 && am->valuedouble < 1e18 ? (int64_t)am->valuedouble : 0;
+	}
 	cJSON_Delete(doc);
 	return rec->template_id ? 0 : -1;
 bad:
@@ -193,6 +201,10 @@ int e2b_record_put(const char *id, const struct e2b_record *rec)
 	cJSON_AddStringToObject(doc, "paused", rec->paused == E2B_PAUSED_MEMORY       ? "memory"
 					       : rec->paused == E2B_PAUSED_FILESYSTEM ? "filesystem"
 										      : "");
+	if (rec->auto_pause) {
+		cJSON_AddStringToObject(doc, "autoPause", rec->auto_pause_memory ? "memory" : "filesystem");
+		sjson_add_int64(doc, "pauseAtUs", rec->pause_at_us);
+	}
 	text = cJSON_PrintUnformatted(doc);
 	if (!text)
 		goto out;
@@ -224,6 +236,28 @@ void e2b_record_delete(const char *id)
 	if (path)
 		unlink(path);
 	free(path);
+}
+
+int e2b_records_walk(int (*fn)(const char *id, void *payload), void *payload)
+{
+	DIR *d = opendir(records_dir);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char id[80];
+		size_t n = strlen(de->d_name);
+		if (n < 6 || n - 5 >= sizeof(id) || strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		memcpy(id, de->d_name, n - 5);
+		id[n - 5] = '\0';
+		if (e2b_id_ok(id))
+			rc = fn(id, payload);
+	}
+	closedir(d);
+	return rc;
 }
 
 void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payload), void *payload)
