@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { ADMIN_KEY, Fake, Hangard, e2b } from './harness.mjs';
+import { ADMIN_KEY, Fake, Hangard, e2b, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 
@@ -146,6 +146,23 @@ describe('on the cloud fake', () => {
       assert.equal((await Sandbox.listSnapshots({ ...hd.opts(), sandboxId: sb.sandboxId }).nextItems()).length, 2);
     } finally {
       await other.kill();
+      await sb.kill();
+    }
+  });
+
+  test('autoPause keeping the filesystem only: paused at the timeout, connect boots it with new tokens', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000,
+      lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+    try {
+      await exec(hd, sb.sandboxId, 'echo kept > /tmp/e2b-fs-autopause');
+      await sb.setTimeout(1_000);
+      await waitFor(async () => (await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json().state === 'paused',
+        { timeoutMs: 20_000, intervalMs: 100, what: 'the filesystem pause at the timeout' });
+      assert.equal((await Sandbox.getInfo(sb.sandboxId, hd.opts())).state, 'paused');
+      const back = await Sandbox.connect(sb.sandboxId, { ...hd.opts(), timeoutMs: 60_000 });
+      assert.notEqual(back.envdAccessToken, sb.envdAccessToken, 'a cold boot keeps the old tokens');
+      assert.equal((await exec(hd, sb.sandboxId, 'cat /tmp/e2b-fs-autopause')).stdout, 'kept\n');
+    } finally {
       await sb.kill();
     }
   });
