@@ -164,3 +164,40 @@ test('GET /snapshots: none taken, filters and pages checked', async () => {
   assert.equal(admin.status, 200, admin.body);
   assert.deepEqual(admin.json(), []);
 });
+
+test('GET /snapshots reads only well-formed records of the caller', async () => {
+  const dir = path.join(hd.stateDir, 'e2b', 'snapshots');
+  fs.mkdirSync(dir, { recursive: true });
+  const rec = (o) => JSON.stringify({ snapshotID: 'x', names: [], sandboxID: 'sb-1', caller: 'e2b', createdUs: 1, ...o });
+  fs.writeFileSync(path.join(dir, 'a.json'), rec({ snapshotID: 'mine:default', names: ['mine'], createdUs: 2 }));
+  fs.writeFileSync(path.join(dir, 'b.json'), rec({ snapshotID: 'theirs:default', caller: 'boss' }));
+  fs.writeFileSync(path.join(dir, 'c.json'), '{"snapshotID": 1');
+  fs.writeFileSync(path.join(dir, 'd.json'), rec({ names: [7] }));
+  fs.writeFileSync(path.join(dir, 'e.json'), 'x'.repeat(1 << 20));
+  fs.symlinkSync(path.join(dir, 'a.json'), path.join(dir, 'f.json'));
+  fs.writeFileSync(path.join(dir, 'g.json'), rec({ snapshotID: 'older:default', createdUs: 1 }));
+  try {
+    const all = await Sandbox.listSnapshots(hd.opts()).nextItems();
+    assert.deepEqual(all, [{ snapshotId: 'mine:default', names: ['mine'] }, { snapshotId: 'older:default', names: [] }]);
+    // Pages of one: the token leads past the first, to the second only.
+    const first = await hd.request('GET', '/e2b/snapshots?limit=1');
+    assert.deepEqual(first.json().map((s) => s.snapshotID), ['mine:default']);
+    const token = first.headers.get('x-next-token');
+    assert.ok(token);
+    const second = await hd.request('GET', `/e2b/snapshots?limit=1&nextToken=${encodeURIComponent(token)}`);
+    assert.deepEqual(second.json().map((s) => s.snapshotID), ['older:default']);
+    assert.equal(second.headers.get('x-next-token'), null);
+    // name: the name, or the name with the default tag; nothing else.
+    for (const [q, want] of [['mine', ['mine:default']], ['mine:default', ['mine:default']], ['mine:v2', []],
+      ['theirs:default', []], ['%00', []]]) {
+      const r = await hd.request('GET', `/e2b/snapshots?name=${encodeURIComponent(q)}`);
+      assert.equal(r.status, 200, r.body);
+      assert.deepEqual(r.json().map((s) => s.snapshotID), want, q);
+    }
+    // A snapshot's name is a templateID; the other caller's is not this caller's to list, but names resolve.
+    assert.deepEqual((await hd.request('GET', '/e2b/templates/aliases/mine')).json(), { templateID: 'mine:default', public: false });
+    assertE2bError(await hd.request('DELETE', '/e2b/templates/mine:default'), 400, /not deleted through hangar/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
