@@ -924,9 +924,19 @@ static void resume_common(struct request *r, int connect)
 	}
 	if (load_record(r, info.id, &rec) < 0)
 		goto out;
+	if (pause && !rec.auto_pause && !(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_PAUSE)) {
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "the provider %s cannot pause a sandbox with its memory",
+			    hangar_provider_name(hangar_sandbox_provider(sb)));
+		goto out;
+	}
 	if (info.state != HANGAR_SANDBOX_PAUSED) {
 		if (!connect) {
 			reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is not paused", info.id);
+			goto out;
+		}
+		if (pause && !rec.auto_pause) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL,
+				    "autoPause is set at create, or when a paused sandbox is resumed");
 			goto out;
 		}
 		status = 200;

@@ -111,3 +111,22 @@ test('a pause the provider cannot make is refused at create, and nothing is left
   const bad = await hd.request('POST', '/e2b/v2/sandboxes', { body: { templateID: 'base', autoPause: 'yes' } });
   assert.equal(bad.status, 400, bad.body);
 });
+
+test('raw: autoPause on resume of a paused sandbox, refused on a running one', async () => {
+  const r = await hd.request('POST', '/e2b/v2/sandboxes', { body: { templateID: 'base', timeout: 60 } });
+  assert.equal(r.status, 201, r.body);
+  const id = r.json().sandboxID;
+  try {
+    const running = await hd.request('POST', `/e2b/sandboxes/${id}/connect`, { body: { timeout: 60, autoPause: true } });
+    assert.equal(running.status, 400, running.body);
+    assert.equal((await hd.request('GET', `/e2b/sandboxes/${id}`)).json().lifecycle.onTimeout, 'kill');
+    assert.equal((await hd.request('POST', `/e2b/sandboxes/${id}/pause`, { body: {} })).status, 204);
+    const back = await hd.request('POST', `/e2b/sandboxes/${id}/resume`, { body: { timeout: 1, autoPause: true } });
+    assert.equal(back.status, 201, back.body);
+    assert.equal((await hd.request('GET', `/e2b/sandboxes/${id}`)).json().lifecycle.onTimeout, 'pause');
+    await waitFor(async () => (await v1State(id)) === 'paused',
+      { timeoutMs: 20_000, intervalMs: 100, what: 'the pause of a sandbox resumed with autoPause' });
+  } finally {
+    await hd.request('DELETE', `/e2b/sandboxes/${id}`);
+  }
+});
