@@ -151,7 +151,8 @@ static int record_decode(struct e2b_record *rec, const char *text, size_t len)
 		am = cJSON_GetObjectItemCaseSensitive(doc, "pauseAtUs");
 		rec->auto_pause = 1;
 		rec->auto_pause_memory = strcmp(ap->valuestring, "memory") == 0;
-		rec->pause_at_us = cJSON_IsNumber(am) && am->valuedouble > 0 && am->valuedouble < 1e18 ? (int64_t)am->valuedouble : 0;
+		rec->pause_at_us =
+			cJSON_IsNumber(am) && am->valuedouble > 0 && am->valuedouble < 1e18 ? (int64_t)am->valuedouble : 0;
 	}
 	cJSON_Delete(doc);
 	return rec->template_id ? 0 : -1;

@@ -598,7 +598,8 @@ void h_e2b_snapshots(struct request *r)
 	cJSON *arr = cJSON_CreateArray();
 	for (i = from; i < l.n && i < from + (size_t)limit; i++) {
 		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "snapshotID", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(l.v[i], "snapshotID"), 1));
+		cJSON_AddItemToObject(o, "snapshotID",
+				      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(l.v[i], "snapshotID"), 1));
 		cJSON_AddItemToObject(o, "names", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(l.v[i], "names"), 1));
 		cJSON_AddItemToArray(arr, o);
 	}

@@ -925,7 +925,8 @@ static void resume_common(struct request *r, int connect)
 	if (load_record(r, info.id, &rec) < 0)
 		goto out;
 	if (pause && !rec.auto_pause && !(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_PAUSE)) {
-		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "the provider %s cannot pause a sandbox with its memory",
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED,
+			    "the provider %s cannot pause a sandbox with its memory",
 			    hangar_provider_name(hangar_sandbox_provider(sb)));
 		goto out;
 	}
