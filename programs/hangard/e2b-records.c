@@ -145,6 +145,15 @@ static int record_decode(struct e2b_record *rec, const char *text, size_t len)
 	rec->paused = strcmp(p->valuestring, "memory") == 0       ? E2B_PAUSED_MEMORY
 		      : strcmp(p->valuestring, "filesystem") == 0 ? E2B_PAUSED_FILESYSTEM
 								   : E2B_NOT_PAUSED;
+	/* Written since autoPause: absent from older records. */
+	cJSON *ap = cJSON_GetObjectItemCaseSensitive(doc, "autoPause"), *am;
+	if (cJSON_IsString(ap)) {
+		am = cJSON_GetObjectItemCaseSensitive(doc, "pauseAtUs");
+		rec->auto_pause = 1;
+		rec->auto_pause_memory = strcmp(ap->valuestring, "memory") == 0;
+		rec->pause_at_us =
+			cJSON_IsNumber(am) && am->valuedouble > 0 && am->valuedouble < 1e18 ? (int64_t)am->valuedouble : 0;
+	}
 	cJSON_Delete(doc);
 	return rec->template_id ? 0 : -1;
 bad:
@@ -193,6 +202,10 @@ int e2b_record_put(const char *id, const struct e2b_record *rec)
 	cJSON_AddStringToObject(doc, "paused", rec->paused == E2B_PAUSED_MEMORY       ? "memory"
 					       : rec->paused == E2B_PAUSED_FILESYSTEM ? "filesystem"
 										      : "");
+	if (rec->auto_pause) {
+		cJSON_AddStringToObject(doc, "autoPause", rec->auto_pause_memory ? "memory" : "filesystem");
+		sjson_add_int64(doc, "pauseAtUs", rec->pause_at_us);
+	}
 	text = cJSON_PrintUnformatted(doc);
 	if (!text)
 		goto out;
@@ -226,6 +239,28 @@ void e2b_record_delete(const char *id)
 	free(path);
 }
 
+int e2b_records_walk(int (*fn)(const char *id, void *payload), void *payload)
+{
+	DIR *d = opendir(records_dir);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char id[80];
+		size_t n = strlen(de->d_name);
+		if (n < 6 || n - 5 >= sizeof(id) || strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		memcpy(id, de->d_name, n - 5);
+		id[n - 5] = '\0';
+		if (e2b_id_ok(id))
+			rc = fn(id, payload);
+	}
+	closedir(d);
+	return rc;
+}
+
 void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payload), void *payload)
 {
 	DIR *d = opendir(records_dir);
@@ -249,4 +284,124 @@ void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payl
 	}
 	e2b_unlock();
 	closedir(d);
+}
+
+/*
+ * The snapshots taken through /e2b, one file each in e2b/snapshots (a
+ * directory, so the sweep of sandbox records never sees them), named by a
+ * hash of the snapshot's id: a platform's ids may hold '/' and ':'. The
+ * library keeps no list of them, and E2B's GET /snapshots answers the
+ * caller's own: who took each is recorded beside it.
+ */
+static char *snapshot_path(const char *snapshot_id, const char *suffix)
+{
+	unsigned char h[16];
+	char hex[33], *p;
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)snapshot_id, strlen(snapshot_id), NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	if (asprintf(&p, "%s/snapshots/%s.json%s", records_dir, hex, suffix) < 0)
+		return NULL;
+	return p;
+}
+
+int e2b_snapshot_note(const char *caller, const char *sandbox_id, const char *snapshot_id, const char *name,
+		      int64_t created_us)
+{
+	char *dir = NULL, *path = snapshot_path(snapshot_id, ""), *tmp = snapshot_path(snapshot_id, ".new"), *text = NULL;
+	cJSON *doc = cJSON_CreateObject(), *names;
+	int fd = -1, rc = -1;
+	size_t n;
+
+	if (!path || !tmp || !doc || asprintf(&dir, "%s/snapshots", records_dir) < 0) {
+		dir = NULL;
+		goto out;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		goto out;
+	cJSON_AddStringToObject(doc, "snapshotID", snapshot_id);
+	names = cJSON_AddArrayToObject(doc, "names");
+	if (name && name[0])
+		cJSON_AddItemToArray(names, cJSON_CreateString(name));
+	cJSON_AddStringToObject(doc, "sandboxID", sandbox_id);
+	cJSON_AddStringToObject(doc, "caller", caller);
+	sjson_add_int64(doc, "createdUs", created_us);
+	text = cJSON_PrintUnformatted(doc);
+	if (!text)
+		goto out;
+	n = strlen(text);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, text, n) != (ssize_t)n || fsync(fd) < 0)
+		goto out;
+	if (close(fd) < 0) {
+		fd = -1;
+		goto out;
+	}
+	fd = -1;
+	rc = rename(tmp, path);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0 && tmp)
+		unlink(tmp);
+	free(text);
+	cJSON_Delete(doc);
+	free(dir);
+	free(path);
+	free(tmp);
+	return rc;
+}
+
+/* A snapshot file as e2b_snapshot_note() writes it, or NULL. */
+static cJSON *snapshot_decode(int dirfd_, const char *file)
+{
+	char buf[RECORD_MAX / 16], why[160];
+	int fd = openat(dirfd_, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cJSON *doc = NULL, *it;
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n <= 0 || (size_t)n == sizeof(buf))
+		return NULL;
+	doc = sjson_parse(buf, (size_t)n, 4, why, sizeof(why));
+	if (!doc || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "snapshotID")) ||
+	    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "sandboxID")) ||
+	    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "caller")) ||
+	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "createdUs")) ||
+	    !cJSON_IsArray(it = cJSON_GetObjectItemCaseSensitive(doc, "names")))
+		goto bad;
+	cJSON *name;
+	cJSON_ArrayForEach(name, it) if (!cJSON_IsString(name)) goto bad;
+	return doc;
+bad:
+	cJSON_Delete(doc);
+	return NULL;
+}
+
+int e2b_snapshot_walk(int (*fn)(cJSON *snap, void *payload), void *payload)
+{
+	char *dir;
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (asprintf(&dir, "%s/snapshots", records_dir) < 0)
+		return -1;
+	d = opendir(dir);
+	free(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+		cJSON *doc;
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || !(doc = snapshot_decode(dirfd(d), de->d_name)))
+			continue;
+		rc = fn(doc, payload);
+		cJSON_Delete(doc);
+	}
+	closedir(d);
+	return rc;
 }

@@ -150,7 +150,9 @@ static void add_listed(cJSON *o, const hangar_sandbox_info *info, const struct e
 	char started[80], end[80];
 	iso_time(started, info->created_at_us ? info->created_at_us : now_us());
 	/* No end (paused, or no limit): the time of the answer. */
-	iso_time(end, info->expires_at_us ? info->expires_at_us : now_us());
+	iso_time(end, rec->auto_pause && rec->pause_at_us && info->state != HANGAR_SANDBOX_PAUSED ? rec->pause_at_us
+			: info->expires_at_us			 ? info->expires_at_us
+								 : now_us());
 	cJSON_AddStringToObject(o, "templateID", template_of(rec, info));
 	cJSON_AddStringToObject(o, "sandboxID", info->id);
 	cJSON_AddStringToObject(o, "clientID", info->provider);
@@ -193,16 +195,7 @@ static int refuse_unmapped(struct request *r, cJSON *doc)
 {
 	cJSON *net = cJSON_GetObjectItemCaseSensitive(doc, "network"), *it;
 	cJSON *resume = cJSON_GetObjectItemCaseSensitive(doc, "autoResume");
-	int pause;
 
-	if (want_bool(r, doc, "autoPause", 0, &pause) < 0)
-		return -1;
-	if (pause) {
-		reply_error(r, 400, "invalid", HANGAR_EINVAL,
-			    "autoPause is not supported: a sandbox here is killed when its lifetime ends "
-			    "(pause it with POST /sandboxes/{id}/pause)");
-		return -1;
-	}
 	if (resume && !cJSON_IsNull(resume) &&
 	    (!cJSON_IsObject(resume) || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resume, "enabled")))) {
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "autoResume is not supported");
@@ -271,7 +264,7 @@ static void create(struct request *r, char **made)
 	const char *tmpl = NULL;
 	cJSON *doc = request_json(r, fields), *meta, *vars;
 	char **env = NULL;
-	int internet, found = 0, secure, rc;
+	int internet, found = 0, secure, auto_pause, auto_memory, rc;
 
 	if (!doc)
 		return;
@@ -280,7 +273,8 @@ static void create(struct request *r, char **made)
 	    want_int(r, doc, "timeout", 0, E2B_MAX_TIMEOUT, &opts.timeout_sec) < 0 ||
 	    want_bool(r, doc, "allow_internet_access", -1, &internet) < 0 || want_bool(r, doc, "secure", 1, &secure) < 0 ||
 	    want_strings(r, doc, "metadata", &meta) < 0 || want_strings(r, doc, "envVars", &vars) < 0 ||
-	    refuse_unmapped(r, doc) < 0)
+	    want_bool(r, doc, "autoPause", 0, &auto_pause) < 0 ||
+	    want_bool(r, doc, "autoPauseMemory", 1, &auto_memory) < 0 || refuse_unmapped(r, doc) < 0)
 		goto out;
 	if (!tmpl || !tmpl[0]) {
 		reply_error(r, 400, "invalid", HANGAR_EINVAL, "\"templateID\" is required");
@@ -289,6 +283,9 @@ static void create(struct request *r, char **made)
 	/* A lifetime of 0 would mean none to the library: E2B has no such thing. */
 	if (opts.timeout_sec == 0)
 		opts.timeout_sec = 1;
+	int64_t e2b_timeout = opts.timeout_sec;
+	if (auto_pause)
+		opts.timeout_sec += E2B_AUTOPAUSE_GRACE_S;
 	if (internet >= 0)
 		opts.network = internet ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF;
 	if (vars && !(env = env_of(vars))) {
@@ -310,8 +307,22 @@ static void create(struct request *r, char **made)
 		reply_hangar_error(r, rc);
 		goto out;
 	}
+	/* The pause asked for is one the provider makes, or no sandbox. */
+	uint64_t caps = hangar_provider_capabilities(hangar_sandbox_provider(sb));
+	if (auto_pause && !(caps & (auto_memory ? HANGAR_CAP_PAUSE : HANGAR_CAP_FS_PAUSE))) {
+		hangar_sandbox_kill(sb);
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "the provider %s cannot pause a sandbox %s",
+			    hangar_provider_name(hangar_sandbox_provider(sb)),
+			    auto_memory ? "with its memory (autoPauseMemory: false keeps its filesystem only, where the "
+					  "provider can)"
+					: "keeping its filesystem only");
+		goto out;
+	}
 	rec.template_id = (char *)tmpl;
 	rec.metadata = meta;
+	rec.auto_pause = auto_pause;
+	rec.auto_pause_memory = auto_memory;
+	rec.pause_at_us = auto_pause ? now_us() + e2b_timeout * 1000000 : 0;
 	e2b_lock();
 	rc = e2b_record_put(hangar_sandbox_id(sb), &rec);
 	e2b_unlock();
@@ -685,7 +696,7 @@ void h_e2b_get(struct request *r)
 	add_domain(o);
 	cJSON *life = cJSON_AddObjectToObject(o, "lifecycle");
 	cJSON_AddBoolToObject(life, "autoResume", 0);
-	cJSON_AddStringToObject(life, "onTimeout", "kill");
+	cJSON_AddStringToObject(life, "onTimeout", rec.auto_pause ? "pause" : "kill");
 	sodium_memzero(envd, sizeof(envd));
 	sodium_memzero(traffic, sizeof(traffic));
 	e2b_record_dispose(&rec);
@@ -716,6 +727,67 @@ void h_e2b_kill(struct request *r)
 	hangar_sandbox_unref(sb);
 }
 
+/* Keeps the sandbox at least secs more: never shortens its lifetime. */
+static int extend(hangar_sandbox *sb, int64_t secs)
+{
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	int rc = hangar_sandbox_get_info(&info, sb);
+	if (rc < 0)
+		return rc;
+	if (info.expires_at_us == 0 || info.expires_at_us >= now_us() + secs * 1000000)
+		return 0;
+	return hangar_sandbox_set_timeout(sb, secs ? secs : 1);
+}
+
+/*
+ * How long the sandbox lives from now, as E2B's timeout: the library's
+ * lifetime, or for an autoPause sandbox the pause it is due, with the
+ * library's lifetime E2B_AUTOPAUSE_GRACE_S past it. only_longer: extends
+ * only (refreshes, connect). 0, a library error, or 1 after answering.
+ */
+static int set_life(struct request *r, hangar_sandbox *sb, int64_t secs, int only_longer)
+{
+	const char *id = hangar_sandbox_id(sb);
+	int64_t at = now_us() + secs * 1000000;
+	struct e2b_record rec;
+	int rc;
+
+	e2b_lock();
+	rc = load_record(r, id, &rec);
+	e2b_unlock();
+	if (rc < 0)
+		return 1;
+	if (!rec.auto_pause) {
+		e2b_record_dispose(&rec);
+		return only_longer ? extend(sb, secs) : hangar_sandbox_set_timeout(sb, secs ? secs : 1);
+	}
+	if (only_longer && rec.paused == E2B_NOT_PAUSED && rec.pause_at_us >= at) {
+		e2b_record_dispose(&rec);
+		return 0;
+	}
+	e2b_record_dispose(&rec);
+	rc = hangar_sandbox_set_timeout(sb, (secs ? secs : 1) + E2B_AUTOPAUSE_GRACE_S);
+	if (rc < 0)
+		return rc;
+	e2b_lock();
+	if (load_record(r, id, &rec) < 0) {
+		rc = 1;
+	} else {
+		rec.pause_at_us = at;
+		rc = save_record(r, id, &rec) < 0 ? 1 : 0;
+		e2b_record_dispose(&rec);
+	}
+	e2b_unlock();
+	return rc;
+}
+
+/* 204, or the error set_life() left unanswered. */
+static void reply_life(struct request *r, int rc)
+{
+	if (rc != 1)
+		reply_done(r, rc);
+}
+
 void h_e2b_timeout(struct request *r)
 {
 	static const char *const fields[] = { "timeout", NULL };
@@ -734,22 +806,10 @@ void h_e2b_timeout(struct request *r)
 	if (!(sb = open_sandbox(r)))
 		goto out;
 	/* 0 is "no limit" to the library; to E2B it is now. */
-	reply_done(r, hangar_sandbox_set_timeout(sb, secs ? secs : 1));
+	reply_life(r, set_life(r, sb, secs, 0));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
-}
-
-/* Keeps the sandbox at least secs more: never shortens its lifetime. */
-static int extend(hangar_sandbox *sb, int64_t secs)
-{
-	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
-	int rc = hangar_sandbox_get_info(&info, sb);
-	if (rc < 0)
-		return rc;
-	if (info.expires_at_us == 0 || info.expires_at_us >= now_us() + secs * 1000000)
-		return 0;
-	return hangar_sandbox_set_timeout(sb, secs ? secs : 1);
 }
 
 void h_e2b_refresh(struct request *r)
@@ -763,7 +823,7 @@ void h_e2b_refresh(struct request *r)
 		return;
 	if (want_int(r, doc, "duration", 0, 3600, &secs) < 0 || !(sb = open_sandbox(r)))
 		goto out;
-	reply_done(r, extend(sb, secs));
+	reply_life(r, set_life(r, sb, secs, 1));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
@@ -856,10 +916,6 @@ static void resume_common(struct request *r, int connect)
 	if (want_int(r, doc, "timeout", 0, E2B_MAX_TIMEOUT, &secs) < 0 || want_bool(r, doc, "memory", 1, &memory) < 0 ||
 	    want_bool(r, doc, "autoPause", 0, &pause) < 0)
 		goto out;
-	if (pause) {
-		reply_error(r, 400, "invalid", HANGAR_EINVAL, "autoPause is not supported");
-		goto out;
-	}
 	if (!(sb = open_sandbox(r)))
 		goto out;
 	if ((rc = hangar_sandbox_get_info(&info, sb)) < 0) {
@@ -868,13 +924,26 @@ static void resume_common(struct request *r, int connect)
 	}
 	if (load_record(r, info.id, &rec) < 0)
 		goto out;
+	if (pause && !rec.auto_pause && !(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_PAUSE)) {
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED,
+			    "the provider %s cannot pause a sandbox with its memory",
+			    hangar_provider_name(hangar_sandbox_provider(sb)));
+		goto out;
+	}
 	if (info.state != HANGAR_SANDBOX_PAUSED) {
 		if (!connect) {
 			reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is not paused", info.id);
 			goto out;
 		}
+		if (pause && !rec.auto_pause) {
+			reply_error(r, 400, "invalid", HANGAR_EINVAL,
+				    "autoPause is set at create, or when a paused sandbox is resumed");
+			goto out;
+		}
 		status = 200;
-		rc = secs > 0 ? extend(sb, secs) : 0;
+		rc = secs > 0 ? set_life(r, sb, secs, 1) : 0;
+		if (rc == 1)
+			goto out;
 	} else {
 		int cold = rec.paused == E2B_PAUSED_FILESYSTEM;
 		if (!memory && !cold) {
@@ -884,15 +953,25 @@ static void resume_common(struct request *r, int connect)
 			goto out;
 		}
 		rc = hangar_sandbox_resume(sb);
-		if (rc == 0 && secs < 0 && !connect)
+		/* An autoPause sandbox's due pause is behind it: it gets a new one. */
+		if (rc == 0 && secs < 0 && (!connect || rec.auto_pause || pause))
 			secs = E2B_DEFAULT_TIMEOUT;
-		if (rc == 0 && secs >= 0)
-			rc = hangar_sandbox_set_timeout(sb, secs ? secs : 1);
 		if (rc == 0) {
 			e2b_record_dispose(&rec);
 			if (note_pause(r, info.id, E2B_NOT_PAUSED, cold, &rec) < 0)
 				goto out;
+			/* autoPause asked on resume: from now on, with its memory. */
+			if (pause && !rec.auto_pause) {
+				rec.auto_pause = rec.auto_pause_memory = 1;
+				e2b_lock();
+				rc = save_record(r, info.id, &rec);
+				e2b_unlock();
+				if (rc < 0)
+					goto out;
+			}
 		}
+		if (rc == 0 && secs >= 0 && (rc = set_life(r, sb, secs, 0)) == 1)
+			goto out;
 	}
 	if (rc < 0) {
 		reply_hangar_error(r, rc);
@@ -1028,6 +1107,10 @@ void h_e2b_snapshot(struct request *r)
 		reply_hangar_error(r, rc);
 		goto done;
 	}
+	/* GET /snapshots lists it to this caller; a snapshot taken but not
+	 * recorded is still the caller's to use, so the answer stands. */
+	if (e2b_snapshot_note(request_token_name(r), hangar_sandbox_id(sb), id.ptr, name, now_us()) < 0)
+		fprintf(stderr, "hangard: cannot record the snapshot %s of %s\n", id.ptr, hangar_sandbox_id(sb));
 	cJSON *o = cJSON_CreateObject(), *names;
 	cJSON_AddStringToObject(o, "snapshotID", id.ptr);
 	names = cJSON_AddArrayToObject(o, "names");
@@ -1213,24 +1296,20 @@ void h_e2b_health(struct request *r)
 
 /* ---- what does not map ---- */
 
-#define NO_BUILDS "templates are not built through this API: name an environment of HANGAR_ENVIRONMENTS_FILE, " \
-		  "or an image, as templateID"
-#define V1_TEMPLATES "templates are listed at GET /v1/templates and /v1/environments"
+#define NO_BUILDS "templates are not built through this API: publish an environment with `hangar environment " \
+		  "publish NAME` (or pull an image with `hangar image pull`) and name it as templateID"
 
 static const struct {
 	const char *method, *path, *why;
 } unmapped[] = {
 	{ "POST", "/e2b/v3/templates", NO_BUILDS },
 	{ "POST", "/e2b/v2/templates", NO_BUILDS },
-	{ "GET", "/e2b/v2/templates", V1_TEMPLATES },
-	{ "GET", "/e2b/templates", V1_TEMPLATES },
 	{ "GET", "/e2b/api-keys", "keys are hangard tokens with the sandboxes scope: hangard hash-token NAME sandboxes" },
 	{ "POST", "/e2b/api-keys", "keys are hangard tokens with the sandboxes scope: hangard hash-token NAME sandboxes" },
 	{ "GET", "/e2b/teams", "hangard has no teams: a token sees every sandbox" },
 	{ "GET", "/e2b/volumes", "volumes are not supported" },
 	{ "POST", "/e2b/volumes", "volumes are not supported" },
 	{ "PUT", "/e2b/sandboxes/{id}/network", "network rules are not supported: allow_internet_access at create" },
-	{ "GET", "/e2b/snapshots", "snapshots are not listed: keep the snapshotID POST /sandboxes/{id}/snapshots answers" },
 	{ "GET", "/e2b/sandboxes/{id}/logs", "logs are served at GET /v2/sandboxes/{id}/logs" },
 };
 

@@ -24,7 +24,24 @@ struct e2b_record {
 	cJSON *metadata;        /* an object of strings */
 	int64_t generation;     /* of the tokens: one up on every restore */
 	enum e2b_paused paused; /* how /pause left it */
+	/* autoPause: when its lifetime as E2B sees it ends (pause_at_us), the
+	 * sandbox is paused instead of killed, with its memory or not. */
+	int auto_pause, auto_pause_memory;
+	int64_t pause_at_us;    /* 0: not due (paused, or no autoPause) */
 };
+
+/* An autoPause sandbox's lifetime in the library runs this much past the
+ * pause it is due: the pause's own margin, and the end of a sandbox whose
+ * pause nobody made (hangard down), so that none outlives it for long. */
+#define E2B_AUTOPAUSE_GRACE_S 60
+
+/* The thread that pauses autoPause sandboxes when they are due
+ * (e2b-autopause.c); stop waits for the pass in progress. */
+int e2b_autopause_start(void);
+void e2b_autopause_stop(void);
+/* Calls fn with each sandbox id that has a record, until fn returns
+ * non-zero; that value or 0. */
+int e2b_records_walk(int (*fn)(const char *id, void *payload), void *payload);
 
 /* A sandbox id fit for a path: 1 to 64 of [A-Za-z0-9_-]. */
 int e2b_id_ok(const char *id);
@@ -44,6 +61,15 @@ void e2b_record_dispose(struct e2b_record *rec);
  * sandboxes alive() does not know: those that expired, or were killed
  * outside /e2b. */
 void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payload), void *payload);
+
+/* The snapshots taken through /e2b: recorded with who took them, from which
+ * sandbox, its name (or NULL) and when; 0 or -1. */
+int e2b_snapshot_note(const char *caller, const char *sandbox_id, const char *snapshot_id, const char *name,
+		      int64_t created_us);
+/* Calls fn with each recorded snapshot, an object of snapshotID, names,
+ * sandboxID, caller and createdUs, until fn returns non-zero; that value,
+ * 0, or -1 when they cannot be read. */
+int e2b_snapshot_walk(int (*fn)(cJSON *snap, void *payload), void *payload);
 
 /* Idempotency-Key (e2b-idempotency.c). */
 enum {

@@ -270,6 +270,12 @@ void h_e2b_health(struct request *),
 	h_e2b_snapshot(struct request *),
 	h_e2b_metrics(struct request *),
 	h_e2b_logs(struct request *),
+	h_e2b_templates(struct request *),
+	h_e2b_templates_v2(struct request *),
+	h_e2b_template_get(struct request *),
+	h_e2b_template_delete(struct request *),
+	h_e2b_template_alias(struct request *),
+	h_e2b_snapshots(struct request *),
 	h_e2b_unmapped(struct request *);
 
 /* ---- the sandbox edge (e2b-edge.c) ------------------------------------------ */

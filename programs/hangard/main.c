@@ -19,6 +19,7 @@
 #include <sodium.h>
 
 #include "hangard.h"
+#include "e2b.h"
 
 void errors_print(void);
 
@@ -194,7 +195,8 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	events_init(&srv);
-	if (server_start(&srv, &port) < 0 || reaper_start(&srv) < 0) {
+	if (server_start(&srv, &port) < 0 || reaper_start(&srv) < 0 || e2b_autopause_start() < 0) {
+		reaper_stop(&srv);
 		server_stop(&srv);
 		goto out;
 	}
@@ -219,6 +221,7 @@ static int run(struct hangard_config *cfg, struct hangard_setting *lib, size_t n
 	log_line(line);
 	/* The lease first: another replica can reap while requests here drain. */
 	reaper_stop(&srv);
+	e2b_autopause_stop();
 	server_stop(&srv);
 	rc = 0;
 out:

@@ -237,15 +237,18 @@ const struct route hangard_routes[] = {
 	/* What does not map: 501 with where to go instead. */
 	{ "POST", "/e2b/v3/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "POST", "/e2b/v2/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
-	{ "GET", "/e2b/v2/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
-	{ "GET", "/e2b/templates", h_e2b_unmapped, S, E | ROUTE_INLINE },
+	{ "GET", "/e2b/v2/templates", h_e2b_templates_v2, S, E },
+	{ "GET", "/e2b/templates", h_e2b_templates, S, E },
+	{ "GET", "/e2b/templates/{id}", h_e2b_template_get, S, E },
+	{ "DELETE", "/e2b/templates/{id}", h_e2b_template_delete, S, E },
+	{ "GET", "/e2b/templates/aliases/{id}", h_e2b_template_alias, S, E },
+	{ "GET", "/e2b/snapshots", h_e2b_snapshots, S, E },
 	{ "GET", "/e2b/api-keys", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "POST", "/e2b/api-keys", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "GET", "/e2b/teams", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "GET", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "POST", "/e2b/volumes", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "PUT", "/e2b/sandboxes/{id}/network", h_e2b_unmapped, S, E | ROUTE_INLINE },
-	{ "GET", "/e2b/snapshots", h_e2b_unmapped, S, E | ROUTE_INLINE },
 	{ "GET", "/e2b/sandboxes/{id}/logs", h_e2b_unmapped, S, E | ROUTE_INLINE },
 };
 const size_t hangard_n_routes = sizeof(hangard_routes) / sizeof(hangard_routes[0]);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { Fake, Hangard, e2b } from './harness.mjs';
+import { ADMIN_KEY, Fake, Hangard, e2b, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 
@@ -109,6 +109,71 @@ describe('on the cloud fake', () => {
       await clone?.kill();
       await sb.kill();
     }
+  });
+
+  test('the snapshots taken are listed to their taker and are templates', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 120_000 });
+    const other = await Sandbox.create({ ...hd.opts(), timeoutMs: 120_000 });
+    try {
+      const a = await sb.createSnapshot({ name: 'e2b-listed-a' });
+      const b = await sb.createSnapshot({ name: 'e2b-listed-b' });
+      const c = await other.createSnapshot();
+      const mine = await Sandbox.listSnapshots({ ...hd.opts(), sandboxId: sb.sandboxId }).nextItems();
+      assert.deepEqual(mine.map((s) => s.snapshotId).sort(), [a.snapshotId, b.snapshotId].sort());
+      assert.deepEqual(mine.find((s) => s.snapshotId === a.snapshotId).names, ['e2b-listed-a']);
+      const named = await Sandbox.listSnapshots({ ...hd.opts(), name: 'e2b-listed-b' }).nextItems();
+      assert.deepEqual(named.map((s) => s.snapshotId), [b.snapshotId]);
+      assert.deepEqual((await sb.listSnapshots().nextItems()).length, 2);
+      // Pages of one, newest first, through every snapshot taken.
+      const seen = [];
+      const pages = Sandbox.listSnapshots({ ...hd.opts(), limit: 1 });
+      while (pages.hasNext) seen.push(...(await pages.nextItems()).map((s) => s.snapshotId));
+      assert.ok(seen.length >= 3, JSON.stringify(seen));
+      assert.equal(new Set(seen).size, seen.length, 'a snapshot on two pages');
+      assert.ok([a, b, c].every((s) => seen.includes(s.snapshotId)), JSON.stringify(seen));
+      // Another token took none of them.
+      const admin = await hd.request('GET', '/e2b/snapshots', { key: null, headers: { Authorization: `Bearer ${ADMIN_KEY}` } });
+      assert.equal(admin.status, 200, admin.body);
+      assert.deepEqual(admin.json(), []);
+      // A snapshot's name stands for it as a template; deleting it is refused, not faked.
+      assert.deepEqual((await hd.request('GET', '/e2b/templates/aliases/e2b-listed-a')).json(),
+        { templateID: a.snapshotId, public: false });
+      assert.equal(await e2b.Template.exists('e2b-listed-a', hd.opts()), true);
+      await assert.rejects(Sandbox.deleteSnapshot(a.snapshotId, hd.opts()), (err) => {
+        assert.match(String(err), /not deleted through hangar/);
+        return true;
+      });
+      assert.equal((await Sandbox.listSnapshots({ ...hd.opts(), sandboxId: sb.sandboxId }).nextItems()).length, 2);
+    } finally {
+      await other.kill();
+      await sb.kill();
+    }
+  });
+
+  test('autoPause keeping the filesystem only: paused at the timeout, connect boots it with new tokens', async () => {
+    const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000,
+      lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+    try {
+      await exec(hd, sb.sandboxId, 'echo kept > /tmp/e2b-fs-autopause');
+      await sb.setTimeout(1_000);
+      await waitFor(async () => (await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json().state === 'paused',
+        { timeoutMs: 20_000, intervalMs: 100, what: 'the filesystem pause at the timeout' });
+      assert.equal((await Sandbox.getInfo(sb.sandboxId, hd.opts())).state, 'paused');
+      const back = await Sandbox.connect(sb.sandboxId, { ...hd.opts(), timeoutMs: 60_000 });
+      assert.notEqual(back.envdAccessToken, sb.envdAccessToken, 'a cold boot keeps the old tokens');
+      assert.equal((await exec(hd, sb.sandboxId, 'cat /tmp/e2b-fs-autopause')).stdout, 'kept\n');
+    } finally {
+      await sb.kill();
+    }
+  });
+
+  test('the provider\'s templates are listed', async () => {
+    const r = await hd.request('GET', '/e2b/templates');
+    assert.equal(r.status, 200, r.body);
+    const v1 = await hd.v1('GET', '/v1/templates');
+    assert.equal(v1.status, 200, v1.body);
+    const ids = r.json().map((t) => t.templateID);
+    for (const t of v1.json().templates) assert.ok(ids.includes(t.template_id ?? t.id), `${JSON.stringify(t)} not in ${ids}`);
   });
 });
 

@@ -170,12 +170,13 @@ test('a hangard token without the sandboxes scope is refused (403)', async () =>
 });
 
 test('what does not map is refused, never done another way', async () => {
-  // Pause when the lifetime ends: hangar kills it then.
-  await assert.rejects(Sandbox.create({ ...hd.opts(), lifecycle: { onTimeout: 'pause' } }), (err) => {
+  // Resume on traffic: the edge does not wake a paused sandbox.
+  await assert.rejects(Sandbox.create({ ...hd.opts(), lifecycle: { onTimeout: 'pause', autoResume: true } }), (err) => {
     assert.equal(err.statusCode, 400);
-    assert.match(err.message, /autoPause/);
+    assert.match(err.message, /autoResume/);
     return true;
   });
+  assert.deepEqual((await hd.v1('GET', '/v1/sandboxes')).json().sandboxes, []);
   // The local provider keeps no filesystem-only pause: 400, not a memory pause.
   const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000 });
   try {
