@@ -493,6 +493,10 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 	int lock = -1, log = -1, ready = -1, timeline = -1, r, rc;
 	int64_t t0_us = clock_mono_us(), t0 = t0_us / 1000;
 
+	if (local_pool_claim(l, opts, out) == 1) {
+		local_pool_refill(l, opts);
+		return 0;
+	}
 	rc = new_meta(l, opts, &m, &img);
 	if (rc == 0 && (r = new_token(token)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
@@ -530,5 +534,7 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 	lstate_meta_clear(&m);
 	/* The jail holds the image's use lock itself by now (or there is no sandbox). */
 	image_rootfs_release(&img);
+	if (rc == 0)
+		local_pool_refill(l, opts);
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include "hangar/hangar.h"
 #include "hangar/sys/provider.h"
 #include "lstate.h"
+#include "pool.h"
 #include "tokens.h"
 
 /*
@@ -38,6 +39,7 @@ struct local {
 	char *envd;    /* absolute, symlinks resolved */
 	char *jail;    /* absolute */
 	struct ltokens tokens;   /* envd's token of each jail met (tokens.h) */
+	struct lpool *pool;      /* the warm pool's refill thread (pool.h) */
 };
 
 /* state.c: a sandbox's directory, its lock, its jail, and waiting on the jail */
