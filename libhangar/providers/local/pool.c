@@ -392,8 +392,8 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	return got;
 }
 
-/* Markers in dfd whose sandboxes still have a directory; the others are removed. */
-static int64_t count_waiting(const struct local *l, int dfd)
+/* Markers in dfd whose sandboxes live; the others are removed, with what a dead jail left. */
+static int64_t count_waiting(struct local *l, int dfd)
 {
 	int64_t n = 0;
 	struct dirent *de;
@@ -408,14 +408,17 @@ static int64_t count_waiting(const struct local *l, int dfd)
 	rewinddir(d);
 	while ((de = readdir(d))) {
 		char dir[DIR_MAX];
+		int pid;
 
 		if (!lstate_valid_id(de->d_name))
 			continue;
 		local_sandbox_dir(dir, sizeof(dir), l, de->d_name);
-		if (access(dir, F_OK) == 0)
+		if (access(dir, F_OK) == 0 && local_liveness(dir, de->d_name, &pid) == LOCAL_ALIVE) {
 			n++;
-		else
-			unlinkat(dfd, de->d_name, 0); /* killed while it waited */
+		} else if (take_marker(dfd, de->d_name)) {
+			/* Killed, or ended, while it waited. */
+			local_clean_stale(l, de->d_name);
+		}
 	}
 	closedir(d);
 	return n;
