@@ -354,18 +354,18 @@ static void evict_one(struct local *l)
 
 int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
-	char *text, hash[17];
+	char *text, hash[17], path[PATH_MAX];
 	struct dirent *de;
 	DIR *d = NULL;
 	int dfd = -1, got = 0;
 
 	if (filling)
 		return 0;
-	text = malloc(KEY_MAX);
-	if (text && pool_size(l) > 0 && opts_key(l, opts, text, hash) == 0 && (dfd = open_pool_dir(l, hash, 0)) >= 0 &&
+	text = pool_size(l) > 0 ? malloc(KEY_MAX) : NULL;
+	if (text && opts_key(l, opts, text, hash) == 0 && (dfd = open_pool_dir(l, hash, 0)) >= 0 &&
 	    key_matches(dfd, text))
 		d = fdopendir(dfd);
-	else if (dfd >= 0)
+	if (!d && dfd >= 0)
 		close(dfd);
 	while (d && !got && (de = readdir(d))) {
 		if (!lstate_valid_id(de->d_name) || !take_marker(dirfd(d), de->d_name))
@@ -381,8 +381,13 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	if (d)
 		closedir(d);
 	free(text);
-	/* A cold create at the cap: pooled sandboxes count toward it, so one makes way rather than refuse it. */
-	while (!got && !under_cap(l)) {
+	/*
+	 * A cold create at the cap: pooled sandboxes count toward it, so one
+	 * makes way rather than refuse it (whichever process, with whatever
+	 * pool size, made them).
+	 */
+	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	while (!got && access(path, F_OK) == 0 && !under_cap(l)) {
 		int64_t before = count_sandboxes(l);
 
 		evict_one(l);
