@@ -30,6 +30,7 @@ struct lpool {
 	pthread_mutex_t mu;
 	pthread_t thread;
 	int has_thread;      /* started and not yet joined */
+	pid_t owner;         /* the process that started it: a forked child has no such thread */
 	int running;         /* the thread has not finished its loop */
 	int stop;            /* local_pool_fini: finish the sandbox being made, then return */
 	int pending;         /* options wait in template/network */
@@ -358,6 +359,7 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	struct dirent *de;
 	DIR *d = NULL;
 	int dfd = -1, got = 0;
+	int64_t t0_us = clock_mono_us();
 
 	if (filling)
 		return 0;
@@ -372,7 +374,8 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 			continue;
 		if (hand_over(l, de->d_name, opts, out) == 0) {
 			got = 1;
-			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool", de->d_name);
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool in %.1f ms",
+				       de->d_name, (double)(clock_mono_us() - t0_us) / 1000.0);
 		} else {
 			/* Killed, or died, while it waited: stopped and never handed out. */
 			local_kill(l, de->d_name);
@@ -553,12 +556,15 @@ void local_pool_refill(struct local *l, const struct hangar_create_opts *opts)
 	p->template_id = template_id;
 	p->network = resolve_network(l, opts->network);
 	p->pending = 1;
+	if (p->has_thread && p->owner != getpid())
+		p->has_thread = p->running = 0; /* forked since: the thread stayed with the parent */
 	if (!p->running && !p->stop) {
 		if (p->has_thread) {
 			pthread_join(p->thread, NULL); /* finished its loop: this is quick */
 			p->has_thread = 0;
 		}
 		p->running = p->has_thread = pthread_create(&p->thread, NULL, fill_thread, l) == 0;
+		p->owner = getpid();
 	}
 	pthread_mutex_unlock(&p->mu);
 }
@@ -581,7 +587,7 @@ void local_pool_fini(struct local *l)
 	pthread_mutex_lock(&p->mu);
 	p->stop = 1;
 	pthread_mutex_unlock(&p->mu);
-	if (p->has_thread)
+	if (p->has_thread && p->owner == getpid())
 		pthread_join(p->thread, NULL);
 	free(p->template_id);
 	pthread_mutex_destroy(&p->mu);
