@@ -19,7 +19,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "core/sysbox.h"
 #include "util/clock.h"
 #include "local.h"
 #include "pool.h"
@@ -432,14 +431,14 @@ static int64_t count_waiting(struct local *l, int dfd)
 	return n;
 }
 
-/* Puts sandbox sb (just made, alive) into the pool in dfd: hidden first, then claimable. 0, or -1. */
+/* Puts sandbox id (just made, alive) into the pool in dfd: hidden first, then claimable. 0, or -1. */
 static int put(struct local *l, int dfd, const char *id)
 {
 	char dir[DIR_MAX], path[PATH_MAX];
 	int fd;
 
 	local_sandbox_dir(dir, sizeof(dir), l, id);
-	/* This process learnt the pooled token; whoever claims the sandbox changes it. */
+	/* Should this process have learnt the pooled token, it is changed at the claim. */
 	ltokens_forget(&l->tokens, id);
 	snprintf(path, sizeof(path), "%s/pooled", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -480,7 +479,7 @@ static void fill(struct local *l, const char *template_id, int network)
 	o.network = network ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF;
 	o.timeout_sec = POOL_IDLE_SEC;
 	for (;;) {
-		struct hangar_sys_sandbox sb = { 0 };
+		char id[LSTATE_ID_LEN + 1];
 		int stop;
 
 		pthread_mutex_lock(&l->pool->mu);
@@ -488,20 +487,17 @@ static void fill(struct local *l, const char *template_id, int network)
 		pthread_mutex_unlock(&l->pool->mu);
 		if (stop || count_waiting(l, dfd) >= pool_size(l) || !under_cap(l))
 			break;
-		if (local_create(l, &o, &sb) != 0) {
+		if (local_create_pooled(l, &o, id) != 0) {
 			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: the pool could not start a sandbox: %s",
 				       hangar_error_last()->message);
-			sysbox_clear(&sb);
 			break;
 		}
-		if (put(l, dfd, sb.id) < 0) {
-			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot put sandbox %s into the pool: %s",
-				       sb.id, strerror(errno));
-			local_kill(l, sb.id);
-			sysbox_clear(&sb);
+		if (put(l, dfd, id) < 0) {
+			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot put sandbox %s into the pool: %s", id,
+				       strerror(errno));
+			local_kill(l, id);
 			break;
 		}
-		sysbox_clear(&sb);
 	}
 out:
 	if (lock >= 0)
