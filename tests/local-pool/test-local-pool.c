@@ -231,8 +231,8 @@ static int envd_status(const char *id, const char *token)
 	char req[512], buf[512];
 	int status = -1, fd = connect_sock(id, "envd.sock");
 
-	snprintf(req, sizeof(req), "GET /envs HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\nConnection: close\r\n\r\n",
-		 token);
+	snprintf(req, sizeof(req),
+		 "GET /envs HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\nConnection: close\r\n\r\n", token);
 	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	read_all(fd, buf, sizeof(buf));
 	close(fd);

@@ -233,7 +233,9 @@ static int rotate_jail(const char *dir, const char *id, int pid, const char *old
 
 	if (n > 0 && n < (int)sizeof(req) && local_jail_connect(dir, id, pid, "ports.sock", &fd) == 0) {
 		if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n) {
-			local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + PORTS_DEADLINE_MS, answered, &have);
+			int64_t deadline = clock_mono_ms() + PORTS_DEADLINE_MS;
+
+			local_read_until(fd, buf, sizeof(buf) - 1, deadline, answered, &have);
 			buf[have] = '\0';
 			rc = strcmp(buf, "ok\n") == 0 ? 0 : -1;
 		}
@@ -373,8 +375,9 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 			continue;
 		if (hand_over(l, de->d_name, opts, out) == 0) {
 			got = 1;
-			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool in %.1f ms",
-				       de->d_name, (double)(clock_mono_us() - t0_us) / 1000.0);
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
+				       "local: sandbox %s handed out from the pool in %.1f ms", de->d_name,
+				       (double)(clock_mono_us() - t0_us) / 1000.0);
 		} else {
 			/* Killed, or died, while it waited: stopped and never handed out. */
 			local_kill(l, de->d_name);
