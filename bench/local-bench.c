@@ -7,6 +7,8 @@
  *      to the same sandbox's envd over its unix socket
  *   c. concurrent creates and kills on one shared context
  *   d. idle memory per sandbox (VmRSS, RssAnon, Pss over its processes)
+ *   e. the warm pool: create -> first command from it, and concurrent
+ *      creates with a pool as large as their number
  *
  * It prints what it measured and never judges a timing. It works in a fresh
  * state directory of its own (HANGAR_STATE_DIR is overridden), kills every
@@ -219,7 +221,20 @@ static void cleanup(void)
 
 	pthread_mutex_lock(&g_cleanup_lock);
 	if (g_ctx) {
+		DIR *d = opendir(g_local);
+		struct dirent *de;
+
 		hangar_sandbox_list(g_ctx, "local", collect_id, &l);
+		/* The warm pool's sandboxes are not listed: found by their directories. */
+		while (d && (de = readdir(d))) {
+			hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+
+			info.id = de->d_name;
+			if (!strncmp(de->d_name, "sb-", 3) && collect_id(&info, &l))
+				break;
+		}
+		if (d)
+			closedir(d);
 		for (size_t i = 0; i < l.n; i++) {
 			hangar_sandbox *sb = NULL;
 
@@ -1116,6 +1131,159 @@ static void bench_concurrent(const struct config *cfg)
 	free(v);
 }
 
+/* ---- e: the warm pool ---------------------------------------------------------------- */
+
+/* Sandboxes waiting in the pools of the state directory. */
+static int pool_waiting(void)
+{
+	char path[256];
+	struct dirent *top_de;
+	DIR *top;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/.pool", g_local);
+	top = opendir(path);
+	while (top && (top_de = readdir(top))) {
+		char sub[600];
+		struct dirent *de;
+		DIR *d;
+
+		if (top_de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%.255s", path, top_de->d_name);
+		d = opendir(sub);
+		while (d && (de = readdir(d)))
+			n += !strncmp(de->d_name, "sb-", 3);
+		if (d)
+			closedir(d);
+	}
+	if (top)
+		closedir(top);
+	return n;
+}
+
+/* Waits (untimed, up to limit_ms) until want sandboxes wait in the pool: 0, or -1. */
+static int pool_wait_full(int want, int limit_ms)
+{
+	double deadline = now_ms() + limit_ms;
+
+	while (pool_waiting() < want) {
+		if (now_ms() > deadline || g_stopping)
+			return -1;
+		poll(NULL, 0, 5);
+	}
+	return 0;
+}
+
+/* The pool's refill thread belongs to the context: a new one stops it (the old one waits for it). */
+static void renew_context(const char *pool_size)
+{
+	hangar_ctx *fresh = NULL;
+
+	pthread_mutex_lock(&g_cleanup_lock);
+	g_ctx = hangar_ctx_unref(g_ctx);
+	if (hangar_ctx_new(&fresh, 0) != 0 || hangar_ctx_set(fresh, "HANGAR_STATE_DIR", g_state) != 0 ||
+	    hangar_ctx_set(fresh, "HANGAR_LOCAL_POOL_SIZE", pool_size) != 0) {
+		fprintf(stderr, "local-bench: context: %s\n", hangar_error_last()->message);
+		exit(1);
+	}
+	g_ctx = fresh;
+	pthread_mutex_unlock(&g_cleanup_lock);
+}
+
+static void bench_pool(const struct config *cfg)
+{
+	int n = cfg->creates, fail = 0, got = 0, ran, cfail = 0;
+	double *total = calloc((size_t)(n > cfg->concurrent ? n : cfg->concurrent), sizeof(double)), wall;
+	struct worker *w = calloc((size_t)cfg->concurrent, sizeof(*w));
+	char first[512] = "", size[32];
+	const char *cfirst = NULL;
+	struct stats s;
+
+	if (!total || !w) {
+		fprintf(stderr, "local-bench: out of memory\n");
+		exit(1);
+	}
+	section("e. warm pool (HANGAR_LOCAL_POOL_SIZE): create -> first command from the pool, and concurrent creates");
+	renew_context("2");
+	/* The first create of a kind is cold and starts its pool. */
+	{
+		hangar_sandbox *sb = NULL;
+
+		if (create_sandbox(&sb) == 0)
+			hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	for (int i = 0; i < n; i++) {
+		hangar_sandbox *sb = NULL;
+		double t0;
+		int rc;
+
+		/* From a full pool each time: the refill is off the caller's path, not free of its CPU. */
+		if (pool_wait_full(2, 60000) < 0) {
+			note_failure(first, sizeof(first), "pool refill", HANGAR_ETIMEOUT);
+			fail++;
+			break;
+		}
+		t0 = now_ms();
+		rc = create_sandbox(&sb);
+		if (rc == 0 && (rc = exec_true(sb)) == 0)
+			total[got++] = now_ms() - t0;
+		else {
+			fail++;
+			note_failure(first, sizeof(first), sb ? exec_failure(rc) : "create", rc);
+		}
+		if (sb)
+			hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	stats_of(total, (size_t)got, &s);
+	row("create + exec `true`, pool of 2", &s, fail, "pool refilled (untimed) before each%s%s",
+	    first[0] ? "; first failure: " : "", first);
+
+	snprintf(size, sizeof(size), "%d", cfg->concurrent);
+	renew_context(size);
+	{
+		hangar_sandbox *sb = NULL;
+
+		if (create_sandbox(&sb) == 0)
+			hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	if (pool_wait_full(cfg->concurrent, 600000) < 0) {
+		row("concurrent creates from the pool", NULL, 1, "the pool did not fill to %d", cfg->concurrent);
+		g_failed = 1;
+	} else {
+		int from_pool;
+
+		wall = run_workers(w, cfg->concurrent, create_worker, 0, &ran);
+		from_pool = cfg->concurrent - pool_waiting();
+		got = 0;
+		for (int i = 0; i < cfg->concurrent; i++)
+			if (w[i].rc) {
+				cfail++;
+				if (!cfirst)
+					cfirst = w[i].err;
+			} else {
+				total[got++] = w[i].ms;
+			}
+		stats_of(total, (size_t)got, &s);
+		snprintf(size, sizeof(size), "%d concurrent, pool of %d", cfg->concurrent, cfg->concurrent);
+		row(size, &s, cfail, "wall %.0f ms; about %d taken from the pool%s%s", wall, from_pool,
+		    cfirst ? "; first failure: " : "", cfirst ? cfirst : "");
+		if (cfail)
+			g_failed = 1;
+		run_workers(w, cfg->concurrent, kill_worker, 1, &ran);
+		for (int i = 0; i < cfg->concurrent; i++)
+			w[i].sb = hangar_sandbox_unref(w[i].sb);
+	}
+	if (fail)
+		g_failed = 1;
+	renew_context("0");
+	free(total);
+	free(w);
+}
+
 /* ---- d: idle memory ---------------------------------------------------------------- */
 
 struct proc {
@@ -1469,6 +1637,7 @@ int main(int argc, char **argv)
 	bench_exec_vs_raw(&cfg);
 	bench_concurrent(&cfg);
 	bench_idle_memory(&cfg);
+	bench_pool(&cfg);
 
 	cleanup();
 	g_ctx = hangar_ctx_unref(g_ctx);

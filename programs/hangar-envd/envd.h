@@ -26,6 +26,7 @@ struct envd_req; /* request.h */
 #define ENVD_KEEPALIVE_MAX 600
 #define ENVD_EXIT_RETENTION_SEC 30
 #define ENVD_IDLE_TIMEOUT_SEC 640
+#define ENVD_TOKEN_MAX 1024
 
 /* Daemon-wide settings, fixed after start-up. */
 struct envd_config {
@@ -226,6 +227,12 @@ struct MHD_Response;
 
 /* Constant-time check of X-Access-Token. 1 when it matches (or no token is set). */
 int envd_token_ok(const char *presented);
+/*
+ * Replaces the token, once in the daemon's life: 0, -EALREADY (it was
+ * replaced before), -EPERM (an open daemon), -EINVAL (empty, too long, or
+ * with spaces or control characters) or -ENOMEM.
+ */
+int envd_token_rotate(const char *fresh);
 /*
  * The /files signature: "v1_" + unpadded standard base64 of
  * SHA-256("<path>:<op>:<user>:<token>[:<expiration>]"). expiration < 0 means none.

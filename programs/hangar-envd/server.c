@@ -462,6 +462,35 @@ static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, const cha
 }
 
 /* hangar's own extensions (ckpt.h); upstream envd answers 404 to all of them. */
+/*
+ * POST /hangar/v1/token: the token in X-Hangar-New-Token replaces the one the
+ * request was let in with (checked before this), once in the daemon's life.
+ * A local sandbox started ahead of time for the warm pool gets its caller's
+ * token this way, so whoever held the pool's token is refused from then on.
+ */
+static enum MHD_Result rotate_token(struct MHD_Connection *conn, const char *method)
+{
+	const char *fresh = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Hangar-New-Token");
+	int r;
+
+	if (strcmp(method, "POST") != 0)
+		return method_not_allowed(conn, "POST");
+	r = envd_token_rotate(fresh);
+	switch (r) {
+	case 0:
+		return respond(conn, 204, no_store(empty_response()));
+	case -EALREADY:
+		return respond(conn, 409, envd_rest_error(409, "the access token was replaced before"));
+	case -EPERM:
+		return respond(conn, 409, envd_rest_error(409, "this daemon has no access token to replace"));
+	case -EINVAL:
+		return respond(conn, 400, envd_rest_error(400, "X-Hangar-New-Token must be 1 to %d printable "
+								 "characters without spaces", ENVD_TOKEN_MAX));
+	default:
+		return respond(conn, 500, envd_rest_error(500, "out of memory"));
+	}
+}
+
 static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connection *conn, const char *method,
 				   const char *url)
 {
@@ -469,6 +498,8 @@ static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connect
 	unsigned status;
 
 	st->route = ROUTE_DONE;
+	if (strcmp(url, "/hangar/v1/token") == 0)
+		return rotate_token(conn, method);
 	if (!ckpt_available())
 		return respond(conn, 404, text_response("404 page not found\n"));
 	if (strcmp(url, "/hangar/v1/info") == 0) {

@@ -218,6 +218,11 @@ void freezer_remove(const struct freezer *f);
 int token_read(int fd);
 /* A pipe already holding the token and closed for writing: its read end, for envd (close-on-exec), or -1 with errno. */
 int token_pipe(void);
+/*
+ * The library hands a pooled sandbox to its caller: NEW replaces the token
+ * when OLD is the token in force (envd took NEW already). 0, or -1.
+ */
+int token_rotate(const char *old, const char *fresh);
 /* Answers pending connections on jail.sock: the token to the jail's own uid, nothing to anyone else. Never blocks. */
 void token_serve(int lfd);
 /* Wipes the token from this process's memory (children that need none call it). */

@@ -14,6 +14,11 @@
  * route to the host, so another sandbox reaches the exposed port no more than
  * it reaches any other service on the host's loopback. Nothing is exposed
  * until asked; exposing a port again answers the same address.
+ *
+ * ports.sock also takes the one request that is not about ports, "rotate OLD
+ * NEW\n": a sandbox of the warm pool changing hands (token.c). It is here
+ * because this socket waits for a request line, where jail.sock answers at
+ * once.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -352,6 +357,23 @@ static int read_request(int c, char *buf, size_t size)
 	return -1;
 }
 
+/* "OLD NEW\n" (wiped here): token_rotate(). 0, or -1. */
+static int rotate(char *args)
+{
+	char *fresh = strchr(args, ' '), *end = strchr(args, '\n');
+	int r = -1;
+
+	if (fresh && end && fresh < end) {
+		*fresh++ = '\0';
+		*end = '\0';
+		r = token_rotate(args, fresh);
+	}
+	explicit_bzero(args, strlen(args));
+	if (fresh)
+		explicit_bzero(fresh, strlen(fresh));
+	return r;
+}
+
 void ports_serve(int lfd, pid_t bwrap)
 {
 	uid_t me = geteuid();
@@ -359,7 +381,7 @@ void ports_serve(int lfd, pid_t bwrap)
 	for (int batch = 0; batch < 16; batch++) {
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
-		char req[64], reply[256], tail = 0;
+		char req[2 * 1024 + 16], reply[256], tail = 0;
 		unsigned port = 0;
 		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
@@ -378,10 +400,14 @@ void ports_serve(int lfd, pid_t bwrap)
 			close(c);
 			continue;
 		}
-		if (sscanf(req, "expose %5u%c", &port, &tail) != 2 || tail != '\n' || port < 1 || port > 65535)
+		if (!strncmp(req, "rotate ", 7))
+			/* The token: a warm pool's sandbox handed to its caller ("rotate OLD NEW\n"). */
+			snprintf(reply, sizeof(reply), "%s", rotate(req + 7) == 0 ? "ok\n" : "error refused\n");
+		else if (sscanf(req, "expose %5u%c", &port, &tail) != 2 || tail != '\n' || port < 1 || port > 65535)
 			snprintf(reply, sizeof(reply), "error not a request: expose PORT (1 to 65535)\n");
 		else
 			expose(port, bwrap, reply, sizeof(reply));
+		explicit_bzero(req, sizeof(req));
 		if (send(c, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			say("ports.sock: cannot answer: %s", strerror(errno));
 		close(c);

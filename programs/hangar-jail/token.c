@@ -22,6 +22,16 @@
 static char token[TOKEN_MAX + 1];
 static size_t token_len;
 
+/* Compares n bytes without stopping at the first difference. */
+static int sodium_like_eq(const char *a, const char *b, size_t n)
+{
+	unsigned char d = 0;
+
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
 void forget_token(void)
 {
 	explicit_bzero(token, sizeof(token));
@@ -89,6 +99,22 @@ int token_pipe(void)
 		return -1;
 	}
 	return p[0];
+}
+
+int token_rotate(const char *old, const char *fresh)
+{
+	size_t olen = strlen(old), flen = strlen(fresh);
+	int ok;
+
+	/* Same uid only (ports.sock checks); a wrong OLD is refused all the same. */
+	ok = token_len > 0 && olen == token_len && sodium_like_eq(old, token, token_len) && flen > 0 &&
+	     flen <= TOKEN_MAX && !memchr(fresh, ' ', flen) && !memchr(fresh, '\n', flen);
+	if (!ok)
+		return -1;
+	explicit_bzero(token, sizeof(token));
+	memcpy(token, fresh, flen + 1);
+	token_len = flen;
+	return 0;
 }
 
 /*

@@ -2,6 +2,7 @@
  * hangar-envd access token and /files signatures (auth.c).
  */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,35 @@ START_TEST(token_configured)
 }
 END_TEST
 
+/* A pooled sandbox's handover: the new token opens the daemon, the old one no longer does; once only. */
+START_TEST(token_rotated_once)
+{
+	envd_cfg.token = strdup("pool-token");
+	ck_assert_ptr_nonnull(envd_cfg.token);
+	ck_assert_int_eq(envd_token_rotate(NULL), -EINVAL);
+	ck_assert_int_eq(envd_token_rotate(""), -EINVAL);
+	ck_assert_int_eq(envd_token_rotate("with space"), -EINVAL);
+	ck_assert_int_eq(envd_token_rotate("line\nend"), -EINVAL);
+	ck_assert_int_eq(envd_token_ok("pool-token"), 1);
+	ck_assert_int_eq(envd_token_rotate("caller-token"), 0);
+	ck_assert_int_eq(envd_token_ok("pool-token"), 0);
+	ck_assert_int_eq(envd_token_ok("caller-token"), 1);
+	ck_assert_int_eq(envd_token_rotate("third-token"), -EALREADY);
+	ck_assert_int_eq(envd_token_ok("third-token"), 0);
+	ck_assert_int_eq(envd_token_ok("caller-token"), 1);
+	free(envd_cfg.token);
+	envd_cfg.token = NULL;
+}
+END_TEST
+
+START_TEST(token_rotate_open_daemon)
+{
+	envd_cfg.token = NULL;
+	ck_assert_int_eq(envd_token_rotate("a-token"), -EPERM);
+	ck_assert_int_eq(envd_token_ok("anything"), 1);
+}
+END_TEST
+
 static Suite *auth_suite(void)
 {
 	Suite *s = suite_create("envd-auth");
@@ -120,6 +150,8 @@ static Suite *auth_suite(void)
 	tc = tcase_create("token");
 	tcase_add_test(tc, token_not_configured);
 	tcase_add_test(tc, token_configured);
+	tcase_add_test(tc, token_rotated_once);
+	tcase_add_test(tc, token_rotate_open_daemon);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -484,9 +484,10 @@ static int record_running(const char *dir, struct lmeta *m)
 	return 0;
 }
 
-int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+/* A sandbox started: described into out, or (out NULL, for the warm pool) its id into id. */
+static int create_cold(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out,
+		       char id[LSTATE_ID_LEN + 1])
 {
-	struct local *l = state;
 	char dir[DIR_MAX], token[65];
 	struct lmeta m = { 0 };
 	struct image_rootfs img = { .use_fd = -1 };
@@ -517,7 +518,10 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 			snprintf(steps, sizeof(steps), "no timeline");
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %.1f ms: %s", m.id,
 			       (double)(clock_mono_us() - t0_us) / 1000.0, steps);
-		rc = local_describe(l, dir, &m, token, m.jail_pid, out);
+		if (out)
+			rc = local_describe(l, dir, &m, token, m.jail_pid, out);
+		else
+			memcpy(id, m.id, sizeof(m.id));
 	}
 	if (timeline >= 0)
 		close(timeline);
@@ -531,4 +535,19 @@ int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_
 	/* The jail holds the image's use lock itself by now (or there is no sandbox). */
 	image_rootfs_release(&img);
 	return rc;
+}
+
+int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	struct local *l = state;
+	int rc = local_pool_claim(l, opts, out) == 1 ? 0 : create_cold(l, opts, out, NULL);
+
+	if (rc == 0)
+		local_pool_refill(l, opts);
+	return rc;
+}
+
+int local_create_pooled(struct local *l, const struct hangar_create_opts *opts, char id[LSTATE_ID_LEN + 1])
+{
+	return create_cold(l, opts, NULL, id);
 }

@@ -69,6 +69,8 @@ int local_list(void *state, hangar_sys_list *out)
 		case LOCAL_ALIVE:
 			break;
 		}
+		if (local_pool_hidden(dir))
+			continue; /* waiting in the warm pool: nobody's sandbox yet */
 		if (lstate_meta_read(dir, &m) < 0)
 			continue; /* it went away meanwhile */
 		sb = hangar_sys_list_add(out);

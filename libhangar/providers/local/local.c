@@ -83,6 +83,7 @@ static void local_fini(void *state)
 
 	if (!l)
 		return;
+	local_pool_fini(l);
 	free(l->root);
 	free(l->bwrap);
 	free(l->envd);
@@ -212,7 +213,9 @@ static int local_init(void **state, hangar_ctx *ctx, void *data)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
 	ltokens_init(&l->tokens);
 	l->ctx = ctx;
-	r = find_programs(l);
+	r = local_pool_init(l) < 0 ? hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory") : 0;
+	if (!r)
+		r = find_programs(l);
 	if (!r)
 		r = root_path(l, root);
 	if (!r && range && *range)
@@ -301,6 +304,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "non-root callers: sandbox users on the caller's /etc/subuid ids", NULL },
 	{ "HANGAR_LOCAL_CGROUP", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 	  "a delegated cgroup v2 holding no processes, for local sandboxes' limits", check_cgroup_path },
+	{ "HANGAR_LOCAL_POOL_SIZE", HANGAR_SETTING_TYPE_INT, 0, "0", 0, 10000, NULL,
+	  "local sandboxes kept started ahead of time for each kind of create (0: no pool)", NULL },
 	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -1,0 +1,595 @@
+/*
+ * The warm pool of local sandboxes (pool.h says how it lies on disk): the
+ * claim, the hand-over to a new token and lifetime, and the refill thread.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "local.h"
+#include "pool.h"
+
+#define KEY_MAX 8192
+
+struct lpool {
+	pthread_mutex_t mu;
+	pthread_t thread;
+	int has_thread;      /* started and not yet joined */
+	pid_t owner;         /* the process that started it: a forked child has no such thread */
+	int running;         /* the thread has not finished its loop */
+	int stop;            /* local_pool_fini: finish the sandbox being made, then return */
+	int pending;         /* options wait in template/network */
+	char *template_id;
+	int network;
+};
+
+/* Set in the refill thread: its own creates are cold and kick nothing. */
+static __thread int filling;
+
+/* The settings a sandbox is made with besides its options: what create.c's jail_settings hands the jail. */
+static const char *const key_settings[] = {
+	"HANGAR_LOCAL_FREEZER", "HANGAR_LOCAL_MEMORY_MB", "HANGAR_LOCAL_PIDS", "HANGAR_LOCAL_CPUS",
+	"HANGAR_LOCAL_DISK_MB", "HANGAR_LOCAL_UID_RANGE", "HANGAR_LOCAL_NET_ALLOW", "HANGAR_LOCAL_SUBIDS",
+	"HANGAR_LOCAL_CGROUP",
+};
+
+static int64_t pool_size(const struct local *l)
+{
+	int64_t n = 0;
+
+	if (hangar_sys_ctx_setting_int(&n, l->ctx, "HANGAR_LOCAL_POOL_SIZE") != 0)
+		return 0;
+	return n;
+}
+
+static int resolve_network(const struct local *l, int network)
+{
+	int32_t net = 1;
+
+	if (network == HANGAR_NETWORK_ON || network == HANGAR_NETWORK_OFF)
+		return network == HANGAR_NETWORK_ON;
+	hangar_sys_ctx_setting_bool(&net, l->ctx, "HANGAR_LOCAL_NETWORK");
+	return net != 0;
+}
+
+/*
+ * The pool's key for a template and network: everything a sandbox is made
+ * with, in text (compared in full at each claim, so a hash collision can
+ * never hand out another caller's kind of sandbox), and its hash, the name
+ * of the pool's directory. 0, or -1 when such a create cannot be pooled.
+ */
+static int make_key(const struct local *l, const char *template_id, int network, char *text, char hash[17])
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a: a directory name, not a secret */
+	size_t len;
+	int n;
+
+	if (!template_id || !*template_id)
+		template_id = "local";
+	if (strlen(template_id) > 1024 || strchr(template_id, '\n'))
+		return -1;
+	n = snprintf(text, KEY_MAX, "template=%s\nnetwork=%d\neuid=%u\njail=%s\nenvd=%s\nbwrap=%s\n", template_id,
+		     network, (unsigned)geteuid(), l->jail, l->envd, l->bwrap);
+	for (size_t i = 0; n > 0 && n < KEY_MAX && i < sizeof(key_settings) / sizeof(key_settings[0]); i++) {
+		const char *v = hangar_sys_ctx_setting(l->ctx, key_settings[i]);
+
+		n += snprintf(text + n, KEY_MAX - (size_t)n, "%s=%.1024s\n", key_settings[i], v ? v : "");
+	}
+	if (n <= 0 || n >= KEY_MAX)
+		return -1;
+	len = (size_t)n;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)text[i];
+		h *= 0x100000001b3ULL;
+	}
+	snprintf(hash, 17, "%016llx", (unsigned long long)h);
+	return 0;
+}
+
+/* The key of a create's options, or -1: only creates without variables of their own are pooled. */
+static int opts_key(const struct local *l, const struct hangar_create_opts *opts, char *text, char hash[17])
+{
+	if (opts->env && opts->env[0])
+		return -1; /* envd is given a sandbox's variables when it starts: such a create is cold */
+	return make_key(l, opts->template_id, resolve_network(l, opts->network), text, hash);
+}
+
+/* Opens root/.pool/<hash> (made when create): a directory descriptor, or -1 with errno. */
+static int open_pool_dir(const struct local *l, const char *hash, int create)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	snprintf(path, sizeof(path), "%s/.pool/%s", l->root, hash);
+	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+/* 1 when the pool in dfd is for key text (its key file says so in full), else 0. */
+static int key_matches(int dfd, const char *text)
+{
+	char buf[KEY_MAX + 1];
+	size_t have = 0;
+	ssize_t n;
+	int fd = openat(dfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return 0;
+	while (have < KEY_MAX && (n = read(fd, buf + have, KEY_MAX - have)) > 0)
+		have += (size_t)n;
+	close(fd);
+	buf[have] = '\0';
+	return strcmp(buf, text) == 0;
+}
+
+/* The sandboxes of this state directory, pooled or not, alive or being made (their directories). */
+static int64_t count_sandboxes(const struct local *l)
+{
+	DIR *d = opendir(l->root);
+	struct dirent *de;
+	int64_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (lstate_valid_id(de->d_name) || !strncmp(de->d_name, ".new-", 5))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Whether one more sandbox fits under HANGAR_MAX_SANDBOXES (0: no cap). */
+static int under_cap(const struct local *l)
+{
+	int64_t max = 0;
+
+	hangar_sys_ctx_setting_int(&max, l->ctx, "HANGAR_MAX_SANDBOXES");
+	return max <= 0 || count_sandboxes(l) < max;
+}
+
+int local_pool_hidden(const char *dir)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/pooled", dir);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * Takes marker id out of the pool in dfd: 1 when this caller won it (the
+ * unlink is the claim, so exactly one process does), 0 when another did.
+ */
+static int take_marker(int dfd, const char *id)
+{
+	return unlinkat(dfd, id, 0) == 0;
+}
+
+/*
+ * Sends envd, over envd.sock, the request that replaces its token old with
+ * fresh (POST /hangar/v1/token). 0, or -1 when envd did not answer 204.
+ */
+static int rotate_envd(const char *dir, const char *old, const char *fresh)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char req[3 * TOKEN_MAX], buf[256];
+	size_t have = 0;
+	int fd, n, status = -1;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s/envd.sock", (int)(sizeof(sa.sun_path) - 11), dir);
+	n = snprintf(req, sizeof(req),
+		     "POST /hangar/v1/token HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
+		     "X-Hangar-New-Token: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+		     old, fresh);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || n <= 0 || n >= (int)sizeof(req) || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		if (fd >= 0)
+			close(fd);
+		explicit_bzero(req, sizeof(req));
+		return -1;
+	}
+	explicit_bzero(req, sizeof(req));
+	local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
+	close(fd);
+	buf[have] = '\0';
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		return -1;
+	return status == 204 ? 0 : -1;
+}
+
+/* Whether the jail's answer line is in. */
+static int answered(const char *buf, size_t have)
+{
+	return memchr(buf, '\n', have) != NULL;
+}
+
+/*
+ * Tells the jail its token is fresh now (it serves it on jail.sock to the
+ * library's other processes), on ports.sock, which reads a request line
+ * before it answers. 0, or -1.
+ */
+static int rotate_jail(const char *dir, const char *id, int pid, const char *old, const char *fresh)
+{
+	char req[2 * TOKEN_MAX + 16], buf[64];
+	int n = snprintf(req, sizeof(req), "rotate %s %s\n", old, fresh), rc = -1, fd;
+	size_t have = 0;
+
+	if (n > 0 && n < (int)sizeof(req) && local_jail_connect(dir, id, pid, "ports.sock", &fd) == 0) {
+		if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n) {
+			int64_t deadline = clock_mono_ms() + PORTS_DEADLINE_MS;
+
+			local_read_until(fd, buf, sizeof(buf) - 1, deadline, answered, &have);
+			buf[have] = '\0';
+			rc = strcmp(buf, "ok\n") == 0 ? 0 : -1;
+		}
+		close(fd);
+	}
+	explicit_bzero(req, sizeof(req));
+	return rc;
+}
+
+/* The token a pooled sandbox was started with, asked of its jail: 0, or -1. */
+static int pooled_token(const char *dir, const char *id, int pid, char *buf /* TOKEN_MAX + 1 */)
+{
+	size_t have = 0;
+	int fd;
+
+	if (local_jail_connect(dir, id, pid, "jail.sock", &fd) != 0)
+		return -1;
+	local_read_until(fd, buf, TOKEN_MAX, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
+	close(fd);
+	buf[have] = '\0';
+	if (have == 0 || strpbrk(buf, " \r\n")) {
+		explicit_bzero(buf, TOKEN_MAX + 1);
+		return -1;
+	}
+	return 0;
+}
+
+static int random_token(char *hex /* 65 */)
+{
+	unsigned char rnd[32];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -1;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	explicit_bzero(rnd, sizeof(rnd));
+	return 0;
+}
+
+/*
+ * Makes sandbox id, just won from the pool, the caller's: a new token for
+ * envd and the jail, the caller's lifetime, out of hiding. 0 with out
+ * filled, or -1 (the caller kills the sandbox).
+ */
+static int hand_over(struct local *l, const char *id, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	char dir[DIR_MAX], path[PATH_MAX], old[TOKEN_MAX + 1], fresh[65];
+	struct lmeta m;
+	int pid = 0, lock, rc = -1;
+
+	if (local_find_alive(l, id, dir, sizeof(dir), &pid) != 0)
+		return -1; /* dead or past its idle lifetime: never handed out */
+	lock = local_lock(dir, LOCK_EX);
+	if (lock < 0)
+		return -1;
+	if (!local_pool_hidden(dir) || lstate_meta_read(dir, &m) < 0) {
+		local_unlock(lock);
+		return -1;
+	}
+	ltokens_forget(&l->tokens, id);
+	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 && rotate_envd(dir, old, fresh) == 0 &&
+	    rotate_jail(dir, id, pid, old, fresh) == 0) {
+		/* The sandbox starts its life now, as the caller asked for it. */
+		m.created_at_us = clock_wall_us();
+		m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
+		m.expires_at_us = m.timeout_sec > 0 ? clock_wall_us() + m.timeout_sec * 1000000 : 0;
+		snprintf(path, sizeof(path), "%s/pooled", dir);
+		if (lstate_meta_write(dir, &m) == 0 && unlink(path) == 0) {
+			kill(pid, SIGHUP); /* the expiry moved */
+			rc = local_describe(l, dir, &m, fresh, pid, out) == 0 ? 0 : -1;
+		}
+	}
+	explicit_bzero(old, sizeof(old));
+	explicit_bzero(fresh, sizeof(fresh));
+	lstate_meta_clear(&m);
+	local_unlock(lock);
+	return rc;
+}
+
+/* Stops one pooled sandbox of any options to make room for a cold create at the cap. */
+static void evict_one(struct local *l)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *top;
+	int done = 0;
+
+	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	top = opendir(path);
+	if (!top)
+		return;
+	while (!done && (de = readdir(top))) {
+		struct dirent *e;
+		DIR *d;
+		int dfd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		dfd = openat(dirfd(top), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		if (!d) {
+			if (dfd >= 0)
+				close(dfd);
+			continue;
+		}
+		while (!done && (e = readdir(d)))
+			if (lstate_valid_id(e->d_name) && take_marker(dirfd(d), e->d_name)) {
+				hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
+					       "local: pooled sandbox %s stopped: a create needs its place under "
+					       "HANGAR_MAX_SANDBOXES", e->d_name);
+				local_kill(l, e->d_name);
+				done = 1;
+			}
+		closedir(d);
+	}
+	closedir(top);
+}
+
+int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
+{
+	char *text, hash[17], path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = NULL;
+	int dfd = -1, got = 0;
+	int64_t t0_us = clock_mono_us();
+
+	if (filling)
+		return 0;
+	text = pool_size(l) > 0 ? malloc(KEY_MAX) : NULL;
+	if (text && opts_key(l, opts, text, hash) == 0 && (dfd = open_pool_dir(l, hash, 0)) >= 0 &&
+	    key_matches(dfd, text))
+		d = fdopendir(dfd);
+	if (!d && dfd >= 0)
+		close(dfd);
+	while (d && !got && (de = readdir(d))) {
+		if (!lstate_valid_id(de->d_name) || !take_marker(dirfd(d), de->d_name))
+			continue;
+		if (hand_over(l, de->d_name, opts, out) == 0) {
+			got = 1;
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
+				       "local: sandbox %s handed out from the pool in %.1f ms", de->d_name,
+				       (double)(clock_mono_us() - t0_us) / 1000.0);
+		} else {
+			/* Killed, or died, while it waited: stopped and never handed out. */
+			local_kill(l, de->d_name);
+		}
+	}
+	if (d)
+		closedir(d);
+	free(text);
+	/*
+	 * A cold create at the cap: pooled sandboxes count toward it, so one
+	 * makes way rather than refuse it (whichever process, with whatever
+	 * pool size, made them).
+	 */
+	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	while (!got && access(path, F_OK) == 0 && !under_cap(l)) {
+		int64_t before = count_sandboxes(l);
+
+		evict_one(l);
+		if (count_sandboxes(l) >= before)
+			break;
+	}
+	return got;
+}
+
+/* Markers in dfd whose sandboxes live; the others are removed, with what a dead jail left. */
+static int64_t count_waiting(struct local *l, int dfd)
+{
+	int64_t n = 0;
+	struct dirent *de;
+	DIR *d;
+	int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+
+	if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return 0;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		char dir[DIR_MAX];
+		int pid;
+
+		if (!lstate_valid_id(de->d_name))
+			continue;
+		local_sandbox_dir(dir, sizeof(dir), l, de->d_name);
+		if (access(dir, F_OK) == 0 && local_liveness(dir, de->d_name, &pid) == LOCAL_ALIVE) {
+			n++;
+		} else if (take_marker(dfd, de->d_name)) {
+			/* Killed, or ended, while it waited. */
+			local_clean_stale(l, de->d_name);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Puts sandbox id (just made, alive) into the pool in dfd: hidden first, then claimable. 0, or -1. */
+static int put(struct local *l, int dfd, const char *id)
+{
+	char dir[DIR_MAX], path[PATH_MAX];
+	int fd;
+
+	local_sandbox_dir(dir, sizeof(dir), l, id);
+	/* Should this process have learnt the pooled token, it is changed at the claim. */
+	ltokens_forget(&l->tokens, id);
+	snprintf(path, sizeof(path), "%s/pooled", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	fd = openat(dfd, id, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/*
+ * Fills the pool for one template and network up to HANGAR_LOCAL_POOL_SIZE,
+ * and no further than HANGAR_MAX_SANDBOXES. One process fills a pool at a
+ * time (fill.lock); others leave it to that one.
+ */
+static void fill(struct local *l, const char *template_id, int network)
+{
+	struct hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	char *text = malloc(KEY_MAX), hash[17];
+	int dfd = -1, lock = -1;
+
+	if (!text || make_key(l, template_id, network, text, hash) < 0 || (dfd = open_pool_dir(l, hash, 1)) < 0)
+		goto out;
+	if (!key_matches(dfd, text)) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/.pool/%s/key", l->root, hash);
+		if (lstate_write_atomic(path, text, strlen(text), 0600) < 0 || !key_matches(dfd, text))
+			goto out; /* another key of the same hash: that pool stays as it is */
+	}
+	lock = openat(dfd, "fill.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+		goto out;
+	o.template_id = template_id;
+	o.network = network ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF;
+	o.timeout_sec = POOL_IDLE_SEC;
+	for (;;) {
+		char id[LSTATE_ID_LEN + 1];
+		int stop;
+
+		pthread_mutex_lock(&l->pool->mu);
+		stop = l->pool->stop;
+		pthread_mutex_unlock(&l->pool->mu);
+		if (stop || count_waiting(l, dfd) >= pool_size(l) || !under_cap(l))
+			break;
+		if (local_create_pooled(l, &o, id) != 0) {
+			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: the pool could not start a sandbox: %s",
+				       hangar_error_last()->message);
+			break;
+		}
+		if (put(l, dfd, id) < 0) {
+			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot put sandbox %s into the pool: %s", id,
+				       strerror(errno));
+			local_kill(l, id);
+			break;
+		}
+	}
+out:
+	if (lock >= 0)
+		close(lock);
+	if (dfd >= 0)
+		close(dfd);
+	free(text);
+}
+
+static void *fill_thread(void *arg)
+{
+	struct local *l = arg;
+	struct lpool *p = l->pool;
+
+	filling = 1;
+	pthread_mutex_lock(&p->mu);
+	while (p->pending && !p->stop) {
+		char *template_id = p->template_id;
+		int network = p->network;
+
+		p->template_id = NULL;
+		p->pending = 0;
+		pthread_mutex_unlock(&p->mu);
+		fill(l, template_id, network);
+		free(template_id);
+		pthread_mutex_lock(&p->mu);
+	}
+	p->running = 0;
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+void local_pool_refill(struct local *l, const struct hangar_create_opts *opts)
+{
+	char *text, hash[17], *template_id;
+	struct lpool *p;
+	int key;
+
+	if (filling || pool_size(l) <= 0)
+		return;
+	text = malloc(KEY_MAX);
+	key = text ? opts_key(l, opts, text, hash) : -1;
+	free(text);
+	if (key < 0)
+		return;
+	template_id = strdup(opts->template_id && *opts->template_id ? opts->template_id : "local");
+	if (!template_id)
+		return;
+	pthread_mutex_lock(&l->pool->mu);
+	p = l->pool;
+	free(p->template_id);
+	p->template_id = template_id;
+	p->network = resolve_network(l, opts->network);
+	p->pending = 1;
+	if (p->has_thread && p->owner != getpid())
+		p->has_thread = p->running = 0; /* forked since: the thread stayed with the parent */
+	if (!p->running && !p->stop) {
+		if (p->has_thread) {
+			pthread_join(p->thread, NULL); /* finished its loop: this is quick */
+			p->has_thread = 0;
+		}
+		p->running = p->has_thread = pthread_create(&p->thread, NULL, fill_thread, l) == 0;
+		p->owner = getpid();
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+int local_pool_init(struct local *l)
+{
+	l->pool = calloc(1, sizeof(*l->pool));
+	if (!l->pool)
+		return -1;
+	pthread_mutex_init(&l->pool->mu, NULL);
+	return 0;
+}
+
+void local_pool_fini(struct local *l)
+{
+	struct lpool *p = l->pool;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_mutex_unlock(&p->mu);
+	if (p->has_thread && p->owner == getpid())
+		pthread_join(p->thread, NULL);
+	free(p->template_id);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	l->pool = NULL;
+}

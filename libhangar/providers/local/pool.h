@@ -1,0 +1,43 @@
+/*
+ * The local provider's warm pool (pool.c): sandboxes started ahead of time
+ * for one set of create options, handed out by local_create() instead of a
+ * cold start, and made again in the background.
+ *
+ * On disk, under the provider's root ($HANGAR_STATE_DIR/local):
+ *
+ *   .pool/<key hash>/key       the options the pool is for (compared in full)
+ *   .pool/<key hash>/fill.lock held by the one process filling it
+ *   .pool/<key hash>/<id>      an empty file: sandbox <id> is waiting
+ *   <id>/pooled                the sandbox is in the pool: list() hides it
+ *
+ * A claim is the unlink of .pool/<key hash>/<id>: one process wins it, on
+ * this machine and across processes sharing the state directory. The winner
+ * gives envd and the jail a new token (the one the pool was started with is
+ * refused from then on), writes the caller's lifetime, and removes pooled.
+ */
+#pragma once
+
+#include "hangar/hangar.h"
+#include "hangar/sys/provider.h"
+
+struct local;
+
+/* A sandbox waiting in the pool lives this long unless claimed, so a forgotten pool goes away. */
+#define POOL_IDLE_SEC 3600
+
+/*
+ * Hands out a pooled sandbox for opts when one matches: 1 with out filled, 0
+ * when the caller must create cold (nothing matched, or the pool is off),
+ * never an error: a pooled sandbox that fails to be handed over is killed
+ * and the next is tried. At HANGAR_MAX_SANDBOXES, a cold create first stops
+ * one pooled sandbox of any options so the pool never keeps callers out.
+ */
+int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
+/* Fills the pool for opts's options in a thread of the library, off the caller's path. */
+void local_pool_refill(struct local *l, const struct hangar_create_opts *opts);
+/* 1 when dir is a sandbox waiting in the pool (not to be listed). */
+int local_pool_hidden(const char *dir);
+/* Makes l->pool: 0, or -1 (out of memory). */
+int local_pool_init(struct local *l);
+/* Stops filling (the sandbox being made is finished) and frees l->pool. */
+void local_pool_fini(struct local *l);

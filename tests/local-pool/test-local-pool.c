@@ -1,0 +1,571 @@
+/*
+ * The local provider's warm pool, through the public API and the state
+ * directory: claims from several processes at once, the pool's token
+ * refused after a claim, the refill, a pooled sandbox killed while it
+ * waits, the pool at HANGAR_MAX_SANDBOXES, and list() hiding the pool.
+ *
+ * The meson test sets HANGAR_ENVD_PATH and HANGAR_JAIL_PATH; each test gets
+ * its own HANGAR_STATE_DIR.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hangar/hangar.h>
+
+#include "clock.h"
+#include "leftovers.h"
+
+#define WAIT_MS 60000
+#define MAX_IDS 16
+
+static char state_dir[64];
+
+static void setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-pool-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+}
+
+static void teardown(void)
+{
+	hangar_ctx *ctx = NULL;
+	char cmd[PATH_MAX];
+
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0)
+		kill_local_leftovers(ctx, state_dir);
+	hangar_ctx_unref(ctx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", state_dir);
+}
+
+static hangar_ctx *new_ctx(const char *pool_size, const char *max_sandboxes)
+{
+	hangar_ctx *ctx = NULL;
+
+	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_POOL_SIZE", pool_size), 0);
+	if (max_sandboxes)
+		ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_MAX_SANDBOXES", max_sandboxes), 0);
+	return ctx;
+}
+
+static int create_rc(hangar_ctx *ctx, int network, const char *const *env, int64_t timeout_sec, hangar_sandbox **sb)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+
+	o.provider = "local";
+	o.network = network;
+	o.env = env;
+	o.timeout_sec = timeout_sec;
+	*sb = NULL;
+	return hangar_sandbox_create(sb, ctx, &o);
+}
+
+static hangar_sandbox *create(hangar_ctx *ctx, int network, const char *const *env)
+{
+	hangar_sandbox *sb = NULL;
+	int rc = create_rc(ctx, network, env, 0, &sb);
+
+	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
+	return sb;
+}
+
+static char *run(hangar_sandbox *sb, const char *cmd)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	char *out;
+	int rc = hangar_sandbox_exec(&r, sb, cmd, NULL);
+
+	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
+	ck_assert_msg(r.exit_code == 0, "exec %s: exit %d", cmd, r.exit_code);
+	out = strndup(r.out.ptr ? r.out.ptr : "", r.out.size);
+	out[strcspn(out, "\n")] = '\0';
+	hangar_exec_result_dispose(&r);
+	return out;
+}
+
+/* The ids waiting in every pool of the state directory, into ids; how many. */
+static int waiting(char ids[MAX_IDS][32])
+{
+	char path[PATH_MAX];
+	struct dirent *top_de;
+	DIR *top;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/local/.pool", state_dir);
+	top = opendir(path);
+	while (top && (top_de = readdir(top))) {
+		char sub[PATH_MAX + 300];
+		struct dirent *de;
+		DIR *d;
+
+		if (top_de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, top_de->d_name);
+		d = opendir(sub);
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "sb-", 3) && strlen(de->d_name) < 32 && n < MAX_IDS)
+				memcpy(ids[n++], de->d_name, strlen(de->d_name) + 1);
+		if (d)
+			closedir(d);
+	}
+	if (top)
+		closedir(top);
+	return n;
+}
+
+/* Waits, up to WAIT_MS, until the pool holds want sandboxes whose directories are marked pooled. */
+static void wait_pool(int want)
+{
+	int64_t deadline = clock_mono_ms() + WAIT_MS;
+	char ids[MAX_IDS][32];
+	int n = 0;
+
+	while (clock_mono_ms() < deadline) {
+		int ready = 0;
+
+		n = waiting(ids);
+		for (int i = 0; i < n; i++) {
+			char p[PATH_MAX];
+
+			snprintf(p, sizeof(p), "%s/local/%s/pooled", state_dir, ids[i]);
+			ready += access(p, F_OK) == 0;
+		}
+		if (ready == want && n == want)
+			return;
+		poll(NULL, 0, 20);
+	}
+	ck_abort_msg("the pool holds %d sandboxes, want %d", n, want);
+}
+
+/* Sandbox directories in the state directory. */
+static int count_dirs(void)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/local", state_dir);
+	d = opendir(path);
+	while (d && (de = readdir(d)))
+		n += !strncmp(de->d_name, "sb-", 3) || !strncmp(de->d_name, ".new-", 5);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static int in(const char *id, char ids[MAX_IDS][32], int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ids[i], id))
+			return 1;
+	return 0;
+}
+
+static int connect_sock(const char *id, const char *name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/%s", state_dir, id, name);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", sa.sun_path,
+		      strerror(errno));
+	return fd;
+}
+
+/* Everything fd sends until EOF or a deadline, NUL-terminated. */
+static void read_all(int fd, char *buf, size_t size)
+{
+	int64_t deadline = clock_mono_ms() + 10000;
+	size_t have = 0;
+
+	while (have < size - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - clock_mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		n = read(fd, buf + have, size - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	buf[have] = '\0';
+}
+
+/* The token the jail of sandbox id serves on jail.sock. */
+static void jail_token(const char *id, char *buf, size_t size)
+{
+	int fd = connect_sock(id, "jail.sock");
+
+	read_all(fd, buf, size);
+	close(fd);
+	ck_assert_msg(strlen(buf) > 0, "no token from %s's jail", id);
+}
+
+/* The HTTP status envd of sandbox id answers a request for its environment with token. */
+static int envd_status(const char *id, const char *token)
+{
+	char req[512], buf[512];
+	int status = -1, fd = connect_sock(id, "envd.sock");
+
+	snprintf(req, sizeof(req),
+		 "GET /envs HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\nConnection: close\r\n\r\n", token);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	sscanf(buf, "HTTP/1.%*d %d", &status);
+	return status;
+}
+
+/* A claim gives the caller a pooled sandbox under a new token: the pool's is refused from then on. */
+START_TEST(claim_rotates_token)
+{
+	hangar_ctx *ctx = new_ctx("2", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *sb;
+	char ids[MAX_IDS][32], old[2][1100], now[1100], *out;
+	int k;
+
+	wait_pool(2);
+	ck_assert_int_eq(waiting(ids), 2);
+	for (int i = 0; i < 2; i++) {
+		jail_token(ids[i], old[i], sizeof(old[i]));
+		ck_assert_int_eq(envd_status(ids[i], old[i]), 200);
+	}
+	sb = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	k = !strcmp(hangar_sandbox_id(sb), ids[0]) ? 0 : !strcmp(hangar_sandbox_id(sb), ids[1]) ? 1 : -1;
+	ck_assert_msg(k >= 0, "%s was not taken from the pool", hangar_sandbox_id(sb));
+	/* The claimed one: envd and the jail both moved to a new token. */
+	ck_assert_int_eq(envd_status(ids[k], old[k]), 401);
+	jail_token(ids[k], now, sizeof(now));
+	ck_assert_str_ne(now, old[k]);
+	ck_assert_int_eq(envd_status(ids[k], now), 200);
+	/* A second rotation, even with the token in force, is refused: only the claim rotates. */
+	{
+		char req[3000], buf[512];
+		int fd = connect_sock(ids[k], "envd.sock");
+
+		snprintf(req, sizeof(req), "POST /hangar/v1/token HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
+			 "X-Hangar-New-Token: again\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", now);
+		ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+		read_all(fd, buf, sizeof(buf));
+		close(fd);
+		ck_assert_msg(!strncmp(buf, "HTTP/1.1 409", 12), "second rotation: %.40s", buf);
+	}
+	/* The jail refuses a rotation that does not name the token in force. */
+	{
+		char buf[1100];
+		int fd = connect_sock(ids[k], "ports.sock");
+
+		ck_assert_int_eq(send(fd, "rotate wrong new\n", 17, MSG_NOSIGNAL), 17);
+		read_all(fd, buf, sizeof(buf));
+		close(fd);
+		ck_assert_str_eq(buf, "error refused\n");
+		jail_token(ids[k], buf, sizeof(buf));
+		ck_assert_str_eq(buf, now);
+	}
+	/* The other one still waits, under its own token. */
+	ck_assert_int_eq(envd_status(ids[!k], old[!k]), 200);
+	out = run(sb, "echo pooled");
+	ck_assert_str_eq(out, "pooled");
+	free(out);
+	explicit_bzero(old, sizeof(old));
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static int count_cb(const hangar_sandbox_info *info, void *payload)
+{
+	(void)info;
+	(*(int *)payload)++;
+	return 0;
+}
+
+static int listed(hangar_ctx *ctx)
+{
+	int n = 0;
+
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_cb, &n), 0);
+	return n;
+}
+
+/* list() shows callers' sandboxes only; a claim is refilled off the caller's path. */
+START_TEST(refill_and_list)
+{
+	hangar_ctx *ctx = new_ctx("2", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *sb;
+	char ids[MAX_IDS][32], now[MAX_IDS][32];
+	int n;
+
+	wait_pool(2);
+	ck_assert_int_eq(listed(ctx), 1);
+	n = waiting(ids);
+	sb = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	ck_assert(in(hangar_sandbox_id(sb), ids, n));
+	ck_assert_int_eq(listed(ctx), 2);
+	wait_pool(2);
+	n = waiting(now);
+	ck_assert(!in(hangar_sandbox_id(sb), now, n));
+	ck_assert_int_eq(listed(ctx), 2);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A pooled sandbox destroyed, or whose jail was killed, while it waited is never handed out. */
+START_TEST(dead_ones_not_handed_out)
+{
+	hangar_ctx *ctx = new_ctx("2", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *sb, *gone = NULL;
+	char ids[MAX_IDS][32], path[PATH_MAX], pidtext[32] = "";
+	int pid, fd;
+	ssize_t r;
+
+	wait_pool(2);
+	ck_assert_int_eq(waiting(ids), 2);
+	/* One destroyed through the API (pooled ones are reachable by id), one SIGKILLed. */
+	ck_assert_int_eq(hangar_sandbox_attach(&gone, ctx, "local", ids[0]), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(gone), 0);
+	hangar_sandbox_unref(gone);
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, ids[1]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	r = read(fd, pidtext, sizeof(pidtext) - 1);
+	close(fd);
+	ck_assert_int_gt(r, 0);
+	pid = atoi(pidtext);
+	ck_assert_int_gt(pid, 1);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	sb = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	ck_assert_str_ne(hangar_sandbox_id(sb), ids[0]);
+	ck_assert_str_ne(hangar_sandbox_id(sb), ids[1]);
+	{
+		char *out = run(sb, "echo alive");
+
+		ck_assert_str_eq(out, "alive");
+		free(out);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* What a child reports: its sandbox's id and what FOO is inside it. */
+struct child_report {
+	char id[32];
+	char foo[32];
+	int rc;
+};
+
+/* A process of its own creating one sandbox with (network, env, timeout), reporting on fd. */
+static void child_create(int fd, int network, const char *foo, int64_t timeout_sec)
+{
+	struct child_report rep = { .rc = -1 };
+	const char *env[] = { NULL, NULL };
+	char var[64];
+	hangar_ctx *ctx = NULL;
+	hangar_sandbox *sb = NULL;
+	ssize_t w;
+
+	if (foo) {
+		snprintf(var, sizeof(var), "FOO=%s", foo);
+		env[0] = var;
+	}
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0 &&
+	    hangar_ctx_set(ctx, "HANGAR_LOCAL_POOL_SIZE", "4") == 0 &&
+	    create_rc(ctx, network, foo ? env : NULL, timeout_sec, &sb) == 0) {
+		hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+
+		snprintf(rep.id, sizeof(rep.id), "%s", hangar_sandbox_id(sb));
+		if (hangar_sandbox_exec(&r, sb, "printenv FOO || echo none", NULL) == 0) {
+			snprintf(rep.foo, sizeof(rep.foo), "%.*s", (int)strcspn(r.out.ptr ? r.out.ptr : "", "\n"),
+				 r.out.ptr ? r.out.ptr : "");
+			rep.rc = 0;
+		}
+		hangar_exec_result_dispose(&r);
+	}
+	w = write(fd, &rep, sizeof(rep));
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	_exit(w == (ssize_t)sizeof(rep) ? 0 : 1);
+}
+
+/* The timeout_sec meta.json of sandbox id records. */
+static long meta_timeout(const char *id)
+{
+	char path[PATH_MAX], buf[8192], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/local/%s/meta.json", state_dir, id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	p = strstr(buf, "\"timeout_sec\":");
+	ck_assert_ptr_nonnull(p);
+	return strtol(p + 14, NULL, 10);
+}
+
+/*
+ * Six processes create at once, four of them as the pool's key: every one
+ * gets a sandbox of its own, with its own lifetime and variables; the two
+ * whose options differ (variables, network) are made cold.
+ */
+START_TEST(claims_from_processes)
+{
+	enum { KIDS = 6 };
+	hangar_ctx *ctx = new_ctx("4", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	struct child_report rep[KIDS];
+	char ids[MAX_IDS][32], first_id[32];
+	pid_t kids[KIDS];
+	int p[2], n;
+
+	snprintf(first_id, sizeof(first_id), "%s", hangar_sandbox_id(first));
+	hangar_sandbox_unref(first);
+	wait_pool(4);
+	n = waiting(ids);
+	hangar_ctx_unref(ctx); /* no library thread left across fork() */
+	ck_assert_int_eq(pipe(p), 0);
+	for (int i = 0; i < KIDS; i++) {
+		kids[i] = fork();
+		ck_assert_int_ge(kids[i], 0);
+		if (kids[i] == 0) {
+			close(p[0]);
+			if (i == 4)
+				child_create(p[1], HANGAR_NETWORK_OFF, "four", 1000 + i);
+			else if (i == 5)
+				child_create(p[1], HANGAR_NETWORK_ON, NULL, 1000 + i);
+			else
+				child_create(p[1], HANGAR_NETWORK_OFF, NULL, 1000 + i);
+		}
+	}
+	close(p[1]);
+	for (int i = 0; i < KIDS; i++) {
+		int st;
+
+		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d failed", i);
+	}
+	for (int i = 0; i < KIDS; i++) {
+		ck_assert_int_eq(read(p[0], &rep[i], sizeof(rep[i])), (ssize_t)sizeof(rep[i]));
+		ck_assert_msg(rep[i].rc == 0, "a child's create or command failed");
+	}
+	close(p[0]);
+	for (int i = 0; i < KIDS; i++) {
+		long t = meta_timeout(rep[i].id);
+		int from_pool = in(rep[i].id, ids, n);
+
+		ck_assert_str_ne(rep[i].id, first_id);
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(strcmp(rep[i].id, rep[j].id) != 0, "%s was handed out twice", rep[i].id);
+		/* Each its own lifetime: the child's own (1000 + its number). */
+		ck_assert_msg(t >= 1000 && t < 1000 + KIDS, "%s: timeout_sec %ld", rep[i].id, t);
+		if (t == 1004) {
+			ck_assert_str_eq(rep[i].foo, "four");
+			ck_assert_msg(!from_pool, "a create with variables was taken from the pool");
+		} else {
+			ck_assert_str_eq(rep[i].foo, "none");
+		}
+		if (t == 1005)
+			ck_assert_msg(!from_pool, "a network-on create was taken from a network-off pool");
+	}
+}
+END_TEST
+
+/*
+ * HANGAR_MAX_SANDBOXES counts pooled sandboxes: the pool fills only up to
+ * the cap, and at the cap a create of other options still gets its sandbox
+ * (a pooled one makes way), as does one of the pool's options.
+ */
+START_TEST(pool_at_the_cap)
+{
+	hangar_ctx *ctx = new_ctx("5", "3");
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *other, *same;
+	char *out;
+
+	wait_pool(2);
+	ck_assert_int_eq(count_dirs(), 3);
+	other = create(ctx, HANGAR_NETWORK_OFF, (const char *const[]){ "FOO=cold", NULL });
+	ck_assert_int_le(count_dirs(), 3);
+	out = run(other, "printenv FOO");
+	ck_assert_str_eq(out, "cold");
+	free(out);
+	same = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	out = run(same, "echo same");
+	ck_assert_str_eq(out, "same");
+	free(out);
+	hangar_ctx_unref(ctx); /* waits for its refill thread */
+	ck_assert_int_le(count_dirs(), 3);
+	hangar_sandbox_kill(same);
+	hangar_sandbox_kill(other);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(same);
+	hangar_sandbox_unref(other);
+	hangar_sandbox_unref(first);
+}
+END_TEST
+
+Suite *pool_suite(void);
+
+Suite *pool_suite(void)
+{
+	Suite *s = suite_create("local-pool");
+	TCase *tc = tcase_create("pool");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, claim_rotates_token);
+	tcase_add_test(tc, refill_and_list);
+	tcase_add_test(tc, dead_ones_not_handed_out);
+	tcase_add_test(tc, claims_from_processes);
+	tcase_add_test(tc, pool_at_the_cap);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(pool_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
