@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hangar/hangar.h>
@@ -430,6 +431,50 @@ START_TEST(too_deep_is_refused_cleanly)
 }
 END_TEST
 
+/*
+ * A caller other than root: no HANGAR_CAP_SNAPSHOT (so its session forks go
+ * by checkpoint), and a create from a snapshot is refused, saying why.
+ */
+START_TEST(not_for_unprivileged_callers)
+{
+	char dir[64], cmd[128];
+	pid_t pid;
+	int status = -1;
+
+	SKIP_UNLESS_ROOT();
+	snprintf(dir, sizeof(dir), "/tmp/hangar-snap-nobody-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		hangar_ctx *ctx = NULL;
+		hangar_provider *p = NULL;
+		hangar_sandbox *sb = NULL;
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+		int bad = 0;
+
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(10);
+		if (hangar_ctx_new(&ctx, 0) || hangar_ctx_set(ctx, "HANGAR_STATE_DIR", dir) ||
+		    hangar_ctx_set(ctx, "HANGAR_LOCAL_NETWORK", "off") || hangar_provider_lookup(&p, ctx, "local"))
+			_exit(11);
+		bad |= (hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT) ? 1 : 0;
+		o.provider = "local";
+		o.template_id = "snap-0123456789abcdef";
+		bad |= hangar_sandbox_create(&sb, ctx, &o) != HANGAR_EUNSUPPORTED ? 2 : 0;
+		bad |= !strstr(hangar_error_last()->message, "root") ? 4 : 0;
+		hangar_provider_unref(p);
+		hangar_ctx_unref(ctx);
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged caller: status %d", status);
+}
+END_TEST
+
 struct forks {
 	int ok, failed, method;
 	hangar_session *s[8];
@@ -509,6 +554,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, hostile_workspace);
 	tcase_add_test(tc, too_deep_is_refused_cleanly);
 	tcase_add_test(tc, session_fork_goes_by_snapshot);
+	tcase_add_test(tc, not_for_unprivileged_callers);
 	suite_add_tcase(s, tc);
 	return s;
 }
