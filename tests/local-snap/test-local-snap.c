@@ -23,9 +23,10 @@
 
 #include <hangar/hangar.h>
 
-#include "providers/local/snapshot.h"
 #include "leftovers.h"
 #include "clock.h"
+
+#define SNAP_ID_LEN 21 /* "snap-" and 16 hex digits */
 
 static char state_dir[64];
 
@@ -111,15 +112,17 @@ static void must(hangar_sandbox *sb, const char *user, const char *cmd)
 	ck_assert_msg(code == 0, "%s in %s: exit %d", cmd, hangar_sandbox_id(sb), code);
 }
 
-/* A snapshot of sb, its id in id (LSNAP_ID_LEN + 1). */
+/* A snapshot of sb, its id in id (SNAP_ID_LEN + 1). */
 static void snapshot(hangar_sandbox *sb, char *id)
 {
 	hangar_buf b = HANGAR_BUF_INIT;
 	int rc = hangar_sandbox_snapshot(&b, sb, "test");
 
 	ck_assert_msg(rc == 0, "snapshot: %d %s", rc, hangar_error_last()->message);
-	ck_assert_msg(local_snapshot_valid_id(b.ptr), "snapshot id %s", b.ptr);
-	snprintf(id, LSNAP_ID_LEN + 1, "%s", b.ptr);
+	ck_assert_msg(b.ptr && strlen(b.ptr) == SNAP_ID_LEN && !strncmp(b.ptr, "snap-", 5) &&
+			      strspn(b.ptr + 5, "0123456789abcdef") == 16,
+		      "snapshot id %s", b.ptr ? b.ptr : "(none)");
+	snprintf(id, SNAP_ID_LEN + 1, "%s", b.ptr);
 	hangar_buf_dispose(&b);
 }
 
@@ -145,14 +148,9 @@ static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
 	}
 }
 
-/* The library's deletion, as the provider does it, on this test's state directory. */
 static int delete_snapshot(hangar_ctx *ctx, const char *id)
 {
-	char root[PATH_MAX];
-	struct local l = { .ctx = ctx, .root = root };
-
-	snprintf(root, sizeof(root), "%s/local", state_dir);
-	return local_snapshot_delete(&l, id);
+	return hangar_snapshot_delete(ctx, "local", id);
 }
 
 #define SKIP_UNLESS_ROOT()                                                  \
@@ -167,7 +165,7 @@ START_TEST(contents_and_independence)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *parent, *a, *b;
-	char id[LSNAP_ID_LEN + 1], path[PATH_MAX];
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX];
 	struct stat st;
 
 	SKIP_UNLESS_ROOT();
@@ -249,7 +247,7 @@ START_TEST(outlives_a_killed_parent)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *parent, *child;
-	char id[LSNAP_ID_LEN + 1], pid[64];
+	char id[SNAP_ID_LEN + 1], pid[64];
 
 	SKIP_UNLESS_ROOT();
 	ctx = new_ctx();
@@ -278,7 +276,7 @@ START_TEST(disk_limit_holds_in_a_child)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *parent, *child;
-	char id[LSNAP_ID_LEN + 1];
+	char id[SNAP_ID_LEN + 1];
 
 	SKIP_UNLESS_ROOT();
 	ctx = new_ctx();
@@ -307,7 +305,7 @@ START_TEST(delete_refused_while_in_use)
 	hangar_ctx *ctx;
 	hangar_sandbox *parent, *child, *none = NULL;
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
-	char id[LSNAP_ID_LEN + 1], cid[64], path[PATH_MAX];
+	char id[SNAP_ID_LEN + 1], cid[64], path[PATH_MAX];
 	struct stat st;
 
 	SKIP_UNLESS_ROOT();
@@ -327,6 +325,11 @@ START_TEST(delete_refused_while_in_use)
 	snap_path(path, sizeof(path), id, "");
 	ck_assert_int_ne(stat(path, &st), 0);
 	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, "../../etc"), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, "sb-0123456789abcdef"), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, ""), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_delete(NULL, "local", id), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_delete(ctx, "no-such-provider", id), HANGAR_ENOTFOUND);
 	o.provider = "local";
 	o.template_id = id;
 	ck_assert_int_eq(hangar_sandbox_create(&none, ctx, &o), HANGAR_ENOTFOUND);
@@ -343,7 +346,7 @@ START_TEST(hostile_workspace)
 {
 	hangar_ctx *ctx;
 	hangar_sandbox *parent, *child;
-	char id[LSNAP_ID_LEN + 1], path[PATH_MAX], outside[128], cmd[2048];
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX], outside[128], cmd[2048];
 	struct stat st;
 	int64_t t0;
 

@@ -328,4 +328,5 @@ const struct hangar_provider_ops local_provider_ops = {
 	.get_capabilities = local_capabilities,
 	.expose_port = local_expose_port,
 	.oom_kills = local_oom_kills,
+	.snapshot_delete = local_snapshot_delete_slot,
 };

@@ -323,3 +323,11 @@ int local_snapshot_delete(struct local *l, const char *id)
 		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);
 	return 0;
 }
+
+int local_snapshot_delete_slot(void *state, const char *snapshot_id)
+{
+	if (!local_snapshot_valid_id(snapshot_id))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
+					snapshot_id);
+	return local_snapshot_delete(state, snapshot_id);
+}

@@ -54,3 +54,4 @@ int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsig
 /* The provider's slots (include/hangar/sys/provider.h). */
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);
 uint64_t local_capabilities(void *state);
+int local_snapshot_delete_slot(void *state, const char *snapshot_id);
