@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,14 +132,19 @@ static int copy_data(int in, int out, off_t size)
 		if (hole > size)
 			hole = size;
 		for (off_t at = data; at < hole;) {
-			size_t want = (size_t)(hole - at) < sizeof(buf) ? (size_t)(hole - at) : sizeof(buf);
+			size_t want = (size_t)(hole - at);
 			loff_t from = at, to = at;
-			ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(hole - at), 0);
+			off_t sf = at;
+			ssize_t n = copy_file_range(in, &from, out, &to, want, 0);
 
+			/* Across file systems (tmpfs to the state directory's): the kernel's splice, no copy here. */
 			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
-				n = pread(in, buf, want, at);
-				if (n > 0 && pwrite(out, buf, (size_t)n, at) != n)
-					return errno ? -errno : -EIO;
+				n = lseek(out, at, SEEK_SET) < 0 ? -1 : sendfile(out, in, &sf, want);
+				if (n < 0 && (errno == EINVAL || errno == ENOSYS)) {
+					n = pread(in, buf, want < sizeof(buf) ? want : sizeof(buf), at);
+					if (n > 0 && pwrite(out, buf, (size_t)n, at) != n)
+						return errno ? -errno : -EIO;
+				}
 			}
 			if (n < 0)
 				return -errno;
