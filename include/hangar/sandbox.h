@@ -517,6 +517,19 @@ HANGAR_EXTERN(int) hangar_sandbox_pause_filesystem(hangar_sandbox *sb);
  */
 HANGAR_EXTERN(int) hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name);
 
+/**
+ * Deletes a snapshot hangar_sandbox_snapshot() took on provider (NULL:
+ * HANGAR_DEFAULT_PROVIDER), where the provider deletes them (the local
+ * provider does).
+ *
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the provider cannot),
+ *         HANGAR_ENOTFOUND (no such provider), HANGAR_EGONE (no such
+ *         snapshot), HANGAR_EBUSY (a sandbox made from it still runs) or
+ *         HANGAR_EOS.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id);
+
 /* ---- forks ------------------------------------------------------------------- */
 
 /** One fork, as hangar_sandbox_fork() reports it. */

@@ -46,6 +46,10 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 	HCHECK_ARG(ops->version < 4 ||
 			   ops->size >= offsetof(struct hangar_provider_ops, oom_kills) + sizeof(ops->oom_kills),
 		   "ops->size is too small for version 4");
+	HCHECK_ARG(ops->version < 5 ||
+			   ops->size >= offsetof(struct hangar_provider_ops, snapshot_delete) +
+						sizeof(ops->snapshot_delete),
+		   "ops->size is too small for version 5");
 	HCHECK_ARG(valid_name(ops->name), "ops->name must match [a-z0-9_-]{1,32}");
 	HCHECK_ARG(ops->init && ops->create && ops->connect && ops->kill,
 		   "ops->init, create, connect and kill are mandatory");
@@ -71,6 +75,8 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 		out->expose_port = NULL;
 		out->oom_kills = NULL;
 	}
+	if (out->version < 5)
+		out->snapshot_delete = NULL;
 	return 0;
 }
 

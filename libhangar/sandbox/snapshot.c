@@ -1,4 +1,4 @@
-/* Filesystem-only pauses, snapshots, metrics and logs (provider table version 2). */
+/* Filesystem-only pauses, snapshots, metrics and logs (provider table version 2; snapshot deletion, 5). */
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -51,6 +51,26 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	*out_id = id;
 	herr_clear();
 	return 0;
+}
+
+int hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(snapshot_id && *snapshot_id && strlen(snapshot_id) <= 256, "snapshot_id");
+	HCHECK_TEXT(snapshot_id, "snapshot_id");
+	p = provider_get(ctx, provider);
+	if (!p)
+		return hangar_error_last()->code;
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_delete)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot delete snapshots",
+			    p->ops.name);
+	rc = PROVIDER_CALL(p, "snapshot delete", snapshot_delete, snapshot_id);
+	if (rc == 0)
+		herr_clear();
+	return rc;
 }
 
 int hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_metric_fn fn, void *payload)

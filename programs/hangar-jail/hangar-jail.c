@@ -193,7 +193,7 @@ static int read_meta(struct jail *j)
 		lstate_rmtree_at(AT_FDCWD, j->dir);
 		return -1;
 	}
-	if (hold_image(j) < 0) {
+	if (hold_image(j) < 0 || snaplayer_hold(&j->meta) < 0) {
 		lstate_meta_clear(&j->meta);
 		lstate_rmtree_at(AT_FDCWD, j->dir);
 		return -1;

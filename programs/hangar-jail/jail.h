@@ -287,6 +287,19 @@ const char *stage_dir(void);
 /* In the child, in a mount namespace of its own: the stage for s, its files owned by r's ids. 0, or -1 said. */
 int stage_build(const struct jail_spec *s, const struct uid_range *r);
 
+/* ---- snaplayer.c: a sandbox from a snapshot ---- */
+
+/* In the jail: holds the use lock of m's snapshot, if any, for the jail's life. 0, or -1 said. */
+int snaplayer_hold(const struct lmeta *m);
+/* In the child, before the stage hides anything: the snapshot's layer (O_PATH) in *layer, -1 when none. 0, or -1. */
+int snaplayer_open(const struct jail_spec *s, int *layer);
+/*
+ * In the child, as host root, once stage/rw is made: rw's workspace, home,
+ * tmp and root as overlays over the snapshot's (layer, which it closes).
+ * Nothing when layer is -1. 0, or -1 said.
+ */
+int snaplayer_mount(const struct jail_spec *s, const struct uid_range *r, const char *stage, int layer);
+
 /* ---- image.c: an image sandbox's root ---- */
 
 /*

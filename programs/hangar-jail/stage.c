@@ -13,6 +13,8 @@
  *               writes nothing to the host's disk and runs out of space at
  *               its limit (ENOSPC); an image sandbox's writable layer too
  *               (upper/, work/)
+ *   STAGE/snapshot  a sandbox from a snapshot: the snapshot's layer, under
+ *               workspace/, home/, tmp/ and root/ in rw (snaplayer.c)
  *   STAGE/root  an image sandbox's root: its layers under that writable
  *               layer (image.c)
  * The sources are opened first (O_PATH), since STAGE may hide the state
@@ -215,6 +217,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
 	struct sources f = { .etc = -1, .envd = -1, .n_own = 0 };
+	int snap = -1;
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
 	 * namespace, root of the commands' namespace below) as the stage's
@@ -224,7 +227,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 
 	/* Opened in the new namespace (a bind takes its source from the caller's own mounts). */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    open_sources(&f, s) < 0 || open_runtime(&f, s) < 0 ||
+	    open_sources(&f, s) < 0 || open_runtime(&f, s) < 0 || snaplayer_open(s, &snap) < 0 ||
 	    mount("hangar", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0) {
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
@@ -244,6 +247,8 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		say("cannot make the sandbox's %u MB file system: %s", s->disk_mb, strerror(errno));
 		return -1;
 	}
+	if (snaplayer_mount(s, r, at, snap) < 0)
+		return -1;
 	if (s->image && image_root_build(s, r, at) < 0)
 		return -1;
 	return 0;

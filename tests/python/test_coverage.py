@@ -46,10 +46,28 @@ def test_provider_capabilities(target):
     # has() answers from the bits and nothing else; no bit is outside the known ones.
     assert info.capabilities == sum(b for b in bits if info.has(b))
     assert info.has(hangar.CAP_PAUSE) and info.has(hangar.CAP_PTY)
-    cloud_only = (hangar.CAP_KERNEL_ISOLATION, hangar.CAP_FS_PAUSE, hangar.CAP_SNAPSHOT, hangar.CAP_FORK)
+    cloud_only = (hangar.CAP_KERNEL_ISOLATION, hangar.CAP_FS_PAUSE, hangar.CAP_FORK)
     for cap in cloud_only:
         # Local sandboxes share the host's kernel and keep their memory when paused.
         assert info.has(cap) == (provider == "e2b"), (provider, cap)
+    # Local snapshots (of files) are a root caller's.
+    assert info.has(hangar.CAP_SNAPSHOT) == (provider == "e2b" or os.geteuid() == 0), provider
+
+
+def test_local_snapshot_and_its_deletion():
+    if os.geteuid() != 0:
+        pytest.skip("local snapshots need a root caller")
+    ctx = hangar.Context()
+    with hangar.Sandbox.create(ctx, provider="local", network=False) as sb:
+        sb.write_file("/workspace/kept", b"kept")
+        sid = sb.snapshot("py")
+    with hangar.Sandbox.create(ctx, provider="local", template=sid, network=False) as child:
+        assert child.read_file("/workspace/kept") == b"kept"
+        with pytest.raises(hangar.BusyError):
+            ctx.delete_snapshot(sid, "local")
+    ctx.delete_snapshot(sid, "local")
+    with pytest.raises(hangar.GoneError):
+        ctx.delete_snapshot(sid, "local")
 
 
 def test_pause_filesystem_keeps_files_not_processes(cloud_ctx):

@@ -382,6 +382,11 @@ class Context:
                                       lambda d: out.append(PublishResult._from_raw(d)), cb)
         return out
 
+    def delete_snapshot(self, snapshot_id: str, provider: Optional[str] = None) -> None:
+        """Deletes a snapshot Sandbox.snapshot() took (BusyError while a sandbox made from it runs)."""
+        with self._handle as c:
+            _h.hangar_snapshot_delete(c, provider, snapshot_id)
+
     def templates(self, provider: Optional[str] = None) -> Iterator[TemplateInfo]:
         """The templates a provider can create sandboxes from (UnsupportedError where it has none)."""
         out: List[TemplateInfo] = []

@@ -52,7 +52,7 @@ typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 4
+#define HANGAR_PROVIDER_OPS_VERSION 5
 
 /* Types of a provider's setting (struct hangar_setting_def.type). */
 #define HANGAR_SETTING_TYPE_STRING 1 /**< any non-empty text */
@@ -189,6 +189,15 @@ struct hangar_provider_ops {
 	 * command; HANGAR_EUNSUPPORTED when the sandbox has no such counter.
 	 */
 	int (*oom_kills)(void *state, const char *id, uint64_t *out);
+
+	/* Valid from version 5. Every slot is optional. */
+
+	/**
+	 * Deletes a snapshot snapshot took (HANGAR_CAP_SNAPSHOT). HANGAR_EGONE
+	 * when there is no such snapshot; HANGAR_EBUSY while a sandbox made
+	 * from it runs, where the provider keeps it for them.
+	 */
+	int (*snapshot_delete)(void *state, const char *snapshot_id);
 };
 
 /** Older names of HANGAR_SANDBOX_RUNNING and HANGAR_SANDBOX_PAUSED (hangar/sandbox.h), kept for sources that use them. */

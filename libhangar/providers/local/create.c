@@ -21,6 +21,7 @@
 #include "image/rootfs.h"
 #include "util/clock.h"
 #include "local.h"
+#include "snapshot.h"
 
 /* The last bytes of envd.log, made printable, for error messages. */
 static void log_tail(int fd, char *out, size_t size)
@@ -370,7 +371,8 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 					"off, set HANGAR_LOCAL_NETWORK=off, or make the device usable (mode 0666, "
 					"as Debian has it)",
 					(unsigned)geteuid());
-	r = find_template(l, opts->template_id, m, img);
+	r = local_snapshot_valid_id(opts->template_id) ? local_snapshot_use(l, opts, m, img)
+						       : find_template(l, opts->template_id, m, img);
 	if (r < 0)
 		return r;
 	m->template_id = strdup(opts->template_id && *opts->template_id ? opts->template_id : "local");

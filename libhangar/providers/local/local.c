@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "local.h"
+#include "snapshot.h"
 
 static int check_uid_range(const char *name, const char *value);
 
@@ -313,7 +314,9 @@ const struct hangar_provider_ops local_provider_ops = {
 	.version = HANGAR_PROVIDER_OPS_VERSION,
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "local",
-	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES,
+	/* Snapshots for a root caller only: local_capabilities() (snapshot.c). */
+	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES |
+			HANGAR_CAP_SNAPSHOT,
 	.init = local_init,
 	.fini = local_fini,
 	.create = local_create,
@@ -325,7 +328,10 @@ const struct hangar_provider_ops local_provider_ops = {
 	.list = local_list,
 	.metrics = local_metrics,
 	.logs = local_logs,
+	.snapshot = local_snapshot,
 	.settings = local_settings,
+	.get_capabilities = local_capabilities,
 	.expose_port = local_expose_port,
 	.oom_kills = local_oom_kills,
+	.snapshot_delete = local_snapshot_delete_slot,
 };

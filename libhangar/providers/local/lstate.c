@@ -129,6 +129,8 @@ void lstate_meta_clear(struct lmeta *m)
 	m->env = NULL;
 	free(m->template_id);
 	m->template_id = NULL;
+	free(m->snapshot);
+	m->snapshot = NULL;
 	strv_free(m->image.layers);
 	strv_free(m->image.env);
 	free(m->image.workdir);
@@ -261,6 +263,9 @@ int lstate_meta_read(const char *dir, struct lmeta *m)
 		r = -EINVAL;
 	if (r == 0)
 		r = image_read(root, &m->image);
+	if (r == 0 && cJSON_GetObjectItemCaseSensitive(root, "snapshot") &&
+	    ((r = str_read(root, "snapshot", &m->snapshot)) < 0 || m->snapshot[0] != '/'))
+		r = -EINVAL;
 	m->created_at_us = num(root, "created_at_us");
 	m->timeout_sec = num(root, "timeout_sec");
 	m->expires_at_us = num(root, "expires_at_us");
@@ -313,6 +318,7 @@ int lstate_meta_write(const char *dir, const struct lmeta *m)
 		     cJSON_AddNumberToObject(root, "expires_at_us", (double)m->expires_at_us) &&
 		     cJSON_AddStringToObject(root, "template", m->template_id ? m->template_id : "local") &&
 		     image_write(root, &m->image) &&
+		     (!m->snapshot || cJSON_AddStringToObject(root, "snapshot", m->snapshot)) &&
 		     cJSON_AddBoolToObject(root, "network", m->network) &&
 		     cJSON_AddStringToObject(root, "state", m->paused ? "paused" : "running") &&
 		     cJSON_AddBoolToObject(root, "unprivileged", m->unprivileged) &&

@@ -22,6 +22,8 @@
  *                 template of the host's /etc, $HANGAR_STATE_DIR/local/.etc/<print>
  *                 (hangar-jail's etc.c); an image sandbox's /etc is the image's own
  *                 (meta.json's "image" names the image: its layers, config and use lock)
+ *   meta.json's "snapshot" names the snapshot directory a sandbox was made from
+ *                 (snapshot.h); the jail holds its use lock while it lives
  *   timeline      how its creation went: one "PHASE MONO_US" line per step, appended
  *                 by the library and the jail as each ends (CLOCK_MONOTONIC, in
  *                 microseconds: one clock for both), read by the library's debug log
@@ -59,6 +61,7 @@ struct lmeta {
 	int jail_pid;
 	char **env;              /* NULL-terminated "KEY=VALUE", or NULL */
 	struct lmeta_image image;
+	char *snapshot;          /* a sandbox made from a snapshot: its directory (snapshot.h); NULL: none */
 };
 
 /* 1 when id is "sb-" followed by 16 lowercase hex digits. */

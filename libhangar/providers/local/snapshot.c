@@ -1,0 +1,333 @@
+/*
+ * Snapshots of local sandboxes (snapshot.h): taken, used by creates, deleted.
+ *
+ * A snapshot is one copy of the sandbox's writable files, made while its
+ * processes are frozen so that no file changes half-way; every sandbox made
+ * from it shares that copy read-only under a writable layer of its own
+ * (hangar-jail's snaplayer.c), so a fork of ten costs one copy, not ten.
+ * Processes and memory are not kept: a sandbox from a snapshot boots afresh
+ * on its files.
+ *
+ * Only a root caller's sandboxes have them: the children's layers are
+ * idmapped mounts into each sandbox's own id range, which only host root
+ * makes. local_capabilities() says so, so that a session fork of another
+ * caller goes by checkpoint instead.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/clock.h"
+#include "util/sjson.h"
+#include "snapshot.h"
+
+#define RECORD_MAX 65536
+
+/* The writable trees of a sandbox: where the sandbox sees each, and its name in the layer. */
+static const char *const trees[][2] = {
+	{ "workspace", "workspace" }, { "home/user", "home" }, { "tmp", "tmp" }, { "root", "root" },
+};
+
+int local_snapshot_valid_id(const char *id)
+{
+	if (!id || strlen(id) != LSNAP_ID_LEN || strncmp(id, LSNAP_PREFIX, 5) != 0)
+		return 0;
+	for (const char *p = id + 5; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return 0;
+	return 1;
+}
+
+static void snap_dir(char *buf, size_t size, const struct local *l, const char *prefix, const char *id)
+{
+	snprintf(buf, size, "%s/snapshots/%s%s", l->root, prefix, id);
+}
+
+uint64_t local_capabilities(void *state)
+{
+	uint64_t caps = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES;
+
+	(void)state;
+	return geteuid() == 0 ? caps | HANGAR_CAP_SNAPSHOT : caps;
+}
+
+/* The sandbox's host ids from its pid 1's uid_map: "0 BASE COUNT". 0, or -1. */
+static int read_ids(int init, unsigned *base, unsigned *top)
+{
+	char path[64], *text;
+	unsigned inside, b, count;
+	int r = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", init);
+	text = lstate_read_file(path, 4096, NULL);
+	if (text && sscanf(text, "%u %u %u", &inside, &b, &count) == 3 && inside == 0 && count >= 2) {
+		*base = b;
+		*top = count - 1;
+		r = 0;
+	}
+	free(text);
+	return r;
+}
+
+static int write_record(const char *dir, const char *id, const char *name, const struct lmeta *m)
+{
+	char path[PATH_MAX], *text;
+	cJSON *o = cJSON_CreateObject();
+	int r = -ENOMEM;
+
+	if (o && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "name", name ? name : "") &&
+	    cJSON_AddStringToObject(o, "parent", m->id) &&
+	    cJSON_AddStringToObject(o, "template", m->template_id ? m->template_id : "local") &&
+	    cJSON_AddBoolToObject(o, "network", m->network) &&
+	    cJSON_AddNumberToObject(o, "created_at_us", (double)clock_wall_us()) && (text = cJSON_Print(o))) {
+		snprintf(path, sizeof(path), "%s/record.json", dir);
+		r = lstate_write_atomic(path, text, strlen(text), 0600);
+		free(text);
+	}
+	cJSON_Delete(o);
+	return r;
+}
+
+/* A new snapshot's id, and its directory laid out under .new-<id> in tmp (DIR_MAX). 0 or -errno. */
+static int new_snapshot_dir(const struct local *l, char *id, char *tmp)
+{
+	unsigned char rnd[8];
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/snapshots", l->root);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	memcpy(id, LSNAP_PREFIX, 5);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(id + 5 + 2 * i, 3, "%02x", rnd[i]);
+	snap_dir(tmp, DIR_MAX, l, ".new-", id);
+	if (mkdir(tmp, 0700) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/use", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/layer", tmp);
+	return mkdir(path, 0755) < 0 ? -errno : 0;
+}
+
+/* The sandbox's pid 1 on the host: the jail's child (bwrap), then bwrap's child. 0 when none. */
+static int sandbox_init(int jail_pid)
+{
+	int pid = jail_pid;
+
+	for (int depth = 0; depth < 2 && pid > 0; depth++)
+		pid = lstate_first_child(pid);
+	return pid;
+}
+
+/* Copies the frozen sandbox's trees into tmp/layer. 0, or an error set. */
+static int copy_trees(const char *id, int jail_pid, const char *tmp)
+{
+	char path[PATH_MAX], msg[512];
+	unsigned base = 0, top = 0;
+	int init = sandbox_init(jail_pid), root, layer, r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", init);
+	root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	/* Checked after opening: a pid reused since would not be the sandbox's. */
+	if (root < 0 || read_ids(init, &base, &top) < 0 || !lstate_is_jail(jail_pid, id) ||
+	    sandbox_init(jail_pid) != init) {
+		if (root >= 0)
+			close(root);
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s ended while its snapshot was taken", id);
+	}
+	snprintf(path, sizeof(path), "%s/layer", tmp);
+	layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (layer < 0) {
+		close(root);
+		return hangar_sys_error(HANGAR_EOS, 0, errno, "cannot open %s", path);
+	}
+	for (size_t i = 0; r == 0 && i < sizeof(trees) / sizeof(trees[0]); i++) {
+		/* The tree's own directory is a mount point, so the sandbox cannot have made it a link. */
+		int src = openat(root, trees[i][0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e;
+
+		if (src < 0) {
+			r = hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot open its /%s", id,
+					     trees[i][0]);
+			break;
+		}
+		e = local_snapshot_copy(src, layer, trees[i][1], base, top, msg, sizeof(msg));
+		close(src);
+		if (e < 0)
+			r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
+					     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[i][0],
+					     msg[0] ? msg : strerror(-e));
+	}
+	close(layer);
+	close(root);
+	return r;
+}
+
+int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
+{
+	struct local *l = state;
+	char dir[DIR_MAX], tmp[DIR_MAX] = "", final[DIR_MAX] = "", snap[LSNAP_ID_LEN + 1];
+	struct lmeta m = { 0 };
+	int jail_pid = 0, lock = -1, frozen = 0, renamed = 0, r, rc;
+	int64_t t0 = clock_mono_us();
+
+	if (geteuid() != 0)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+					"local snapshots need a root caller (uid %u cannot map a snapshot's files into "
+					"another sandbox's ids)", (unsigned)geteuid());
+	rc = local_find_alive(l, id, dir, sizeof(dir), &jail_pid);
+	if (rc)
+		return rc;
+	/* Exclusive: no pause, resume or other snapshot in between. */
+	lock = local_lock(dir, LOCK_EX);
+	if (lock < 0)
+		return hangar_sys_error(HANGAR_EGONE, 0, errno, "local sandbox %s is gone", id);
+	if ((r = lstate_meta_read(dir, &m)) < 0) {
+		local_unlock(lock);
+		return local_meta_failed(id, r);
+	}
+	if (m.image.digest[0] || m.unprivileged) {
+		rc = hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+				      "local sandbox %s: snapshots are made of sandboxes of the local template "
+				      "created by root (this one %s)",
+				      id, m.image.digest[0] ? "runs an image" : "was created unprivileged");
+		goto out;
+	}
+	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
+		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot make the directory of a snapshot of %s", id);
+		goto out;
+	}
+	if (!m.paused) {
+		if ((rc = local_set_frozen(id, dir, jail_pid, 1)) != 0)
+			goto out;
+		frozen = 1;
+	}
+	rc = copy_trees(id, jail_pid, tmp);
+	if (frozen) {
+		int trc = local_set_frozen(id, dir, jail_pid, 0);
+
+		rc = rc ? rc : trc;
+	}
+	if (rc == 0 && (r = write_record(tmp, snap, name, &m)) < 0)
+		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot write the record of snapshot %s", snap);
+	snap_dir(final, sizeof(final), l, "", snap);
+	if (rc == 0 && rename(tmp, final) < 0)
+		rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot put snapshot %s in place", snap);
+	else if (rc == 0)
+		renamed = 1;
+	if (rc == 0) {
+		char *copy = strdup(snap);
+
+		if (!copy) {
+			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+		} else {
+			hangar_buf_dispose(out_id);
+			out_id->ptr = copy;
+			out_id->size = strlen(copy);
+			out_id->reserved = out_id->size + 1;
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: snapshot %s of %s taken in %.1f ms", snap, id,
+				       (double)(clock_mono_us() - t0) / 1000.0);
+		}
+	}
+out:
+	if (rc && tmp[0])
+		lstate_rmtree_at(AT_FDCWD, renamed ? final : tmp);
+	local_unlock(lock);
+	lstate_meta_clear(&m);
+	return rc;
+}
+
+/* record.json of snapshot dir: its network. 0, or -errno. */
+static int read_record(const char *dir, int *network)
+{
+	char path[PATH_MAX], *text;
+	cJSON *o;
+
+	snprintf(path, sizeof(path), "%s/record.json", dir);
+	text = lstate_read_file(path, RECORD_MAX, NULL);
+	if (!text)
+		return -errno;
+	o = sjson_parse(text, strlen(text), 0, NULL, 0);
+	free(text);
+	if (!cJSON_IsObject(o) || !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(o, "network"))) {
+		cJSON_Delete(o);
+		return -EINVAL;
+	}
+	*network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "network"));
+	cJSON_Delete(o);
+	return 0;
+}
+
+int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
+		       struct image_rootfs *img)
+{
+	const char *id = opts->template_id;
+	char dir[DIR_MAX], path[PATH_MAX];
+	int network = 0, r;
+
+	if (geteuid() != 0)
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+					"template \"%s\": local sandboxes from snapshots need a root caller", id);
+	snap_dir(dir, sizeof(dir), l, "", id);
+	snprintf(path, sizeof(path), "%s/use", dir);
+	img->use_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (img->use_fd < 0)
+		return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno, "the local provider has no snapshot \"%s\"", id);
+	/* Shared, and not waited for: an exclusive holder is deleting it. */
+	if (flock(img->use_fd, LOCK_SH | LOCK_NB) < 0)
+		return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno, "snapshot \"%s\" is being deleted", id);
+	if ((r = read_record(dir, &network)) < 0)
+		return hangar_sys_error(HANGAR_ENOTFOUND, 0, -r, "snapshot \"%s\" has no valid record.json", id);
+	if (opts->network != HANGAR_NETWORK_ON && opts->network != HANGAR_NETWORK_OFF)
+		m->network = network;
+	if (!(m->snapshot = strdup(dir)))
+		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+	return 0;
+}
+
+int local_snapshot_delete(struct local *l, const char *id)
+{
+	char dir[DIR_MAX], gone[DIR_MAX], path[PATH_MAX];
+	int fd, r;
+
+	snap_dir(dir, sizeof(dir), l, "", id);
+	snap_dir(gone, sizeof(gone), l, ".del-", id);
+	snprintf(path, sizeof(path), "%s/use", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return hangar_sys_error(HANGAR_EGONE, 0, errno, "the local provider has no snapshot %s", id);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return hangar_sys_error(HANGAR_EBUSY, 0, EBUSY,
+					"snapshot %s is in use by a sandbox made from it: kill those first", id);
+	}
+	/* Out of the way first, so that no create finds a half-removed snapshot. */
+	r = rename(dir, gone) < 0 ? -errno : lstate_rmtree_at(AT_FDCWD, gone);
+	close(fd);
+	if (r < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);
+	return 0;
+}
+
+int local_snapshot_delete_slot(void *state, const char *snapshot_id)
+{
+	if (!local_snapshot_valid_id(snapshot_id))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
+					snapshot_id);
+	return local_snapshot_delete(state, snapshot_id);
+}

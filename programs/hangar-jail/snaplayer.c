@@ -1,0 +1,135 @@
+/*
+ * A sandbox made from a snapshot (libhangar/providers/local/snapshot.h):
+ * its /workspace, /home/user, /tmp and /root start as the snapshot's.
+ *
+ * The snapshot's layer is shared by every sandbox made from it and never
+ * written: each of the four is an overlay whose lower layer is the
+ * snapshot's tree, mounted read-only through an idmapped mount (the
+ * snapshot holds the ids the commands saw, which uid_range_idmap maps into
+ * this sandbox's own range, as image.c does for an image's layers), and
+ * whose upper layer is in the stage's rw file system. What the sandbox
+ * writes, a file it changes copied up included, counts towards its disk
+ * limit and goes with it; another sandbox of the same snapshot sees none
+ * of it.
+ *
+ * The jail holds the snapshot's use lock shared for as long as it lives, so
+ * the snapshot cannot be deleted under it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jail.h"
+#include "lstate.h"
+
+/* The use lock, held until the jail exits, however it exits. */
+static int use_lock = -1;
+
+int snaplayer_hold(const struct lmeta *m)
+{
+	char path[PATH_MAX];
+
+	if (!m->snapshot)
+		return 0;
+	if (geteuid() != 0) {
+		say("sandbox %s: a sandbox from a snapshot needs a root caller", m->id);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/use", m->snapshot);
+	use_lock = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (use_lock < 0 || flock(use_lock, LOCK_SH | LOCK_NB) < 0) {
+		say("cannot hold snapshot %s's use lock: %s", m->snapshot, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int snaplayer_open(const struct jail_spec *s, int *layer)
+{
+	char path[PATH_MAX];
+
+	*layer = -1;
+	if (!s->meta->snapshot)
+		return 0;
+	snprintf(path, sizeof(path), "%s/layer", s->meta->snapshot);
+	*layer = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return *layer < 0 ? -1 : 0;
+}
+
+/* The layer, idmapped with userns and read-only, at dst. 0, or -1 with errno. */
+static int mount_idmapped(int layer, int userns, const char *dst)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		.userns_fd = (uint64_t)userns,
+	};
+	int t = open_tree(layer, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH), rc = -1, e;
+
+	if (t < 0)
+		return -1;
+	if (mount_setattr(t, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0 && mkdir(dst, 0755) == 0 &&
+	    move_mount(t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) == 0)
+		rc = 0;
+	e = errno;
+	close(t);
+	errno = e;
+	return rc;
+}
+
+/* rw/name: an overlay of lower/name under an upper layer beside it, which takes rw/name's owner and mode. */
+static int overlay_at(const char *rw, const char *lower, const char *name)
+{
+	char merged[256], upper[256], work[256], opts[1024];
+	struct stat st;
+
+	/* The stage is a short path (stage_dir()), the names shorter. */
+	snprintf(merged, sizeof(merged), "%.200s/%.16s", rw, name);
+	snprintf(upper, sizeof(upper), "%.200s/.upper-%.16s", rw, name);
+	snprintf(work, sizeof(work), "%.200s/.work-%.16s", rw, name);
+	if (stat(merged, &st) < 0 || mkdir(upper, 0700) < 0 || chown(upper, st.st_uid, st.st_gid) < 0 ||
+	    chmod(upper, st.st_mode & 07777) < 0 || mkdir(work, 0700) < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "lowerdir=%.200s/%.16s,upperdir=%s,workdir=%s", lower, name, upper, work);
+	return mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts);
+}
+
+int snaplayer_mount(const struct jail_spec *s, const struct uid_range *r, const char *at, int layer)
+{
+	static const char *const names[] = { "workspace", "home", "tmp", "root" };
+	char lower[PATH_MAX], rw[PATH_MAX];
+	int userns;
+
+	if (layer < 0)
+		return 0;
+	if (r->sub) {
+		say("sandbox %s: a sandbox from a snapshot needs a root caller", s->meta->id);
+		close(layer);
+		return -1;
+	}
+	userns = uid_range_idmap(r);
+	snprintf(lower, sizeof(lower), "%s/snapshot", at);
+	if (userns < 0 || mount_idmapped(layer, userns, lower) < 0) {
+		say("cannot mount snapshot %s with the sandbox's ids: %s", s->meta->snapshot, strerror(errno));
+		if (userns >= 0)
+			close(userns);
+		close(layer);
+		return -1;
+	}
+	close(userns);
+	close(layer);
+	snprintf(rw, sizeof(rw), "%s/rw", at);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (overlay_at(rw, lower, names[i]) < 0) {
+			say("cannot put the sandbox's /%s over its snapshot's: %s", names[i], strerror(errno));
+			return -1;
+		}
+	return 0;
+}

@@ -1,0 +1,574 @@
+/*
+ * Snapshots of local sandboxes and sandboxes made from them, end to end:
+ * real jails, a real snapshot on disk, children made from it, and a session
+ * fork that goes through it. Snapshots need a root caller; every test skips
+ * otherwise.
+ *
+ * The meson test sets HANGAR_ENVD_PATH and HANGAR_JAIL_PATH; each test gets
+ * its own HANGAR_STATE_DIR.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hangar/hangar.h>
+
+#include "leftovers.h"
+#include "clock.h"
+
+#define SNAP_ID_LEN 21 /* "snap-" and 16 hex digits */
+
+static char state_dir[64];
+
+static void setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-snap-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+}
+
+static void teardown(void)
+{
+	hangar_ctx *ctx = NULL;
+	char cmd[PATH_MAX + 32];
+
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0)
+		kill_local_leftovers(ctx, state_dir);
+	hangar_ctx_unref(ctx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static hangar_ctx *new_ctx(void)
+{
+	hangar_ctx *ctx = NULL;
+
+	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local"), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "local snapshot test key, not a secret"), 0);
+	return ctx;
+}
+
+static hangar_sandbox *create_from(hangar_ctx *ctx, const char *template_id)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	int rc;
+
+	o.provider = "local";
+	o.template_id = template_id;
+	o.timeout_sec = 120;
+	o.network = HANGAR_NETWORK_OFF;
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	ck_assert_msg(rc == 0, "create from %s: %d %s", template_id ? template_id : "local", rc,
+		      hangar_error_last()->message);
+	return sb;
+}
+
+/* Runs cmd as user (NULL: the default); its exit code, its first line of output in out (malloc'd) when out. */
+static int run_as(hangar_sandbox *sb, const char *user, const char *cmd, char **out)
+{
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc, code;
+
+	eo.user = user;
+	eo.timeout_sec = 60;
+	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
+	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
+	code = r.exit_code;
+	if (out) {
+		*out = strndup(r.out.ptr ? r.out.ptr : "", r.out.size);
+		(*out)[strcspn(*out, "\n")] = '\0';
+	}
+	hangar_exec_result_dispose(&r);
+	return code;
+}
+
+static void expect(hangar_sandbox *sb, const char *cmd, const char *want)
+{
+	char *got = NULL;
+	int code = run_as(sb, NULL, cmd, &got);
+
+	ck_assert_msg(code == 0 && !strcmp(got, want), "%s in %s: exit %d, \"%s\", want \"%s\"", cmd,
+		      hangar_sandbox_id(sb), code, got, want);
+	free(got);
+}
+
+static void must(hangar_sandbox *sb, const char *user, const char *cmd)
+{
+	int code = run_as(sb, user, cmd, NULL);
+
+	ck_assert_msg(code == 0, "%s in %s: exit %d", cmd, hangar_sandbox_id(sb), code);
+}
+
+/* A snapshot of sb, its id in id (SNAP_ID_LEN + 1). */
+static void snapshot(hangar_sandbox *sb, char *id)
+{
+	hangar_buf b = HANGAR_BUF_INIT;
+	int rc = hangar_sandbox_snapshot(&b, sb, "test");
+
+	ck_assert_msg(rc == 0, "snapshot: %d %s", rc, hangar_error_last()->message);
+	ck_assert_msg(b.ptr && strlen(b.ptr) == SNAP_ID_LEN && !strncmp(b.ptr, "snap-", 5) &&
+			      strspn(b.ptr + 5, "0123456789abcdef") == 16,
+		      "snapshot id %s", b.ptr ? b.ptr : "(none)");
+	snprintf(id, SNAP_ID_LEN + 1, "%s", b.ptr);
+	hangar_buf_dispose(&b);
+}
+
+static void snap_path(char *buf, size_t size, const char *id, const char *rest)
+{
+	snprintf(buf, size, "%s/local/snapshots/%s%s", state_dir, id, rest);
+}
+
+static int wait_gone(hangar_ctx *ctx, const char *id, int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+
+	for (;;) {
+		hangar_sandbox *sb = NULL;
+		int rc = hangar_sandbox_attach(&sb, ctx, "local", id);
+
+		hangar_sandbox_unref(sb);
+		if (rc == HANGAR_EGONE)
+			return 1;
+		if (clock_mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 50);
+	}
+}
+
+static int delete_snapshot(hangar_ctx *ctx, const char *id)
+{
+	return hangar_snapshot_delete(ctx, "local", id);
+}
+
+#define SKIP_UNLESS_ROOT()                                                  \
+	do {                                                                \
+		if (geteuid() != 0) {                                       \
+			fprintf(stderr, "skipped: snapshots need root\n");  \
+			return;                                             \
+		}                                                           \
+	} while (0)
+
+START_TEST(contents_and_independence)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX];
+	struct stat st;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL,
+	     "set -e; echo parent > /workspace/a; mkdir -p /workspace/d/e; echo deep > /workspace/d/e/f; "
+	     "ln /workspace/a /workspace/a-link; ln -s a /workspace/a-sym; echo home > ~/h; echo tmp > /tmp/t");
+	must(parent, "root", "echo secret > /root/r; chmod 600 /root/r");
+	snapshot(parent, id);
+
+	/* The snapshot's record of the parent, counted once. */
+	snap_path(path, sizeof(path), id, "/record.json");
+	ck_assert_int_eq(stat(path, &st), 0);
+	snap_path(path, sizeof(path), id, "/layer/workspace/a");
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_uid, 1000); /* `user`, as the commands saw it */
+	ck_assert_int_eq(st.st_nlink, 2);  /* the hard link kept */
+
+	a = create_from(ctx, id);
+	b = create_from(ctx, id);
+	for (hangar_sandbox *c = a; c; c = c == a ? b : NULL) {
+		expect(c, "cat /workspace/a", "parent");
+		expect(c, "cat /workspace/d/e/f", "deep");
+		expect(c, "readlink /workspace/a-sym", "a");
+		expect(c, "stat -c %h /workspace/a", "2");
+		expect(c, "cat ~/h /tmp/t | tr '\\n' ' '", "home tmp ");
+		expect(c, "stat -c %U:%G /workspace/a", "user:user");
+		expect(c, "id -un", "user");
+		ck_assert_int_ne(run_as(c, NULL, "cat /root/r", NULL), 0); /* root's, as in the parent */
+		{
+			char *got = NULL;
+
+			ck_assert_int_eq(run_as(c, "root", "cat /root/r", &got), 0);
+			ck_assert_str_eq(got, "secret");
+			free(got);
+		}
+	}
+	/* A write in one child: absent in the other, in the parent and in the snapshot. */
+	must(a, NULL, "echo a > /workspace/a; echo new > /workspace/only-a; rm /workspace/d/e/f; echo a > /tmp/t");
+	expect(a, "cat /workspace/a /workspace/only-a | tr '\\n' ' '", "a new ");
+	expect(b, "cat /workspace/a; test ! -e /workspace/only-a && cat /workspace/d/e/f /tmp/t | tr '\\n' ' '",
+	       "parent");
+	expect(b, "cat /workspace/d/e/f /tmp/t | tr '\\n' ' '", "deep tmp ");
+	expect(parent, "cat /workspace/a; test ! -e /workspace/only-a", "parent");
+	snap_path(path, sizeof(path), id, "/layer/workspace/only-a");
+	ck_assert_int_ne(stat(path, &st), 0);
+	snap_path(path, sizeof(path), id, "/layer/workspace/d/e/f");
+	ck_assert_int_eq(stat(path, &st), 0);
+	/* The parent goes on running after the snapshot, and writes stay its own. */
+	must(parent, NULL, "echo later > /workspace/later");
+	expect(a, "test ! -e /workspace/later && echo absent", "absent");
+
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static int jail_pid_of(const char *id)
+{
+	char path[PATH_MAX];
+	int pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, id);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	return pid;
+}
+
+START_TEST(outlives_a_killed_parent)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], pid[64];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "echo kept > /workspace/k");
+	snapshot(parent, id);
+	snprintf(pid, sizeof(pid), "%s", hangar_sandbox_id(parent));
+	ck_assert_int_eq(kill(jail_pid_of(pid), SIGKILL), 0);
+	ck_assert(wait_gone(ctx, pid, 15000));
+	child = create_from(ctx, id);
+	expect(child, "cat /workspace/k", "kept");
+	/* The snapshot of a sandbox that is gone: refused, naming it. */
+	{
+		hangar_buf b = HANGAR_BUF_INIT;
+
+		ck_assert_int_eq(hangar_sandbox_snapshot(&b, parent, NULL), HANGAR_EGONE);
+	}
+	ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(disk_limit_holds_in_a_child)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_DISK_MB", "24"), 0);
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "head -c 16M /dev/zero > /workspace/big");
+	snapshot(parent, id);
+	child = create_from(ctx, id);
+	/* The snapshot's 16 MiB are below the child's layer, not in it: 20 MiB more fit... */
+	must(child, NULL, "head -c 20M /dev/zero > /workspace/more");
+	/* ...but not past the limit, and a copy-up of the big file counts too. */
+	ck_assert_int_ne(run_as(child, NULL, "head -c 8M /dev/zero > /tmp/over", NULL), 0);
+	must(child, NULL, "rm /workspace/more");
+	ck_assert_int_ne(run_as(child, NULL, "head -c 1M /dev/zero >> /workspace/big && "
+					     "head -c 8M /dev/zero > /tmp/over", NULL), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(delete_refused_while_in_use)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child, *none = NULL;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	char id[SNAP_ID_LEN + 1], cid[64], path[PATH_MAX];
+	struct stat st;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	child = create_from(ctx, id);
+	snprintf(cid, sizeof(cid), "%s", hangar_sandbox_id(child));
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EBUSY);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "in use"));
+	expect(child, "echo alive", "alive");
+	/* The jail holds the snapshot, not the caller: gone with the jail, however it ends. */
+	ck_assert_int_eq(kill(jail_pid_of(cid), SIGKILL), 0);
+	ck_assert(wait_gone(ctx, cid, 15000));
+	ck_assert_int_eq(delete_snapshot(ctx, id), 0);
+	snap_path(path, sizeof(path), id, "");
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, "../../etc"), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, "sb-0123456789abcdef"), HANGAR_EGONE);
+	ck_assert_int_eq(delete_snapshot(ctx, ""), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_delete(NULL, "local", id), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_delete(ctx, "no-such-provider", id), HANGAR_ENOTFOUND);
+	o.provider = "local";
+	o.template_id = id;
+	ck_assert_int_eq(hangar_sandbox_create(&none, ctx, &o), HANGAR_ENOTFOUND);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, id));
+	o.template_id = "snap-0000000000000000";
+	ck_assert_int_eq(hangar_sandbox_create(&none, ctx, &o), HANGAR_ENOTFOUND);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(hostile_workspace)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX], outside[128], cmd[2048];
+	struct stat st;
+	int64_t t0;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snprintf(outside, sizeof(outside), "%s/outside", state_dir);
+	ck_assert_int_eq(mkdir(outside, 0700), 0);
+	/*
+	 * Links to the host's paths (followed, they would write there), a FIFO
+	 * (opened, it would block), a huge sparse file, a file linked many
+	 * times, a socket, and a device node where the sandbox may make one.
+	 */
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd /workspace; ln -s %s out; ln -s / root-link; ln -s ../../../../.. up; "
+		 "mkdir dir; ln -s %s dir/x; mkfifo fifo; truncate -s 1T sparse; echo end >> sparse; "
+		 "head -c 1M /dev/urandom > many; for i in $(seq 1 300); do ln many many.$i; done; "
+		 "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/workspace/sock\")' || true",
+		 outside, outside);
+	must(parent, NULL, cmd);
+	run_as(parent, "root", "mknod /workspace/dev c 1 3", NULL);
+	t0 = clock_mono_ms();
+	snapshot(parent, id);
+	fprintf(stderr, "hostile snapshot taken in %lld ms\n", (long long)(clock_mono_ms() - t0));
+	/* Nothing written through a link. */
+	snprintf(path, sizeof(path), "%s/x", outside);
+	ck_assert_int_ne(lstat(path, &st), 0);
+	ck_assert_int_eq(rmdir(outside), 0);
+	snap_path(path, sizeof(path), id, "/layer/workspace/out");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	snap_path(path, sizeof(path), id, "/layer/workspace/fifo");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode));
+	snap_path(path, sizeof(path), id, "/layer/workspace/sparse");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_size, (1LL << 40) + 4);
+	ck_assert_int_lt(st.st_blocks, 1024); /* the holes kept */
+	snap_path(path, sizeof(path), id, "/layer/workspace/many.300");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert_int_eq(st.st_nlink, 301); /* one copy, linked */
+	snap_path(path, sizeof(path), id, "/layer/workspace/dev");
+	ck_assert_int_ne(lstat(path, &st), 0);
+	snap_path(path, sizeof(path), id, "/layer/workspace/sock");
+	ck_assert_int_ne(lstat(path, &st), 0);
+	/* A child sees the links as links, and its writes through them stay inside it. */
+	child = create_from(ctx, id);
+	expect(child, "tail -c 4 /workspace/sparse", "end");
+	expect(child, "test -p /workspace/fifo && readlink /workspace/up", "../../../../..");
+	ck_assert_int_ne(run_as(child, NULL, "echo x > /workspace/dir/x", NULL), 0);
+	ck_assert_int_ne(lstat(outside, &st), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(too_deep_is_refused_cleanly)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent;
+	hangar_buf b = HANGAR_BUF_INIT;
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "cd /workspace; for i in $(seq 1 200); do mkdir d; cd d; done");
+	rc = hangar_sandbox_snapshot(&b, parent, NULL);
+	ck_assert_int_ne(rc, 0);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "deep"));
+	/* Nothing half-made is left, and the parent runs on (thawed). */
+	snprintf(path, sizeof(path), "%s/local/snapshots", state_dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(rmdir(path), 0);
+	expect(parent, "echo thawed", "thawed");
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * A caller other than root: no HANGAR_CAP_SNAPSHOT (so its session forks go
+ * by checkpoint), and a create from a snapshot is refused, saying why.
+ */
+START_TEST(not_for_unprivileged_callers)
+{
+	char dir[64], cmd[128];
+	pid_t pid;
+	int status = -1;
+
+	SKIP_UNLESS_ROOT();
+	snprintf(dir, sizeof(dir), "/tmp/hangar-snap-nobody-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		hangar_ctx *ctx = NULL;
+		hangar_provider *p = NULL;
+		hangar_sandbox *sb = NULL;
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+		int bad = 0;
+
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(10);
+		if (hangar_ctx_new(&ctx, 0) || hangar_ctx_set(ctx, "HANGAR_STATE_DIR", dir) ||
+		    hangar_ctx_set(ctx, "HANGAR_LOCAL_NETWORK", "off") || hangar_provider_lookup(&p, ctx, "local"))
+			_exit(11);
+		bad |= (hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT) ? 1 : 0;
+		o.provider = "local";
+		o.template_id = "snap-0123456789abcdef";
+		bad |= hangar_sandbox_create(&sb, ctx, &o) != HANGAR_EUNSUPPORTED ? 2 : 0;
+		bad |= !strstr(hangar_error_last()->message, "root") ? 4 : 0;
+		hangar_provider_unref(p);
+		hangar_ctx_unref(ctx);
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged caller: status %d", status);
+}
+END_TEST
+
+struct forks {
+	int ok, failed, method;
+	hangar_session *s[8];
+};
+
+static void on_fork(const hangar_session_fork_result *r, void *payload)
+{
+	struct forks *f = payload;
+
+	f->method = r->method;
+	if (r->error || f->ok >= 8) {
+		f->failed++;
+		return;
+	}
+	f->s[f->ok++] = hangar_session_ref(r->session);
+}
+
+START_TEST(session_fork_goes_by_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+	hangar_sandbox *sb = NULL;
+	struct forks f = { 0, 0, 0, { NULL } };
+	hangar_provider *p = NULL;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_provider_lookup(&p, ctx, "local"), 0);
+	ck_assert(hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT);
+	hangar_provider_unref(p);
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	ck_assert_msg(hangar_session_create(&s, ctx, &so) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_session_sandbox(&sb, s), 0);
+	must(sb, NULL, "echo from-parent > /workspace/p");
+	ck_assert_msg(hangar_session_fork(s, 3, on_fork, &f) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(f.ok, 3);
+	ck_assert_int_eq(f.method, HANGAR_FORK_SNAPSHOT);
+	for (int i = 0; i < f.ok; i++) {
+		hangar_sandbox *c = NULL;
+		char cmd[64];
+
+		ck_assert_int_eq(hangar_session_sandbox(&c, f.s[i]), 0);
+		expect(c, "cat /workspace/p", "from-parent");
+		snprintf(cmd, sizeof(cmd), "echo %d > /workspace/p", i);
+		must(c, NULL, cmd);
+		hangar_sandbox_unref(c);
+	}
+	expect(sb, "cat /workspace/p", "from-parent");
+	for (int i = 0; i < f.ok; i++) {
+		hangar_session_archive(f.s[i]);
+		hangar_session_unref(f.s[i]);
+	}
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static Suite *snap_suite(void)
+{
+	Suite *s = suite_create("local-snap");
+	TCase *tc = tcase_create("snapshots");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, contents_and_independence);
+	tcase_add_test(tc, outlives_a_killed_parent);
+	tcase_add_test(tc, disk_limit_holds_in_a_child);
+	tcase_add_test(tc, delete_refused_while_in_use);
+	tcase_add_test(tc, hostile_workspace);
+	tcase_add_test(tc, too_deep_is_refused_cleanly);
+	tcase_add_test(tc, session_fork_goes_by_snapshot);
+	tcase_add_test(tc, not_for_unprivileged_callers);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(snap_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
