@@ -56,24 +56,44 @@ static int commit(struct img_store *s, const char *tmp, const char *hex, const s
 	return write_layer_json(s, hex, u);
 }
 
+struct unpack_job {
+	struct img_store *s;
+	struct img_unpack *u;
+	const char *root;
+};
+
+static int unpack_at(void *arg)
+{
+	struct unpack_job *j = arg;
+	int rootfd, rc;
+
+	if (mkdirat(j->s->dirfd, j->root, 0755) < 0 ||
+	    (rootfd = openat(j->s->dirfd, j->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return herr_os(HANGAR_EOS, errno, "cannot make %s/%s", j->s->dir, j->root);
+	rc = img_unpack(rootfd, j->u);
+	close(rootfd);
+	return rc;
+}
+
 static int unpack_into_tmp(struct img_store *s, struct img_unpack *u, char *tmp, size_t size)
 {
 	char root[4200];
-	int rootfd, rc;
+	struct unpack_job j = { s, u, root };
+	struct img_subids ids;
 	uint64_t used = img_store_used(s);
+	int rc;
 
 	if ((rc = img_tmp_dir(s, tmp, size)) != 0)
 		return rc;
 	snprintf(root, sizeof(root), "%s/root", tmp);
-	if (mkdirat(s->dirfd, root, 0755) < 0 ||
-	    (rootfd = openat(s->dirfd, root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		rc = herr_os(HANGAR_EOS, errno, "cannot make %s/%s", s->dir, root);
-		img_rmtree(s->dirfd, tmp);
-		return rc;
-	}
 	u->max_bytes = used >= s->cap_bytes ? 0 : s->cap_bytes - used;
-	rc = img_unpack(rootfd, u);
-	close(rootfd);
+	/* An unprivileged caller with subordinate ids: owners as the tar says, within its image range (subids.c). */
+	if (img_subids_image(&ids) == 0) {
+		u->max_id = ids.count;
+		rc = img_subids_run(&ids, unpack_at, &j, u, sizeof(*u));
+	} else {
+		rc = unpack_at(&j);
+	}
 	if (rc)
 		img_rmtree(s->dirfd, tmp);
 	return rc;

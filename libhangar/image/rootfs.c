@@ -437,6 +437,14 @@ static char *layer_passwd(const char *layer)
 	return text;
 }
 
+int image_rootfs_subids(unsigned *need)
+{
+	struct img_subids ids;
+
+	*need = 2 * IMG_SUBIDS_SLOT;
+	return img_subids_image(&ids) == 0;
+}
+
 int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size)
 {
 	size_t n = strcspn(r->user ? r->user : "", ":"), count = 0;

@@ -44,6 +44,13 @@ int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size)
 void image_rootfs_release(struct image_rootfs *r);
 
 /*
+ * 1 when the calling process, not root, has an image range of subordinate
+ * ids (image/subids.c) its layers are unpacked into, so its sandboxes can
+ * run images; 0 otherwise. *need: the ids of each it needs at least.
+ */
+int image_rootfs_subids(unsigned *need);
+
+/*
  * IMAGE_DIR for ctx into buf: the setting HANGAR_IMAGE_DIR, else
  * <HANGAR_STATE_DIR>/images. 0, or HANGAR_ECONFIG with the error set.
  */
