@@ -169,7 +169,7 @@ int img_rmtree(int at, const char *path)
 
 	/* An unprivileged caller's layer is its image range's: emptied where that range is root (subids.c). */
 	if ((rc == -EACCES || rc == -EPERM) && img_subids_image(&ids) == 0)
-		rc = img_subids_run(&ids, rmtree_job, &j, NULL, 0) == 0 ? 0 : rc;
+		rc = img_subids_run(&ids, rmtree_job, &j, NULL, 0, NULL, NULL) == 0 ? 0 : rc;
 	return rc;
 }
 

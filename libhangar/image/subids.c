@@ -162,6 +162,21 @@ static void write_all(int fd, const void *buf, size_t n)
 	}
 }
 
+/* In the child: the pipes to its parent, for img_subids_progress. */
+static int child_up = -1, child_down = -1;
+
+int img_subids_progress(uint64_t bytes, void *payload)
+{
+	unsigned char msg[1 + sizeof(bytes)] = { 'p' };
+	char cancel;
+
+	(void)payload;
+	memcpy(msg + 1, &bytes, sizeof(bytes));
+	write_all(child_up, msg, sizeof(msg));
+	/* A parent that is gone cancels. */
+	return read_all(child_down, &cancel, 1) < 0 ? 1 : cancel;
+}
+
 /* The child: waits to be mapped, becomes root of the namespace, runs fn, sends its result. Never returns. */
 static void __attribute__((noreturn)) child(int up, int down, int (*fn)(void *), void *arg, void *out, size_t out_size)
 {
@@ -180,10 +195,14 @@ static void __attribute__((noreturn)) child(int up, int down, int (*fn)(void *),
 				  "/etc/subgid)");
 		else if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
 			rc = herr_os(HANGAR_EOS, errno, "cannot become root of the image range's user namespace");
-		else
+		else {
+			child_up = up;
+			child_down = down;
 			rc = fn(arg);
+		}
 	}
 	hangar_sys_error_save(&saved);
+	write_all(up, "r", 1);
 	write_all(up, &rc, sizeof(rc));
 	write_all(up, &saved, sizeof(saved));
 	if (out && out_size)
@@ -191,7 +210,30 @@ static void __attribute__((noreturn)) child(int up, int down, int (*fn)(void *),
 	_exit(0);
 }
 
-int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, void *out, size_t out_size)
+/*
+ * Reads the child's messages until its result: progress reports are passed
+ * to progress (payload), whose answer (cancel or not) goes back. 0, or -1
+ * when the child died first.
+ */
+static int serve(int up, int down, int (*progress)(uint64_t, void *), void *payload, int *rc)
+{
+	char type, cancel;
+	uint64_t bytes;
+
+	for (;;) {
+		if (read_all(up, &type, 1) < 0)
+			return -1;
+		if (type == 'r')
+			return read_all(up, rc, sizeof(*rc));
+		if (type != 'p' || read_all(up, &bytes, sizeof(bytes)) < 0)
+			return -1;
+		cancel = progress && progress(bytes, payload) ? 1 : 0;
+		write_all(down, &cancel, 1);
+	}
+}
+
+int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, void *out, size_t out_size,
+		   int (*progress)(uint64_t, void *), void *payload)
 {
 	hangar_sys_saved_error saved;
 	int up[2], down[2], rc, status;
@@ -223,9 +265,11 @@ int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, voi
 	if (read_all(up[0], &c, 1) == 0 && run_map(NEWUIDMAP, p, r->uid, (unsigned)geteuid()) == 0 &&
 	    run_map(NEWGIDMAP, p, r->gid, (unsigned)getegid()) == 0) {
 		write_all(down[1], "g", 1);
+	} else {
+		close(down[1]); /* unmapped: the child reads EOF and says so */
+		down[1] = -1;
 	}
-	close(down[1]); /* unmapped: the child reads EOF and says so */
-	if (read_all(up[0], &rc, sizeof(rc)) < 0 || read_all(up[0], &saved, sizeof(saved)) < 0 ||
+	if (serve(up[0], down[1], progress, payload, &rc) < 0 || read_all(up[0], &saved, sizeof(saved)) < 0 ||
 	    (out && out_size && rc >= 0 && read_all(up[0], out, out_size) < 0)) {
 		rc = herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "the image range's helper process died");
 	} else if (rc < 0) {
@@ -233,6 +277,8 @@ int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, voi
 		rc = hangar_sys_error_restore(&saved);
 	}
 	close(up[0]);
+	if (down[1] >= 0)
+		close(down[1]);
 	while (waitpid(p, &status, 0) < 0 && errno == EINTR)
 		;
 	return rc;

@@ -288,6 +288,7 @@ struct unpack {
 	int rootfd;
 	int root_user;               /* we are root: owners as the tar says */
 	int trusted;                 /* host root: trusted.* xattrs too (not in a user namespace) */
+	const int *canceled;         /* the reader's: a read that failed because the caller canceled */
 	struct dir_meta *dirs;
 	size_t n_dirs, cap_dirs;
 	struct nameset files;
@@ -648,7 +649,9 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 			break;
 		}
 		rc = write_data(x, a, fd);
-		if (rc == -1)
+		if (rc == -1 && *x->canceled)
+			rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "the import was canceled");
+		else if (rc == -1)
 			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "layer %s: member \"%s\": %s", x->u->blob_name,
 				  x->member, archive_error_string(a) ? archive_error_string(a) : "its data cannot be read");
 		if (!rc)
@@ -741,7 +744,9 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 int img_unpack(int rootfd, struct img_unpack *u)
 {
 	struct reader *r = calloc(1, sizeof(*r));
-	struct unpack x = { .u = u, .rootfd = rootfd, .root_user = geteuid() == 0, .trusted = geteuid() == 0 && !u->max_id };
+	struct unpack x = {
+		.u = u, .rootfd = rootfd, .root_user = geteuid() == 0, .trusted = geteuid() == 0 && !u->max_id,
+	};
 	struct archive *a = NULL;
 	struct archive_entry *e;
 	unsigned char hash[crypto_hash_sha256_BYTES];
@@ -759,6 +764,7 @@ int img_unpack(int rootfd, struct img_unpack *u)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	r->fd = u->blob_fd;
 	r->u = u;
+	x.canceled = &r->canceled;
 	u->size = u->files = 0;
 	crypto_hash_sha256_init(&r->sha);
 	if (fill(r) < 0) {

@@ -143,8 +143,9 @@ def caller():
         hostile_layout = os.path.join(top, "hostile")
         oci_layout(hostile_layout, {"Env": [PATH]}, hostile)
         c = Caller(user, top)
-        c.layout, c.hostile, c.ranges = layout, hostile_layout, (uids, gids)
-        c.digest = c("import", layout, NAME)
+        c.layout, c.hostile, c.ranges, c.top = layout, hostile_layout, (uids, gids), top
+        c.layers_before_import = c.layers()
+        c.digest, c.progress = c("import", layout, NAME)
         yield c
     finally:
         subprocess.run(["rm", "-rf", top], check=True)
@@ -201,6 +202,25 @@ def test_sandboxes_of_the_image(caller):
     assert not any("hangar-installed" in p or "hangar-pkg" in p for p in after)
 
 
+def test_progress_reaches_the_caller(caller):
+    # Reported as the child unpacks the first layer, not only once it is done.
+    first = os.path.getsize(debian_tar())
+    assert any(layers == 0 and 0 < done < first for layers, done in caller.progress), caller.progress[:5]
+    assert caller.progress[-1][0] == 2
+
+
+def test_the_caller_cancels_an_import(caller):
+    layout = os.path.join(caller.top, "cancel")
+    other = os.path.join(caller.top, "other.tar")
+    layer_tar(other, [("opt", "dir", None, 0), ("opt/big", "file", os.urandom(4 << 20), 0)])
+    oci_layout(layout, {"Env": [PATH]}, other)
+    layers = caller.layers()
+    kind, message = caller("cancel", layout, "hangar-test/unpriv-cancel:1")
+    assert kind == "CanceledError", message
+    assert caller.layers() == layers
+    assert os.listdir(os.path.join(caller.images, "tmp")) == []
+
+
 def test_an_owner_beyond_the_range_is_refused(caller):
     layers = caller.layers()
     kind, message = caller("refused", caller.hostile, HOSTILE)
@@ -213,4 +233,4 @@ def test_the_caller_removes_its_layers(caller):
     assert caller.layers()
     assert caller("rm", NAME) == "removed"
     assert caller.layers() == []
-    caller.digest = caller("import", caller.layout, NAME)  # for any test after this one
+    caller.digest, _ = caller("import", caller.layout, NAME)  # for any test after this one

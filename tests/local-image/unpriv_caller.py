@@ -3,9 +3,10 @@
 `user`, with its own state, image store and home (the environment), it does
 one thing and prints what it saw as JSON on its last line.
 
-  unpriv_caller.py import PATH NAME      imports PATH (an OCI layout) as NAME
+  unpriv_caller.py import PATH NAME      imports PATH (an OCI layout) as NAME: digest, progress seen
   unpriv_caller.py probe NAME            two sandboxes of NAME and what they show
   unpriv_caller.py refused PATH NAME     the import of a hostile PATH: its error
+  unpriv_caller.py cancel PATH NAME      an import its progress callback cancels: its error
   unpriv_caller.py rm NAME               removes the image and collects garbage
 """
 import json
@@ -65,9 +66,18 @@ def probe(name):
 def main():
     what = sys.argv[1]
     if what == "import":
-        result = ctx().import_image(sys.argv[2], name=sys.argv[3])
+        seen = []
+        digest = ctx().import_image(sys.argv[2], name=sys.argv[3], progress=lambda p: seen.append([p.layers_done, p.bytes_done]))
+        result = [digest, seen]
     elif what == "probe":
         result = probe(sys.argv[2])
+    elif what == "cancel":
+        try:
+            # Cancels once bytes of the first layer were unpacked: in the child that unpacks it.
+            ctx().import_image(sys.argv[2], name=sys.argv[3], progress=lambda p: p.bytes_done > 0)
+            result = "imported"
+        except hangar.HangarError as e:
+            result = [type(e).__name__, str(e)]
     elif what == "refused":
         try:
             ctx().import_image(sys.argv[2], name=sys.argv[3])
