@@ -229,6 +229,19 @@ def test_an_owner_beyond_the_range_is_refused(caller):
     assert caller.layers() == layers  # nothing half-made is kept
 
 
+def test_a_layer_outside_the_range_is_not_run(caller):
+    # As a layer the caller stored before it had subordinate ids would be: its own.
+    top = os.path.join(caller.images, "layers", caller.layers()[-1], "root")
+    st = os.lstat(top)
+    os.chown(top, caller.user.pw_uid, caller.user.pw_gid)
+    try:
+        kind, message = caller("create", NAME)
+    finally:
+        os.chown(top, st.st_uid, st.st_gid)
+    assert kind == "UnsupportedError" and top in message and "image range" in message and "hangar image rm" in message
+    assert caller("create", NAME) == [0, "made\n", ""]
+
+
 def test_the_caller_removes_its_layers(caller):
     assert caller.layers()
     assert caller("rm", NAME) == "removed"

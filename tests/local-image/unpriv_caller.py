@@ -7,6 +7,7 @@ one thing and prints what it saw as JSON on its last line.
   unpriv_caller.py probe NAME            two sandboxes of NAME and what they show
   unpriv_caller.py refused PATH NAME     the import of a hostile PATH: its error
   unpriv_caller.py cancel PATH NAME      an import its progress callback cancels: its error
+  unpriv_caller.py create NAME           a sandbox of NAME: what it says, or the error
   unpriv_caller.py rm NAME               removes the image and collects garbage
 """
 import json
@@ -82,6 +83,12 @@ def main():
         try:
             ctx().import_image(sys.argv[2], name=sys.argv[3])
             result = "imported"
+        except hangar.HangarError as e:
+            result = [type(e).__name__, str(e)]
+    elif what == "create":
+        try:
+            with hangar.Sandbox.create(ctx(), provider="local", template=sys.argv[2], timeout=300) as sb:
+                result = sh(sb, "echo made")
         except hangar.HangarError as e:
             result = [type(e).__name__, str(e)]
     elif what == "rm":

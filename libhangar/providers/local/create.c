@@ -320,10 +320,10 @@ static int find_template(const struct local *l, const char *name, struct lmeta *
 		if (!image_rootfs_subids(&need) ||
 		    (sub && (!strcmp(sub, "off") || !strcmp(sub, "0") || !strcmp(sub, "false"))))
 			return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-						"template \"%s\": local sandboxes from images need a root caller or, for uid "
-						"%u, subordinate ids: at least %u uids in /etc/subuid and gids in "
-						"/etc/subgid, newuidmap and newgidmap, and HANGAR_LOCAL_SUBIDS on (see "
-						"hangar-images(7)); the \"local\" template works for every caller",
+						"template \"%s\": local sandboxes from images need a root caller or, "
+						"for uid %u, subordinate ids: at least %u uids in /etc/subuid and gids "
+						"in /etc/subgid, newuidmap and newgidmap, and HANGAR_LOCAL_SUBIDS on "
+						"(see hangar-images(7)); the \"local\" template works for every caller",
 						name, (unsigned)geteuid(), need);
 	}
 	r = image_rootfs_get(l->ctx, name, img);
@@ -332,6 +332,9 @@ static int find_template(const struct local *l, const char *name, struct lmeta *
 					"the local provider has no template or image \"%s\" (templates: local; images: "
 					"see `hangar image list`)",
 					name);
+	/* Layers an unprivileged caller stored without its image range would show the sandbox nobody's files. */
+	if (r == 0 && geteuid() != 0)
+		r = image_rootfs_check_owners(img);
 	if (r == 0)
 		r = image_rootfs_user_name(img, user, sizeof(user));
 	if (r < 0)
