@@ -8,7 +8,8 @@
 # filesystem is imported by `user` into a store of its own too (its layers
 # owned by its image range, hangar-images(7)), for the unprivileged cases:
 # HANGAR_TEST_USER_TEMPLATE, HANGAR_TEST_USER_IMAGE_DIR and
-# HANGAR_TEST_USER_IMAGE_ROOT.
+# HANGAR_TEST_USER_IMAGE_ROOT, a copy of the image's /etc that `user` can
+# read to compare with (in its store the files are its image range's).
 set -e
 dir=$(mktemp -d /tmp/hangar-on-image-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -28,7 +29,10 @@ if [ "$(id -u)" = 0 ] && id user >/dev/null 2>&1 && grep -qE "^(user|$(id -u use
 		HANGAR_IMAGE_DIR="$dir/user/images" setpriv --reuid=user --regid=user --clear-groups \
 		"$HANGAR_BUILD_ROOT/programs/hangar/hangar" image import "$tar" --name hangar-test/debian:12)
 	HANGAR_TEST_USER_IMAGE_DIR="$dir/user/images"
-	HANGAR_TEST_USER_IMAGE_ROOT="$dir/user/images/${HANGAR_TEST_IMAGE_ROOT#"$HANGAR_IMAGE_DIR"/}"
+	HANGAR_TEST_USER_IMAGE_ROOT="$dir/user-view"
+	mkdir "$HANGAR_TEST_USER_IMAGE_ROOT"
+	cp -a "$HANGAR_TEST_IMAGE_ROOT/etc" "$HANGAR_TEST_USER_IMAGE_ROOT/etc"
+	chmod -R a+rX "$HANGAR_TEST_USER_IMAGE_ROOT"
 	export HANGAR_TEST_USER_TEMPLATE HANGAR_TEST_USER_IMAGE_DIR HANGAR_TEST_USER_IMAGE_ROOT
 fi
 "$@"

@@ -36,12 +36,7 @@ int become_caller(int unprivileged)
 	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
 	ck_assert_int_eq(setgroups(0, NULL), 0);
 	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
-	/*
-	 * With an image, root is kept as the saved uid (which no program the
-	 * library starts inherits) for expect_image_file alone: the image's
-	 * files in the store are its image range's, which `user` may not read.
-	 */
-	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, getenv("HANGAR_TEST_TEMPLATE") ? 0 : pw->pw_uid), 0);
+	ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid), 0);
 	return 1;
 }
 
@@ -160,17 +155,7 @@ void expect_image_file(hangar_sandbox *sb, const char *path)
 
 	ck_assert_msg(root && *root, "HANGAR_TEST_IMAGE_ROOT is not set");
 	snprintf(host, sizeof(host), "%s%s", root, path);
-	{
-		/* As root (the saved uid) when there is one, but only for this (become_caller). */
-		uid_t r, e, saved;
-
-		ck_assert_int_eq(getresuid(&r, &e, &saved), 0);
-		if (saved == 0 && e != 0)
-			ck_assert_int_eq(seteuid(0), 0);
-		f = fopen(host, "r");
-		if (saved == 0 && e != 0)
-			ck_assert_int_eq(seteuid(e), 0);
-	}
+	f = fopen(host, "r");
 	if (f) {
 		n = fread(want, 1, sizeof(want) - 1, f);
 		fclose(f);
