@@ -197,11 +197,34 @@ struct img_unpack {
 	/* progress: called with compressed bytes read since the last call; non-zero cancels */
 	int (*progress)(uint64_t bytes, void *payload);
 	void *payload;
+	/* ids 0..max_id-1 only (an unprivileged caller's image range, subids.c); 0: any */
+	unsigned max_id;
 	/* out */
 	char diff_id_out[80];
 	uint64_t size;            /* unpacked bytes */
 	uint64_t files;           /* members */
 };
+
+/*
+ * An unprivileged caller's image range (subids.c): IMG_SUBIDS_SLOT uids
+ * from uid and gids from gid, the last slot of its subordinate ranges.
+ */
+#define IMG_SUBIDS_SLOT 1024u
+struct img_subids {
+	unsigned uid, gid, count;
+};
+/* The calling process's image range: 0, or -1 (root, or no usable subordinate ids). */
+int img_subids_image(struct img_subids *r);
+/*
+ * Runs fn(arg) in a forked child that is root of a user namespace mapping
+ * 0..count-1 onto the image range and count onto the caller; fn's result
+ * and last error come back, and out_size bytes at out (when fn succeeded).
+ * img_subids_progress, called in the child, calls progress(bytes, payload)
+ * in the parent and returns its answer.
+ */
+int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, void *out, size_t out_size,
+		   int (*progress)(uint64_t bytes, void *payload), void *payload);
+int img_subids_progress(uint64_t bytes, void *payload);
 
 /*
  * Unpacks a layer blob into the empty directory rootfd (an open

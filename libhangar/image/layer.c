@@ -56,24 +56,63 @@ static int commit(struct img_store *s, const char *tmp, const char *hex, const s
 	return write_layer_json(s, hex, u);
 }
 
+struct unpack_job {
+	struct img_store *s;
+	struct img_unpack *u;
+	const char *root;
+	int forward; /* in img_subids_run's child: progress goes to the parent */
+	/* what the child's unpack found, sent back to the parent */
+	struct {
+		char diff_id_out[80];
+		uint64_t size, files;
+	} out;
+};
+
+static int unpack_at(void *arg)
+{
+	struct unpack_job *j = arg;
+	int rootfd, rc;
+
+	if (j->forward && j->u->progress) {
+		j->u->progress = img_subids_progress;
+		j->u->payload = NULL;
+	}
+	if (mkdirat(j->s->dirfd, j->root, 0755) < 0 ||
+	    (rootfd = openat(j->s->dirfd, j->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return herr_os(HANGAR_EOS, errno, "cannot make %s/%s", j->s->dir, j->root);
+	rc = img_unpack(rootfd, j->u);
+	close(rootfd);
+	memcpy(j->out.diff_id_out, j->u->diff_id_out, sizeof(j->out.diff_id_out));
+	j->out.size = j->u->size;
+	j->out.files = j->u->files;
+	return rc;
+}
+
 static int unpack_into_tmp(struct img_store *s, struct img_unpack *u, char *tmp, size_t size)
 {
 	char root[4200];
-	int rootfd, rc;
+	struct unpack_job j = { .s = s, .u = u, .root = root };
+	struct img_subids ids;
 	uint64_t used = img_store_used(s);
+	int rc;
 
 	if ((rc = img_tmp_dir(s, tmp, size)) != 0)
 		return rc;
 	snprintf(root, sizeof(root), "%s/root", tmp);
-	if (mkdirat(s->dirfd, root, 0755) < 0 ||
-	    (rootfd = openat(s->dirfd, root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		rc = herr_os(HANGAR_EOS, errno, "cannot make %s/%s", s->dir, root);
-		img_rmtree(s->dirfd, tmp);
-		return rc;
-	}
 	u->max_bytes = used >= s->cap_bytes ? 0 : s->cap_bytes - used;
-	rc = img_unpack(rootfd, u);
-	close(rootfd);
+	/* An unprivileged caller with subordinate ids: owners as the tar says, within its image range (subids.c). */
+	if (img_subids_image(&ids) == 0) {
+		u->max_id = ids.count;
+		j.forward = 1;
+		rc = img_subids_run(&ids, unpack_at, &j, &j.out, sizeof(j.out), u->progress, u->payload);
+		if (rc >= 0) {
+			memcpy(u->diff_id_out, j.out.diff_id_out, sizeof(u->diff_id_out));
+			u->size = j.out.size;
+			u->files = j.out.files;
+		}
+	} else {
+		rc = unpack_at(&j);
+	}
 	if (rc)
 		img_rmtree(s->dirfd, tmp);
 	return rc;

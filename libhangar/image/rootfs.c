@@ -437,6 +437,37 @@ static char *layer_passwd(const char *layer)
 	return text;
 }
 
+int image_rootfs_subids(unsigned *need)
+{
+	struct img_subids ids;
+
+	*need = 2 * IMG_SUBIDS_SLOT;
+	return img_subids_image(&ids) == 0;
+}
+
+int image_rootfs_check_owners(const struct image_rootfs *r)
+{
+	struct img_subids ids;
+	struct stat st;
+
+	if (img_subids_image(&ids) < 0)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_CONFIG, "uid %u has no image range of subordinate ids",
+			    (unsigned)geteuid());
+	for (char **l = r->layers; *l; l++) {
+		if (stat(*l, &st) < 0)
+			return herr_os(HANGAR_EOS, errno, "cannot read layer %s", *l);
+		if (st.st_uid < ids.uid || st.st_uid - ids.uid >= ids.count || st.st_gid < ids.gid ||
+		    st.st_gid - ids.gid >= ids.count)
+			return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_CONFIG,
+				    "image %s: layer %s is owned by %u:%u, outside uid %u's image range (%u:%u, gids "
+				    "%u:%u): it was stored before that range was the caller's; remove the image "
+				    "(`hangar image rm`) and import or pull it again",
+				    r->digest, *l, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)geteuid(), ids.uid,
+				    ids.count, ids.gid, ids.count);
+	}
+	return 0;
+}
+
 int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size)
 {
 	size_t n = strcspn(r->user ? r->user : "", ":"), count = 0;

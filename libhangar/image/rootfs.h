@@ -44,6 +44,21 @@ int image_rootfs_user_name(const struct image_rootfs *r, char *buf, size_t size)
 void image_rootfs_release(struct image_rootfs *r);
 
 /*
+ * 1 when the calling process, not root, has an image range of subordinate
+ * ids (image/subids.c) its layers are unpacked into, so its sandboxes can
+ * run images; 0 otherwise. *need: the ids of each it needs at least.
+ */
+int image_rootfs_subids(unsigned *need);
+
+/*
+ * For an unprivileged caller: checks that each layer of r is owned by its
+ * image range, as an unpack with subordinate ids leaves it (not one stored
+ * before it had them, nor for another range). 0, or HANGAR_EUNSUPPORTED
+ * naming the layer and what to do.
+ */
+int image_rootfs_check_owners(const struct image_rootfs *r);
+
+/*
  * IMAGE_DIR for ctx into buf: the setting HANGAR_IMAGE_DIR, else
  * <HANGAR_STATE_DIR>/images. 0, or HANGAR_ECONFIG with the error set.
  */

@@ -113,7 +113,7 @@ int img_tmp_dir(struct img_store *s, char *out, size_t size)
 	return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "cannot make a work directory in %s/tmp", s->dir);
 }
 
-int img_rmtree(int at, const char *path)
+static int rmtree_here(int at, const char *path)
 {
 	struct stat st;
 	DIR *d;
@@ -139,13 +139,37 @@ int img_rmtree(int at, const char *path)
 
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		r = img_rmtree(dirfd(d), e->d_name);
+		r = rmtree_here(dirfd(d), e->d_name);
 		if (r < 0 && !rc)
 			rc = r;
 	}
 	closedir(d);
 	if (unlinkat(at, path, AT_REMOVEDIR) < 0 && errno != ENOENT && !rc)
 		rc = -errno;
+	return rc;
+}
+
+struct rmtree_job {
+	int at;
+	const char *path;
+};
+
+static int rmtree_job(void *arg)
+{
+	struct rmtree_job *j = arg;
+
+	return rmtree_here(j->at, j->path) < 0 ? -1 : 0;
+}
+
+int img_rmtree(int at, const char *path)
+{
+	struct rmtree_job j = { at, path };
+	struct img_subids ids;
+	int rc = rmtree_here(at, path);
+
+	/* An unprivileged caller's layer is its image range's: emptied where that range is root (subids.c). */
+	if ((rc == -EACCES || rc == -EPERM) && img_subids_image(&ids) == 0)
+		rc = img_subids_run(&ids, rmtree_job, &j, NULL, 0, NULL, NULL) == 0 ? 0 : rc;
 	return rc;
 }
 

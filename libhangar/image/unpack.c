@@ -287,6 +287,8 @@ struct unpack {
 	struct img_unpack *u;
 	int rootfd;
 	int root_user;               /* we are root: owners as the tar says */
+	int trusted;                 /* host root: trusted.* xattrs too (not in a user namespace) */
+	const int *canceled;         /* the reader's: a read that failed because the caller canceled */
 	struct dir_meta *dirs;
 	size_t n_dirs, cap_dirs;
 	struct nameset files;
@@ -435,7 +437,7 @@ static int whiteout(struct unpack *x, int pfd, const char *base)
 
 		if (d < 0)
 			return os_fail(x, -d, "open its directory");
-		if (x->root_user && fsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0) {
+		if (x->trusted && fsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0) {
 			close(d);
 			return os_fail(x, errno, "mark its directory opaque (trusted.overlay.opaque)");
 		}
@@ -563,6 +565,22 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 		return refuse(x, why);
 	if (archive_entry_sparse_count(e) > 0)
 		return refuse(x, "it is a sparse file");
+	/*
+	 * An unprivileged caller's layers are owned within its image range
+	 * (subids.c): an owner beyond it would be unmapped there, so the
+	 * sandboxes could not show it. Refused, never owned by someone else.
+	 */
+	if (x->u->max_id && (archive_entry_uid(e) < 0 || archive_entry_gid(e) < 0 ||
+			     (uint64_t)archive_entry_uid(e) >= x->u->max_id ||
+			     (uint64_t)archive_entry_gid(e) >= x->u->max_id)) {
+		char why_id[160];
+
+		snprintf(why_id, sizeof(why_id),
+			 "it is owned by %lld:%lld, beyond the %u ids of an unprivileged caller's image range "
+			 "(see hangar-images(7))",
+			 (long long)archive_entry_uid(e), (long long)archive_entry_gid(e), x->u->max_id);
+		return refuse(x, why_id);
+	}
 	link = archive_entry_hardlink(e);
 	/*
 	 * A root filesystem made by a bootstrap tool carries /dev's nodes; a
@@ -631,7 +649,9 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 			break;
 		}
 		rc = write_data(x, a, fd);
-		if (rc == -1)
+		if (rc == -1 && *x->canceled)
+			rc = herr(HANGAR_ECANCELED, HANGAR_ERRCAT_NONE, "the import was canceled");
+		else if (rc == -1)
 			rc = herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "layer %s: member \"%s\": %s", x->u->blob_name,
 				  x->member, archive_error_string(a) ? archive_error_string(a) : "its data cannot be read");
 		if (!rc)
@@ -724,7 +744,9 @@ static int one_member(struct unpack *x, struct archive *a, struct archive_entry 
 int img_unpack(int rootfd, struct img_unpack *u)
 {
 	struct reader *r = calloc(1, sizeof(*r));
-	struct unpack x = { .u = u, .rootfd = rootfd, .root_user = geteuid() == 0 };
+	struct unpack x = {
+		.u = u, .rootfd = rootfd, .root_user = geteuid() == 0, .trusted = geteuid() == 0 && !u->max_id,
+	};
 	struct archive *a = NULL;
 	struct archive_entry *e;
 	unsigned char hash[crypto_hash_sha256_BYTES];
@@ -742,6 +764,7 @@ int img_unpack(int rootfd, struct img_unpack *u)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	r->fd = u->blob_fd;
 	r->u = u;
+	x.canceled = &r->canceled;
 	u->size = u->files = 0;
 	crypto_hash_sha256_init(&r->sha);
 	if (fill(r) < 0) {

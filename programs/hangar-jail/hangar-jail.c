@@ -257,16 +257,20 @@ static int describe_sandbox(struct jail *j)
 	unsigned uid = 0, gid = 0;
 
 	mark("limits");
-	if (inner_fd < 0 || uid_range_pick(j->root, j->id, &j->ids, &uid, &gid) < 0)
+	if (inner_fd < 0)
+		goto fail;
+	/* An image sandbox of an unprivileged caller has its image range, not a slot of its own. */
+	if ((j->meta.image.digest[0] ? uid_range_pick_image(j->root, j->id, &j->ids, &uid, &gid)
+				     : uid_range_pick(j->root, j->id, &j->ids, &uid, &gid)) < 0)
 		goto fail;
 	mark("ids");
 	if ((seccomp_fd = seccomp_filter_fd()) < 0 || single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
 		goto fail;
 	mark("seccomp");
 	userns = uid_range_owned(&j->ids);
-	if (j->meta.image.digest[0] && (!userns || j->ids.sub)) {
-		/* The library refuses these first; an image's root needs idmapped mounts, which only host root makes. */
-		say("sandbox %s: an image's root needs a root caller", j->id);
+	if (j->meta.image.digest[0] && (!userns || (j->ids.sub && !j->ids.image))) {
+		/* uid_range_pick_image said why; an image's root needs ids its files can be owned by. */
+		say("sandbox %s: an image's root needs a root caller or subordinate ids", j->id);
 		errno = EPERM;
 		goto fail;
 	}

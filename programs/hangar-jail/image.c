@@ -1,5 +1,6 @@
 /*
- * An image sandbox's root, for a root caller (the jail's own id range).
+ * An image sandbox's root, for a root caller (the jail's own id range) and
+ * for an unprivileged caller with subordinate ids (its image range).
  *
  * The image's layers are shared by every sandbox of the image and owned as
  * their tars say (0 is the image's root). Each is mounted read-only through
@@ -19,6 +20,16 @@
  * symbolic link (openat2, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), and a
  * link where one of these files or directories should be is replaced, never
  * written through.
+ *
+ * An unprivileged caller's layers are already owned as the commands must
+ * see them: the library unpacked them into its image range
+ * (libhangar/image/subids.c), which this sandbox's user namespace maps
+ * with the range's first id as the commands' root (uid_range_image). So
+ * they are plain read-only binds, and the overlay is mounted inside that
+ * namespace (Linux 5.11), with `userxattr`: its opaque directories and
+ * redirects are user.overlay.* attributes, which the unpack writes and a
+ * tmpfs upper layer keeps (Linux 6.6). The builder is root of that
+ * namespace already, so the owners below are its names for them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -269,12 +280,13 @@ static int mount_points(int root, const struct jail_spec *s, const struct owners
 	return 0;
 }
 
-/* Layer path as an idmapped, read-only mount at dst. 0, or -1 with errno. */
+/* Layer path as an idmapped (userns >= 0) or plain, read-only mount at dst. 0, or -1 with errno. */
 static int mount_layer(const char *path, int userns, const char *dst)
 {
 	struct mount_attr attr = {
-		.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-		.userns_fd = (uint64_t)userns,
+		.attr_set = (userns >= 0 ? MOUNT_ATTR_IDMAP : 0) | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+			    MOUNT_ATTR_NODEV,
+		.userns_fd = userns >= 0 ? (uint64_t)userns : 0,
 	};
 	int t = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), rc = -1;
 
@@ -295,14 +307,18 @@ static int mount_layer(const char *path, int userns, const char *dst)
 /*
  * The overlay of n layers at dirs lower[] (bottom first) with upper and
  * work, at merged: "lowerdir+" one layer at a time (Linux 6.8), else the
- * one "lowerdir" string older kernels take. 0, or -1 with errno.
+ * one "lowerdir" string older kernels take; userxattr inside a user
+ * namespace. 0, or -1 with errno.
  */
-static int mount_overlay(char lower[][64], size_t n, const char *upper, const char *work, const char *merged)
+static int mount_overlay(char lower[][64], size_t n, const char *upper, const char *work, const char *merged,
+			 int userxattr)
 {
 	char opts[PATH_MAX * 2];
 	size_t used = 0;
 	int fs = fsopen("overlay", FSOPEN_CLOEXEC), m, ok = fs >= 0;
 
+	if (ok && userxattr)
+		ok = fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) == 0;
 	for (size_t i = n; ok && i-- > 0;)
 		ok = fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", lower[i], 0) == 0;
 	if (ok)
@@ -322,7 +338,8 @@ static int mount_overlay(char lower[][64], size_t n, const char *upper, const ch
 	used = (size_t)snprintf(opts, sizeof(opts), "lowerdir=");
 	for (size_t i = n; i-- > 0;)
 		used += (size_t)snprintf(opts + used, sizeof(opts) - used, "%s%s", lower[i], i ? ":" : "");
-	if (snprintf(opts + used, sizeof(opts) - used, ",upperdir=%s,workdir=%s", upper, work) >=
+	if (snprintf(opts + used, sizeof(opts) - used, ",upperdir=%s,workdir=%s%s", upper, work,
+		     userxattr ? ",userxattr" : "") >=
 	    (int)(sizeof(opts) - used))
 		return errno = ENAMETOOLONG, -1;
 	return mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts);
@@ -332,12 +349,16 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 {
 	static char lower[LMETA_LAYERS_MAX][64];
 	char upper[PATH_MAX], work[PATH_MAX], merged[PATH_MAX];
-	struct owners o = { r->base + uid_range_top(r), r->base + 1000 };
+	/* Inside the namespace already (sub): its own names for the commands' root and user. */
+	struct owners o = { r->sub ? uid_range_top(r) : r->base + uid_range_top(r), r->sub ? 1000 : r->base + 1000 };
 	size_t n = 0;
-	int userns, root, rc;
+	int userns = -1, root, rc;
 
-	userns = uid_range_idmap(r);
-	if (userns < 0) {
+	if (r->sub && !r->image) {
+		say("an unprivileged caller's image sandbox needs its image range");
+		return -1;
+	}
+	if (!r->sub && (userns = uid_range_idmap(r)) < 0) {
 		say("cannot make the user namespace of the image's idmapped mounts: %s", strerror(errno));
 		return -1;
 	}
@@ -356,16 +377,18 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 		snprintf(lower[n], sizeof(lower[n]), "%s/layers/%zu", stage, n);
 		if (mount_layer(*l, userns, lower[n]) < 0) {
 			say("cannot mount layer %s read-only with the sandbox's ids: %s", *l, strerror(errno));
-			close(userns);
+			if (userns >= 0)
+				close(userns);
 			return -1;
 		}
 	}
-	close(userns);
+	if (userns >= 0)
+		close(userns);
 	snprintf(upper, sizeof(upper), "%s/rw/upper", stage);
 	snprintf(work, sizeof(work), "%s/rw/work", stage);
 	snprintf(merged, sizeof(merged), "%s/root", stage);
 	if (mkdir(upper, 0755) < 0 || chown(upper, o.root, o.root) < 0 || mkdir(work, 0700) < 0 ||
-	    mkdir(merged, 0755) < 0 || mount_overlay(lower, n, upper, work, merged) < 0) {
+	    mkdir(merged, 0755) < 0 || mount_overlay(lower, n, upper, work, merged, r->sub) < 0) {
 		say("cannot make the image's writable root: %s", strerror(errno));
 		return -1;
 	}

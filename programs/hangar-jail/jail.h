@@ -69,6 +69,12 @@ struct uid_range {
 	 */
 	int sub;
 	unsigned gid_base;
+	/*
+	 * 1 (sub only): the caller's image range (uid_range_image), shared by
+	 * its image sandboxes and never claimed: 1..count-1 inside are
+	 * base + 1.., count inside (the commands' root) is base.
+	 */
+	int image;
 };
 #define UID_RANGE_NONE { 0, 0, -1, 0, 0 } /* nothing claimed yet */
 /* Claims a free range for sandbox id. 0, or -errno with a message said. */
@@ -97,6 +103,13 @@ int uid_range_planned(void);
 int uid_range_pick(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid);
 /* 1 when the jail makes and maps the sandbox's user namespace itself (else bwrap makes one of the caller alone). */
 int uid_range_owned(const struct uid_range *r);
+/*
+ * An unprivileged caller's image range (see userns.c): 0, or -1 said (no
+ * subordinate ids, or fewer than two slots of them).
+ */
+int uid_range_image(struct uid_range *r);
+/* uid_range_pick for an image sandbox: a root caller's as for any; an unprivileged one's image range. */
+int uid_range_pick_image(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid);
 /*
  * RLIMIT_NPROC for the commands' namespace (uid_range_inner), 0: none.
  * limits_setup sets it when no pids cgroup holds the sandbox.

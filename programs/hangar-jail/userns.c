@@ -32,6 +32,16 @@
  * kernel lets go of when it dies: every jail of the caller sees the same
  * claims, whatever state directory it serves and however it ended.
  *
+ * The last of those slots is kept out of that count: it is the caller's
+ * image range (uid_range_image), which the library unpacks its layers into
+ * (libhangar/image/subids.c computes the same slot from the same files).
+ * Every image sandbox of the caller maps it, unclaimed, as its ids 1..1024
+ * with the range's first id (the image's root, owner of its files) as
+ * 1024, the commands' root: image sandboxes share their ids with each other,
+ * never with the caller nor with a `local` sandbox. So a caller with
+ * subordinate ids has one slot fewer for `local` sandboxes (63 of the
+ * usual 65536 ids) and needs at least two slots for an image sandbox.
+ *
  * Either way, envd is root of that namespace and nothing else is: commands
  * run in a second namespace below it (uid_range_inner), where every id is
  * the same but root, which is the first namespace's highest id (top). So the
@@ -310,6 +320,9 @@ int uid_range_subids(struct uid_range *r)
 		return -1;
 	count = uc < gc ? uc : gc;
 	size = count < SUB_SLOT ? count : SUB_SLOT;
+	/* The last slot is the image range (above) when there are two or more. */
+	if (count / size >= 2)
+		count -= size;
 	r->sub = 1;
 	n = sub_claim(us, count / size, size, dir, sizeof(dir));
 	if (n < 0) {
@@ -331,11 +344,40 @@ int uid_range_subids(struct uid_range *r)
 	return 0;
 }
 
-/* Runs tool (newuidmap or newgidmap) for pid: 0 -> own, 1.. -> base... 0 or -errno. */
-static int run_idmap(const char *tool, pid_t pid, unsigned own, unsigned base, unsigned count)
+int uid_range_image(struct uid_range *r)
 {
-	char spid[16], sown[16], sbase[16], scount[16];
-	char *argv[] = { (char *)tool, spid, "0", sown, "1", "1", sbase, scount, NULL };
+	unsigned us, uc, gs, gc, count;
+
+	memset(r, 0, sizeof(*r));
+	r->slot = -1;
+	if (subids(&us, &uc, &gs, &gc) < 0)
+		return -1;
+	count = uc < gc ? uc : gc;
+	if (count / SUB_SLOT < 2) {
+		say("an image sandbox of an unprivileged caller needs at least %u subordinate uids and gids (one "
+		    "slot of %u for its images, one for `local` sandboxes); uid %u has %u:%u and gids %u:%u",
+		    2 * SUB_SLOT, SUB_SLOT, (unsigned)geteuid(), us, uc, gs, gc);
+		return -1;
+	}
+	r->sub = 1;
+	r->image = 1;
+	r->count = SUB_SLOT;
+	r->base = us + (count / SUB_SLOT - 1) * SUB_SLOT;
+	r->gid_base = gs + (count / SUB_SLOT - 1) * SUB_SLOT;
+	return 0;
+}
+
+/*
+ * Runs tool (newuidmap or newgidmap) for pid: 0 -> own, 1.. -> base...;
+ * for an image range (image) 1..count-1 -> base + 1.. and count -> base,
+ * the image's root. 0 or -errno.
+ */
+static int run_idmap(const char *tool, pid_t pid, unsigned own, unsigned base, unsigned count, int image)
+{
+	char spid[16], sown[16], sbase[16], scount[16], sfirst[16], srest[16];
+	char *plain[] = { (char *)tool, spid, "0", sown, "1", "1", sbase, scount, NULL };
+	char *mapped[] = { (char *)tool, spid, "0", sown, "1", "1", sfirst, srest, scount, sbase, "1", NULL };
+	char **argv = image ? mapped : plain;
 	int status;
 	pid_t p;
 
@@ -343,6 +385,8 @@ static int run_idmap(const char *tool, pid_t pid, unsigned own, unsigned base, u
 	snprintf(sown, sizeof(sown), "%u", own);
 	snprintf(sbase, sizeof(sbase), "%u", base);
 	snprintf(scount, sizeof(scount), "%u", count);
+	snprintf(sfirst, sizeof(sfirst), "%u", base + 1);
+	snprintf(srest, sizeof(srest), "%u", count - 1);
 	p = fork();
 	if (p < 0)
 		return -errno;
@@ -382,9 +426,9 @@ int uid_range_map(pid_t pid, const struct uid_range *r)
 		return -ENOSPC;
 	}
 	if (r->sub) {
-		rc = run_idmap(NEWUIDMAP, pid, (unsigned)geteuid(), r->base, r->count);
+		rc = run_idmap(NEWUIDMAP, pid, (unsigned)geteuid(), r->base, r->count, r->image);
 		if (rc == 0)
-			rc = run_idmap(NEWGIDMAP, pid, (unsigned)getegid(), r->gid_base, r->count);
+			rc = run_idmap(NEWGIDMAP, pid, (unsigned)getegid(), r->gid_base, r->count, r->image);
 		return rc;
 	}
 	rc = write_map(pid, "uid_map", r);
@@ -548,6 +592,21 @@ int inner_userns(const struct uid_range *r, int at)
 		    strerror(errno));
 	if (fd >= 0)
 		close(fd);
+	return 0;
+}
+
+int uid_range_pick_image(const char *root, const char *id, struct uid_range *r, unsigned *uid, unsigned *gid)
+{
+	if (geteuid() == 0)
+		return uid_range_pick(root, id, r, uid, gid);
+	if (uid_range_image(r) < 0) {
+		say("sandbox %s: an image sandbox of an unprivileged caller needs subordinate ids (/etc/subuid and "
+		    "/etc/subgid, newuidmap and newgidmap, HANGAR_LOCAL_SUBIDS on)",
+		    id);
+		errno = EPERM;
+		return -1;
+	}
+	*uid = *gid = 1000;
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 
   images.py debian IMAGE_DIR   stores it in IMAGE_DIR as hangar-test/debian:12
                                and prints its digest, then its one layer's root
+  images.py debian-tar         prints the path of its root filesystem tarball
 
 The root is made with mmdebstrap (minbase, bookworm, plus the packages
 below) into the image cache, HANGAR_TEST_IMAGES, else test-images/ in the
@@ -86,6 +87,9 @@ def mkimage(store, name, config, *tars):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] == "debian-tar":
+        print(debian_tar())
+        sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] != "debian":
         sys.exit(__doc__)
     digest = mkimage(sys.argv[2], DEBIAN, {"Env": [PATH]}, debian_tar())

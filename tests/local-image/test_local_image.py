@@ -303,7 +303,9 @@ def test_an_incomplete_layer_is_never_used(ctx, images):
         os.remove(path)
 
 
-def test_an_unprivileged_caller_is_told_why_not(images):
+def test_an_unprivileged_caller_without_subids_is_told_why_not(images):
+    """Without subordinate ids (HANGAR_LOCAL_SUBIDS off stands in for a host without them): refused, naming them.
+    With them, test_unprivileged.py runs its images."""
     import pwd
     import subprocess
     import sys
@@ -320,7 +322,8 @@ def test_an_unprivileged_caller_is_told_why_not(images):
             "    hangar.Sandbox.create(c, provider='local', template=sys.argv[1])\n"
             "except hangar.UnsupportedError as e:\n"
             "    print(e)\n")
-    env = dict(os.environ, HANGAR_STATE_DIR=state, HOME=state)
+    env = dict(os.environ, HANGAR_STATE_DIR=state, HOME=state, HANGAR_IMAGE_DIR=os.path.join(state, "images"),
+               HANGAR_LOCAL_SUBIDS="off")
 
     def drop():
         os.setgid(user.pw_gid)
@@ -331,7 +334,8 @@ def test_an_unprivileged_caller_is_told_why_not(images):
                        stderr=subprocess.PIPE, timeout=60)
     subprocess.run(["rm", "-rf", state], check=True)
     assert r.returncode == 0, r.stderr
-    assert b"need a root caller" in r.stdout and b"\"local\" template works" in r.stdout
+    assert b"need a root caller or" in r.stdout and b"/etc/subuid" in r.stdout
+    assert b"\"local\" template works" in r.stdout
 
 
 def test_an_environment_with_an_image_runs_it(images, tmp_path):

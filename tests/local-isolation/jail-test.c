@@ -21,9 +21,18 @@ int become_caller(int unprivileged)
 
 	if (!unprivileged)
 		return 1;
-	/* Sandboxes from an image (HANGAR_TEST_TEMPLATE) need a root caller. */
-	if (geteuid() != 0 || !(pw = getpwnam("user")) || getenv("HANGAR_TEST_TEMPLATE"))
+	if (geteuid() != 0 || !(pw = getpwnam("user")))
 		return 0;
+	/* Sandboxes from an image: the image as `user` imported it into its own store (on-image.sh), if it could. */
+	if (getenv("HANGAR_TEST_TEMPLATE")) {
+		const char *t = getenv("HANGAR_TEST_USER_TEMPLATE");
+
+		if (!t || !*t)
+			return 0;
+		ck_assert_int_eq(setenv("HANGAR_TEST_TEMPLATE", t, 1), 0);
+		ck_assert_int_eq(setenv("HANGAR_IMAGE_DIR", getenv("HANGAR_TEST_USER_IMAGE_DIR"), 1), 0);
+		ck_assert_int_eq(setenv("HANGAR_TEST_IMAGE_ROOT", getenv("HANGAR_TEST_USER_IMAGE_ROOT"), 1), 0);
+	}
 	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
 	ck_assert_int_eq(setgroups(0, NULL), 0);
 	ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid), 0);
@@ -61,6 +70,20 @@ hangar_ctx *new_ctx(void)
 	return ctx;
 }
 
+/* 1 once create() fell back to the host's /usr (an unprivileged caller without subordinate ids). */
+static int no_image;
+
+static int subids_off(hangar_ctx *ctx)
+{
+	hangar_buf v = HANGAR_BUF_INIT;
+	int off;
+
+	ck_assert_int_eq(hangar_ctx_get(&v, ctx, "HANGAR_LOCAL_SUBIDS"), 0);
+	off = v.ptr && (!strcmp(v.ptr, "off") || !strcmp(v.ptr, "0") || !strcmp(v.ptr, "false"));
+	hangar_buf_dispose(&v);
+	return off;
+}
+
 hangar_sandbox *create(hangar_ctx *ctx, int network)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
@@ -68,10 +91,22 @@ hangar_sandbox *create(hangar_ctx *ctx, int network)
 	int rc;
 
 	o.provider = "local";
-	o.template_id = getenv("HANGAR_TEST_TEMPLATE"); /* NULL: the host's /usr */
+	o.template_id = test_image(); /* NULL: the host's /usr */
 	o.timeout_sec = 120;
 	o.network = network;
 	rc = hangar_sandbox_create(&sb, ctx, &o);
+	if (rc == HANGAR_EUNSUPPORTED && o.template_id && geteuid() != 0 && subids_off(ctx)) {
+		/*
+		 * An unprivileged caller without subordinate ids runs no image
+		 * (hangar(1)): refused, naming them. Its case goes on on the
+		 * host's /usr, as in the suite without an image.
+		 */
+		ck_assert_msg(strstr(hangar_error_last()->message, "/etc/subuid"), "create: %s",
+			      hangar_error_last()->message);
+		no_image = 1;
+		o.template_id = NULL;
+		rc = hangar_sandbox_create(&sb, ctx, &o);
+	}
 	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
 	return sb;
 }
@@ -107,7 +142,7 @@ const char *test_image(void)
 {
 	const char *t = getenv("HANGAR_TEST_TEMPLATE");
 
-	return t && *t ? t : NULL;
+	return t && *t && !no_image ? t : NULL;
 }
 
 void expect_image_file(hangar_sandbox *sb, const char *path)

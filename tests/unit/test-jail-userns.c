@@ -3,7 +3,8 @@
  * caller with subordinate ids: each sandbox claims a slot of SUB_SLOT ids of
  * the caller's /etc/subuid and /etc/subgid ranges, no two claims overlap,
  * a claim ends with its holder, and with every slot held the next sandbox
- * is refused rather than given a shared one.
+ * is refused rather than given a shared one; the last slot, the image
+ * range, is never claimed.
  *
  * Run as the test user `user` with the host's real /etc/subuid, newuidmap
  * and home directory (where the slots' locks are): skipped when not started
@@ -133,6 +134,44 @@ START_TEST(slot_freed_when_holder_dies)
 END_TEST
 
 /* HANGAR_JAIL_SUBIDS=off: no subordinate ids, so no user namespaces of the jail's for this caller. */
+/* The image range (the last slot) is every image sandbox's, unclaimed; no `local` sandbox ever gets it. */
+START_TEST(image_range_never_claimed)
+{
+	static struct uid_range r[MAX_CLAIMS + 1];
+	struct uid_range img, again;
+	unsigned start;
+	int got = 0;
+
+	if (!become_user())
+		return;
+	ck_assert_int_eq(uid_range_image(&img), 0);
+	ck_assert_int_eq(img.sub, 1);
+	ck_assert_int_eq(img.image, 1);
+	ck_assert_int_eq(img.slot, -1);
+	ck_assert_uint_eq(img.count, SUB_SLOT);
+	ck_assert_uint_eq(uid_range_top(&img), SUB_SLOT);
+	/* Not a claim: a second image sandbox gets the same range. */
+	ck_assert_int_eq(uid_range_image(&again), 0);
+	ck_assert_uint_eq(again.base, img.base);
+	ck_assert_uint_eq(again.gid_base, img.gid_base);
+	for (; got <= MAX_CLAIMS; got++) {
+		ck_assert_int_eq(uid_range_subids(&r[got]), 0);
+		if (r[got].count == 0)
+			break;
+	}
+	ck_assert_msg(got >= 1 && got < MAX_CLAIMS, "%d claims", got);
+	start = r[0].base - (unsigned)r[0].slot * r[0].count;
+	/* The last slot of the ranges, in uids and gids alike. */
+	ck_assert_uint_eq((img.base - start) % SUB_SLOT, 0);
+	ck_assert_uint_eq(img.gid_base - img.base, r[0].gid_base - r[0].base);
+	for (int i = 0; i < got; i++)
+		ck_assert_msg(r[i].base + r[i].count <= img.base, "claim %d (%u+%u) reaches the image range at %u", i,
+			      r[i].base, r[i].count, img.base);
+	for (int i = 0; i < got; i++)
+		uid_range_release(NULL, NULL, &r[i]);
+}
+END_TEST
+
 START_TEST(subids_off)
 {
 	struct uid_range r;
@@ -153,6 +192,7 @@ static Suite *userns_suite(void)
 
 	tcase_add_test(tc, slots_disjoint_then_refused);
 	tcase_add_test(tc, slot_freed_when_holder_dies);
+	tcase_add_test(tc, image_range_never_claimed);
 	tcase_add_test(tc, subids_off);
 	suite_add_tcase(s, tc);
 	return s;

@@ -307,25 +307,35 @@ static int find_template(const struct local *l, const char *name, struct lmeta *
 
 	if (!name || !*name || !strcmp(name, "local"))
 		return 0;
-	if (geteuid() != 0)
+	if (geteuid() != 0) {
 		/*
-		 * The layers are owned as their tars say; only idmapped mounts,
-		 * which need host root, show them to the commands with those
-		 * owners. Inside an unprivileged user namespace overlayfs would
-		 * show every file of the image as nobody's, so the sandbox's
-		 * root could install nothing.
+		 * The image's files must be owned as its tars say, by ids the
+		 * sandbox's users are: an unprivileged caller has such ids only
+		 * as subordinate ids, whose last slot holds its layers
+		 * (libhangar/image/subids.c). With one uid the sandbox's root
+		 * could install nothing, and envd would own the image.
 		 */
-		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"template \"%s\": local sandboxes from images need a root caller (uid %u cannot "
-					"show the image's files with their owners to the sandbox's users); the "
-					"\"local\" template works for every caller",
-					name, (unsigned)geteuid());
+		const char *sub = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_SUBIDS");
+		unsigned need;
+
+		if (!image_rootfs_subids(&need) ||
+		    (sub && (!strcmp(sub, "off") || !strcmp(sub, "0") || !strcmp(sub, "false"))))
+			return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+						"template \"%s\": local sandboxes from images need a root caller or, "
+						"for uid %u, subordinate ids: at least %u uids in /etc/subuid and gids "
+						"in /etc/subgid, newuidmap and newgidmap, and HANGAR_LOCAL_SUBIDS on "
+						"(see hangar-images(7)); the \"local\" template works for every caller",
+						name, (unsigned)geteuid(), need);
+	}
 	r = image_rootfs_get(l->ctx, name, img);
 	if (r == HANGAR_ENOTFOUND)
 		return hangar_sys_error(HANGAR_ENOTFOUND, 0, 0,
 					"the local provider has no template or image \"%s\" (templates: local; images: "
 					"see `hangar image list`)",
 					name);
+	/* Layers an unprivileged caller stored without its image range would show the sandbox nobody's files. */
+	if (r == 0 && geteuid() != 0)
+		r = image_rootfs_check_owners(img);
 	if (r == 0)
 		r = image_rootfs_user_name(img, user, sizeof(user));
 	if (r < 0)
