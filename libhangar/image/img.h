@@ -209,7 +209,7 @@ struct img_unpack {
  * An unprivileged caller's image range (subids.c): IMG_SUBIDS_SLOT uids
  * from uid and gids from gid, the last slot of its subordinate ranges.
  */
-#define IMG_SUBIDS_SLOT 1024u
+#define IMG_SUBIDS_SLOT 1024u /* SUBIDS_SLOT (util/subids.h) */
 struct img_subids {
 	unsigned uid, gid, count;
 };

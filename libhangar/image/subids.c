@@ -15,12 +15,12 @@
  * library's own process never changes its credentials.
  *
  * The image range is the last slot of SUB_SLOT (1024) ids of the caller's
- * subordinate ranges, as hangar-jail's userns.c cuts them; the jail keeps
+ * subordinate ranges, as hangar-jail's userns.c cuts them (both through
+ * libhangar/util/subids.c, so they cannot disagree); the jail keeps
  * that slot out of the per-sandbox slots of `local` sandboxes and maps it
  * into every image sandbox of the caller, its first id as the commands'
  * root. So the caller's image sandboxes share those ids among themselves,
- * never with the caller nor with its `local` sandboxes. Both sides compute
- * the range from the same files with the same rule: change both together.
+ * never with the caller nor with its `local` sandboxes.
  *
  * The same namespace removes what such an unpack made (img_rmtree): the
  * caller cannot empty a directory the image's root owns.
@@ -40,61 +40,20 @@
 #include <unistd.h>
 
 #include "image/img.h"
+#include "util/subids.h"
 
 #define NEWUIDMAP "/usr/bin/newuidmap"
 #define NEWGIDMAP "/usr/bin/newgidmap"
-#define SUB_MIN 1001u /* as the jail's: `user` is 1000 inside */
-
-/* The caller's first range of at least min ids in file, as the jail reads it. 0 or -1. */
-static int own_range(const char *file, unsigned min, unsigned *start, unsigned *count)
-{
-	struct passwd *pw = getpwuid(geteuid());
-	char line[512], uid[32];
-	FILE *f = fopen(file, "re");
-	int found = -1;
-
-	if (!f)
-		return -1;
-	snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
-	while (found < 0 && fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':'), *end;
-		unsigned long long a, b;
-
-		if (!colon)
-			continue;
-		*colon = '\0';
-		if (!((pw && !strcmp(line, pw->pw_name)) || !strcmp(line, uid)))
-			continue;
-		errno = 0;
-		a = strtoull(colon + 1, &end, 10);
-		if (errno || *end != ':')
-			continue;
-		b = strtoull(end + 1, &end, 10);
-		if (errno || (*end && *end != '\n') || a == 0 || b < min || a + b > 0xffffffffULL)
-			continue;
-		*start = (unsigned)a;
-		*count = (unsigned)b;
-		found = 0;
-	}
-	fclose(f);
-	return found;
-}
 
 int img_subids_image(struct img_subids *r)
 {
-	unsigned us, uc, gs, gc, count, slots;
+	unsigned us, uc, gs, gc;
 
 	memset(r, 0, sizeof(*r));
 	if (geteuid() == 0 || access(NEWUIDMAP, X_OK) < 0 || access(NEWGIDMAP, X_OK) < 0 ||
-	    own_range("/etc/subuid", SUB_MIN, &us, &uc) < 0 || own_range("/etc/subgid", SUB_MIN, &gs, &gc) < 0)
+	    subids_own("/etc/subuid", SUBIDS_MIN, &us, &uc) < 0 || subids_own("/etc/subgid", SUBIDS_MIN, &gs, &gc) < 0 ||
+	    subids_image_range(us, uc, gs, gc, &r->uid, &r->gid) < 0)
 		return -1;
-	count = uc < gc ? uc : gc;
-	slots = count / IMG_SUBIDS_SLOT;
-	/* One slot for the images and at least one for a `local` sandbox. */
-	if (slots < 2)
-		return -1;
-	r->uid = us + (slots - 1) * IMG_SUBIDS_SLOT;
-	r->gid = gs + (slots - 1) * IMG_SUBIDS_SLOT;
 	r->count = IMG_SUBIDS_SLOT;
 	return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "clock.h"   /* clock_wall_us() (meta.json's expiry), clock_mono_ms() (deadlines) */
 #include "lstate.h"
+#include "subids.h"
 
 /* ---- util.c: small helpers every module uses ---- */
 
@@ -90,8 +91,8 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
  * alone). 0 with count 0: every slot is in use, and uid_range_map refuses
  * (-ENOSPC), so the sandbox does not start.
  */
-#define SUB_MIN 1001u  /* `user` is 1000 inside */
-#define SUB_SLOT 1024u /* ids 1..1024 inside: `user`, system ids, the sandbox's root (1024) */
+#define SUB_MIN SUBIDS_MIN   /* `user` is 1000 inside (subids.h) */
+#define SUB_SLOT SUBIDS_SLOT /* ids 1..1024 inside: `user`, system ids, the sandbox's root (1024) */
 int uid_range_subids(struct uid_range *r);
 /* 1 when the sandbox will have the jail's own user namespaces: a root caller, or subordinate ids. */
 int uid_range_planned(void);

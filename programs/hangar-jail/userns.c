@@ -34,7 +34,7 @@
  *
  * The last of those slots is kept out of that count: it is the caller's
  * image range (uid_range_image), which the library unpacks its layers into
- * (libhangar/image/subids.c computes the same slot from the same files).
+ * (libhangar/image/subids.c computes the same slot through util/subids.c).
  * Every image sandbox of the caller maps it, unclaimed, as its ids 1..1024
  * with the range's first id (the image's root, owner of its files) as
  * 1024, the commands' root: image sandboxes share their ids with each other,
@@ -76,6 +76,7 @@
 
 #include "jail.h"
 #include "lstate.h"
+#include "subids.h"
 
 #define RANGE_SIZE 65536u
 #define DEFAULT_START 1000000000u
@@ -84,61 +85,17 @@
 /* An unprivileged caller's claimed slot: its lock, held until the jail ends. */
 static int sub_lock = -1;
 
-static int parse_range(const char *s, unsigned min, unsigned *start, unsigned *count)
-{
-	char *end;
-	unsigned long long a, b;
-
-	errno = 0;
-	a = strtoull(s, &end, 10);
-	if (errno || end == s || *end != ':')
-		return -1;
-	s = end + 1;
-	b = strtoull(s, &end, 10);
-	if (errno || end == s || (*end && *end != '\n'))
-		return -1;
-	/* Never host root, never above the 32-bit "no uid" value. */
-	if (a == 0 || b < min || a + b > 0xffffffffULL)
-		return -1;
-	*start = (unsigned)a;
-	*count = (unsigned)b;
-	return 0;
-}
-
-/* The caller's first range of at least min ids in file ("name:start:count" or "uid:start:count"), if any. */
-static int own_range(const char *file, unsigned min, unsigned *start, unsigned *count)
-{
-	struct passwd *pw = getpwuid(geteuid());
-	char line[512], uid[32];
-	FILE *f = fopen(file, "re");
-	int found = -1;
-
-	if (!f)
-		return -1;
-	snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
-	while (found < 0 && fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-
-		if (!colon)
-			continue;
-		*colon = '\0';
-		if ((pw && !strcmp(line, pw->pw_name)) || !strcmp(line, uid))
-			found = parse_range(colon + 1, min, start, count);
-	}
-	fclose(f);
-	return found;
-}
 
 static void pool(unsigned *start, unsigned *count)
 {
 	const char *set = getenv("HANGAR_JAIL_UID_RANGE");
 
-	if (set && *set && parse_range(set, RANGE_SIZE, start, count) == 0)
+	if (set && *set && subids_parse(set, RANGE_SIZE, start, count) == 0)
 		return;
 	if (set && *set)
 		say("HANGAR_JAIL_UID_RANGE \"%s\" is not START:COUNT (START > 0, COUNT >= %u); using the default",
 		    set, RANGE_SIZE);
-	if (own_range("/etc/subuid", RANGE_SIZE, start, count) == 0)
+	if (subids_own("/etc/subuid", RANGE_SIZE, start, count) == 0)
 		return;
 	*start = DEFAULT_START;
 	*count = DEFAULT_COUNT;
@@ -239,7 +196,7 @@ static int subids(unsigned *us, unsigned *uc, unsigned *gs, unsigned *gc)
 	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
 		return -1;
 	if (access(NEWUIDMAP, X_OK) < 0 || access(NEWGIDMAP, X_OK) < 0 ||
-	    own_range("/etc/subuid", SUB_MIN, us, uc) < 0 || own_range("/etc/subgid", SUB_MIN, gs, gc) < 0)
+	    subids_own("/etc/subuid", SUB_MIN, us, uc) < 0 || subids_own("/etc/subgid", SUB_MIN, gs, gc) < 0)
 		return -1;
 	return 0;
 }
@@ -346,14 +303,13 @@ int uid_range_subids(struct uid_range *r)
 
 int uid_range_image(struct uid_range *r)
 {
-	unsigned us, uc, gs, gc, count;
+	unsigned us, uc, gs, gc;
 
 	memset(r, 0, sizeof(*r));
 	r->slot = -1;
 	if (subids(&us, &uc, &gs, &gc) < 0)
 		return -1;
-	count = uc < gc ? uc : gc;
-	if (count / SUB_SLOT < 2) {
+	if (subids_image_range(us, uc, gs, gc, &r->base, &r->gid_base) < 0) {
 		say("an image sandbox of an unprivileged caller needs at least %u subordinate uids and gids (one "
 		    "slot of %u for its images, one for `local` sandboxes); uid %u has %u:%u and gids %u:%u",
 		    2 * SUB_SLOT, SUB_SLOT, (unsigned)geteuid(), us, uc, gs, gc);
@@ -362,8 +318,6 @@ int uid_range_image(struct uid_range *r)
 	r->sub = 1;
 	r->image = 1;
 	r->count = SUB_SLOT;
-	r->base = us + (count / SUB_SLOT - 1) * SUB_SLOT;
-	r->gid_base = gs + (count / SUB_SLOT - 1) * SUB_SLOT;
 	return 0;
 }
 

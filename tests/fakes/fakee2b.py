@@ -55,12 +55,12 @@ class FakeE2B:
             self.proc.wait()
             raise
         self.api_port, self.edge_port = int(api), int(edge)
-        self.api = f"http://127.0.0.1:{self.api_port}"
-        self.edge = f"http://127.0.0.1:{self.edge_port}"
+        self.api_url = f"http://127.0.0.1:{self.api_port}"
+        self.edge_url = f"http://127.0.0.1:{self.edge_port}"
 
     def settings(self):
         """The settings that point the e2b provider at this fake."""
-        s = {"HANGAR_E2B_FLAVOR": self.flavour, "HANGAR_E2B_API_URL": self.api, "HANGAR_E2B_SANDBOX_URL": self.edge}
+        s = {"HANGAR_E2B_FLAVOR": self.flavour, "HANGAR_E2B_API_URL": self.api_url, "HANGAR_E2B_SANDBOX_URL": self.edge_url}
         if self.api_key:
             s["HANGAR_E2B_API_KEY"] = self.api_key
         return s

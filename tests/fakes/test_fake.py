@@ -19,36 +19,20 @@ import time
 import unittest
 import urllib.parse
 
+from fakee2b import FakeE2B
+
 FAKE = os.environ.get("FAKE_E2B")
 ENVD = os.environ.get("HANGAR_ENVD")
 ENVD_PORT = 49983
 
 
-class Fake:
-    """One fake-e2b process on kernel-chosen ports."""
+class Fake(FakeE2B):
+    """One fake-e2b process on kernel-chosen ports, with a state directory of its own."""
 
     def __init__(self, flavour, api_key=None, extra=()):
         self.state_dir = tempfile.TemporaryDirectory(prefix="fake-e2b-")
-        r, w = os.pipe()
-        args = [FAKE, "--flavour", flavour, "--envd", ENVD, "--ready-fd", str(w),
-                "--state-dir", self.state_dir.name, *extra]
-        if api_key:
-            args += ["--api-key", api_key]
-        self.api_key = api_key
-        self.proc = subprocess.Popen(args, pass_fds=(w,))
-        os.close(w)
-        line = b""
-        with os.fdopen(r, "rb", buffering=0) as f:
-            while not line.endswith(b"\n"):
-                ready, _, _ = select.select([f], [], [], 10)
-                if not ready:
-                    raise RuntimeError("fake-e2b did not become ready")
-                chunk = f.read(64)
-                if not chunk:
-                    raise RuntimeError("fake-e2b exited early")
-                line += chunk
-        _, api, edge = line.decode().split()
-        self.api_port, self.edge_port = int(api), int(edge)
+        super().__init__(flavour, api_key=api_key, extra=("--state-dir", self.state_dir.name, *extra),
+                         deadline=10)
 
     def close(self):
         self.proc.send_signal(signal.SIGTERM)
