@@ -61,15 +61,6 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void iso_time(char out[80], int64_t us)
-{
-	time_t s = (time_t)(us / 1000000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	snprintf(out, 80, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(us % 1000000 / 1000));
-}
-
 /* E2B's build ids are UUIDs; a template here has one build, named from its
  * templateID so that it stays the same from answer to answer. */
 static void build_id(char out[37], const char *template_id)
@@ -307,7 +298,7 @@ static cJSON *template_json(const struct tmpl *t)
 	cJSON *o = cJSON_CreateObject();
 
 	/* Unknown: the time of the answer, as an endless sandbox's endAt. */
-	iso_time(created, t->created_us ? t->created_us : now_us());
+	e2b_iso_time(created, t->created_us ? t->created_us : now_us());
 	build_id(build, t->id);
 	add_common(o, t, created);
 	cJSON_AddStringToObject(o, "buildID", build);
@@ -412,7 +403,7 @@ void h_e2b_template_get(struct request *r)
 
 	if (open_template(r, request_param(r), &t) < 0)
 		return;
-	iso_time(created, t.created_us ? t.created_us : now_us());
+	e2b_iso_time(created, t.created_us ? t.created_us : now_us());
 	build_id(build, t.id);
 	cJSON *o = cJSON_CreateObject(), *builds, *b;
 	add_common(o, &t, created);

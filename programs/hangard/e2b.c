@@ -44,7 +44,7 @@ unsigned e2b_error_status(int code)
 	return code == HANGAR_EGONE ? 404 : error_status(code);
 }
 
-static void iso_time(char out[80], int64_t us)
+void e2b_iso_time(char out[80], int64_t us)
 {
 	time_t s = (time_t)(us / 1000000);
 	struct tm tm;
@@ -148,9 +148,9 @@ static cJSON *sandbox_answer(hangar_sandbox *sb, const struct e2b_record *rec, c
 static void add_listed(cJSON *o, const hangar_sandbox_info *info, const struct e2b_record *rec)
 {
 	char started[80], end[80];
-	iso_time(started, info->created_at_us ? info->created_at_us : now_us());
+	e2b_iso_time(started, info->created_at_us ? info->created_at_us : now_us());
 	/* No end (paused, or no limit): the time of the answer. */
-	iso_time(end, rec->auto_pause && rec->pause_at_us && info->state != HANGAR_SANDBOX_PAUSED ? rec->pause_at_us
+	e2b_iso_time(end, rec->auto_pause && rec->pause_at_us && info->state != HANGAR_SANDBOX_PAUSED ? rec->pause_at_us
 			: info->expires_at_us			 ? info->expires_at_us
 								 : now_us());
 	cJSON_AddStringToObject(o, "templateID", template_of(rec, info));
@@ -1139,7 +1139,7 @@ static int add_sample(const hangar_sandbox_metric *m, void *payload)
 
 	if ((w->start_s && t < w->start_s) || (w->end_s && t > w->end_s))
 		return 0;
-	iso_time(when, m->timestamp_us);
+	e2b_iso_time(when, m->timestamp_us);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "timestamp", when);
 	sjson_add_int64(o, "timestampUnix", t);
@@ -1221,7 +1221,7 @@ static int add_log(const hangar_sandbox_log_entry *e, void *payload)
 		return 0;
 	if (w->cursor_ms >= 0 && (w->backward ? ms > w->cursor_ms : ms < w->cursor_ms))
 		return 0;
-	iso_time(when, e->timestamp_us);
+	e2b_iso_time(when, e->timestamp_us);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "timestamp", when);
 	cJSON_AddStringToObject(o, "message", e->message);

@@ -43,6 +43,8 @@ void e2b_autopause_stop(void);
  * non-zero; that value or 0. */
 int e2b_records_walk(int (*fn)(const char *id, void *payload), void *payload);
 
+/* us (µs since the epoch) as E2B writes times: RFC 3339, UTC, milliseconds. */
+void e2b_iso_time(char out[80], int64_t us);
 /* A sandbox id fit for a path: 1 to 64 of [A-Za-z0-9_-]. */
 int e2b_id_ok(const char *id);
 /* The sandbox's envd and traffic tokens of a generation. */
