@@ -78,6 +78,10 @@ def everything(name):
         out["exit"] = sh(sb, "echo out; echo err >&2; exit 3", user=None)
         r = sb.exec("sleep 30; echo not-killed", timeout=1)
         out["timeout"] = [r.timed_out, r.exit_code, r.stdout.text]
+        # One that ignores the timeout's SIGTERM (its sleep too, inherited): SIGKILL follows.
+        r = sb.exec("trap '' TERM; sleep 30; echo not-killed", timeout=1)
+        out["stubborn"] = [r.timed_out, r.exit_code, r.stdout.text]
+        out["missing"] = sh(sb, "no-such-program-here", user=None)[0]
         out["runtime"] = sh(sb, "cat /proc/self/maps; env", user=None)
         sb.write_file("/workspace/data.bin", data)
         out["read_back"] = sb.read_file("/workspace/data.bin") == data
