@@ -30,6 +30,13 @@
  * redirects are user.overlay.* attributes, which the unpack writes and a
  * tmpfs upper layer keeps (Linux 6.6). The builder is root of that
  * namespace already, so the owners below are its names for them.
+ *
+ * Before 6.6, tmpfs refuses user.* attributes and overlayfs does not
+ * refuse the mount: it warns in the kernel log and goes on without them,
+ * and the sandbox breaks later and obscurely (a directory of the image
+ * removed and made again fails with EIO, as its opaque mark cannot be
+ * written). So the writable layer is asked first, and such a kernel is
+ * refused at create, naming what it lacks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +49,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "jail.h"
@@ -304,6 +313,28 @@ static int mount_layer(const char *path, int userns, const char *dst)
 	return rc;
 }
 
+/* The running kernel's release, for a message. */
+static const char *kernel_release(void)
+{
+	static struct utsname u;
+
+	return uname(&u) == 0 ? u.release : "unknown";
+}
+
+/*
+ * Whether the file system of dir keeps user extended attributes, as
+ * overlayfs's `userxattr` needs of its upper layer: 1, 0 when it has none
+ * (tmpfs before Linux 6.6), or -1 with errno.
+ */
+static int keeps_user_xattrs(const char *dir)
+{
+	static const char name[] = "user.hangar.probe";
+
+	if (setxattr(dir, name, "1", 1, 0) < 0)
+		return errno == EOPNOTSUPP ? 0 : -1;
+	return removexattr(dir, name) < 0 ? -1 : 1;
+}
+
 /*
  * The overlay of n layers at dirs lower[] (bottom first) with upper and
  * work, at merged: "lowerdir+" one layer at a time (Linux 6.8), else the
@@ -352,7 +383,7 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 	/* Inside the namespace already (sub): its own names for the commands' root and user. */
 	struct owners o = { r->sub ? uid_range_top(r) : r->base + uid_range_top(r), r->sub ? 1000 : r->base + 1000 };
 	size_t n = 0;
-	int userns = -1, root, rc;
+	int userns = -1, root, rc, xattrs;
 
 	if (r->sub && !r->image) {
 		say("an unprivileged caller's image sandbox needs its image range");
@@ -388,7 +419,22 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 	snprintf(work, sizeof(work), "%s/rw/work", stage);
 	snprintf(merged, sizeof(merged), "%s/root", stage);
 	if (mkdir(upper, 0755) < 0 || chown(upper, o.root, o.root) < 0 || mkdir(work, 0700) < 0 ||
-	    mkdir(merged, 0755) < 0 || mount_overlay(lower, n, upper, work, merged, r->sub) < 0) {
+	    mkdir(merged, 0755) < 0) {
+		say("cannot make the image's writable root: %s", strerror(errno));
+		return -1;
+	}
+	if (r->sub && (xattrs = keeps_user_xattrs(work)) <= 0) {
+		if (xattrs == 0)
+			say("an unprivileged caller's image sandbox needs user extended attributes on tmpfs, where "
+			    "its writable layer lives (overlayfs with userxattr), which Linux has since 6.6: this "
+			    "kernel (%s) lacks them; on it, this caller has the \"local\" template, and a root "
+			    "caller's image sandboxes do not need them (see hangar(1), Images)",
+			    kernel_release());
+		else
+			say("cannot ask the sandbox's file system for user extended attributes: %s", strerror(errno));
+		return -1;
+	}
+	if (mount_overlay(lower, n, upper, work, merged, r->sub) < 0) {
 		say("cannot make the image's writable root: %s", strerror(errno));
 		return -1;
 	}

@@ -8,6 +8,7 @@ one thing and prints what it saw as JSON on its last line.
   unpriv_caller.py refused PATH NAME     the import of a hostile PATH: its error
   unpriv_caller.py cancel PATH NAME      an import its progress callback cancels: its error
   unpriv_caller.py create NAME           a sandbox of NAME: what it says, or the error
+  unpriv_caller.py everything NAME       commands, files, a terminal, a checkpoint and a session in NAME
   unpriv_caller.py rm NAME               removes the image and collects garbage
 """
 import json
@@ -64,6 +65,69 @@ def probe(name):
     return out
 
 
+def resumed(info):
+    return {hangar.RESUME_HOT: "hot", hangar.RESUME_COLD: "cold"}.get(info.last_resume, str(info.last_resume))
+
+
+def everything(name):
+    """What test_everything_works_in_an_image sees as root, as this caller: each result raw, for the test to judge."""
+    c = ctx()
+    out = {}
+    data = bytes(range(256)) * 64
+    with hangar.Sandbox.create(c, provider="local", template=name, timeout=300) as sb:
+        out["exit"] = sh(sb, "echo out; echo err >&2; exit 3", user=None)
+        r = sb.exec("sleep 30; echo not-killed", timeout=1)
+        out["timeout"] = [r.timed_out, r.exit_code, r.stdout.text]
+        # One that ignores the timeout's SIGTERM (its sleep too, inherited): SIGKILL follows.
+        r = sb.exec("trap '' TERM; sleep 30; echo not-killed", timeout=1)
+        out["stubborn"] = [r.timed_out, r.exit_code, r.stdout.text]
+        out["missing"] = sh(sb, "no-such-program-here", user=None)[0]
+        out["runtime"] = sh(sb, "cat /proc/self/maps; env", user=None)
+        sb.write_file("/workspace/data.bin", data)
+        out["read_back"] = sb.read_file("/workspace/data.bin") == data
+        out["as_seen"] = sh(sb, "wc -c < /workspace/data.bin; stat -c %U /workspace/data.bin", user=None)
+        sb.files.make_dir("/workspace/listed/deeper")
+        sb.write_file("/workspace/listed/a.txt", "alpha\n")
+        out["listed"] = sorted([f.path, f.is_dir, None if f.is_dir else f.bytes] for f in sb.list_files("/workspace/listed"))
+        seen = []
+        p = hangar.Process.start(sb, None, pty=True, cols=80, rows=24, on_output=lambda s, d: seen.append(d))
+        p.write(b"echo pty-$((6*7)); tty; exit\n")
+        p.wait(timeout=30)
+        out["pty"] = b"".join(seen).decode(errors="replace")
+        # A checkpoint of a tree, restored into a second sandbox of the image that lacks it.
+        tree = {"/workspace/w/f": b"kept\n", "/workspace/w/sub/bin": data[::-1], "/workspace/w/sub/empty": b""}
+        for path, content in tree.items():
+            sb.write_file(path, content)
+        sid = "unpriv-" + name.split("/")[1][:6]
+        cp = hangar.Checkpoint.create(sb, workspace="/workspace/w", session_id=sid)
+        with hangar.Sandbox.create(c, provider="local", template=name, timeout=300) as other:
+            out["before_restore"] = other.exists("/workspace/w/f")
+            cp.restore(other, workspace="/workspace/w")
+            out["restored"] = all(other.read_file(path) == content for path, content in tree.items())
+            out["restored_names"] = sorted(f.path for f in other.list_files("/workspace/w", depth=2))
+        cp.delete()
+    # A session: a process left running, parked hot, then suspended and resumed cold.
+    s = hangar.Session.create(c, provider="local", template=name, workspace="/workspace", timeout=300)
+    try:
+        sb = s.sandbox()
+        # The process as its pid, start time and command line (another process may have its pid after a cold resume).
+        sh(sb, "echo state > /workspace/s; sleep 1000 </dev/null >/dev/null 2>&1 & "
+               "echo $! > /workspace/pid; cut -d' ' -f22 /proc/$!/stat > /workspace/start", user=None)
+        same = ("p=$(cat /workspace/pid); test \"$(cut -d' ' -f22 /proc/$p/stat)\" = \"$(cat /workspace/start)\" && "
+                "tr '\\0' ' ' < /proc/$p/cmdline")
+        s.suspend()
+        s.resume()
+        out["hot"] = [resumed(s.info()), s.sandbox().read_file("/workspace/s").decode(),
+                      sh(s.sandbox(), same, user=None)]
+        s.suspend(park=False)
+        s.resume()
+        out["cold"] = [resumed(s.info()), s.sandbox().read_file("/workspace/s").decode(),
+                       sh(s.sandbox(), "cat /etc/hostname >/dev/null && echo ok", user=None)]
+    finally:
+        s.delete()
+    return out
+
+
 def main():
     what = sys.argv[1]
     if what == "import":
@@ -72,6 +136,8 @@ def main():
         result = [digest, seen]
     elif what == "probe":
         result = probe(sys.argv[2])
+    elif what == "everything":
+        result = everything(sys.argv[2])
     elif what == "cancel":
         try:
             # Cancels once bytes of the first layer were unpacked: in the child that unpacks it.
