@@ -294,7 +294,7 @@ typedef struct hangar_exec_result {
 	uint32_t version;
 	uint32_t size;
 	int32_t exit_code;          /**< the command's status; -1 if a signal killed it */
-	int32_t timed_out;          /**< 1 when the in-sandbox timeout stopped it (exit 124) */
+	int32_t timed_out;          /**< 1 when the in-sandbox timeout stopped it (exit 124; SIGKILLed: 137 or -1) */
 	hangar_buf out;             /**< stdout as kept */
 	hangar_buf err;             /**< stderr as kept */
 	uint64_t out_bytes;         /**< stdout bytes produced, kept or not */

@@ -509,8 +509,14 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 		int backstop = !run.ended;
 
 		full.exit_code = backstop ? -1 : run.exit_code;
+		/*
+		 * A command that ignores SIGTERM is killed with SIGKILL once the
+		 * timeout's grace is over: either its shell reports 137, or the
+		 * kill reached the whole process group, the timeout wrapper
+		 * included, and the command ended by the signal itself.
+		 */
 		full.timed_out = backstop || run.exit_code == 124 ||
-				 (run.exit_code == 128 + 9 && clock_mono_ms() - started >= timeout * 1000);
+				 ((run.exit_code == 128 + 9 || run.sigkill) && clock_mono_ms() - started >= timeout * 1000);
 		full.out_bytes = run.out.total;
 		full.err_bytes = run.err.total;
 		full.duration_us = (clock_mono_ms() - started) * 1000;

@@ -122,6 +122,26 @@ START_TEST(exec_timeout_kills)
 }
 END_TEST
 
+/*
+ * A command that ignores SIGTERM outlives the timeout's first signal and
+ * is killed at the end of its grace: still a timed-out command, and gone.
+ */
+START_TEST(exec_timeout_kills_a_stubborn_command)
+{
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	hangar_exec_opts o = HANGAR_EXEC_OPTS_INIT;
+
+	o.timeout_sec = 1;
+	must(run(&r, "trap '' TERM; sleep 37.75; echo survived", &o), "exec");
+	ck_assert_msg(r.timed_out == 1, "exit %d, timed_out %d", r.exit_code, r.timed_out);
+	ck_assert_ptr_null(r.out.ptr ? strstr(r.out.ptr, "survived") : NULL);
+	hangar_exec_result_dispose(&r);
+	must(run(&r, "pgrep -f 'sleep 37\\.75'", NULL), "pgrep");
+	ck_assert_msg(r.exit_code == 1, "still running: %s", r.out.ptr);
+	hangar_exec_result_dispose(&r);
+}
+END_TEST
+
 START_TEST(exec_output_cap)
 {
 	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
@@ -1111,6 +1131,7 @@ static Suite *suite(void)
 	tcase_add_test(t, exec_result);
 	tcase_add_test(t, exec_env_cwd_stdin);
 	tcase_add_test(t, exec_timeout_kills);
+	tcase_add_test(t, exec_timeout_kills_a_stubborn_command);
 	tcase_add_test(t, exec_output_cap);
 	tcase_add_test(t, exec_streams_in_order);
 	tcase_add_test(t, exec_cancel_stops_the_command);
