@@ -60,7 +60,8 @@ class FakeE2B:
 
     def settings(self):
         """The settings that point the e2b provider at this fake."""
-        s = {"HANGAR_E2B_FLAVOR": self.flavour, "HANGAR_E2B_API_URL": self.api_url, "HANGAR_E2B_SANDBOX_URL": self.edge_url}
+        s = {"HANGAR_E2B_FLAVOR": self.flavour, "HANGAR_E2B_API_URL": self.api_url,
+             "HANGAR_E2B_SANDBOX_URL": self.edge_url}
         if self.api_key:
             s["HANGAR_E2B_API_KEY"] = self.api_key
         return s
