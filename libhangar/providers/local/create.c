@@ -511,6 +511,9 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
 	if (rc == 0)
 		rc = make_dir(l, &m, dir, &lock);
+	/* The pool's: hidden from the first moment, so nobody lists a sandbox that is nobody's yet. */
+	if (rc == 0 && !out && local_pool_mark(dir) < 0)
+		rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot mark sandbox %s as the pool's", m.id);
 	if (rc == 0) {
 		/* Where the time goes, step by step (lstate.h); the jail adds its own steps. */
 		timeline = lstate_timeline_open(dir);

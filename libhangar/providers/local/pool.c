@@ -164,6 +164,19 @@ static int under_cap(const struct local *l)
 	return max <= 0 || count_sandboxes(l) < max;
 }
 
+int local_pool_mark(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/pooled", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
 int local_pool_hidden(const char *dir)
 {
 	char path[PATH_MAX];
@@ -443,11 +456,10 @@ static int put(struct local *l, int dfd, const char *id)
 	local_sandbox_dir(dir, sizeof(dir), l, id);
 	/* Should this process have learnt the pooled token, it is changed at the claim. */
 	ltokens_forget(&l->tokens, id);
+	/* Hidden since create_cold() laid it out (local_pool_mark); claimable from now. */
 	snprintf(path, sizeof(path), "%s/pooled", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
+	if (access(path, F_OK) < 0)
 		return -1;
-	close(fd);
 	fd = openat(dfd, id, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;

@@ -35,6 +35,8 @@ struct local;
 int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
 /* Fills the pool for opts's options in a thread of the library, off the caller's path. */
 void local_pool_refill(struct local *l, const struct hangar_create_opts *opts);
+/* Marks sandbox directory dir as the pool's (hidden) as soon as it is laid out: 0, or -1 with errno. */
+int local_pool_mark(const char *dir);
 /* 1 when dir is a sandbox waiting in the pool (not to be listed). */
 int local_pool_hidden(const char *dir);
 /* Makes l->pool: 0, or -1 (out of memory). */
