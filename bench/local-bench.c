@@ -210,7 +210,7 @@ static int collect_id(const hangar_sandbox_info *info, void *payload)
 		l->ids = p;
 		l->cap = cap;
 	}
-	snprintf(l->ids[l->n++], sizeof(l->ids[0]), "%s", info->id);
+	snprintf(l->ids[l->n++], sizeof(l->ids[0]), "%.*s", (int)sizeof(l->ids[0]) - 1, info->id);
 	return 0;
 }
 
