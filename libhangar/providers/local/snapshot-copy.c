@@ -36,6 +36,7 @@ struct link {
 struct lsnap_copy {
 	int top;            /* the destination's top directory */
 	unsigned base, top_id;
+	const struct lsnap_ids *ids; /* NULL: base and top_id say */
 	struct link *links; /* open addressing on ino; n used of cap (a power of two) */
 	size_t n, cap;
 	char rel[PATH_MAX]; /* the directory being copied, relative to top ("" at the top) */
@@ -43,9 +44,22 @@ struct lsnap_copy {
 	size_t msg_size;
 };
 
-/* The id the sandbox's commands saw for host id h: root is base + top, others base + themselves. */
-static unsigned canon(const struct lsnap_copy *c, unsigned h)
+/*
+ * The id written for h (a uid, or a gid when gid): as ids says, else the id
+ * the sandbox's commands saw for host id h: root is base + top, others
+ * base + themselves.
+ */
+static unsigned canon(const struct lsnap_copy *c, unsigned h, int gid)
 {
+	if (c->ids) {
+		const struct lsnap_seg *seg = gid ? c->ids->gid : c->ids->uid;
+		size_t n = gid ? c->ids->ng : c->ids->nu;
+
+		for (size_t i = 0; i < n; i++)
+			if (h >= seg[i].from && h - seg[i].from < seg[i].count)
+				return seg[i].to + (h - seg[i].from);
+		return c->ids->nobody;
+	}
 	if (h == c->base + c->top_id)
 		return 0;
 	if (h > c->base && h < c->base + c->top_id)
@@ -107,7 +121,7 @@ static int set_attrs(const struct lsnap_copy *c, int fd, const struct stat *st)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
-	if (fchown(fd, canon(c, st->st_uid), canon(c, st->st_gid)) < 0 || fchmod(fd, st->st_mode & 07777) < 0 ||
+	if (fchown(fd, canon(c, st->st_uid, 0), canon(c, st->st_gid, 1)) < 0 || fchmod(fd, st->st_mode & 07777) < 0 ||
 	    futimens(fd, ts) < 0)
 		return -errno;
 	return 0;
@@ -244,12 +258,12 @@ static int copy_entry(struct lsnap_copy *c, int sdir, int ddir, const char *name
 			return fail(c, errno, "cannot read link", name);
 		target[n] = '\0';
 		if (symlinkat(target, ddir, name) < 0 ||
-		    fchownat(ddir, name, canon(c, st.st_uid), canon(c, st.st_gid), AT_SYMLINK_NOFOLLOW) < 0)
+		    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0)
 			return fail(c, errno, "cannot make link", name);
 		return 0;
 	case S_IFIFO:
 		if (mknodat(ddir, name, S_IFIFO | 0600, 0) < 0 ||
-		    fchownat(ddir, name, canon(c, st.st_uid), canon(c, st.st_gid), AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fchmodat(ddir, name, st.st_mode & 0777, 0) < 0)
 			return fail(c, errno, "cannot make FIFO", name);
 		return 0;
@@ -286,9 +300,10 @@ static int copy_dir(struct lsnap_copy *c, int sdir, int ddir, int depth)
 	return r;
 }
 
-int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, char *msg, size_t size)
+int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
+			char *msg, size_t size)
 {
-	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .msg = msg, .msg_size = size };
+	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .ids = ids, .msg = msg, .msg_size = size };
 	struct stat st;
 	int d = -1, r;
 

@@ -8,10 +8,12 @@
  * Processes and memory are not kept: a sandbox from a snapshot boots afresh
  * on its files.
  *
- * Only a root caller's sandboxes have them: the children's layers are
- * idmapped mounts into each sandbox's own id range, which only host root
- * makes. local_capabilities() says so, so that a session fork of another
- * caller goes by checkpoint instead.
+ * A root caller's children see the layer through idmapped mounts into each
+ * sandbox's own id range. An unprivileged caller with subordinate ids has
+ * its snapshots owned in its image range instead, and their children run
+ * there (snapshot-sub.c). Other callers (no subordinate ids: every file of
+ * a sandbox is the caller's) have none, and local_capabilities() says so,
+ * so that their session forks go by checkpoint instead.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,7 +60,7 @@ uint64_t local_capabilities(void *state)
 	uint64_t caps = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES;
 
 	(void)state;
-	return geteuid() == 0 ? caps | HANGAR_CAP_SNAPSHOT : caps;
+	return geteuid() == 0 || local_snapshot_sub_ok() ? caps | HANGAR_CAP_SNAPSHOT : caps;
 }
 
 /* The sandbox's host ids from its pid 1's uid_map: "0 BASE COUNT". 0, or -1. */
@@ -135,47 +137,99 @@ static int sandbox_init(int jail_pid)
 	return pid;
 }
 
+/* What copy_all copies, and where it failed. */
+struct copy_job {
+	int root, layer;
+	unsigned base, top;
+	const struct lsnap_ids *ids;
+	size_t tree; /* the tree it failed at */
+};
+
+/* Copies each tree of the sandbox (root) into layer. 0, or -errno with why in msg and the tree in j->tree. */
+static int copy_all(void *arg, char *msg, size_t size)
+{
+	struct copy_job *j = arg;
+	int r = 0;
+
+	msg[0] = '\0';
+	for (j->tree = 0; r == 0 && j->tree < sizeof(trees) / sizeof(trees[0]); j->tree++) {
+		/* The tree's own directory is a mount point, so the sandbox cannot have made it a link. */
+		int src = openat(j->root, trees[j->tree][0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (src < 0) {
+			r = -errno;
+			snprintf(msg, size, "cannot open it: %s", strerror(errno));
+			break;
+		}
+		r = local_snapshot_copy(src, j->layer, trees[j->tree][1], j->base, j->top, j->ids, msg, size);
+		close(src);
+		if (r < 0)
+			break;
+	}
+	return r;
+}
+
+/* copy_all in the child of snapshot-sub.c; the tree it failed at comes back in its message. */
+static int copy_all_sub(void *arg, char *msg, size_t size)
+{
+	struct copy_job *j = arg;
+	char why[400];
+	int r = copy_all(arg, why, sizeof(why));
+
+	if (r < 0)
+		snprintf(msg, size, "/%s: %s", j->tree < sizeof(trees) / sizeof(trees[0]) ? trees[j->tree][0] : "?",
+			 why);
+	return r;
+}
+
 /* Copies the frozen sandbox's trees into tmp/layer. 0, or an error set. */
 static int copy_trees(const char *id, int jail_pid, const char *tmp)
 {
 	char path[PATH_MAX], msg[512];
-	unsigned base = 0, top = 0;
-	int init = sandbox_init(jail_pid), root, layer, r = 0;
+	struct lsnap_sub sub;
+	struct copy_job j = { .root = -1, .layer = -1 };
+	int init = sandbox_init(jail_pid), unpriv = geteuid() != 0, planned = -1, e, r = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/root", init);
-	root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	j.root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (j.root >= 0)
+		planned = unpriv ? local_snapshot_sub_plan(init, &sub, msg, sizeof(msg)) : read_ids(init, &j.base, &j.top);
 	/* Checked after opening: a pid reused since would not be the sandbox's. */
-	if (root < 0 || read_ids(init, &base, &top) < 0 || !lstate_is_jail(jail_pid, id) ||
-	    sandbox_init(jail_pid) != init) {
-		if (root >= 0)
-			close(root);
+	if (j.root < 0 || !lstate_is_jail(jail_pid, id) || sandbox_init(jail_pid) != init || (planned < 0 && !unpriv)) {
+		if (j.root >= 0)
+			close(j.root);
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s ended while its snapshot was taken", id);
 	}
+	if (planned < 0) {
+		close(j.root);
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s cannot be snapshotted: %s", id, msg);
+	}
 	snprintf(path, sizeof(path), "%s/layer", tmp);
-	layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (layer < 0) {
-		close(root);
+	j.layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j.layer < 0) {
+		close(j.root);
 		return hangar_sys_error(HANGAR_EOS, 0, errno, "cannot open %s", path);
 	}
-	for (size_t i = 0; r == 0 && i < sizeof(trees) / sizeof(trees[0]); i++) {
-		/* The tree's own directory is a mount point, so the sandbox cannot have made it a link. */
-		int src = openat(root, trees[i][0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e;
-
-		if (src < 0) {
-			r = hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot open its /%s", id,
-					     trees[i][0]);
-			break;
-		}
-		e = local_snapshot_copy(src, layer, trees[i][1], base, top, msg, sizeof(msg));
-		close(src);
+	if (unpriv) {
+		j.ids = &sub.ids;
+		e = local_snapshot_sub_run(&sub, copy_all_sub, &j, msg, sizeof(msg));
 		if (e < 0)
 			r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
-					     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[i][0],
-					     msg[0] ? msg : strerror(-e));
+					     "local sandbox %s: cannot copy %s into its snapshot", id, msg);
+	} else if ((e = copy_all(&j, msg, sizeof(msg))) < 0) {
+		r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
+				     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[j.tree][0],
+				     msg[0] ? msg : strerror(-e));
 	}
-	close(layer);
-	close(root);
+	close(j.layer);
+	close(j.root);
 	return r;
+}
+
+/* Removes a snapshot's directory, through snapshot-sub.c's child when the caller is not root. 0 or -errno. */
+static int remove_dir(const char *path)
+{
+	return geteuid() == 0 ? lstate_rmtree_at(AT_FDCWD, path) : local_snapshot_sub_rmtree(path);
 }
 
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
@@ -186,10 +240,11 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	int jail_pid = 0, lock = -1, frozen = 0, renamed = 0, r, rc;
 	int64_t t0 = clock_mono_us();
 
-	if (geteuid() != 0)
+	if (geteuid() != 0 && !local_snapshot_sub_ok())
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"local snapshots need a root caller (uid %u cannot map a snapshot's files into "
-					"another sandbox's ids)", (unsigned)geteuid());
+					"local snapshots need a root caller or one with subordinate ids (uid %u has no "
+					"image range in /etc/subuid and /etc/subgid to own a snapshot's files)",
+					(unsigned)geteuid());
 	rc = local_find_alive(l, id, dir, sizeof(dir), &jail_pid);
 	if (rc)
 		return rc;
@@ -201,11 +256,10 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 		local_unlock(lock);
 		return local_meta_failed(id, r);
 	}
-	if (m.image.digest[0] || m.unprivileged) {
+	if (m.image.digest[0]) {
 		rc = hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
 				      "local sandbox %s: snapshots are made of sandboxes of the local template "
-				      "created by root (this one %s)",
-				      id, m.image.digest[0] ? "runs an image" : "was created unprivileged");
+				      "(this one runs an image)", id);
 		goto out;
 	}
 	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
@@ -246,7 +300,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	}
 out:
 	if (rc && tmp[0])
-		lstate_rmtree_at(AT_FDCWD, renamed ? final : tmp);
+		remove_dir(renamed ? final : tmp);
 	local_unlock(lock);
 	lstate_meta_clear(&m);
 	return rc;
@@ -280,9 +334,10 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 	char dir[DIR_MAX], path[PATH_MAX];
 	int network = 0, r;
 
-	if (geteuid() != 0)
+	if (geteuid() != 0 && !local_snapshot_sub_ok())
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"template \"%s\": local sandboxes from snapshots need a root caller", id);
+					"template \"%s\": local sandboxes from snapshots need a root caller or one with "
+					"subordinate ids (an image range in /etc/subuid and /etc/subgid)", id);
 	snap_dir(dir, sizeof(dir), l, "", id);
 	snprintf(path, sizeof(path), "%s/use", dir);
 	img->use_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -317,7 +372,7 @@ int local_snapshot_delete(struct local *l, const char *id)
 					"snapshot %s is in use by a sandbox made from it: kill those first", id);
 	}
 	/* Out of the way first, so that no create finds a half-removed snapshot. */
-	r = rename(dir, gone) < 0 ? -errno : lstate_rmtree_at(AT_FDCWD, gone);
+	r = rename(dir, gone) < 0 ? -errno : remove_dir(gone);
 	close(fd);
 	if (r < 0)
 		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);

@@ -10,7 +10,9 @@
  *                 as long as it lives), exclusively by a deletion
  *   layer/        workspace/, home/, tmp/, root/: the files, owned by the ids the
  *                 sandbox's commands saw (0 is their root, 1000 `user`), which
- *                 each child's jail maps into its own id range (an idmapped mount)
+ *                 each child's jail maps into its own id range (an idmapped mount);
+ *                 an unprivileged caller's are owned in its image range
+ *                 instead, where its children run (snapshot-sub.c)
  *
  * A snapshot is laid out under .new-<snap-id> and renamed into place when
  * complete; a deletion renames it to .del-<snap-id> before removing it.
@@ -46,10 +48,41 @@ int local_snapshot_delete(struct local *l, const char *id);
  * opened O_RDONLY) to name in dst, which must not exist: regular files (holes kept, hard links
  * kept), directories, symbolic links (never followed) and FIFOs (never
  * opened); sockets and devices are left out. Owners are mapped from the
- * sandbox's host ids (base, top: uid_map) to the ids its commands saw.
- * 0, or -errno with why in msg.
+ * sandbox's host ids (base, top: uid_map) to the ids its commands saw, or,
+ * when ids is not NULL, as ids says. 0, or -errno with why in msg.
  */
-int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, char *msg, size_t size);
+struct lsnap_seg {
+	unsigned from, to, count; /* ids from..from+count-1 as the copier sees them are written as to.. */
+};
+struct lsnap_ids {
+	struct lsnap_seg uid[16], gid[16];
+	size_t nu, ng;
+	unsigned nobody; /* what an id of no segment is written as */
+};
+int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
+			char *msg, size_t size);
+
+/*
+ * An unprivileged caller's snapshots (snapshot-sub.c): owned in its image
+ * range, copied and removed by a forked child that is root of a user
+ * namespace mapping the image range (0..1023), the caller (1024) and the
+ * parent's slot (p_*, at 2048; p_count 0: none, the parent runs in the
+ * image range).
+ */
+struct lsnap_sub {
+	unsigned img_uid, img_gid;
+	unsigned p_uid, p_gid, p_count, p_gcount;
+	struct lsnap_ids ids; /* the parent's ids as the child sees them -> the image range's */
+};
+/* 1 when the caller is not root and has an image range (two slots of subordinate ids or more). */
+int local_snapshot_sub_ok(void);
+/* The plan for copying the sandbox whose pid 1 is init. 0, or -1 with why in msg. */
+int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t size);
+/* fn(arg, msg, size) in that child: its result (0 or -errno), and its msg. */
+int local_snapshot_sub_run(const struct lsnap_sub *s, int (*fn)(void *arg, char *msg, size_t size), void *arg,
+			   char *msg, size_t size);
+/* Removes path (a snapshot's directory) in that child. 0 or -errno. */
+int local_snapshot_sub_rmtree(const char *path);
 
 /* The provider's slots (include/hangar/sys/provider.h). */
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);
