@@ -801,6 +801,16 @@ static void unprivileged_body(unsigned img_uid, unsigned img_gid)
 		hangar_sandbox_unref(g);
 		U_CHECK(hangar_snapshot_delete(ctx, "local", id2) == 0, "delete %s", id2);
 	}
+	/* A copy that fails half-way leaves nothing the caller could not remove (checked at the end). */
+	u_must(b, NULL, "cd /tmp; for i in $(seq 1 200); do mkdir d; cd d; done");
+	{
+		hangar_buf none = HANGAR_BUF_INIT;
+
+		U_CHECK(hangar_sandbox_snapshot(&none, b, NULL) == HANGAR_EOS &&
+				strstr(hangar_error_last()->message, "deep"),
+			"a tree too deep");
+	}
+	u_expect(b, NULL, "echo thawed", "thawed");
 	U_CHECK(hangar_snapshot_delete(ctx, "local", id) == HANGAR_EBUSY, "delete while in use");
 	for (hangar_sandbox *x = a; x; x = x == a ? b : x == b ? c : NULL)
 		U_CHECK(hangar_sandbox_kill(x) == 0, "kill");
