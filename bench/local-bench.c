@@ -229,6 +229,7 @@ static void cleanup(void)
 	if (g_ctx) {
 		DIR *d = opendir(g_local);
 		struct dirent *de;
+		char snaps[PATH_MAX];
 
 		hangar_sandbox_list(g_ctx, "local", collect_id, &l);
 		/* The warm pool's sandboxes are not listed: found by their directories. */
@@ -249,6 +250,14 @@ static void cleanup(void)
 			hangar_sandbox_unref(sb);
 		}
 		free(l.ids);
+		/* Through the provider: a caller that is not root cannot remove its snapshots' files itself. */
+		snprintf(snaps, sizeof(snaps), "%s/snapshots", g_local);
+		d = opendir(snaps);
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "snap-", 5))
+				hangar_snapshot_delete(g_ctx, "local", de->d_name);
+		if (d)
+			closedir(d);
 	}
 	if (g_state[0]) {
 		nftw(g_state, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);

@@ -4,7 +4,7 @@
  * read-only layer that sandboxes created from the snapshot start from. Files
  * only: no process, no memory.
  *
- * $HANGAR_STATE_DIR/local/snapshots/<snap-id>/   mode 0700, root's
+ * $HANGAR_STATE_DIR/local/snapshots/<snap-id>/   mode 0700, the caller's
  *   record.json   {"id", "name", "parent", "template", "network", "created_at_us"}
  *   use           flock()ed shared by every sandbox made from it (its jail, for
  *                 as long as it lives), exclusively by a deletion
