@@ -851,6 +851,23 @@ static void unprivileged_fork_body(unsigned img_uid, unsigned img_gid)
 
 	(void)img_uid;
 	(void)img_gid;
+	/* With subordinate ids turned down, the jail runs every sandbox as the caller alone: no snapshots. */
+	{
+		hangar_ctx *off = u_ctx();
+		hangar_provider *p = NULL;
+		hangar_sandbox *none = NULL;
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+
+		U_CHECK(hangar_ctx_set(off, "HANGAR_LOCAL_SUBIDS", "off") == 0 &&
+				hangar_provider_lookup(&p, off, "local") == 0 &&
+				!(hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT),
+			"no HANGAR_CAP_SNAPSHOT with HANGAR_LOCAL_SUBIDS off");
+		o.provider = "local";
+		o.template_id = "snap-0123456789abcdef";
+		U_CHECK(hangar_sandbox_create(&none, off, &o) == HANGAR_EUNSUPPORTED, "a create from a snapshot, ids off");
+		hangar_provider_unref(p);
+		hangar_ctx_unref(off);
+	}
 	co.provider = "local";
 	co.timeout_sec = 300;
 	co.network = HANGAR_NETWORK_OFF;

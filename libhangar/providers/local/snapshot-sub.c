@@ -45,10 +45,14 @@
 #define PARENT_AT (2 * SLOT) /* where the parent's slot is in the helper's namespace */
 #define MAP_LINES 8
 
-int local_snapshot_sub_ok(void)
+int local_snapshot_sub_ok(const struct local *l)
 {
+	const char *set = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_SUBIDS");
 	struct img_subids r;
 
+	/* Off, the jail gives no sandbox subordinate ids (create.c says the same of images). */
+	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
+		return 0;
 	return geteuid() != 0 && img_subids_image(&r) == 0;
 }
 

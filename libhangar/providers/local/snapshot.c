@@ -59,8 +59,7 @@ uint64_t local_capabilities(void *state)
 {
 	uint64_t caps = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES;
 
-	(void)state;
-	return geteuid() == 0 || local_snapshot_sub_ok() ? caps | HANGAR_CAP_SNAPSHOT : caps;
+	return geteuid() == 0 || local_snapshot_sub_ok(state) ? caps | HANGAR_CAP_SNAPSHOT : caps;
 }
 
 /* The sandbox's host ids from its pid 1's uid_map: "0 BASE COUNT". 0, or -1. */
@@ -240,7 +239,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	int jail_pid = 0, lock = -1, frozen = 0, renamed = 0, r, rc;
 	int64_t t0 = clock_mono_us();
 
-	if (geteuid() != 0 && !local_snapshot_sub_ok())
+	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
 					"local snapshots need a root caller or one with subordinate ids (uid %u has no "
 					"image range in /etc/subuid and /etc/subgid to own a snapshot's files)",
@@ -334,7 +333,7 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 	char dir[DIR_MAX], path[PATH_MAX];
 	int network = 0, r;
 
-	if (geteuid() != 0 && !local_snapshot_sub_ok())
+	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
 					"template \"%s\": local sandboxes from snapshots need a root caller or one with "
 					"subordinate ids (an image range in /etc/subuid and /etc/subgid)", id);

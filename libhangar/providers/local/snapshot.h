@@ -74,8 +74,11 @@ struct lsnap_sub {
 	unsigned p_uid, p_gid, p_count, p_gcount;
 	struct lsnap_ids ids; /* the parent's ids as the child sees them -> the image range's */
 };
-/* 1 when the caller is not root and has an image range (two slots of subordinate ids or more). */
-int local_snapshot_sub_ok(void);
+/*
+ * 1 when the caller is not root and has an image range (two slots of
+ * subordinate ids or more), and l's HANGAR_LOCAL_SUBIDS is not off.
+ */
+int local_snapshot_sub_ok(const struct local *l);
 /* The plan for copying the sandbox whose pid 1 is init. 0, or -1 with why in msg. */
 int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t size);
 /* fn(arg, msg, size) in that child: its result (0 or -errno), and its msg. */
