@@ -214,7 +214,7 @@ static int copy_trees(const char *id, int jail_pid, const char *tmp)
 		e = local_snapshot_sub_run(&sub, copy_all_sub, &j, msg, sizeof(msg));
 		if (e < 0)
 			r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
-					     "local sandbox %s: cannot copy %s into its snapshot", id, msg);
+					     "local sandbox %s: cannot copy into its snapshot %s", id, msg);
 	} else if ((e = copy_all(&j, msg, sizeof(msg))) < 0) {
 		r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
 				     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[j.tree][0],
