@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "snapshot.h"
@@ -37,6 +39,7 @@ struct lsnap_copy {
 	int top;            /* the destination's top directory */
 	unsigned base, top_id;
 	const struct lsnap_ids *ids; /* NULL: base and top_id say */
+	int overlay;                 /* an overlayfs upper layer: whiteouts and trusted.overlay.* kept */
 	struct link *links; /* open addressing on ino; n used of cap (a power of two) */
 	size_t n, cap;
 	char rel[PATH_MAX]; /* the directory being copied, relative to top ("" at the top) */
@@ -113,6 +116,33 @@ static int link_add(struct lsnap_copy *c, const struct stat *st, const char *nam
 	s->dev = st->st_dev;
 	s->ino = st->st_ino;
 	c->n++;
+	return 0;
+}
+
+/*
+ * An upper layer's overlayfs attributes (trusted.overlay.*: an opaque
+ * directory, a redirect) from in to out, so that the copy hides and
+ * renames in the layers below it as the original did. 0 or -errno.
+ */
+static int copy_overlay_attrs(const struct lsnap_copy *c, int in, int out)
+{
+	char names[4096], value[4096];
+	ssize_t n;
+
+	if (!c->overlay)
+		return 0;
+	n = flistxattr(in, names, sizeof(names));
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	for (char *name = names; name < names + n; name += strlen(name) + 1) {
+		ssize_t v;
+
+		if (strncmp(name, "trusted.overlay.", 16) != 0)
+			continue;
+		v = fgetxattr(in, name, value, sizeof(value));
+		if (v < 0 || fsetxattr(out, name, value, (size_t)v, 0) < 0)
+			return -errno;
+	}
 	return 0;
 }
 
@@ -195,6 +225,8 @@ static int copy_file(struct lsnap_copy *c, int sdir, int ddir, const char *name,
 		return fail(c, errno, "cannot create", name);
 	}
 	r = copy_data(in, out, now.st_size);
+	if (r == 0)
+		r = copy_overlay_attrs(c, in, out);
 	if (r < 0)
 		fail(c, -r, "cannot copy", name);
 	else if ((r = set_attrs(c, out, &now)) < 0)
@@ -229,6 +261,8 @@ static int copy_subdir(struct lsnap_copy *c, int sdir, int ddir, const char *nam
 	} else {
 		r = copy_dir(c, s, d, depth + 1);
 		c->rel[had] = '\0';
+		if (r == 0 && (r = copy_overlay_attrs(c, s, d)) < 0)
+			fail(c, -r, "cannot copy the overlay attributes of", name);
 		if (r == 0 && (r = set_attrs(c, d, st)) < 0)
 			fail(c, -r, "cannot set the owner of", name);
 	}
@@ -267,6 +301,14 @@ static int copy_entry(struct lsnap_copy *c, int sdir, int ddir, const char *name
 		    fchmodat(ddir, name, st.st_mode & 0777, 0) < 0)
 			return fail(c, errno, "cannot make FIFO", name);
 		return 0;
+	case S_IFCHR:
+		/* An upper layer's whiteout: the file of that name below is deleted. */
+		if (c->overlay && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+			if (mknodat(ddir, name, S_IFCHR | 0, makedev(0, 0)) < 0 ||
+			    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0)
+				return fail(c, errno, "cannot make whiteout", name);
+		}
+		return 0;
 	default:
 		return 0; /* sockets and devices: nothing a new sandbox could use */
 	}
@@ -301,9 +343,10 @@ static int copy_dir(struct lsnap_copy *c, int sdir, int ddir, int depth)
 }
 
 int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
-			char *msg, size_t size)
+			int overlay, char *msg, size_t size)
 {
-	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .ids = ids, .msg = msg, .msg_size = size };
+	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .ids = ids, .overlay = overlay, .msg = msg,
+				.msg_size = size };
 	struct stat st;
 	int d = -1, r;
 
@@ -318,7 +361,8 @@ int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsig
 		return -ENOMEM;
 	if (mkdirat(dst, name, 0700) < 0 || (d = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		r = fail(&c, errno, "cannot make", ".");
-	else if ((r = copy_dir(&c, src, d, 0)) == 0 && (r = set_attrs(&c, d, &st)) < 0)
+	else if ((r = copy_dir(&c, src, d, 0)) == 0 &&
+		 ((r = copy_overlay_attrs(&c, src, d)) < 0 || (r = set_attrs(&c, d, &st)) < 0))
 		fail(&c, -r, "cannot set the owner of", ".");
 	if (d >= 0)
 		close(d);

@@ -90,6 +90,7 @@ static int write_record(const char *dir, const char *id, const char *name, const
 	    cJSON_AddStringToObject(o, "parent", m->id) &&
 	    cJSON_AddStringToObject(o, "template", m->template_id ? m->template_id : "local") &&
 	    cJSON_AddBoolToObject(o, "network", m->network) &&
+	    (!m->image.digest[0] || cJSON_AddStringToObject(o, "image", m->image.digest)) &&
 	    cJSON_AddNumberToObject(o, "created_at_us", (double)clock_wall_us()) && (text = cJSON_Print(o))) {
 		snprintf(path, sizeof(path), "%s/record.json", dir);
 		r = lstate_write_atomic(path, text, strlen(text), 0600);
@@ -139,6 +140,7 @@ static int sandbox_init(int jail_pid)
 /* What copy_all copies, and where it failed. */
 struct copy_job {
 	int root, layer;
+	int upper; /* an image sandbox's writable layer (O_RDONLY); -1: none */
 	unsigned base, top;
 	const struct lsnap_ids *ids;
 	size_t tree; /* the tree it failed at */
@@ -160,12 +162,38 @@ static int copy_all(void *arg, char *msg, size_t size)
 			snprintf(msg, size, "cannot open it: %s", strerror(errno));
 			break;
 		}
-		r = local_snapshot_copy(src, j->layer, trees[j->tree][1], j->base, j->top, j->ids, msg, size);
+		r = local_snapshot_copy(src, j->layer, trees[j->tree][1], j->base, j->top, j->ids, 0, msg, size);
 		close(src);
 		if (r < 0)
 			break;
 	}
+	/* Whiteouts and opaque directories included: the child's overlay must hide what the parent deleted. */
+	if (r == 0 && j->upper >= 0)
+		r = local_snapshot_copy(j->upper, j->layer, "upper", j->base, j->top, j->ids, 1, msg, size);
 	return r;
+}
+
+/* Where the copy of j failed, for its message. */
+static const char *tree_name(const struct copy_job *j)
+{
+	return j->tree < sizeof(trees) / sizeof(trees[0]) ? trees[j->tree][0] : "(the image's writable layer)";
+}
+
+/*
+ * An image sandbox's writable layer: the upper directory of the overlay its
+ * jail built in the stage (hangar-jail's stage.c and image.c), seen through
+ * bwrap, which runs in the stage's mount namespace. Opened O_RDONLY, or -1.
+ */
+static int open_upper(int jail_pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int bwrap = lstate_first_child(jail_pid);
+
+	/* The jail's stage_dir(): /run when the host has it, else /tmp. */
+	snprintf(path, sizeof(path), "/proc/%d/root/%s/rw/upper", bwrap,
+		 stat("/run", &st) == 0 && S_ISDIR(st.st_mode) ? "run" : "tmp");
+	return bwrap > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 }
 
 /* copy_all in the child of snapshot-sub.c; the tree it failed at comes back in its message. */
@@ -176,17 +204,16 @@ static int copy_all_sub(void *arg, char *msg, size_t size)
 	int r = copy_all(arg, why, sizeof(why));
 
 	if (r < 0)
-		snprintf(msg, size, "/%s: %s", j->tree < sizeof(trees) / sizeof(trees[0]) ? trees[j->tree][0] : "?",
-			 why);
+		snprintf(msg, size, "/%s: %s", tree_name(j), why);
 	return r;
 }
 
-/* Copies the frozen sandbox's trees into tmp/layer. 0, or an error set. */
-static int copy_trees(const char *id, int jail_pid, const char *tmp)
+/* Copies the frozen sandbox's trees (image: and its writable layer) into tmp/layer. 0, or an error set. */
+static int copy_trees(const char *id, int jail_pid, int image, const char *tmp)
 {
 	char path[PATH_MAX], msg[512];
 	struct lsnap_sub sub;
-	struct copy_job j = { .root = -1, .layer = -1 };
+	struct copy_job j = { .root = -1, .layer = -1, .upper = -1 };
 	int init = sandbox_init(jail_pid), unpriv = geteuid() != 0, planned = -1, e, r = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/root", init);
@@ -203,10 +230,17 @@ static int copy_trees(const char *id, int jail_pid, const char *tmp)
 		close(j.root);
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s cannot be snapshotted: %s", id, msg);
 	}
+	if (image && (j.upper = open_upper(jail_pid)) < 0) {
+		close(j.root);
+		return hangar_sys_error(HANGAR_EGONE, 0, errno, "local sandbox %s: cannot open its image's writable layer",
+					id);
+	}
 	snprintf(path, sizeof(path), "%s/layer", tmp);
 	j.layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (j.layer < 0) {
 		close(j.root);
+		if (j.upper >= 0)
+			close(j.upper);
 		return hangar_sys_error(HANGAR_EOS, 0, errno, "cannot open %s", path);
 	}
 	if (unpriv) {
@@ -217,11 +251,13 @@ static int copy_trees(const char *id, int jail_pid, const char *tmp)
 					     "local sandbox %s: cannot copy into its snapshot %s", id, msg);
 	} else if ((e = copy_all(&j, msg, sizeof(msg))) < 0) {
 		r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
-				     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[j.tree][0],
+				     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, tree_name(&j),
 				     msg[0] ? msg : strerror(-e));
 	}
 	close(j.layer);
 	close(j.root);
+	if (j.upper >= 0)
+		close(j.upper);
 	return r;
 }
 
@@ -255,10 +291,10 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 		local_unlock(lock);
 		return local_meta_failed(id, r);
 	}
-	if (m.image.digest[0]) {
+	if (m.image.digest[0] && geteuid() != 0) {
 		rc = hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-				      "local sandbox %s: snapshots are made of sandboxes of the local template "
-				      "(this one runs an image)", id);
+				      "local sandbox %s: snapshots of image sandboxes need a root caller (an "
+				      "unprivileged caller's are made of sandboxes of the local template)", id);
 		goto out;
 	}
 	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
@@ -270,7 +306,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 			goto out;
 		frozen = 1;
 	}
-	rc = copy_trees(id, jail_pid, tmp);
+	rc = copy_trees(id, jail_pid, m.image.digest[0] != '\0', tmp);
 	if (frozen) {
 		int trc = local_set_frozen(id, dir, jail_pid, 0);
 
@@ -305,9 +341,10 @@ out:
 	return rc;
 }
 
-/* record.json of snapshot dir: its network. 0, or -errno. */
-static int read_record(const char *dir, int *network)
+/* record.json of snapshot dir: its network, and its image's digest ("" when none) in image. 0, or -errno. */
+static int read_record(const char *dir, int *network, char *image, size_t size)
 {
+	const cJSON *im;
 	char path[PATH_MAX], *text;
 	cJSON *o;
 
@@ -322,6 +359,13 @@ static int read_record(const char *dir, int *network)
 		return -EINVAL;
 	}
 	*network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "network"));
+	im = cJSON_GetObjectItemCaseSensitive(o, "image");
+	if (im && (!cJSON_IsString(im) || strncmp(im->valuestring, "sha256:", 7) != 0 ||
+		   strlen(im->valuestring) >= size)) {
+		cJSON_Delete(o);
+		return -EINVAL;
+	}
+	snprintf(image, size, "%s", im ? im->valuestring : "");
 	cJSON_Delete(o);
 	return 0;
 }
@@ -330,7 +374,7 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 		       struct image_rootfs *img)
 {
 	const char *id = opts->template_id;
-	char dir[DIR_MAX], path[PATH_MAX];
+	char dir[DIR_MAX], path[PATH_MAX], image[80];
 	int network = 0, r;
 
 	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
@@ -345,8 +389,24 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 	/* Shared, and not waited for: an exclusive holder is deleting it. */
 	if (flock(img->use_fd, LOCK_SH | LOCK_NB) < 0)
 		return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno, "snapshot \"%s\" is being deleted", id);
-	if ((r = read_record(dir, &network)) < 0)
+	if ((r = read_record(dir, &network, image, sizeof(image))) < 0)
 		return hangar_sys_error(HANGAR_ENOTFOUND, 0, -r, "snapshot \"%s\" has no valid record.json", id);
+	if (image[0]) {
+		/*
+		 * A snapshot of an image sandbox: the child runs the same image,
+		 * its writable layer the snapshot's upper/ over the image's
+		 * layers. The image's use lock replaces the snapshot's here; the
+		 * jail takes the snapshot's itself, and fails cleanly if a
+		 * deletion came first.
+		 */
+		close(img->use_fd);
+		img->use_fd = -1;
+		if (geteuid() != 0)
+			return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
+						"snapshot \"%s\" is of an image sandbox, which only root makes", id);
+		if ((r = local_find_template(l, image, m, img)) < 0)
+			return r;
+	}
 	if (opts->network != HANGAR_NETWORK_ON && opts->network != HANGAR_NETWORK_OFF)
 		m->network = network;
 	if (!(m->snapshot = strdup(dir)))

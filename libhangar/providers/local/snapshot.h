@@ -5,10 +5,12 @@
  * only: no process, no memory.
  *
  * $HANGAR_STATE_DIR/local/snapshots/<snap-id>/   mode 0700, the caller's
- *   record.json   {"id", "name", "parent", "template", "network", "created_at_us"}
+ *   record.json   {"id", "name", "parent", "template", "network", "created_at_us",
+ *                 "image": the image's digest, for a snapshot of an image sandbox}
  *   use           flock()ed shared by every sandbox made from it (its jail, for
  *                 as long as it lives), exclusively by a deletion
- *   layer/        workspace/, home/, tmp/, root/: the files, owned by the ids the
+ *   layer/        workspace/, home/, tmp/, root/ (and upper/, an image sandbox's
+ *                 writable layer over the image's): the files, owned by the ids the
  *                 sandbox's commands saw (0 is their root, 1000 `user`), which
  *                 each child's jail maps into its own id range (an idmapped mount);
  *                 an unprivileged caller's are owned in its image range
@@ -40,6 +42,11 @@ int local_snapshot_valid_id(const char *id);
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
 		       struct image_rootfs *img);
 
+/*
+ * create.c: the template name ("local", or an image of the store, found,
+ * locked in *img and recorded in m->image). 0, or an error set.
+ */
+int local_find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img);
 /* Deletes snapshot id: 0, HANGAR_EGONE (none), HANGAR_EBUSY (a sandbox uses it) or an error set. */
 int local_snapshot_delete(struct local *l, const char *id);
 
@@ -47,7 +54,10 @@ int local_snapshot_delete(struct local *l, const char *id);
  * Copies the tree of directory src (the sandbox's, through /proc/PID/root,
  * opened O_RDONLY) to name in dst, which must not exist: regular files (holes kept, hard links
  * kept), directories, symbolic links (never followed) and FIFOs (never
- * opened); sockets and devices are left out. Owners are mapped from the
+ * opened); sockets and devices are left out, but with overlay (src is an
+ * overlayfs upper layer) a whiteout (a 0:0 character device) is kept, and
+ * so are the trusted.overlay.* attributes (opaque directories). Owners are
+ * mapped from the
  * sandbox's host ids (base, top: uid_map) to the ids its commands saw, or,
  * when ids is not NULL, as ids says. 0, or -errno with why in msg.
  */
@@ -60,7 +70,7 @@ struct lsnap_ids {
 	unsigned nobody; /* what an id of no segment is written as */
 };
 int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
-			char *msg, size_t size);
+			int overlay, char *msg, size_t size);
 
 /*
  * An unprivileged caller's snapshots (snapshot-sub.c): owned in its image
