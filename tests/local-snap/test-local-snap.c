@@ -547,6 +547,103 @@ START_TEST(session_fork_goes_by_snapshot)
 }
 END_TEST
 
+/*
+ * A busybox image in a store under the state directory (the local-image
+ * suite's mkimage.py, from the host's static busybox), its digest in
+ * digest. 0, or -1: the test skips (no tools, no busybox).
+ */
+static int busybox_image(char *store, size_t ssize, char *digest, size_t dsize)
+{
+	const char *tools = getenv("HANGAR_IMAGE_TOOLS");
+	char cmd[2048];
+	FILE *p;
+	int ok;
+
+	snprintf(store, ssize, "%s/images", state_dir);
+	if (!tools || access("/bin/busybox", X_OK) < 0)
+		return -1;
+	/* No sanitizer runtime in the tools (LD_PRELOAD), as images.py's tool_env() does. */
+	/* Over busybox, a layer of /srv/keep/{a,b} (a directory to replace) and /srv/gone (a file to delete). */
+	snprintf(cmd, sizeof(cmd),
+		 "env -u LD_PRELOAD python3 -c 'import sys, io, tarfile; sys.path.insert(0, sys.argv[1]); import images\n"
+		 "srv = sys.argv[2] + \".srv.tar\"\n"
+		 "with tarfile.open(srv, \"w\") as t:\n"
+		 "    for d in (\"srv\", \"srv/keep\"):\n"
+		 "        i = tarfile.TarInfo(d); i.type, i.mode = tarfile.DIRTYPE, 0o755; t.addfile(i)\n"
+		 "    for f in (\"srv/keep/a\", \"srv/keep/b\", \"srv/gone\"):\n"
+		 "        i = tarfile.TarInfo(f); i.size = 2; t.addfile(i, io.BytesIO(b\"x\\n\"))\n"
+		 "print(images.mkimage(sys.argv[2], \"bb\", {\"Env\": [\"PATH=/bin\"]}, images.busybox_tar(), srv))' "
+		 "'%.900s' '%.200s'",
+		 tools, store);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	ok = fgets(digest, (int)dsize, p) != NULL;
+	if (pclose(p) != 0 || !ok)
+		return -1;
+	digest[strcspn(digest, "\n")] = '\0';
+	return strncmp(digest, "sha256:", 7) == 0 ? 0 : -1;
+}
+
+/*
+ * A root caller's image sandbox: what it wrote anywhere, what it deleted
+ * from the image and a directory it replaced (an opaque one) come back in
+ * every child, over the same image, and a child's writes stay its own.
+ */
+START_TEST(image_sandbox_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1], store[128], digest[128], path[PATH_MAX];
+	struct stat st;
+
+	SKIP_UNLESS_ROOT();
+	if (busybox_image(store, sizeof(store), digest, sizeof(digest)) < 0) {
+		fprintf(stderr, "skipped: no busybox image (HANGAR_IMAGE_TOOLS, /bin/busybox)\n");
+		return;
+	}
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_IMAGE_DIR", store), 0);
+	parent = create_from(ctx, "bb");
+	must(parent, "root",
+	     "set -e; echo added > /etc/added; rm /bin/vi /srv/gone; mkdir -p /opt/d; echo old > /opt/d/old; "
+	     "rm -r /srv/keep; mkdir /srv/keep; echo n > /srv/keep/n; echo ws > /workspace/w");
+	snapshot(parent, id);
+	must(parent, "root", "echo after > /etc/after");
+	/* The image's writable layer is in the snapshot, whiteouts included. */
+	snap_path(path, sizeof(path), id, "/layer/upper/etc/added");
+	ck_assert_int_eq(stat(path, &st), 0);
+	snap_path(path, sizeof(path), id, "/layer/upper/bin/vi");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISCHR(st.st_mode) && st.st_rdev == 0);
+
+	a = create_from(ctx, id);
+	b = create_from(ctx, id);
+	for (hangar_sandbox *c = a; c; c = c == a ? b : NULL) {
+		expect(c, "cat /etc/added /opt/d/old /workspace/w | tr '\\n' ' '", "added old ws ");
+		expect(c, "test ! -e /bin/vi && test ! -e /srv/gone && test ! -e /etc/after && echo gone", "gone");
+		/* The parent's /srv/keep replaced the image's: an opaque directory, its a and b hidden. */
+		expect(c, "ls /srv/keep | tr '\\n' ' '", "n ");
+		expect(c, "ls /bin/busybox", "/bin/busybox"); /* the image below, still there */
+		expect(c, "grep -c '^root:' /etc/group", "1");  /* the jail's entries, written again */
+	}
+	/* A directory replaced in a child hides the snapshot's (opaque); the other child still has it. */
+	must(a, "root", "rm -r /opt/d; mkdir /opt/d; echo new > /opt/d/new; rm /etc/added");
+	expect(a, "ls /opt/d | tr '\\n' ' '; test ! -e /etc/added && echo none", "new none");
+	expect(b, "ls /opt/d | tr '\\n' ' '; cat /etc/added", "old added");
+	expect(parent, "cat /opt/d/old; test ! -e /opt/d/new", "old");
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EBUSY);
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	ck_assert_int_eq(delete_snapshot(ctx, id), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- an unprivileged caller with subordinate ids ------------------------------------ */
 
 #define SUB_SLOT 1024u
@@ -923,6 +1020,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, too_deep_is_refused_cleanly);
 	tcase_add_test(tc, session_fork_goes_by_snapshot);
 	tcase_add_test(tc, not_for_unprivileged_callers);
+	tcase_add_test(tc, image_sandbox_snapshot);
 	tcase_add_test(tc, unprivileged_caller_with_subids);
 	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
 	suite_add_tcase(s, tc);
