@@ -1,5 +1,8 @@
 /*
  * Snapshots of local sandboxes (snapshot.h): taken, used by creates, deleted.
+ * A root caller's image sandbox's writable layer (the overlay's upper
+ * directory in its jail's stage) is copied with its four trees, and its
+ * children run the same image with it below their own.
  *
  * A snapshot is one copy of the sandbox's writable files, made while its
  * processes are frozen so that no file changes half-way; every sandbox made
