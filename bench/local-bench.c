@@ -1675,7 +1675,8 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--forks N] [--image REF]\n"
+		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--forks N]\n"
+		"                   [--image REF]\n"
 		"  -n N            exec round trips per series in b (default 300)\n"
 		"  --creates N     timed create -> first command samples in a (default 50)\n"
 		"  --concurrent N  sandboxes created at once in c (default 100)\n"

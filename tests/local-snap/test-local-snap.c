@@ -565,7 +565,8 @@ static int busybox_image(char *store, size_t ssize, char *digest, size_t dsize)
 	/* No sanitizer runtime in the tools (LD_PRELOAD), as images.py's tool_env() does. */
 	/* Over busybox, a layer of /srv/keep/{a,b} (a directory to replace) and /srv/gone (a file to delete). */
 	snprintf(cmd, sizeof(cmd),
-		 "env -u LD_PRELOAD python3 -c 'import sys, io, tarfile; sys.path.insert(0, sys.argv[1]); import images\n"
+		 "env -u LD_PRELOAD python3 -c 'import sys, io, tarfile\n"
+		 "sys.path.insert(0, sys.argv[1]); import images\n"
 		 "srv = sys.argv[2] + \".srv.tar\"\n"
 		 "with tarfile.open(srv, \"w\") as t:\n"
 		 "    for d in (\"srv\", \"srv/keep\"):\n"
@@ -833,7 +834,7 @@ static void unprivileged_body(unsigned img_uid, unsigned img_gid)
 	snap_path(path, sizeof(path), id, "/layer/workspace/a");
 	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid + 1000 && st.st_gid == img_gid + 1000 && st.st_nlink == 2,
 		"%s: %u:%u, %lu links", path, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned long)st.st_nlink);
-	/* Root's /root: the range's first id's, and closed to the caller as to `user` (the children check its files). */
+	/* Root's /root: the range's first id's, closed to the caller as to `user` (the children check its files). */
 	snap_path(path, sizeof(path), id, "/layer/root");
 	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid && st.st_gid == img_gid && (st.st_mode & 07777) == 0700,
 		"%s: %u:%u %o", path, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode);
@@ -850,7 +851,8 @@ static void unprivileged_body(unsigned img_uid, unsigned img_gid)
 	a = u_create(ctx, id);
 	b = u_create(ctx, id);
 	for (hangar_sandbox *x = a; x; x = x == a ? b : NULL) {
-		u_expect(x, NULL, "cat /workspace/a /workspace/d/e/f ~/h /tmp/t | tr '\\n' ' '", "parent deep home tmp ");
+		u_expect(x, NULL, "cat /workspace/a /workspace/d/e/f ~/h /tmp/t | tr '\\n' ' '",
+			 "parent deep home tmp ");
 		u_expect(x, NULL, "stat -c %U:%G:%h /workspace/a; readlink /workspace/a-sym", "user:user:2");
 		u_expect(x, NULL, "readlink /workspace/a-sym", "a");
 		u_expect(x, NULL, "stat -c %U:%a /workspace/locked /workspace/zero | tr '\\n' ' '", "user:0 root:0 ");
@@ -961,7 +963,8 @@ static void unprivileged_fork_body(unsigned img_uid, unsigned img_gid)
 			"no HANGAR_CAP_SNAPSHOT with HANGAR_LOCAL_SUBIDS off");
 		o.provider = "local";
 		o.template_id = "snap-0123456789abcdef";
-		U_CHECK(hangar_sandbox_create(&none, off, &o) == HANGAR_EUNSUPPORTED, "a create from a snapshot, ids off");
+		U_CHECK(hangar_sandbox_create(&none, off, &o) == HANGAR_EUNSUPPORTED,
+			"a create from a snapshot, ids off");
 		hangar_provider_unref(p);
 		hangar_ctx_unref(off);
 	}

@@ -305,7 +305,8 @@ static int copy_entry(struct lsnap_copy *c, int sdir, int ddir, const char *name
 		/* An upper layer's whiteout: the file of that name below is deleted. */
 		if (c->overlay && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
 			if (mknodat(ddir, name, S_IFCHR | 0, makedev(0, 0)) < 0 ||
-			    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0)
+			    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1),
+				     AT_SYMLINK_NOFOLLOW) < 0)
 				return fail(c, errno, "cannot make whiteout", name);
 		}
 		return 0;

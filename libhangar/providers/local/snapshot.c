@@ -222,7 +222,8 @@ static int copy_trees(const char *id, int jail_pid, int image, const char *tmp)
 	snprintf(path, sizeof(path), "/proc/%d/root", init);
 	j.root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (j.root >= 0)
-		planned = unpriv ? local_snapshot_sub_plan(init, &sub, msg, sizeof(msg)) : read_ids(init, &j.base, &j.top);
+		planned = unpriv ? local_snapshot_sub_plan(init, &sub, msg, sizeof(msg))
+				 : read_ids(init, &j.base, &j.top);
 	/* Checked after opening: a pid reused since would not be the sandbox's. */
 	if (j.root < 0 || !lstate_is_jail(jail_pid, id) || sandbox_init(jail_pid) != init || (planned < 0 && !unpriv)) {
 		if (j.root >= 0)
@@ -231,12 +232,13 @@ static int copy_trees(const char *id, int jail_pid, int image, const char *tmp)
 	}
 	if (planned < 0) {
 		close(j.root);
-		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s cannot be snapshotted: %s", id, msg);
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s cannot be snapshotted: %s", id,
+					msg);
 	}
 	if (image && (j.upper = open_upper(jail_pid)) < 0) {
 		close(j.root);
-		return hangar_sys_error(HANGAR_EGONE, 0, errno, "local sandbox %s: cannot open its image's writable layer",
-					id);
+		return hangar_sys_error(HANGAR_EGONE, 0, errno,
+					"local sandbox %s: cannot open its image's writable layer", id);
 	}
 	snprintf(path, sizeof(path), "%s/layer", tmp);
 	j.layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -382,8 +384,8 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 
 	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"template \"%s\": local sandboxes from snapshots need a root caller or one with "
-					"subordinate ids (an image range in /etc/subuid and /etc/subgid)", id);
+					"template \"%s\": local sandboxes from snapshots need a root caller or one "
+					"with subordinate ids (an image range in /etc/subuid and /etc/subgid)", id);
 	snap_dir(dir, sizeof(dir), l, "", id);
 	snprintf(path, sizeof(path), "%s/use", dir);
 	img->use_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
