@@ -19,8 +19,9 @@
  * namespace with `userxattr`, as image.c mounts an image's.
  *
  * A snapshot of an image sandbox also holds that sandbox's writable layer
- * (upper/, whiteouts and opaque directories kept), which image.c puts
- * between the image's layers and the new sandbox's own.
+ * (upper/, whiteouts and opaque directories kept: user.overlay.* for an
+ * unprivileged caller's, which its userxattr overlay reads), which image.c
+ * puts between the image's layers and the new sandbox's own.
  *
  * The jail holds the snapshot's use lock shared for as long as it lives, so
  * the snapshot cannot be deleted under it.

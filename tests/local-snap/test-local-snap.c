@@ -1008,6 +1008,86 @@ START_TEST(unprivileged_session_fork_goes_by_snapshot)
 }
 END_TEST
 
+static char g_rootfs[128]; /* unprivileged_image_body's rootfs tarball */
+
+static void unprivileged_image_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_image_opts io = HANGAR_IMAGE_OPTS_INIT;
+	hangar_buf digest = HANGAR_BUF_INIT;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1], store[128], path[PATH_MAX];
+	struct stat st;
+
+	snprintf(store, sizeof(store), "%s/images", state_dir);
+	U_CHECK(hangar_ctx_set(ctx, "HANGAR_IMAGE_DIR", store) == 0, "image dir");
+	io.name = "bb";
+	U_CHECK(hangar_image_import(&digest, ctx, g_rootfs, &io) == 0, "import %s", g_rootfs);
+	hangar_buf_dispose(&digest);
+	parent = u_create(ctx, "bb");
+	u_must(parent, "root",
+	       "set -e; echo added > /etc/added; rm /bin/vi /srv/gone; rm -r /srv/keep; mkdir /srv/keep; "
+	       "echo n > /srv/keep/n; echo ws > /workspace/w");
+	u_snapshot(parent, id);
+	/* The writable layer, owned in the image range; its whiteout a 0:0 device. */
+	snap_path(path, sizeof(path), id, "/layer/upper/etc/added");
+	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid && st.st_gid == img_gid, "%s: %u:%u", path,
+		(unsigned)st.st_uid, (unsigned)st.st_gid);
+	snap_path(path, sizeof(path), id, "/layer/upper/srv/gone");
+	U_CHECK(lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == 0, "%s is a whiteout", path);
+	a = u_create(ctx, id);
+	b = u_create(ctx, id);
+	for (hangar_sandbox *x = a; x; x = x == a ? b : NULL) {
+		u_expect(x, NULL, "cat /etc/added /workspace/w | tr '\\n' ' '", "added ws ");
+		u_expect(x, NULL, "test ! -e /bin/vi && test ! -e /srv/gone && echo gone", "gone");
+		u_expect(x, NULL, "ls /srv/keep | tr '\\n' ' '", "n ");
+		u_expect(x, NULL, "stat -c %U /etc/added", "root");
+	}
+	u_must(a, "root", "echo a > /etc/added; echo mine > /srv/keep/a");
+	u_expect(b, NULL, "cat /etc/added; ls /srv/keep | tr '\\n' ' '", "added");
+	u_expect(b, NULL, "ls /srv/keep | tr '\\n' ' '", "n ");
+	for (hangar_sandbox *x = a; x; x = x == a ? b : x == b ? parent : NULL)
+		U_CHECK(hangar_sandbox_kill(x) == 0, "kill");
+	U_CHECK(hangar_snapshot_delete(ctx, "local", id) == 0, "delete %s", id);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+
+/* The same for an unprivileged caller's image sandbox: its writable layer is in its image range already. */
+START_TEST(unprivileged_image_sandbox_snapshot)
+{
+	const char *tools = getenv("HANGAR_IMAGE_TOOLS");
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+	char cmd[2048];
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	if (!tools || access("/bin/busybox", X_OK) < 0) {
+		fprintf(stderr, "skipped: no busybox image (HANGAR_IMAGE_TOOLS, /bin/busybox)\n");
+		return;
+	}
+	/* A rootfs tarball the caller imports itself: busybox and /srv/keep/{a,b}, /srv/gone. */
+	snprintf(g_rootfs, sizeof(g_rootfs), "%s/rootfs.tar", state_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "env -u LD_PRELOAD python3 -c 'import sys, io, shutil, tarfile\n"
+		 "sys.path.insert(0, sys.argv[1]); import images\n"
+		 "shutil.copyfile(images.busybox_tar(), sys.argv[2])\n"
+		 "with tarfile.open(sys.argv[2], \"a\") as t:\n"
+		 "    for d in (\"srv\", \"srv/keep\"):\n"
+		 "        i = tarfile.TarInfo(d); i.type, i.mode = tarfile.DIRTYPE, 0o755; t.addfile(i)\n"
+		 "    for f in (\"srv/keep/a\", \"srv/keep/b\", \"srv/gone\"):\n"
+		 "        i = tarfile.TarInfo(f); i.size = 2; t.addfile(i, io.BytesIO(b\"x\\n\"))' "
+		 "'%.900s' '%.120s' && chmod 644 '%.120s'",
+		 tools, g_rootfs, g_rootfs);
+	ck_assert_int_eq(system(cmd), 0);
+	as_user(pw, unprivileged_image_body, img_uid, img_gid);
+}
+END_TEST
+
 static Suite *snap_suite(void)
 {
 	Suite *s = suite_create("local-snap");
@@ -1026,6 +1106,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, image_sandbox_snapshot);
 	tcase_add_test(tc, unprivileged_caller_with_subids);
 	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
+	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -39,7 +39,7 @@ struct lsnap_copy {
 	int top;            /* the destination's top directory */
 	unsigned base, top_id;
 	const struct lsnap_ids *ids; /* NULL: base and top_id say */
-	int overlay;                 /* an overlayfs upper layer: whiteouts and trusted.overlay.* kept */
+	int overlay;                 /* an upper layer: whiteouts kept, and trusted.overlay.* (1), user.overlay.* (2) */
 	struct link *links; /* open addressing on ino; n used of cap (a power of two) */
 	size_t n, cap;
 	char rel[PATH_MAX]; /* the directory being copied, relative to top ("" at the top) */
@@ -120,12 +120,14 @@ static int link_add(struct lsnap_copy *c, const struct stat *st, const char *nam
 }
 
 /*
- * An upper layer's overlayfs attributes (trusted.overlay.*: an opaque
- * directory, a redirect) from in to out, so that the copy hides and
+ * An upper layer's overlayfs attributes (an opaque directory, a redirect:
+ * trusted.overlay.*, or user.overlay.* for an overlay mounted with
+ * userxattr in a user namespace) from in to out, so that the copy hides and
  * renames in the layers below it as the original did. 0 or -errno.
  */
 static int copy_overlay_attrs(const struct lsnap_copy *c, int in, int out)
 {
+	const char *prefix = c->overlay == 2 ? "user.overlay." : "trusted.overlay.";
 	char names[4096], value[4096];
 	ssize_t n;
 
@@ -137,7 +139,7 @@ static int copy_overlay_attrs(const struct lsnap_copy *c, int in, int out)
 	for (char *name = names; name < names + n; name += strlen(name) + 1) {
 		ssize_t v;
 
-		if (strncmp(name, "trusted.overlay.", 16) != 0)
+		if (strncmp(name, prefix, strlen(prefix)) != 0)
 			continue;
 		v = fgetxattr(in, name, value, sizeof(value));
 		if (v < 0 || fsetxattr(out, name, value, (size_t)v, 0) < 0)

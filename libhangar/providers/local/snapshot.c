@@ -1,8 +1,8 @@
 /*
  * Snapshots of local sandboxes (snapshot.h): taken, used by creates, deleted.
- * A root caller's image sandbox's writable layer (the overlay's upper
- * directory in its jail's stage) is copied with its four trees, and its
- * children run the same image with it below their own.
+ * An image sandbox's writable layer (the overlay's upper directory in its
+ * jail's stage) is copied with its four trees, and its children run the
+ * same image with it below their own.
  *
  * A snapshot is one copy of the sandbox's writable files, made while its
  * processes are frozen so that no file changes half-way; every sandbox made
@@ -143,7 +143,8 @@ static int sandbox_init(int jail_pid)
 /* What copy_all copies, and where it failed. */
 struct copy_job {
 	int root, layer;
-	int upper; /* an image sandbox's writable layer (O_RDONLY); -1: none */
+	int upper;   /* an image sandbox's writable layer (O_RDONLY); -1: none */
+	int overlay; /* its attributes: 1 trusted.overlay.*, 2 user.overlay.* (unprivileged, userxattr) */
 	unsigned base, top;
 	const struct lsnap_ids *ids;
 	size_t tree; /* the tree it failed at */
@@ -172,7 +173,7 @@ static int copy_all(void *arg, char *msg, size_t size)
 	}
 	/* Whiteouts and opaque directories included: the child's overlay must hide what the parent deleted. */
 	if (r == 0 && j->upper >= 0)
-		r = local_snapshot_copy(j->upper, j->layer, "upper", j->base, j->top, j->ids, 1, msg, size);
+		r = local_snapshot_copy(j->upper, j->layer, "upper", j->base, j->top, j->ids, j->overlay, msg, size);
 	return r;
 }
 
@@ -216,8 +217,8 @@ static int copy_trees(const char *id, int jail_pid, int image, const char *tmp)
 {
 	char path[PATH_MAX], msg[512];
 	struct lsnap_sub sub;
-	struct copy_job j = { .root = -1, .layer = -1, .upper = -1 };
 	int init = sandbox_init(jail_pid), unpriv = geteuid() != 0, planned = -1, e, r = 0;
+	struct copy_job j = { .root = -1, .layer = -1, .upper = -1, .overlay = unpriv ? 2 : 1 };
 
 	snprintf(path, sizeof(path), "/proc/%d/root", init);
 	j.root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -295,12 +296,6 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	if ((r = lstate_meta_read(dir, &m)) < 0) {
 		local_unlock(lock);
 		return local_meta_failed(id, r);
-	}
-	if (m.image.digest[0] && geteuid() != 0) {
-		rc = hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-				      "local sandbox %s: snapshots of image sandboxes need a root caller (an "
-				      "unprivileged caller's are made of sandboxes of the local template)", id);
-		goto out;
 	}
 	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot make the directory of a snapshot of %s", id);
@@ -406,9 +401,6 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 		 */
 		close(img->use_fd);
 		img->use_fd = -1;
-		if (geteuid() != 0)
-			return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-						"snapshot \"%s\" is of an image sandbox, which only root makes", id);
 		if ((r = local_find_template(l, image, m, img)) < 0)
 			return r;
 	}

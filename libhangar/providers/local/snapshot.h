@@ -56,7 +56,8 @@ int local_snapshot_delete(struct local *l, const char *id);
  * kept), directories, symbolic links (never followed) and FIFOs (never
  * opened); sockets and devices are left out, but with overlay (src is an
  * overlayfs upper layer) a whiteout (a 0:0 character device) is kept, and
- * so are the trusted.overlay.* attributes (opaque directories). Owners are
+ * so are the trusted.overlay.* attributes (opaque directories), or with
+ * overlay 2 the user.overlay.* ones (an overlay with userxattr). Owners are
  * mapped from the
  * sandbox's host ids (base, top: uid_map) to the ids its commands saw, or,
  * when ids is not NULL, as ids says. 0, or -errno with why in msg.
