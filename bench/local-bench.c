@@ -9,13 +9,17 @@
  *   d. idle memory per sandbox (VmRSS, RssAnon, Pss over its processes)
  *   e. the warm pool: create -> first command from it, and concurrent
  *      creates with a pool as large as their number
+ *   f. a session fork of N on the workspace session-bench uses (a git
+ *      repository of 50 MiB tracked and 300 MiB ignored files): until
+ *      hangar_session_fork() returns, and until each fork has answered a
+ *      command
  *
  * It prints what it measured and never judges a timing. It works in a fresh
  * state directory of its own (HANGAR_STATE_DIR is overridden), kills every
  * sandbox it made and removes the directory before it exits, also on
  * SIGINT, SIGTERM and SIGHUP.
  *
- * usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--image REF]
+ * usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--forks N] [--image REF]
  * Needs HANGAR_ENVD_PATH (and HANGAR_JAIL_PATH in a build tree); run as root.
  * With --image, every sandbox is created from that image of the store
  * (HANGAR_IMAGE_DIR), and a. also times the `local` template beside it.
@@ -59,6 +63,8 @@ struct config {
 	int execs, exec_warmups;       /* b */
 	int concurrent;                /* c */
 	int idle;                      /* d */
+	int forks, fork_runs;          /* f */
+	unsigned tracked_mib, ignored_mib;
 };
 
 static hangar_ctx *g_ctx;
@@ -223,6 +229,7 @@ static void cleanup(void)
 	if (g_ctx) {
 		DIR *d = opendir(g_local);
 		struct dirent *de;
+		char snaps[PATH_MAX];
 
 		hangar_sandbox_list(g_ctx, "local", collect_id, &l);
 		/* The warm pool's sandboxes are not listed: found by their directories. */
@@ -243,6 +250,14 @@ static void cleanup(void)
 			hangar_sandbox_unref(sb);
 		}
 		free(l.ids);
+		/* Through the provider: a caller that is not root cannot remove its snapshots' files itself. */
+		snprintf(snaps, sizeof(snaps), "%s/snapshots", g_local);
+		d = opendir(snaps);
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "snap-", 5))
+				hangar_snapshot_delete(g_ctx, "local", de->d_name);
+		if (d)
+			closedir(d);
 	}
 	if (g_state[0]) {
 		nftw(g_state, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
@@ -1507,17 +1522,168 @@ static void bench_image_disk(int count)
 	free(sb);
 }
 
+/* ---- f: session fork ---------------------------------------------------------------- */
+
+#define FORK_MAX 100
+
+struct forked {
+	int ok, failed, method;
+	hangar_session *s[FORK_MAX];
+	char first[512];
+};
+
+static void on_fork(const hangar_session_fork_result *r, void *payload)
+{
+	struct forked *f = payload;
+
+	f->method = r->method;
+	if (r->error || !r->session || f->ok >= FORK_MAX) {
+		f->failed++;
+		if (!f->first[0])
+			snprintf(f->first, sizeof(f->first), "fork %u: %s (%s)", r->index, r->message ? r->message : "",
+				 hangar_error_name(r->error));
+		return;
+	}
+	f->s[f->ok++] = hangar_session_ref(r->session);
+}
+
+static const char *fork_method(int method)
+{
+	return method == HANGAR_FORK_NATIVE	? "native"
+	       : method == HANGAR_FORK_SNAPSHOT ? "by snapshot"
+	       : method == HANGAR_FORK_CHECKPOINT ? "by checkpoint"
+						  : "no fork made";
+}
+
+/*
+ * The session-bench workspace (its shape, so the figures compare): a git
+ * repository at /workspace of tracked_mib files of 1 MiB committed and
+ * ignored_mib in files of 16 MiB under .venv/, and a process left running.
+ */
+static int fork_workspace(hangar_sandbox *sb, const struct config *cfg)
+{
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	char cmd[2048];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd /workspace; git init -q; git config user.email b@example.org; git config user.name b; "
+		 "printf '.venv/\\n' > .gitignore; mkdir -p src .venv; "
+		 "for i in $(seq 1 %u); do head -c 1048576 /dev/urandom > src/f$i.bin; done; "
+		 "git add -A; git commit -qm tracked; "
+		 "for i in $(seq 1 %u); do head -c 16777216 /dev/urandom > .venv/dep$i.so; done; "
+		 "nohup setsid sleep 100000 </dev/null >/dev/null 2>&1 &",
+		 cfg->tracked_mib, (cfg->ignored_mib + 15) / 16);
+	rc = hangar_sandbox_exec(&res, sb, cmd, NULL);
+	if (rc == 0 && res.exit_code != 0)
+		rc = 1;
+	hangar_exec_result_dispose(&res);
+	return rc;
+}
+
+static void bench_fork(const struct config *cfg)
+{
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+	hangar_sandbox *sb = NULL;
+	double *returned = calloc((size_t)cfg->fork_runs, sizeof(double));
+	double *answered = calloc((size_t)cfg->fork_runs, sizeof(double));
+	int got = 0, fail = 0, method = 0, rc;
+	char first[512] = "", title[256], label[64];
+	struct stats st;
+
+	if (!returned || !answered) {
+		fprintf(stderr, "local-bench: out of memory\n");
+		exit(1);
+	}
+	snprintf(title, sizeof(title),
+		 "f. session fork of %d on a workspace of %u MiB tracked + %u MiB ignored (session-bench's), %d runs",
+		 cfg->forks, cfg->tracked_mib, cfg->ignored_mib, cfg->fork_runs);
+	section(title);
+	co.provider = "local";
+	co.timeout_sec = SANDBOX_LIFETIME_SEC;
+	co.template_id = g_template;
+	so.create = &co;
+	so.workspace = "/workspace";
+	if ((rc = hangar_session_create(&s, g_ctx, &so)) != 0 || (rc = hangar_session_sandbox(&sb, s)) != 0) {
+		note_failure(first, sizeof(first), "session", rc);
+		fail = cfg->fork_runs;
+		goto out;
+	}
+	if ((rc = fork_workspace(sb, cfg)) != 0) {
+		note_failure(first, sizeof(first), rc > 0 ? "the workspace's script exited non-zero" : "exec", rc);
+		fail = cfg->fork_runs;
+		goto out;
+	}
+	for (int run = 0; run < cfg->fork_runs; run++) {
+		struct forked f = { 0 };
+		double t0 = now_ms(), t1;
+		int bad = 0;
+
+		rc = hangar_session_fork(s, (uint32_t)cfg->forks, on_fork, &f);
+		t1 = now_ms();
+		if (rc != 0) {
+			note_failure(first, sizeof(first), "hangar_session_fork", rc);
+			bad = 1;
+		} else if (f.failed) {
+			note_failure(first, sizeof(first), f.first, 0);
+			bad = 1;
+		}
+		method = f.method;
+		/* Each fork answers a command, one after the other, as a caller would use the first it gets. */
+		for (int i = 0; !bad && i < f.ok; i++) {
+			hangar_sandbox *child = NULL;
+
+			if ((rc = hangar_session_sandbox(&child, f.s[i])) != 0 || (rc = exec_true(child)) != 0) {
+				note_failure(first, sizeof(first), child ? exec_failure(rc) : "a fork's sandbox", rc);
+				bad = 1;
+			}
+			hangar_sandbox_unref(child);
+		}
+		if (bad) {
+			fail++;
+		} else {
+			returned[got] = t1 - t0;
+			answered[got++] = now_ms() - t0;
+		}
+		for (int i = 0; i < f.ok; i++) {
+			hangar_session_archive(f.s[i]);
+			hangar_session_unref(f.s[i]);
+		}
+	}
+out:
+	stats_of(returned, (size_t)got, &st);
+	snprintf(label, sizeof(label), "fork of %d: hangar_session_fork", cfg->forks);
+	row(label, &st, fail, "%s%s%s", fork_method(method), first[0] ? "; first failure: " : "", first);
+	stats_of(answered, (size_t)got, &st);
+	snprintf(label, sizeof(label), "fork of %d + each answers `true`", cfg->forks);
+	row(label, &st, fail, "%s", "until the last fork's command returned");
+	if (fail)
+		g_failed = 1;
+	hangar_sandbox_unref(sb);
+	if (s) {
+		hangar_session_delete(s);
+		hangar_session_unref(s);
+	}
+	free(returned);
+	free(answered);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--image REF]\n"
+		"usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--forks N]\n"
+		"                   [--image REF]\n"
 		"  -n N            exec round trips per series in b (default 300)\n"
 		"  --creates N     timed create -> first command samples in a (default 50)\n"
 		"  --concurrent N  sandboxes created at once in c (default 100)\n"
 		"  --idle N        sandboxes measured in d (default 20)\n"
-		"  --quick         small counts everywhere (a 10, b 50, c 10, d 5)\n"
+		"  --forks N       sessions forked at once in f (default 10, at most 100)\n"
+		"  --quick         small counts everywhere (a 10, b 50, c 10, d 5, f 3 forks of\n"
+		"                  a 5 MiB + 32 MiB workspace, once)\n"
 		"  --image REF     create every sandbox from this image of the store (HANGAR_IMAGE_DIR);\n"
 		"                  a. is then run on the `local` template too, to compare\n"
 		"Needs HANGAR_ENVD_PATH and, in a build tree, HANGAR_JAIL_PATH. Run as root.\n");
@@ -1538,8 +1704,8 @@ static int parse_count(const char *s, int *out)
 
 int main(int argc, char **argv)
 {
-	struct config cfg = { 50, 3, 300, 20, 100, 20 };
-	int quick = 0, n = -1, creates = -1, concurrent = -1, idle = -1, rc;
+	struct config cfg = { 50, 3, 300, 20, 100, 20, 10, 3, 50, 300 };
+	int quick = 0, n = -1, creates = -1, concurrent = -1, idle = -1, forks = -1, rc;
 	const char *envd = getenv("HANGAR_ENVD_PATH"), *jail = getenv("HANGAR_JAIL_PATH");
 	pthread_t sigthr;
 	struct utsname u;
@@ -1569,13 +1735,15 @@ int main(int argc, char **argv)
 			target = &concurrent;
 		else if (strcmp(argv[i], "--idle") == 0)
 			target = &idle;
+		else if (strcmp(argv[i], "--forks") == 0)
+			target = &forks;
 		if (!target || parse_count(i + 1 < argc ? argv[++i] : NULL, target) < 0) {
 			usage(stderr);
 			return 2;
 		}
 	}
 	if (quick)
-		cfg = (struct config){ 10, 1, 50, 5, 10, 5 };
+		cfg = (struct config){ 10, 1, 50, 5, 10, 5, 3, 1, 5, 32 };
 	if (n > 0)
 		cfg.execs = n;
 	if (creates > 0)
@@ -1584,6 +1752,12 @@ int main(int argc, char **argv)
 		cfg.concurrent = concurrent;
 	if (idle > 0)
 		cfg.idle = idle;
+	if (forks > 100) {
+		usage(stderr);
+		return 2;
+	}
+	if (forks > 0)
+		cfg.forks = forks;
 	if (!envd || !*envd) {
 		fprintf(stderr, "local-bench: HANGAR_ENVD_PATH is not set\n");
 		usage(stderr);
@@ -1638,6 +1812,7 @@ int main(int argc, char **argv)
 	bench_concurrent(&cfg);
 	bench_idle_memory(&cfg);
 	bench_pool(&cfg);
+	bench_fork(&cfg);
 
 	cleanup();
 	g_ctx = hangar_ctx_unref(g_ctx);

@@ -259,16 +259,20 @@ static int describe_sandbox(struct jail *j)
 	mark("limits");
 	if (inner_fd < 0)
 		goto fail;
-	/* An image sandbox of an unprivileged caller has its image range, not a slot of its own. */
-	if ((j->meta.image.digest[0] ? uid_range_pick_image(j->root, j->id, &j->ids, &uid, &gid)
-				     : uid_range_pick(j->root, j->id, &j->ids, &uid, &gid)) < 0)
+	/*
+	 * An image sandbox of an unprivileged caller has its image range, not a
+	 * slot of its own; so has a sandbox from its snapshot, whose files are
+	 * owned there (snaplayer.c).
+	 */
+	if ((j->meta.image.digest[0] || j->meta.snapshot ? uid_range_pick_image(j->root, j->id, &j->ids, &uid, &gid)
+							 : uid_range_pick(j->root, j->id, &j->ids, &uid, &gid)) < 0)
 		goto fail;
 	mark("ids");
 	if ((seccomp_fd = seccomp_filter_fd()) < 0 || single_uid_network(&j->meta, uid_range_owned(&j->ids)) < 0)
 		goto fail;
 	mark("seccomp");
 	userns = uid_range_owned(&j->ids);
-	if (j->meta.image.digest[0] && (!userns || (j->ids.sub && !j->ids.image))) {
+	if ((j->meta.image.digest[0] || j->meta.snapshot) && (!userns || (j->ids.sub && !j->ids.image))) {
 		/* uid_range_pick_image said why; an image's root needs ids its files can be owned by. */
 		say("sandbox %s: an image's root needs a root caller or subordinate ids", j->id);
 		errno = EPERM;

@@ -415,6 +415,10 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 	}
 	if (userns >= 0)
 		close(userns);
+	/* From a snapshot of an image sandbox: its writable layer above the image's (snaplayer.c mounted it). */
+	if (s->meta->snapshot && n < LMETA_LAYERS_MAX &&
+	    snprintf(lower[n], sizeof(lower[n]), "%s/snapshot/upper", stage) > 0 && access(lower[n], F_OK) == 0)
+		n++;
 	snprintf(upper, sizeof(upper), "%s/rw/upper", stage);
 	snprintf(work, sizeof(work), "%s/rw/work", stage);
 	snprintf(merged, sizeof(merged), "%s/root", stage);

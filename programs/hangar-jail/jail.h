@@ -308,8 +308,10 @@ int snaplayer_hold(const struct lmeta *m);
 /* In the child, before the stage hides anything: the snapshot's layer (O_PATH) in *layer, -1 when none. 0, or -1. */
 int snaplayer_open(const struct jail_spec *s, int *layer);
 /*
- * In the child, as host root, once stage/rw is made: rw's workspace, home,
- * tmp and root as overlays over the snapshot's (layer, which it closes).
+ * In the child, as host root (or root of the sandbox's user namespace, in
+ * an unprivileged caller's image range), once stage/rw is made: rw's
+ * workspace, home, tmp and root as overlays over the snapshot's (layer,
+ * which it closes).
  * Nothing when layer is -1. 0, or -1 said.
  */
 int snaplayer_mount(const struct jail_spec *s, const struct uid_range *r, const char *stage, int layer);

@@ -12,6 +12,17 @@
  * limit and goes with it; another sandbox of the same snapshot sees none
  * of it.
  *
+ * An unprivileged caller's snapshot is owned in its image range already
+ * (libhangar/providers/local/snapshot-sub.c), which the jail gives to every
+ * sandbox made from it as to its image sandboxes: the layer is a plain
+ * read-only bind, and the overlays are mounted inside the sandbox's user
+ * namespace with `userxattr`, as image.c mounts an image's.
+ *
+ * A snapshot of an image sandbox also holds that sandbox's writable layer
+ * (upper/, whiteouts and opaque directories kept: user.overlay.* for an
+ * unprivileged caller's, which its userxattr overlay reads), which image.c
+ * puts between the image's layers and the new sandbox's own.
+ *
  * The jail holds the snapshot's use lock shared for as long as it lives, so
  * the snapshot cannot be deleted under it.
  */
@@ -39,10 +50,6 @@ int snaplayer_hold(const struct lmeta *m)
 
 	if (!m->snapshot)
 		return 0;
-	if (geteuid() != 0) {
-		say("sandbox %s: a sandbox from a snapshot needs a root caller", m->id);
-		return -1;
-	}
 	snprintf(path, sizeof(path), "%s/use", m->snapshot);
 	use_lock = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (use_lock < 0 || flock(use_lock, LOCK_SH | LOCK_NB) < 0) {
@@ -64,12 +71,13 @@ int snaplayer_open(const struct jail_spec *s, int *layer)
 	return *layer < 0 ? -1 : 0;
 }
 
-/* The layer, idmapped with userns and read-only, at dst. 0, or -1 with errno. */
+/* The layer, idmapped with userns (-1: as it is) and read-only, at dst. 0, or -1 with errno. */
 static int mount_idmapped(int layer, int userns, const char *dst)
 {
 	struct mount_attr attr = {
-		.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-		.userns_fd = (uint64_t)userns,
+		.attr_set = (userns >= 0 ? MOUNT_ATTR_IDMAP : 0) | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+			    MOUNT_ATTR_NODEV,
+		.userns_fd = userns >= 0 ? (uint64_t)userns : 0,
 	};
 	int t = open_tree(layer, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH), rc = -1, e;
 
@@ -84,8 +92,11 @@ static int mount_idmapped(int layer, int userns, const char *dst)
 	return rc;
 }
 
-/* rw/name: an overlay of lower/name under an upper layer beside it, which takes rw/name's owner and mode. */
-static int overlay_at(const char *rw, const char *lower, const char *name)
+/*
+ * rw/name: an overlay of lower/name under an upper layer beside it, which
+ * takes rw/name's owner and mode; userxattr inside a user namespace.
+ */
+static int overlay_at(const char *rw, const char *lower, const char *name, int userxattr)
 {
 	char merged[256], upper[256], work[256], opts[1024];
 	struct stat st;
@@ -97,7 +108,8 @@ static int overlay_at(const char *rw, const char *lower, const char *name)
 	if (stat(merged, &st) < 0 || mkdir(upper, 0700) < 0 || chown(upper, st.st_uid, st.st_gid) < 0 ||
 	    chmod(upper, st.st_mode & 07777) < 0 || mkdir(work, 0700) < 0)
 		return -1;
-	snprintf(opts, sizeof(opts), "lowerdir=%.200s/%.16s,upperdir=%s,workdir=%s", lower, name, upper, work);
+	snprintf(opts, sizeof(opts), "lowerdir=%.200s/%.16s,upperdir=%s,workdir=%s%s", lower, name, upper, work,
+		 userxattr ? ",userxattr" : "");
 	return mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts);
 }
 
@@ -109,25 +121,27 @@ int snaplayer_mount(const struct jail_spec *s, const struct uid_range *r, const 
 
 	if (layer < 0)
 		return 0;
-	if (r->sub) {
-		say("sandbox %s: a sandbox from a snapshot needs a root caller", s->meta->id);
+	if (r->sub && !r->image) {
+		say("sandbox %s: a sandbox from an unprivileged caller's snapshot needs its image range", s->meta->id);
 		close(layer);
 		return -1;
 	}
-	userns = uid_range_idmap(r);
+	/* Inside the namespace already (sub): the layer's owners are this sandbox's ids as they are. */
+	userns = r->sub ? -1 : uid_range_idmap(r);
 	snprintf(lower, sizeof(lower), "%s/snapshot", at);
-	if (userns < 0 || mount_idmapped(layer, userns, lower) < 0) {
+	if ((!r->sub && userns < 0) || mount_idmapped(layer, userns, lower) < 0) {
 		say("cannot mount snapshot %s with the sandbox's ids: %s", s->meta->snapshot, strerror(errno));
 		if (userns >= 0)
 			close(userns);
 		close(layer);
 		return -1;
 	}
-	close(userns);
+	if (userns >= 0)
+		close(userns);
 	close(layer);
 	snprintf(rw, sizeof(rw), "%s/rw", at);
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (overlay_at(rw, lower, names[i]) < 0) {
+		if (overlay_at(rw, lower, names[i], r->sub) < 0) {
 			say("cannot put the sandbox's /%s over its snapshot's: %s", names[i], strerror(errno));
 			return -1;
 		}

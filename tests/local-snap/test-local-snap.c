@@ -1,8 +1,9 @@
 /*
  * Snapshots of local sandboxes and sandboxes made from them, end to end:
  * real jails, a real snapshot on disk, children made from it, and a session
- * fork that goes through it. Snapshots need a root caller; every test skips
- * otherwise.
+ * fork that goes through it. The tests run as root (they skip otherwise);
+ * the unprivileged ones fork a child that becomes `user`, whose subordinate
+ * ids (/etc/subuid, /etc/subgid: ./dev test adds them) own its snapshots.
  *
  * The meson test sets HANGAR_ENVD_PATH and HANGAR_JAIL_PATH; each test gets
  * its own HANGAR_STATE_DIR.
@@ -11,8 +12,10 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,8 +438,9 @@ START_TEST(too_deep_is_refused_cleanly)
 END_TEST
 
 /*
- * A caller other than root: no HANGAR_CAP_SNAPSHOT (so its session forks go
- * by checkpoint), and a create from a snapshot is refused, saying why.
+ * A caller other than root without subordinate ids (nobody): no
+ * HANGAR_CAP_SNAPSHOT (so its session forks go by checkpoint), and a create
+ * from a snapshot is refused, saying why.
  */
 START_TEST(not_for_unprivileged_callers)
 {
@@ -466,7 +470,7 @@ START_TEST(not_for_unprivileged_callers)
 		o.provider = "local";
 		o.template_id = "snap-0123456789abcdef";
 		bad |= hangar_sandbox_create(&sb, ctx, &o) != HANGAR_EUNSUPPORTED ? 2 : 0;
-		bad |= !strstr(hangar_error_last()->message, "root") ? 4 : 0;
+		bad |= !strstr(hangar_error_last()->message, "subordinate ids") ? 4 : 0;
 		hangar_provider_unref(p);
 		hangar_ctx_unref(ctx);
 		_exit(bad);
@@ -543,6 +547,547 @@ START_TEST(session_fork_goes_by_snapshot)
 }
 END_TEST
 
+/*
+ * A busybox image in a store under the state directory (the local-image
+ * suite's mkimage.py, from the host's static busybox), its digest in
+ * digest. 0, or -1: the test skips (no tools, no busybox).
+ */
+static int busybox_image(char *store, size_t ssize, char *digest, size_t dsize)
+{
+	const char *tools = getenv("HANGAR_IMAGE_TOOLS");
+	char cmd[2048];
+	FILE *p;
+	int ok;
+
+	snprintf(store, ssize, "%s/images", state_dir);
+	if (!tools || access("/bin/busybox", X_OK) < 0)
+		return -1;
+	/* No sanitizer runtime in the tools (LD_PRELOAD), as images.py's tool_env() does. */
+	/* Over busybox, a layer of /srv/keep/{a,b} (a directory to replace) and /srv/gone (a file to delete). */
+	snprintf(cmd, sizeof(cmd),
+		 "env -u LD_PRELOAD python3 -c 'import sys, io, tarfile\n"
+		 "sys.path.insert(0, sys.argv[1]); import images\n"
+		 "srv = sys.argv[2] + \".srv.tar\"\n"
+		 "with tarfile.open(srv, \"w\") as t:\n"
+		 "    for d in (\"srv\", \"srv/keep\"):\n"
+		 "        i = tarfile.TarInfo(d); i.type, i.mode = tarfile.DIRTYPE, 0o755; t.addfile(i)\n"
+		 "    for f in (\"srv/keep/a\", \"srv/keep/b\", \"srv/gone\"):\n"
+		 "        i = tarfile.TarInfo(f); i.size = 2; t.addfile(i, io.BytesIO(b\"x\\n\"))\n"
+		 "print(images.mkimage(sys.argv[2], \"bb\", {\"Env\": [\"PATH=/bin\"]}, images.busybox_tar(), srv))' "
+		 "'%.900s' '%.200s'",
+		 tools, store);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	ok = fgets(digest, (int)dsize, p) != NULL;
+	if (pclose(p) != 0 || !ok)
+		return -1;
+	digest[strcspn(digest, "\n")] = '\0';
+	return strncmp(digest, "sha256:", 7) == 0 ? 0 : -1;
+}
+
+/*
+ * A root caller's image sandbox: what it wrote anywhere, what it deleted
+ * from the image and a directory it replaced (an opaque one) come back in
+ * every child, over the same image, and a child's writes stay its own.
+ */
+START_TEST(image_sandbox_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1], store[128], digest[128], path[PATH_MAX];
+	struct stat st;
+
+	SKIP_UNLESS_ROOT();
+	if (busybox_image(store, sizeof(store), digest, sizeof(digest)) < 0) {
+		fprintf(stderr, "skipped: no busybox image (HANGAR_IMAGE_TOOLS, /bin/busybox)\n");
+		return;
+	}
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_IMAGE_DIR", store), 0);
+	parent = create_from(ctx, "bb");
+	must(parent, "root",
+	     "set -e; echo added > /etc/added; rm /bin/vi /srv/gone; mkdir -p /opt/d; echo old > /opt/d/old; "
+	     "rm -r /srv/keep; mkdir /srv/keep; echo n > /srv/keep/n; echo ws > /workspace/w");
+	snapshot(parent, id);
+	must(parent, "root", "echo after > /etc/after");
+	/* The image's writable layer is in the snapshot, whiteouts included. */
+	snap_path(path, sizeof(path), id, "/layer/upper/etc/added");
+	ck_assert_int_eq(stat(path, &st), 0);
+	snap_path(path, sizeof(path), id, "/layer/upper/bin/vi");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISCHR(st.st_mode) && st.st_rdev == 0);
+
+	a = create_from(ctx, id);
+	b = create_from(ctx, id);
+	for (hangar_sandbox *c = a; c; c = c == a ? b : NULL) {
+		expect(c, "cat /etc/added /opt/d/old /workspace/w | tr '\\n' ' '", "added old ws ");
+		expect(c, "test ! -e /bin/vi && test ! -e /srv/gone && test ! -e /etc/after && echo gone", "gone");
+		/* The parent's /srv/keep replaced the image's: an opaque directory, its a and b hidden. */
+		expect(c, "ls /srv/keep | tr '\\n' ' '", "n ");
+		expect(c, "ls /bin/busybox", "/bin/busybox"); /* the image below, still there */
+		expect(c, "grep -c '^root:' /etc/group", "1");  /* the jail's entries, written again */
+	}
+	/* A directory replaced in a child hides the snapshot's (opaque); the other child still has it. */
+	must(a, "root", "rm -r /opt/d; mkdir /opt/d; echo new > /opt/d/new; rm /etc/added");
+	expect(a, "ls /opt/d | tr '\\n' ' '; test ! -e /etc/added && echo none", "new none");
+	expect(b, "ls /opt/d | tr '\\n' ' '; cat /etc/added", "old added");
+	expect(parent, "cat /opt/d/old; test ! -e /opt/d/new", "old");
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EBUSY);
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	ck_assert_int_eq(delete_snapshot(ctx, id), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- an unprivileged caller with subordinate ids ------------------------------------ */
+
+#define SUB_SLOT 1024u
+
+/* The first "name:start:count" of user in file with at least min ids. 0, or -1. */
+static int sub_range(const char *file, const struct passwd *pw, unsigned *start, unsigned *count)
+{
+	char line[256], uid[16];
+	FILE *f = fopen(file, "re");
+	int rc = -1;
+
+	snprintf(uid, sizeof(uid), "%u", (unsigned)pw->pw_uid);
+	while (f && rc < 0 && fgets(line, sizeof(line), f)) {
+		char *name = strtok(line, ":"), *a = strtok(NULL, ":"), *b = strtok(NULL, ":\n");
+
+		if (name && a && b && (!strcmp(name, pw->pw_name) || !strcmp(name, uid))) {
+			*start = (unsigned)strtoul(a, NULL, 10);
+			*count = (unsigned)strtoul(b, NULL, 10);
+			rc = *count >= 2 * SUB_SLOT ? 0 : -1;
+		}
+	}
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/*
+ * `user`, when it has two slots of subordinate ids or more, and its image
+ * range's first uid and gid (the last slot, as image/subids.c cuts it).
+ * NULL: the test skips.
+ */
+static const struct passwd *sub_caller(unsigned *img_uid, unsigned *img_gid)
+{
+	const struct passwd *pw = getpwnam("user");
+	unsigned us, uc, gs, gc, slots;
+
+	if (!pw || access("/usr/bin/newuidmap", X_OK) < 0 || sub_range("/etc/subuid", pw, &us, &uc) < 0 ||
+	    sub_range("/etc/subgid", pw, &gs, &gc) < 0) {
+		fprintf(stderr, "skipped: `user` has no usable subordinate ids\n");
+		return NULL;
+	}
+	slots = (uc < gc ? uc : gc) / SUB_SLOT;
+	*img_uid = us + (slots - 1) * SUB_SLOT;
+	*img_gid = gs + (slots - 1) * SUB_SLOT;
+	return pw;
+}
+
+/* In the child that is `user`: a failed check says why and ends it with the line's number. */
+#define U_CHECK(cond, ...)                                                                       \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "line %d: ", __LINE__);                                  \
+			fprintf(stderr, __VA_ARGS__);                                            \
+			fprintf(stderr, " (last error: %s)\n", hangar_error_last()->message);    \
+			_exit(__LINE__ % 250 + 1);                                               \
+		}                                                                                \
+	} while (0)
+
+static hangar_sandbox *u_create(hangar_ctx *ctx, const char *template_id)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	int rc;
+
+	o.provider = "local";
+	o.template_id = template_id;
+	o.timeout_sec = 120;
+	o.network = HANGAR_NETWORK_OFF;
+	rc = hangar_sandbox_create(&sb, ctx, &o);
+	U_CHECK(rc == 0, "create from %s: %d", template_id ? template_id : "local", rc);
+	return sb;
+}
+
+/* cmd as user (NULL: the default): its exit code, its first line in out (when out, at most size). */
+static int u_run(hangar_sandbox *sb, const char *user, const char *cmd, char *out, size_t size)
+{
+	hangar_exec_opts eo = HANGAR_EXEC_OPTS_INIT;
+	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
+	int rc, code;
+
+	eo.user = user;
+	eo.timeout_sec = 60;
+	rc = hangar_sandbox_exec(&r, sb, cmd, &eo);
+	U_CHECK(rc == 0, "exec %s: %d", cmd, rc);
+	code = r.exit_code;
+	if (out) {
+		snprintf(out, size, "%.*s", (int)r.out.size, r.out.ptr ? r.out.ptr : "");
+		out[strcspn(out, "\n")] = '\0';
+	}
+	hangar_exec_result_dispose(&r);
+	return code;
+}
+
+static void u_expect(hangar_sandbox *sb, const char *user, const char *cmd, const char *want)
+{
+	char got[256];
+	int code = u_run(sb, user, cmd, got, sizeof(got));
+
+	U_CHECK(code == 0 && !strcmp(got, want), "%s in %s: exit %d, \"%s\", want \"%s\"", cmd, hangar_sandbox_id(sb),
+		code, got, want);
+}
+
+static void u_must(hangar_sandbox *sb, const char *user, const char *cmd)
+{
+	int code = u_run(sb, user, cmd, NULL, 0);
+
+	U_CHECK(code == 0, "%s in %s: exit %d", cmd, hangar_sandbox_id(sb), code);
+}
+
+static hangar_ctx *u_ctx(void)
+{
+	hangar_ctx *ctx = NULL;
+
+	U_CHECK(hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0 &&
+			hangar_ctx_set(ctx, "HANGAR_DEFAULT_PROVIDER", "local") == 0 &&
+			hangar_ctx_set(ctx, "HANGAR_SECRET_KEY", "local snapshot test key, not a secret") == 0,
+		"context");
+	return ctx;
+}
+
+/* Runs fn as `user` in a child, the state directory its own; fails the test when the child fails. */
+static void as_user(const struct passwd *pw, void (*fn)(unsigned img_uid, unsigned img_gid), unsigned img_uid,
+		    unsigned img_gid)
+{
+	pid_t pid;
+	int status = -1;
+
+	ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+		    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
+			_exit(253);
+		setenv("HOME", pw->pw_dir, 1);
+		fn(img_uid, img_gid);
+		fflush(NULL);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "as `user`: status %d (see its message above)",
+		      status);
+}
+
+static void u_snapshot(hangar_sandbox *sb, char *id)
+{
+	hangar_buf b = HANGAR_BUF_INIT;
+	int rc = hangar_sandbox_snapshot(&b, sb, "test");
+
+	U_CHECK(rc == 0 && b.ptr && strlen(b.ptr) == SNAP_ID_LEN, "snapshot: %d", rc);
+	snprintf(id, SNAP_ID_LEN + 1, "%s", b.ptr);
+	hangar_buf_dispose(&b);
+}
+
+static void unprivileged_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_provider *p = NULL;
+	hangar_sandbox *parent, *a, *b, *c;
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX], outside[128], cmd[1024], pid[64];
+	struct stat st;
+
+	U_CHECK(hangar_provider_lookup(&p, ctx, "local") == 0 &&
+			(hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT),
+		"HANGAR_CAP_SNAPSHOT for a caller with subordinate ids");
+	hangar_provider_unref(p);
+	parent = u_create(ctx, NULL);
+	snprintf(outside, sizeof(outside), "%s/outside", state_dir);
+	U_CHECK(mkdir(outside, 0700) == 0, "mkdir %s", outside);
+	/*
+	 * The files of `user` and of root, one of each that nobody may read (the
+	 * copy reads it all the same), hard and symbolic links, a link to the
+	 * caller's own directory (followed, the copy would write there), a FIFO.
+	 */
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd /workspace; echo parent > a; ln a a-link; ln -s a a-sym; mkdir -p d/e; echo deep > d/e/f; "
+		 "echo locked > locked; chmod 000 locked; echo home > ~/h; echo tmp > /tmp/t; "
+		 "ln -s %s out; mkdir dir; ln -s %s dir/x; mkfifo fifo; head -c 16M /dev/zero > big",
+		 outside, outside);
+	u_must(parent, NULL, cmd);
+	u_must(parent, "root", "echo secret > /root/r; chmod 600 /root/r; mkdir -m 700 /root/d; echo in > /root/d/f; "
+			       "echo zero > /workspace/zero; chmod 0 /workspace/zero");
+	u_snapshot(parent, id);
+
+	/* Owned in the caller's image range as the commands saw them: 0 its first id, `user` its first + 1000. */
+	snap_path(path, sizeof(path), id, "/layer/workspace/a");
+	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid + 1000 && st.st_gid == img_gid + 1000 && st.st_nlink == 2,
+		"%s: %u:%u, %lu links", path, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned long)st.st_nlink);
+	/* Root's /root: the range's first id's, closed to the caller as to `user` (the children check its files). */
+	snap_path(path, sizeof(path), id, "/layer/root");
+	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid && st.st_gid == img_gid && (st.st_mode & 07777) == 0700,
+		"%s: %u:%u %o", path, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode);
+	snap_path(path, sizeof(path), id, "/layer/root/r");
+	U_CHECK(lstat(path, &st) < 0 && errno == EACCES, "the caller reads into root's /root");
+	snap_path(path, sizeof(path), id, "/layer/workspace/zero");
+	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid && (st.st_mode & 07777) == 0, "%s: %u %o", path,
+		(unsigned)st.st_uid, (unsigned)st.st_mode);
+	snap_path(path, sizeof(path), id, "/layer/workspace/out");
+	U_CHECK(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "%s is a link", path);
+	snprintf(path, sizeof(path), "%s/x", outside);
+	U_CHECK(lstat(path, &st) < 0, "nothing written through a link");
+
+	a = u_create(ctx, id);
+	b = u_create(ctx, id);
+	for (hangar_sandbox *x = a; x; x = x == a ? b : NULL) {
+		u_expect(x, NULL, "cat /workspace/a /workspace/d/e/f ~/h /tmp/t | tr '\\n' ' '",
+			 "parent deep home tmp ");
+		u_expect(x, NULL, "stat -c %U:%G:%h /workspace/a; readlink /workspace/a-sym", "user:user:2");
+		u_expect(x, NULL, "readlink /workspace/a-sym", "a");
+		u_expect(x, NULL, "stat -c %U:%a /workspace/locked /workspace/zero | tr '\\n' ' '", "user:0 root:0 ");
+		u_expect(x, NULL, "test -p /workspace/fifo && id -un", "user");
+		U_CHECK(u_run(x, NULL, "cat /root/r", NULL, 0) != 0, "`user` reads root's /root/r");
+		u_expect(x, "root", "cat /root/r /root/d/f /workspace/locked | tr '\\n' ' '", "secret in locked ");
+		u_expect(x, "root", "stat -c %U:%G:%a /root/r /root/d | tr '\\n' ' '", "root:root:600 root:root:700 ");
+		U_CHECK(u_run(x, NULL, "echo x > /workspace/dir/x", NULL, 0) != 0, "a write through a link");
+	}
+	snprintf(path, sizeof(path), "%s/x", outside);
+	U_CHECK(lstat(path, &st) < 0, "nothing written through a link by a child");
+	/* A write in one child: absent in the other, in the parent and in the snapshot. */
+	u_must(a, NULL, "echo a > /workspace/a; echo new > /workspace/only-a; rm /workspace/d/e/f");
+	u_must(a, "root", "echo a > /root/r");
+	u_expect(a, NULL, "cat /workspace/a /workspace/only-a | tr '\\n' ' '", "a new ");
+	u_expect(b, NULL, "test ! -e /workspace/only-a && cat /workspace/a /workspace/d/e/f | tr '\\n' ' '",
+		 "parent deep ");
+	u_expect(b, "root", "cat /root/r", "secret");
+	u_expect(parent, NULL, "test ! -e /workspace/only-a && cat /workspace/a", "parent");
+	snap_path(path, sizeof(path), id, "/layer/workspace/only-a");
+	U_CHECK(lstat(path, &st) < 0, "a child's write in the snapshot");
+	/* The snapshot's 16 MiB are below a child's layer: 20 MiB more fit in 24, 8 more do not. */
+	U_CHECK(hangar_ctx_set(ctx, "HANGAR_LOCAL_DISK_MB", "24") == 0, "disk setting");
+	c = u_create(ctx, id);
+	u_must(c, NULL, "head -c 20M /dev/zero > /workspace/more");
+	U_CHECK(u_run(c, NULL, "head -c 8M /dev/zero > /tmp/over", NULL, 0) != 0, "past the disk limit");
+	U_CHECK(hangar_sandbox_kill(c) == 0, "kill");
+	hangar_sandbox_unref(c);
+	/* The parent's slot goes with it; the snapshot, owned in the image range, stays. */
+	snprintf(pid, sizeof(pid), "%s", hangar_sandbox_id(parent));
+	U_CHECK(hangar_sandbox_kill(parent) == 0, "kill the parent");
+	c = u_create(ctx, id);
+	u_expect(c, NULL, "cat /workspace/a", "parent");
+	/* A child's own snapshot: its ids are the image range already. */
+	u_must(c, NULL, "echo second > /workspace/second");
+	{
+		char id2[SNAP_ID_LEN + 1];
+		hangar_sandbox *g;
+
+		u_snapshot(c, id2);
+		g = u_create(ctx, id2);
+		u_expect(g, NULL, "cat /workspace/a /workspace/second | tr '\\n' ' '", "parent second ");
+		u_expect(g, "root", "cat /root/r", "secret");
+		U_CHECK(hangar_sandbox_kill(g) == 0, "kill");
+		hangar_sandbox_unref(g);
+		U_CHECK(hangar_snapshot_delete(ctx, "local", id2) == 0, "delete %s", id2);
+	}
+	/* A copy that fails half-way leaves nothing the caller could not remove (checked at the end). */
+	u_must(b, NULL, "cd /tmp; for i in $(seq 1 200); do mkdir d; cd d; done");
+	{
+		hangar_buf none = HANGAR_BUF_INIT;
+
+		U_CHECK(hangar_sandbox_snapshot(&none, b, NULL) == HANGAR_EOS &&
+				strstr(hangar_error_last()->message, "deep"),
+			"a tree too deep");
+	}
+	u_expect(b, NULL, "echo thawed", "thawed");
+	U_CHECK(hangar_snapshot_delete(ctx, "local", id) == HANGAR_EBUSY, "delete while in use");
+	for (hangar_sandbox *x = a; x; x = x == a ? b : x == b ? c : NULL)
+		U_CHECK(hangar_sandbox_kill(x) == 0, "kill");
+	/* The caller removes what its image range owns. */
+	U_CHECK(hangar_snapshot_delete(ctx, "local", id) == 0, "delete %s", id);
+	snap_path(path, sizeof(path), id, "");
+	U_CHECK(lstat(path, &st) < 0, "%s is gone", path);
+	snprintf(path, sizeof(path), "%s/local/snapshots", state_dir);
+	U_CHECK(rmdir(path) == 0, "nothing left in %s", path);
+	rmdir(outside);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(c);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+
+START_TEST(unprivileged_caller_with_subids)
+{
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	as_user(pw, unprivileged_body, img_uid, img_gid);
+}
+END_TEST
+
+static void unprivileged_fork_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+	hangar_sandbox *sb = NULL;
+	struct forks f = { 0, 0, 0, { NULL } };
+
+	(void)img_uid;
+	(void)img_gid;
+	/* With subordinate ids turned down, the jail runs every sandbox as the caller alone: no snapshots. */
+	{
+		hangar_ctx *off = u_ctx();
+		hangar_provider *p = NULL;
+		hangar_sandbox *none = NULL;
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+
+		U_CHECK(hangar_ctx_set(off, "HANGAR_LOCAL_SUBIDS", "off") == 0 &&
+				hangar_provider_lookup(&p, off, "local") == 0 &&
+				!(hangar_provider_capabilities(p) & HANGAR_CAP_SNAPSHOT),
+			"no HANGAR_CAP_SNAPSHOT with HANGAR_LOCAL_SUBIDS off");
+		o.provider = "local";
+		o.template_id = "snap-0123456789abcdef";
+		U_CHECK(hangar_sandbox_create(&none, off, &o) == HANGAR_EUNSUPPORTED,
+			"a create from a snapshot, ids off");
+		hangar_provider_unref(p);
+		hangar_ctx_unref(off);
+	}
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	U_CHECK(hangar_session_create(&s, ctx, &so) == 0 && hangar_session_sandbox(&sb, s) == 0, "session");
+	u_must(sb, NULL, "echo from-parent > /workspace/p");
+	U_CHECK(hangar_session_fork(s, 2, on_fork, &f) == 0, "fork");
+	U_CHECK(f.ok == 2 && f.method == HANGAR_FORK_SNAPSHOT, "%d forks by method %d", f.ok, f.method);
+	for (int i = 0; i < f.ok; i++) {
+		hangar_sandbox *x = NULL;
+
+		U_CHECK(hangar_session_sandbox(&x, f.s[i]) == 0, "a fork's sandbox");
+		u_expect(x, NULL, "cat /workspace/p", "from-parent");
+		u_must(x, NULL, "echo child > /workspace/p");
+		hangar_sandbox_unref(x);
+	}
+	u_expect(sb, NULL, "cat /workspace/p", "from-parent");
+	for (int i = 0; i < f.ok; i++) {
+		hangar_session_archive(f.s[i]);
+		hangar_session_unref(f.s[i]);
+	}
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+
+START_TEST(unprivileged_session_fork_goes_by_snapshot)
+{
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	as_user(pw, unprivileged_fork_body, img_uid, img_gid);
+}
+END_TEST
+
+static char g_rootfs[128]; /* unprivileged_image_body's rootfs tarball */
+
+static void unprivileged_image_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_image_opts io = HANGAR_IMAGE_OPTS_INIT;
+	hangar_buf digest = HANGAR_BUF_INIT;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1], store[128], path[PATH_MAX];
+	struct stat st;
+
+	snprintf(store, sizeof(store), "%s/images", state_dir);
+	U_CHECK(hangar_ctx_set(ctx, "HANGAR_IMAGE_DIR", store) == 0, "image dir");
+	io.name = "bb";
+	U_CHECK(hangar_image_import(&digest, ctx, g_rootfs, &io) == 0, "import %s", g_rootfs);
+	hangar_buf_dispose(&digest);
+	parent = u_create(ctx, "bb");
+	u_must(parent, "root",
+	       "set -e; echo added > /etc/added; rm /bin/vi /srv/gone; rm -r /srv/keep; mkdir /srv/keep; "
+	       "echo n > /srv/keep/n; echo ws > /workspace/w");
+	u_snapshot(parent, id);
+	/* The writable layer, owned in the image range; its whiteout a 0:0 device. */
+	snap_path(path, sizeof(path), id, "/layer/upper/etc/added");
+	U_CHECK(lstat(path, &st) == 0 && st.st_uid == img_uid && st.st_gid == img_gid, "%s: %u:%u", path,
+		(unsigned)st.st_uid, (unsigned)st.st_gid);
+	snap_path(path, sizeof(path), id, "/layer/upper/srv/gone");
+	U_CHECK(lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == 0, "%s is a whiteout", path);
+	a = u_create(ctx, id);
+	b = u_create(ctx, id);
+	for (hangar_sandbox *x = a; x; x = x == a ? b : NULL) {
+		u_expect(x, NULL, "cat /etc/added /workspace/w | tr '\\n' ' '", "added ws ");
+		u_expect(x, NULL, "test ! -e /bin/vi && test ! -e /srv/gone && echo gone", "gone");
+		u_expect(x, NULL, "ls /srv/keep | tr '\\n' ' '", "n ");
+		u_expect(x, NULL, "stat -c %U /etc/added", "root");
+	}
+	u_must(a, "root", "echo a > /etc/added; echo mine > /srv/keep/a");
+	u_expect(b, NULL, "cat /etc/added; ls /srv/keep | tr '\\n' ' '", "added");
+	u_expect(b, NULL, "ls /srv/keep | tr '\\n' ' '", "n ");
+	for (hangar_sandbox *x = a; x; x = x == a ? b : x == b ? parent : NULL)
+		U_CHECK(hangar_sandbox_kill(x) == 0, "kill");
+	U_CHECK(hangar_snapshot_delete(ctx, "local", id) == 0, "delete %s", id);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+
+/* The same for an unprivileged caller's image sandbox: its writable layer is in its image range already. */
+START_TEST(unprivileged_image_sandbox_snapshot)
+{
+	const char *tools = getenv("HANGAR_IMAGE_TOOLS");
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+	char cmd[2048];
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	if (!tools || access("/bin/busybox", X_OK) < 0) {
+		fprintf(stderr, "skipped: no busybox image (HANGAR_IMAGE_TOOLS, /bin/busybox)\n");
+		return;
+	}
+	/* A rootfs tarball the caller imports itself: busybox and /srv/keep/{a,b}, /srv/gone. */
+	snprintf(g_rootfs, sizeof(g_rootfs), "%s/rootfs.tar", state_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "env -u LD_PRELOAD python3 -c 'import sys, io, shutil, tarfile\n"
+		 "sys.path.insert(0, sys.argv[1]); import images\n"
+		 "shutil.copyfile(images.busybox_tar(), sys.argv[2])\n"
+		 "with tarfile.open(sys.argv[2], \"a\") as t:\n"
+		 "    for d in (\"srv\", \"srv/keep\"):\n"
+		 "        i = tarfile.TarInfo(d); i.type, i.mode = tarfile.DIRTYPE, 0o755; t.addfile(i)\n"
+		 "    for f in (\"srv/keep/a\", \"srv/keep/b\", \"srv/gone\"):\n"
+		 "        i = tarfile.TarInfo(f); i.size = 2; t.addfile(i, io.BytesIO(b\"x\\n\"))' "
+		 "'%.900s' '%.120s' && chmod 644 '%.120s'",
+		 tools, g_rootfs, g_rootfs);
+	ck_assert_int_eq(system(cmd), 0);
+	as_user(pw, unprivileged_image_body, img_uid, img_gid);
+}
+END_TEST
+
 static Suite *snap_suite(void)
 {
 	Suite *s = suite_create("local-snap");
@@ -558,6 +1103,10 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, too_deep_is_refused_cleanly);
 	tcase_add_test(tc, session_fork_goes_by_snapshot);
 	tcase_add_test(tc, not_for_unprivileged_callers);
+	tcase_add_test(tc, image_sandbox_snapshot);
+	tcase_add_test(tc, unprivileged_caller_with_subids);
+	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
+	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
 	suite_add_tcase(s, tc);
 	return s;
 }

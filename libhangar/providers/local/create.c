@@ -299,7 +299,7 @@ static char **strv_dup(char *const *v)
  * once the jail holds the lock itself) and recorded in m->image. 0, or an
  * error set.
  */
-static int find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img)
+int local_find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img)
 {
 	struct lmeta_image *im = &m->image;
 	char user[256];
@@ -382,7 +382,7 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 					"as Debian has it)",
 					(unsigned)geteuid());
 	r = local_snapshot_valid_id(opts->template_id) ? local_snapshot_use(l, opts, m, img)
-						       : find_template(l, opts->template_id, m, img);
+						       : local_find_template(l, opts->template_id, m, img);
 	if (r < 0)
 		return r;
 	m->template_id = strdup(opts->template_id && *opts->template_id ? opts->template_id : "local");

@@ -314,7 +314,7 @@ const struct hangar_provider_ops local_provider_ops = {
 	.version = HANGAR_PROVIDER_OPS_VERSION,
 	.size = sizeof(struct hangar_provider_ops),
 	.name = "local",
-	/* Snapshots for a root caller only: local_capabilities() (snapshot.c). */
+	/* Snapshots for root and callers with subordinate ids only: local_capabilities() (snapshot.c). */
 	.capabilities = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES |
 			HANGAR_CAP_SNAPSHOT,
 	.init = local_init,

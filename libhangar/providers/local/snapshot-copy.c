@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "snapshot.h"
@@ -36,6 +38,8 @@ struct link {
 struct lsnap_copy {
 	int top;            /* the destination's top directory */
 	unsigned base, top_id;
+	const struct lsnap_ids *ids; /* NULL: base and top_id say */
+	int overlay;                 /* an upper layer: whiteouts kept, and trusted.overlay.* (1), user.overlay.* (2) */
 	struct link *links; /* open addressing on ino; n used of cap (a power of two) */
 	size_t n, cap;
 	char rel[PATH_MAX]; /* the directory being copied, relative to top ("" at the top) */
@@ -43,9 +47,22 @@ struct lsnap_copy {
 	size_t msg_size;
 };
 
-/* The id the sandbox's commands saw for host id h: root is base + top, others base + themselves. */
-static unsigned canon(const struct lsnap_copy *c, unsigned h)
+/*
+ * The id written for h (a uid, or a gid when gid): as ids says, else the id
+ * the sandbox's commands saw for host id h: root is base + top, others
+ * base + themselves.
+ */
+static unsigned canon(const struct lsnap_copy *c, unsigned h, int gid)
 {
+	if (c->ids) {
+		const struct lsnap_seg *seg = gid ? c->ids->gid : c->ids->uid;
+		size_t n = gid ? c->ids->ng : c->ids->nu;
+
+		for (size_t i = 0; i < n; i++)
+			if (h >= seg[i].from && h - seg[i].from < seg[i].count)
+				return seg[i].to + (h - seg[i].from);
+		return c->ids->nobody;
+	}
 	if (h == c->base + c->top_id)
 		return 0;
 	if (h > c->base && h < c->base + c->top_id)
@@ -102,12 +119,41 @@ static int link_add(struct lsnap_copy *c, const struct stat *st, const char *nam
 	return 0;
 }
 
+/*
+ * An upper layer's overlayfs attributes (an opaque directory, a redirect:
+ * trusted.overlay.*, or user.overlay.* for an overlay mounted with
+ * userxattr in a user namespace) from in to out, so that the copy hides and
+ * renames in the layers below it as the original did. 0 or -errno.
+ */
+static int copy_overlay_attrs(const struct lsnap_copy *c, int in, int out)
+{
+	const char *prefix = c->overlay == 2 ? "user.overlay." : "trusted.overlay.";
+	char names[4096], value[4096];
+	ssize_t n;
+
+	if (!c->overlay)
+		return 0;
+	n = flistxattr(in, names, sizeof(names));
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	for (char *name = names; name < names + n; name += strlen(name) + 1) {
+		ssize_t v;
+
+		if (strncmp(name, prefix, strlen(prefix)) != 0)
+			continue;
+		v = fgetxattr(in, name, value, sizeof(value));
+		if (v < 0 || fsetxattr(out, name, value, (size_t)v, 0) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
 /* Owner, mode and times of the copy fd as the source's st says. */
 static int set_attrs(const struct lsnap_copy *c, int fd, const struct stat *st)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
-	if (fchown(fd, canon(c, st->st_uid), canon(c, st->st_gid)) < 0 || fchmod(fd, st->st_mode & 07777) < 0 ||
+	if (fchown(fd, canon(c, st->st_uid, 0), canon(c, st->st_gid, 1)) < 0 || fchmod(fd, st->st_mode & 07777) < 0 ||
 	    futimens(fd, ts) < 0)
 		return -errno;
 	return 0;
@@ -181,6 +227,8 @@ static int copy_file(struct lsnap_copy *c, int sdir, int ddir, const char *name,
 		return fail(c, errno, "cannot create", name);
 	}
 	r = copy_data(in, out, now.st_size);
+	if (r == 0)
+		r = copy_overlay_attrs(c, in, out);
 	if (r < 0)
 		fail(c, -r, "cannot copy", name);
 	else if ((r = set_attrs(c, out, &now)) < 0)
@@ -215,6 +263,8 @@ static int copy_subdir(struct lsnap_copy *c, int sdir, int ddir, const char *nam
 	} else {
 		r = copy_dir(c, s, d, depth + 1);
 		c->rel[had] = '\0';
+		if (r == 0 && (r = copy_overlay_attrs(c, s, d)) < 0)
+			fail(c, -r, "cannot copy the overlay attributes of", name);
 		if (r == 0 && (r = set_attrs(c, d, st)) < 0)
 			fail(c, -r, "cannot set the owner of", name);
 	}
@@ -244,14 +294,23 @@ static int copy_entry(struct lsnap_copy *c, int sdir, int ddir, const char *name
 			return fail(c, errno, "cannot read link", name);
 		target[n] = '\0';
 		if (symlinkat(target, ddir, name) < 0 ||
-		    fchownat(ddir, name, canon(c, st.st_uid), canon(c, st.st_gid), AT_SYMLINK_NOFOLLOW) < 0)
+		    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0)
 			return fail(c, errno, "cannot make link", name);
 		return 0;
 	case S_IFIFO:
 		if (mknodat(ddir, name, S_IFIFO | 0600, 0) < 0 ||
-		    fchownat(ddir, name, canon(c, st.st_uid), canon(c, st.st_gid), AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1), AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fchmodat(ddir, name, st.st_mode & 0777, 0) < 0)
 			return fail(c, errno, "cannot make FIFO", name);
+		return 0;
+	case S_IFCHR:
+		/* An upper layer's whiteout: the file of that name below is deleted. */
+		if (c->overlay && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+			if (mknodat(ddir, name, S_IFCHR | 0, makedev(0, 0)) < 0 ||
+			    fchownat(ddir, name, canon(c, st.st_uid, 0), canon(c, st.st_gid, 1),
+				     AT_SYMLINK_NOFOLLOW) < 0)
+				return fail(c, errno, "cannot make whiteout", name);
+		}
 		return 0;
 	default:
 		return 0; /* sockets and devices: nothing a new sandbox could use */
@@ -286,9 +345,11 @@ static int copy_dir(struct lsnap_copy *c, int sdir, int ddir, int depth)
 	return r;
 }
 
-int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, char *msg, size_t size)
+int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
+			int overlay, char *msg, size_t size)
 {
-	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .msg = msg, .msg_size = size };
+	struct lsnap_copy c = { .top = dst, .base = base, .top_id = top, .ids = ids, .overlay = overlay, .msg = msg,
+				.msg_size = size };
 	struct stat st;
 	int d = -1, r;
 
@@ -303,7 +364,8 @@ int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsig
 		return -ENOMEM;
 	if (mkdirat(dst, name, 0700) < 0 || (d = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		r = fail(&c, errno, "cannot make", ".");
-	else if ((r = copy_dir(&c, src, d, 0)) == 0 && (r = set_attrs(&c, d, &st)) < 0)
+	else if ((r = copy_dir(&c, src, d, 0)) == 0 &&
+		 ((r = copy_overlay_attrs(&c, src, d)) < 0 || (r = set_attrs(&c, d, &st)) < 0))
 		fail(&c, -r, "cannot set the owner of", ".");
 	if (d >= 0)
 		close(d);

@@ -1,5 +1,8 @@
 /*
  * Snapshots of local sandboxes (snapshot.h): taken, used by creates, deleted.
+ * An image sandbox's writable layer (the overlay's upper directory in its
+ * jail's stage) is copied with its four trees, and its children run the
+ * same image with it below their own.
  *
  * A snapshot is one copy of the sandbox's writable files, made while its
  * processes are frozen so that no file changes half-way; every sandbox made
@@ -8,10 +11,12 @@
  * Processes and memory are not kept: a sandbox from a snapshot boots afresh
  * on its files.
  *
- * Only a root caller's sandboxes have them: the children's layers are
- * idmapped mounts into each sandbox's own id range, which only host root
- * makes. local_capabilities() says so, so that a session fork of another
- * caller goes by checkpoint instead.
+ * A root caller's children see the layer through idmapped mounts into each
+ * sandbox's own id range. An unprivileged caller with subordinate ids has
+ * its snapshots owned in its image range instead, and their children run
+ * there (snapshot-sub.c). Other callers (no subordinate ids: every file of
+ * a sandbox is the caller's) have none, and local_capabilities() says so,
+ * so that their session forks go by checkpoint instead.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,8 +62,7 @@ uint64_t local_capabilities(void *state)
 {
 	uint64_t caps = HANGAR_CAP_PAUSE | HANGAR_CAP_HOT_RESUME | HANGAR_CAP_PTY | HANGAR_CAP_IMAGES;
 
-	(void)state;
-	return geteuid() == 0 ? caps | HANGAR_CAP_SNAPSHOT : caps;
+	return geteuid() == 0 || local_snapshot_sub_ok(state) ? caps | HANGAR_CAP_SNAPSHOT : caps;
 }
 
 /* The sandbox's host ids from its pid 1's uid_map: "0 BASE COUNT". 0, or -1. */
@@ -89,6 +93,7 @@ static int write_record(const char *dir, const char *id, const char *name, const
 	    cJSON_AddStringToObject(o, "parent", m->id) &&
 	    cJSON_AddStringToObject(o, "template", m->template_id ? m->template_id : "local") &&
 	    cJSON_AddBoolToObject(o, "network", m->network) &&
+	    (!m->image.digest[0] || cJSON_AddStringToObject(o, "image", m->image.digest)) &&
 	    cJSON_AddNumberToObject(o, "created_at_us", (double)clock_wall_us()) && (text = cJSON_Print(o))) {
 		snprintf(path, sizeof(path), "%s/record.json", dir);
 		r = lstate_write_atomic(path, text, strlen(text), 0600);
@@ -135,47 +140,137 @@ static int sandbox_init(int jail_pid)
 	return pid;
 }
 
-/* Copies the frozen sandbox's trees into tmp/layer. 0, or an error set. */
-static int copy_trees(const char *id, int jail_pid, const char *tmp)
-{
-	char path[PATH_MAX], msg[512];
-	unsigned base = 0, top = 0;
-	int init = sandbox_init(jail_pid), root, layer, r = 0;
+/* What copy_all copies, and where it failed. */
+struct copy_job {
+	int root, layer;
+	int upper;   /* an image sandbox's writable layer (O_RDONLY); -1: none */
+	int overlay; /* its attributes: 1 trusted.overlay.*, 2 user.overlay.* (unprivileged, userxattr) */
+	unsigned base, top;
+	const struct lsnap_ids *ids;
+	size_t tree; /* the tree it failed at */
+};
 
-	snprintf(path, sizeof(path), "/proc/%d/root", init);
-	root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-	/* Checked after opening: a pid reused since would not be the sandbox's. */
-	if (root < 0 || read_ids(init, &base, &top) < 0 || !lstate_is_jail(jail_pid, id) ||
-	    sandbox_init(jail_pid) != init) {
-		if (root >= 0)
-			close(root);
-		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s ended while its snapshot was taken", id);
-	}
-	snprintf(path, sizeof(path), "%s/layer", tmp);
-	layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (layer < 0) {
-		close(root);
-		return hangar_sys_error(HANGAR_EOS, 0, errno, "cannot open %s", path);
-	}
-	for (size_t i = 0; r == 0 && i < sizeof(trees) / sizeof(trees[0]); i++) {
+/* Copies each tree of the sandbox (root) into layer. 0, or -errno with why in msg and the tree in j->tree. */
+static int copy_all(void *arg, char *msg, size_t size)
+{
+	struct copy_job *j = arg;
+	int r = 0;
+
+	msg[0] = '\0';
+	for (j->tree = 0; r == 0 && j->tree < sizeof(trees) / sizeof(trees[0]); j->tree++) {
 		/* The tree's own directory is a mount point, so the sandbox cannot have made it a link. */
-		int src = openat(root, trees[i][0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e;
+		int src = openat(j->root, trees[j->tree][0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (src < 0) {
-			r = hangar_sys_error(HANGAR_EOS, 0, errno, "local sandbox %s: cannot open its /%s", id,
-					     trees[i][0]);
+			r = -errno;
+			snprintf(msg, size, "cannot open it: %s", strerror(errno));
 			break;
 		}
-		e = local_snapshot_copy(src, layer, trees[i][1], base, top, msg, sizeof(msg));
+		r = local_snapshot_copy(src, j->layer, trees[j->tree][1], j->base, j->top, j->ids, 0, msg, size);
 		close(src);
+		if (r < 0)
+			break;
+	}
+	/* Whiteouts and opaque directories included: the child's overlay must hide what the parent deleted. */
+	if (r == 0 && j->upper >= 0)
+		r = local_snapshot_copy(j->upper, j->layer, "upper", j->base, j->top, j->ids, j->overlay, msg, size);
+	return r;
+}
+
+/* Where the copy of j failed, for its message. */
+static const char *tree_name(const struct copy_job *j)
+{
+	return j->tree < sizeof(trees) / sizeof(trees[0]) ? trees[j->tree][0] : "(the image's writable layer)";
+}
+
+/*
+ * An image sandbox's writable layer: the upper directory of the overlay its
+ * jail built in the stage (hangar-jail's stage.c and image.c), seen through
+ * bwrap, which runs in the stage's mount namespace. Opened O_RDONLY, or -1.
+ */
+static int open_upper(int jail_pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int bwrap = lstate_first_child(jail_pid);
+
+	/* The jail's stage_dir(): /run when the host has it, else /tmp. */
+	snprintf(path, sizeof(path), "/proc/%d/root/%s/rw/upper", bwrap,
+		 stat("/run", &st) == 0 && S_ISDIR(st.st_mode) ? "run" : "tmp");
+	return bwrap > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+}
+
+/* copy_all in the child of snapshot-sub.c; the tree it failed at comes back in its message. */
+static int copy_all_sub(void *arg, char *msg, size_t size)
+{
+	struct copy_job *j = arg;
+	char why[400];
+	int r = copy_all(arg, why, sizeof(why));
+
+	if (r < 0)
+		snprintf(msg, size, "/%s: %s", tree_name(j), why);
+	return r;
+}
+
+/* Copies the frozen sandbox's trees (image: and its writable layer) into tmp/layer. 0, or an error set. */
+static int copy_trees(const char *id, int jail_pid, int image, const char *tmp)
+{
+	char path[PATH_MAX], msg[512];
+	struct lsnap_sub sub;
+	int init = sandbox_init(jail_pid), unpriv = geteuid() != 0, planned = -1, e, r = 0;
+	struct copy_job j = { .root = -1, .layer = -1, .upper = -1, .overlay = unpriv ? 2 : 1 };
+
+	snprintf(path, sizeof(path), "/proc/%d/root", init);
+	j.root = init > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (j.root >= 0)
+		planned = unpriv ? local_snapshot_sub_plan(init, &sub, msg, sizeof(msg))
+				 : read_ids(init, &j.base, &j.top);
+	/* Checked after opening: a pid reused since would not be the sandbox's. */
+	if (j.root < 0 || !lstate_is_jail(jail_pid, id) || sandbox_init(jail_pid) != init || (planned < 0 && !unpriv)) {
+		if (j.root >= 0)
+			close(j.root);
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s ended while its snapshot was taken", id);
+	}
+	if (planned < 0) {
+		close(j.root);
+		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0, "local sandbox %s cannot be snapshotted: %s", id,
+					msg);
+	}
+	if (image && (j.upper = open_upper(jail_pid)) < 0) {
+		close(j.root);
+		return hangar_sys_error(HANGAR_EGONE, 0, errno,
+					"local sandbox %s: cannot open its image's writable layer", id);
+	}
+	snprintf(path, sizeof(path), "%s/layer", tmp);
+	j.layer = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j.layer < 0) {
+		close(j.root);
+		if (j.upper >= 0)
+			close(j.upper);
+		return hangar_sys_error(HANGAR_EOS, 0, errno, "cannot open %s", path);
+	}
+	if (unpriv) {
+		j.ids = &sub.ids;
+		e = local_snapshot_sub_run(&sub, copy_all_sub, &j, msg, sizeof(msg));
 		if (e < 0)
 			r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
-					     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, trees[i][0],
-					     msg[0] ? msg : strerror(-e));
+					     "local sandbox %s: cannot copy into its snapshot %s", id, msg);
+	} else if ((e = copy_all(&j, msg, sizeof(msg))) < 0) {
+		r = hangar_sys_error(e == -ENOSPC ? HANGAR_ECAPACITY : HANGAR_EOS, 0, -e,
+				     "local sandbox %s: cannot copy /%s into its snapshot: %s", id, tree_name(&j),
+				     msg[0] ? msg : strerror(-e));
 	}
-	close(layer);
-	close(root);
+	close(j.layer);
+	close(j.root);
+	if (j.upper >= 0)
+		close(j.upper);
 	return r;
+}
+
+/* Removes a snapshot's directory, through snapshot-sub.c's child when the caller is not root. 0 or -errno. */
+static int remove_dir(const char *path)
+{
+	return geteuid() == 0 ? lstate_rmtree_at(AT_FDCWD, path) : local_snapshot_sub_rmtree(path);
 }
 
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
@@ -186,10 +281,11 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	int jail_pid = 0, lock = -1, frozen = 0, renamed = 0, r, rc;
 	int64_t t0 = clock_mono_us();
 
-	if (geteuid() != 0)
+	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"local snapshots need a root caller (uid %u cannot map a snapshot's files into "
-					"another sandbox's ids)", (unsigned)geteuid());
+					"local snapshots need a root caller or one with subordinate ids (uid %u has no "
+					"image range in /etc/subuid and /etc/subgid to own a snapshot's files)",
+					(unsigned)geteuid());
 	rc = local_find_alive(l, id, dir, sizeof(dir), &jail_pid);
 	if (rc)
 		return rc;
@@ -201,13 +297,6 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 		local_unlock(lock);
 		return local_meta_failed(id, r);
 	}
-	if (m.image.digest[0] || m.unprivileged) {
-		rc = hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-				      "local sandbox %s: snapshots are made of sandboxes of the local template "
-				      "created by root (this one %s)",
-				      id, m.image.digest[0] ? "runs an image" : "was created unprivileged");
-		goto out;
-	}
 	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot make the directory of a snapshot of %s", id);
 		goto out;
@@ -217,7 +306,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 			goto out;
 		frozen = 1;
 	}
-	rc = copy_trees(id, jail_pid, tmp);
+	rc = copy_trees(id, jail_pid, m.image.digest[0] != '\0', tmp);
 	if (frozen) {
 		int trc = local_set_frozen(id, dir, jail_pid, 0);
 
@@ -246,15 +335,16 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	}
 out:
 	if (rc && tmp[0])
-		lstate_rmtree_at(AT_FDCWD, renamed ? final : tmp);
+		remove_dir(renamed ? final : tmp);
 	local_unlock(lock);
 	lstate_meta_clear(&m);
 	return rc;
 }
 
-/* record.json of snapshot dir: its network. 0, or -errno. */
-static int read_record(const char *dir, int *network)
+/* record.json of snapshot dir: its network, and its image's digest ("" when none) in image. 0, or -errno. */
+static int read_record(const char *dir, int *network, char *image, size_t size)
 {
+	const cJSON *im;
 	char path[PATH_MAX], *text;
 	cJSON *o;
 
@@ -269,6 +359,13 @@ static int read_record(const char *dir, int *network)
 		return -EINVAL;
 	}
 	*network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "network"));
+	im = cJSON_GetObjectItemCaseSensitive(o, "image");
+	if (im && (!cJSON_IsString(im) || strncmp(im->valuestring, "sha256:", 7) != 0 ||
+		   strlen(im->valuestring) >= size)) {
+		cJSON_Delete(o);
+		return -EINVAL;
+	}
+	snprintf(image, size, "%s", im ? im->valuestring : "");
 	cJSON_Delete(o);
 	return 0;
 }
@@ -277,12 +374,13 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 		       struct image_rootfs *img)
 {
 	const char *id = opts->template_id;
-	char dir[DIR_MAX], path[PATH_MAX];
+	char dir[DIR_MAX], path[PATH_MAX], image[80];
 	int network = 0, r;
 
-	if (geteuid() != 0)
+	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
 		return hangar_sys_error(HANGAR_EUNSUPPORTED, 0, 0,
-					"template \"%s\": local sandboxes from snapshots need a root caller", id);
+					"template \"%s\": local sandboxes from snapshots need a root caller or one "
+					"with subordinate ids (an image range in /etc/subuid and /etc/subgid)", id);
 	snap_dir(dir, sizeof(dir), l, "", id);
 	snprintf(path, sizeof(path), "%s/use", dir);
 	img->use_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -291,8 +389,21 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 	/* Shared, and not waited for: an exclusive holder is deleting it. */
 	if (flock(img->use_fd, LOCK_SH | LOCK_NB) < 0)
 		return hangar_sys_error(HANGAR_ENOTFOUND, 0, errno, "snapshot \"%s\" is being deleted", id);
-	if ((r = read_record(dir, &network)) < 0)
+	if ((r = read_record(dir, &network, image, sizeof(image))) < 0)
 		return hangar_sys_error(HANGAR_ENOTFOUND, 0, -r, "snapshot \"%s\" has no valid record.json", id);
+	if (image[0]) {
+		/*
+		 * A snapshot of an image sandbox: the child runs the same image,
+		 * its writable layer the snapshot's upper/ over the image's
+		 * layers. The image's use lock replaces the snapshot's here; the
+		 * jail takes the snapshot's itself, and fails cleanly if a
+		 * deletion came first.
+		 */
+		close(img->use_fd);
+		img->use_fd = -1;
+		if ((r = local_find_template(l, image, m, img)) < 0)
+			return r;
+	}
 	if (opts->network != HANGAR_NETWORK_ON && opts->network != HANGAR_NETWORK_OFF)
 		m->network = network;
 	if (!(m->snapshot = strdup(dir)))
@@ -317,7 +428,7 @@ int local_snapshot_delete(struct local *l, const char *id)
 					"snapshot %s is in use by a sandbox made from it: kill those first", id);
 	}
 	/* Out of the way first, so that no create finds a half-removed snapshot. */
-	r = rename(dir, gone) < 0 ? -errno : lstate_rmtree_at(AT_FDCWD, gone);
+	r = rename(dir, gone) < 0 ? -errno : remove_dir(gone);
 	close(fd);
 	if (r < 0)
 		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);

@@ -4,13 +4,17 @@
  * read-only layer that sandboxes created from the snapshot start from. Files
  * only: no process, no memory.
  *
- * $HANGAR_STATE_DIR/local/snapshots/<snap-id>/   mode 0700, root's
- *   record.json   {"id", "name", "parent", "template", "network", "created_at_us"}
+ * $HANGAR_STATE_DIR/local/snapshots/<snap-id>/   mode 0700, the caller's
+ *   record.json   {"id", "name", "parent", "template", "network", "created_at_us",
+ *                 "image": the image's digest, for a snapshot of an image sandbox}
  *   use           flock()ed shared by every sandbox made from it (its jail, for
  *                 as long as it lives), exclusively by a deletion
- *   layer/        workspace/, home/, tmp/, root/: the files, owned by the ids the
+ *   layer/        workspace/, home/, tmp/, root/ (and upper/, an image sandbox's
+ *                 writable layer over the image's): the files, owned by the ids the
  *                 sandbox's commands saw (0 is their root, 1000 `user`), which
- *                 each child's jail maps into its own id range (an idmapped mount)
+ *                 each child's jail maps into its own id range (an idmapped mount);
+ *                 an unprivileged caller's are owned in its image range
+ *                 instead, where its children run (snapshot-sub.c)
  *
  * A snapshot is laid out under .new-<snap-id> and renamed into place when
  * complete; a deletion renames it to .del-<snap-id> before removing it.
@@ -38,6 +42,11 @@ int local_snapshot_valid_id(const char *id);
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
 		       struct image_rootfs *img);
 
+/*
+ * create.c: the template name ("local", or an image of the store, found,
+ * locked in *img and recorded in m->image). 0, or an error set.
+ */
+int local_find_template(const struct local *l, const char *name, struct lmeta *m, struct image_rootfs *img);
 /* Deletes snapshot id: 0, HANGAR_EGONE (none), HANGAR_EBUSY (a sandbox uses it) or an error set. */
 int local_snapshot_delete(struct local *l, const char *id);
 
@@ -45,11 +54,49 @@ int local_snapshot_delete(struct local *l, const char *id);
  * Copies the tree of directory src (the sandbox's, through /proc/PID/root,
  * opened O_RDONLY) to name in dst, which must not exist: regular files (holes kept, hard links
  * kept), directories, symbolic links (never followed) and FIFOs (never
- * opened); sockets and devices are left out. Owners are mapped from the
- * sandbox's host ids (base, top: uid_map) to the ids its commands saw.
- * 0, or -errno with why in msg.
+ * opened); sockets and devices are left out, but with overlay (src is an
+ * overlayfs upper layer) a whiteout (a 0:0 character device) is kept, and
+ * so are the trusted.overlay.* attributes (opaque directories), or with
+ * overlay 2 the user.overlay.* ones (an overlay with userxattr). Owners are
+ * mapped from the
+ * sandbox's host ids (base, top: uid_map) to the ids its commands saw, or,
+ * when ids is not NULL, as ids says. 0, or -errno with why in msg.
  */
-int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, char *msg, size_t size);
+struct lsnap_seg {
+	unsigned from, to, count; /* ids from..from+count-1 as the copier sees them are written as to.. */
+};
+struct lsnap_ids {
+	struct lsnap_seg uid[16], gid[16];
+	size_t nu, ng;
+	unsigned nobody; /* what an id of no segment is written as */
+};
+int local_snapshot_copy(int src, int dst, const char *name, unsigned base, unsigned top, const struct lsnap_ids *ids,
+			int overlay, char *msg, size_t size);
+
+/*
+ * An unprivileged caller's snapshots (snapshot-sub.c): owned in its image
+ * range, copied and removed by a forked child that is root of a user
+ * namespace mapping the image range (0..1023), the caller (1024) and the
+ * parent's slot (p_*, at 2048; p_count 0: none, the parent runs in the
+ * image range).
+ */
+struct lsnap_sub {
+	unsigned img_uid, img_gid;
+	unsigned p_uid, p_gid, p_count, p_gcount;
+	struct lsnap_ids ids; /* the parent's ids as the child sees them -> the image range's */
+};
+/*
+ * 1 when the caller is not root and has an image range (two slots of
+ * subordinate ids or more), and l's HANGAR_LOCAL_SUBIDS is not off.
+ */
+int local_snapshot_sub_ok(const struct local *l);
+/* The plan for copying the sandbox whose pid 1 is init. 0, or -1 with why in msg. */
+int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t size);
+/* fn(arg, msg, size) in that child: its result (0 or -errno), and its msg. */
+int local_snapshot_sub_run(const struct lsnap_sub *s, int (*fn)(void *arg, char *msg, size_t size), void *arg,
+			   char *msg, size_t size);
+/* Removes path (a snapshot's directory) in that child. 0 or -errno. */
+int local_snapshot_sub_rmtree(const char *path);
 
 /* The provider's slots (include/hangar/sys/provider.h). */
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);

@@ -1,0 +1,322 @@
+/*
+ * Snapshots for an unprivileged caller with subordinate ids.
+ *
+ * Root takes a snapshot with the owners the commands saw and lets each
+ * child's jail map them through an idmapped mount. The caller cannot do
+ * either: its files would all be its own, and no idmapped mount of the
+ * host's file systems is open to it. So a snapshot of such a caller is
+ * owned as an image of the caller is: in its image range (image/subids.c),
+ * 0 there being the commands' root and 1000 `user`, and every sandbox made
+ * from the snapshot runs in that range as the caller's image sandboxes do
+ * (hangar-jail's snaplayer.c), its overlays mounted inside its own user
+ * namespace. The parent's own slot is freed with it and may go to another
+ * sandbox the next moment; the image range is never a `local` sandbox's, so
+ * a snapshot outlives its parent without changing hands.
+ *
+ * The copy is made in a forked child that is root of a user namespace
+ * mapping, through newuidmap and newgidmap:
+ *   0..SLOT-1            the image range: what the copy is written as
+ *   SLOT                 the caller (the state directory is its)
+ *   2*SLOT..             the parent's slot, when it is not the image range,
+ *                        so that root there may read every file of the
+ *                        parent's, mode 000 or not
+ * The library's own process never changes its credentials. The same kind
+ * of child removes a snapshot, which the caller alone could not empty.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "image/img.h"
+#include "snapshot.h"
+
+#define NEWUIDMAP "/usr/bin/newuidmap"
+#define NEWGIDMAP "/usr/bin/newgidmap"
+#define SLOT IMG_SUBIDS_SLOT
+#define PARENT_AT (2 * SLOT) /* where the parent's slot is in the helper's namespace */
+#define MAP_LINES 8
+
+int local_snapshot_sub_ok(const struct local *l)
+{
+	const char *set = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_SUBIDS");
+	struct img_subids r;
+
+	/* Off, the jail gives no sandbox subordinate ids (create.c says the same of images). */
+	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
+		return 0;
+	return geteuid() != 0 && img_subids_image(&r) == 0;
+}
+
+struct line {
+	unsigned in, out, count;
+};
+
+/* /proc/PID/NAME (uid_map or gid_map), read from the host: its lines in l. How many, or -1. */
+static int read_map(int pid, const char *name, struct line *l)
+{
+	char path[64], *text, *p;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	text = lstate_read_file(path, 4096, NULL);
+	if (!text)
+		return -1;
+	for (p = text; n < MAP_LINES && sscanf(p, "%u %u %u", &l[n].in, &l[n].out, &l[n].count) == 3; n++) {
+		p = strchr(p, '\n');
+		if (!p)
+			break;
+		p++;
+	}
+	free(text);
+	return n;
+}
+
+/*
+ * One kind of id (uid or gid): from the sandbox's map (lines, as the host
+ * sees them; 0 inside is the caller, the highest id inside is the commands'
+ * root), where the parent's ids are in the helper's namespace and what each
+ * is written as there. *pbase, *pcount: the parent's host ids to map at
+ * PARENT_AT (pcount 0: they are the image range). 0, or -1 with why in msg.
+ */
+static int plan(const struct line *l, int n, unsigned img, struct lsnap_seg *seg, size_t *nseg, unsigned *pbase,
+		unsigned *pcount, char *msg, size_t size)
+{
+	unsigned top = 0, lo = ~0u, hi = 0;
+	int in_img = 1;
+
+	*nseg = 0;
+	for (int i = 0; i < n; i++) {
+		if (l[i].in == 0 || l[i].count == 0)
+			continue;
+		if (l[i].in + l[i].count - 1 > top)
+			top = l[i].in + l[i].count - 1;
+		if (l[i].out < lo)
+			lo = l[i].out;
+		if (l[i].out + l[i].count - 1 > hi)
+			hi = l[i].out + l[i].count - 1;
+		if (l[i].out < img || l[i].out + l[i].count > img + SLOT)
+			in_img = 0;
+	}
+	if (top == 0 || top > SLOT || hi - lo >= SLOT || (!in_img && lo < img + SLOT && hi >= img)) {
+		snprintf(msg, size, "its ids are not one slot of the caller's subordinate ids");
+		return -1;
+	}
+	*pbase = in_img ? 0 : lo;
+	*pcount = in_img ? 0 : hi - lo + 1;
+	for (int i = 0; i < n; i++) {
+		unsigned from, below;
+
+		if (l[i].in == 0 || l[i].count == 0)
+			continue;
+		from = in_img ? l[i].out - img : PARENT_AT + (l[i].out - lo);
+		/* The commands see inside ids as themselves, but for their root, the highest. */
+		below = l[i].in + l[i].count - 1 == top ? l[i].count - 1 : l[i].count;
+		if (below)
+			seg[(*nseg)++] = (struct lsnap_seg){ from, l[i].in, below };
+		if (below < l[i].count)
+			seg[(*nseg)++] = (struct lsnap_seg){ from + below, 0, 1 };
+	}
+	return 0;
+}
+
+int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t size)
+{
+	struct line u[MAP_LINES], g[MAP_LINES];
+	struct img_subids r;
+	int nu, ng;
+
+	memset(s, 0, sizeof(*s));
+	if (img_subids_image(&r) < 0) {
+		snprintf(msg, size, "the caller has no image range in /etc/subuid and /etc/subgid");
+		return -1;
+	}
+	s->img_uid = r.uid;
+	s->img_gid = r.gid;
+	s->ids.nobody = SLOT; /* the caller: nobody to the commands of any sandbox */
+	nu = read_map(init, "uid_map", u);
+	ng = read_map(init, "gid_map", g);
+	if (nu <= 0 || ng <= 0) {
+		snprintf(msg, size, "cannot read its id maps");
+		return -1;
+	}
+	if (plan(u, nu, r.uid, s->ids.uid, &s->ids.nu, &s->p_uid, &s->p_count, msg, size) < 0 ||
+	    plan(g, ng, r.gid, s->ids.gid, &s->ids.ng, &s->p_gid, &s->p_gcount, msg, size) < 0)
+		return -1;
+	if (s->p_count != s->p_gcount) {
+		snprintf(msg, size, "its uid and gid slots differ in size");
+		return -1;
+	}
+	return 0;
+}
+
+/* tool PID 0 IMG SLOT  SLOT SELF 1  [PARENT_AT PBASE PCOUNT]. 0 or -1. */
+static int run_map(const char *tool, pid_t pid, unsigned img, unsigned self, unsigned pbase, unsigned pcount)
+{
+	char a[7][16];
+	char *argv[12] = { (char *)tool, a[0], "0", a[1], a[2], a[2], a[3], "1", NULL, NULL, NULL, NULL };
+	int status;
+	pid_t p;
+
+	snprintf(a[0], sizeof(a[0]), "%d", (int)pid);
+	snprintf(a[1], sizeof(a[1]), "%u", img);
+	snprintf(a[2], sizeof(a[2]), "%u", SLOT);
+	snprintf(a[3], sizeof(a[3]), "%u", self);
+	if (pcount) {
+		snprintf(a[4], sizeof(a[4]), "%u", PARENT_AT);
+		snprintf(a[5], sizeof(a[5]), "%u", pbase);
+		snprintf(a[6], sizeof(a[6]), "%u", pcount);
+		argv[8] = a[4];
+		argv[9] = a[5];
+		argv[10] = a[6];
+	}
+	p = fork();
+	if (p < 0)
+		return -1;
+	if (p == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execv(tool, argv);
+		_exit(127);
+	}
+	while (waitpid(p, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	for (size_t have = 0; have < n;) {
+		ssize_t r = read(fd, (char *)buf + have, n - have);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		have += (size_t)r;
+	}
+	return 0;
+}
+
+static void write_full(int fd, const void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(fd, (const char *)buf + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		done += (size_t)w;
+	}
+}
+
+static void __attribute__((noreturn)) child(int up, int down, int (*fn)(void *, char *, size_t), void *arg,
+					    char *msg, size_t size)
+{
+	int rc;
+	char c;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	msg[0] = '\0';
+	if (unshare(CLONE_NEWUSER) < 0) {
+		rc = -errno;
+		snprintf(msg, size, "cannot make a user namespace: %s", strerror(errno));
+	} else {
+		write_full(up, "u", 1);
+		if (read_full(down, &c, 1) < 0) {
+			rc = -EPERM;
+			snprintf(msg, size, "newuidmap or newgidmap refused the caller's subordinate ids");
+		} else if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
+			rc = -errno;
+			snprintf(msg, size, "cannot become root of the snapshot's user namespace: %s", strerror(errno));
+		} else {
+			rc = fn(arg, msg, size);
+		}
+	}
+	write_full(up, &rc, sizeof(rc));
+	write_full(up, msg, size);
+	_exit(0);
+}
+
+int local_snapshot_sub_run(const struct lsnap_sub *s, int (*fn)(void *arg, char *msg, size_t size), void *arg,
+			   char *msg, size_t size)
+{
+	int up[2], down[2], rc = -EIO, status;
+	char c;
+	pid_t p;
+
+	msg[0] = '\0';
+	if (pipe2(up, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(down, O_CLOEXEC) < 0) {
+		rc = -errno;
+		close(up[0]);
+		close(up[1]);
+		return rc;
+	}
+	p = fork();
+	if (p == 0) {
+		close(up[0]);
+		close(down[1]);
+		child(up[1], down[0], fn, arg, msg, size);
+	}
+	close(up[1]);
+	close(down[0]);
+	if (p < 0) {
+		rc = -errno;
+		close(up[0]);
+		close(down[1]);
+		return rc;
+	}
+	if (read_full(up[0], &c, 1) == 0 &&
+	    run_map(NEWUIDMAP, p, s->img_uid, (unsigned)geteuid(), s->p_uid, s->p_count) == 0 &&
+	    run_map(NEWGIDMAP, p, s->img_gid, (unsigned)getegid(), s->p_gid, s->p_gcount) == 0) {
+		write_full(down[1], "g", 1);
+	}
+	close(down[1]); /* unmapped: the child reads EOF and says so */
+	if (read_full(up[0], &rc, sizeof(rc)) < 0 || read_full(up[0], msg, size) < 0) {
+		rc = -EIO;
+		snprintf(msg, size, "the snapshot's helper process died");
+	}
+	msg[size - 1] = '\0';
+	close(up[0]);
+	while (waitpid(p, &status, 0) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+static int rmtree_fn(void *arg, char *msg, size_t size)
+{
+	int r = lstate_rmtree_at(AT_FDCWD, arg);
+
+	if (r < 0)
+		snprintf(msg, size, "%s", strerror(-r));
+	return r;
+}
+
+int local_snapshot_sub_rmtree(const char *path)
+{
+	struct lsnap_sub s = { 0 };
+	struct img_subids r;
+	char msg[256];
+
+	if (img_subids_image(&r) < 0)
+		return -EPERM;
+	s.img_uid = r.uid;
+	s.img_gid = r.gid;
+	return local_snapshot_sub_run(&s, rmtree_fn, (void *)path, msg, sizeof(msg));
+}
