@@ -616,9 +616,10 @@ static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 			goto out;
 		}
 		snprintf(t->socket_path, sizeof(t->socket_path), "%s", ep.socket_path ? ep.socket_path : "");
-		rc = t->socket_path[0] ? 0 : up_hostport(ep.url, t->hostport, sizeof(t->hostport));
-		t->tls = rc == 1;
-		if (rc < 0) {
+		/* A socket path wins; the URL still names the Host envd is told. */
+		rc = up_hostport(ep.url, t->hostport, sizeof(t->hostport));
+		t->tls = rc == 1 && !t->socket_path[0];
+		if (rc < 0 && !t->socket_path[0]) {
 			snprintf(msg, cap, "The sandbox's envd is at a URL the edge does not forward to "
 					   "(only http:// and https://)");
 			status = 502;
