@@ -8,7 +8,7 @@
  * streamed as they come and the connection can be kept for the next request.
  *
  * Verification is always on: the system's CAs (libcurl's default bundle and
- * directory) and, when HANGARD_E2B_CA_FILE names one, the certificates of
+ * directory) and, when HANGARD_EDGE_CA_FILE names one, the certificates of
  * that file too.
  */
 #define _GNU_SOURCE
@@ -28,9 +28,9 @@
 
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_ready;         /* curl_global_init went well */
-static char *ca_bundle;       /* the default bundle and HANGARD_E2B_CA_FILE, or NULL: libcurl's defaults */
+static char *ca_bundle;       /* the default bundle and HANGARD_EDGE_CA_FILE, or NULL: libcurl's defaults */
 static size_t ca_bundle_len;
-static char ca_error[512];    /* why HANGARD_E2B_CA_FILE cannot be used */
+static char ca_error[512];    /* why HANGARD_EDGE_CA_FILE cannot be used */
 
 /* Appends the file at path to the bundle: 0, or -1. */
 static int append_file(const char *path, int required)
@@ -42,7 +42,7 @@ static int append_file(const char *path, int required)
 
 	if (!f) {
 		if (required)
-			snprintf(ca_error, sizeof(ca_error), "cannot open HANGARD_E2B_CA_FILE %.400s: %s", path,
+			snprintf(ca_error, sizeof(ca_error), "cannot open HANGARD_EDGE_CA_FILE %.400s: %s", path,
 				 strerror(errno));
 		return required ? -1 : 0;
 	}
@@ -77,7 +77,7 @@ static int append_file(const char *path, int required)
 
 static void tls_init(void)
 {
-	const char *extra = hangard->cfg->e2b_ca_file;
+	const char *extra = hangard->cfg->edge_ca_file;
 	char *def = NULL;
 	CURL *h;
 

@@ -37,7 +37,7 @@ typedef int (*up_cancel_fn)(void *payload);
 int up_connect(const char *hostport, const char *socket_path, int timeout_ms);
 /*
  * Connects to "HOST:PORT" over TLS, verifying the certificate against the
- * system's CAs and HANGARD_E2B_CA_FILE: 0 with u->fd and u->tls set, or -1
+ * system's CAs and HANGARD_EDGE_CA_FILE: 0 with u->fd and u->tls set, or -1
  * with why in err.
  */
 int up_connect_tls(struct up *u, const char *hostport, int timeout_ms, char *err, size_t errcap);

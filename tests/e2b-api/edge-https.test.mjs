@@ -38,10 +38,10 @@ after(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-describe('an https envd verified with HANGARD_E2B_CA_FILE', () => {
+describe('an https envd verified with HANGARD_EDGE_CA_FILE', () => {
   let hd, sb;
   before(async () => {
-    hd = await hangard({ HANGARD_E2B_CA_FILE: good.ca });
+    hd = await hangard({ HANGARD_EDGE_CA_FILE: good.ca });
     sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
   });
   after(async () => {
@@ -101,7 +101,7 @@ describe('an https envd verified with HANGARD_E2B_CA_FILE', () => {
 
 describe('verification fails', () => {
   for (const [what, env] of [
-    ['a CA file of another CA', () => ({ HANGARD_E2B_CA_FILE: other.ca })],
+    ['a CA file of another CA', () => ({ HANGARD_EDGE_CA_FILE: other.ca })],
     ['the system CAs only', () => ({})],
   ]) {
     test(`with ${what}: a clear error to the SDK, nothing forwarded`, async () => {
@@ -131,10 +131,10 @@ describe('verification fails', () => {
   }
 
   test('a CA file that cannot be read is named in the error', async () => {
-    const hd = await hangard({ HANGARD_E2B_CA_FILE: path.join(dir, 'missing.pem') });
+    const hd = await hangard({ HANGARD_EDGE_CA_FILE: path.join(dir, 'missing.pem') });
     const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
     try {
-      await assert.rejects(sb.files.read('/tmp/x'), /HANGARD_E2B_CA_FILE/);
+      await assert.rejects(sb.files.read('/tmp/x'), /HANGARD_EDGE_CA_FILE/);
       await assert.rejects(sb.commands.run('true'), e2b.NotFoundError);
     } finally {
       await sb.kill();
@@ -173,7 +173,7 @@ describe('a hostile platform past the handshake', () => {
       });
     });
     hd = await hangard({
-      HANGARD_E2B_CA_FILE: good.ca,
+      HANGARD_EDGE_CA_FILE: good.ca,
       HANGAR_E2B_SANDBOX_URL: `https://127.0.0.1:${hostile.address().port}`,
     });
   });
