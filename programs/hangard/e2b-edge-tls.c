@@ -10,6 +10,11 @@
  * Verification is always on: the system's CAs (libcurl's default bundle and
  * directory) and, when HANGARD_EDGE_CA_FILE names one, the certificates of
  * that file too.
+ *
+ * Each connection builds its TLS context anew, CA store included: parsing
+ * the whole system bundle each time costs more than the handshake. When
+ * libcurl has a CA directory (hashed, looked up by issuer as needed), the
+ * system's CAs are taken from it alone and the bundle is not read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,8 +33,9 @@
 
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_ready;         /* curl_global_init went well */
-static char *ca_bundle;       /* the default bundle and HANGARD_EDGE_CA_FILE, or NULL: libcurl's defaults */
+static char *ca_bundle;       /* the default bundle and HANGARD_EDGE_CA_FILE, or NULL */
 static size_t ca_bundle_len;
+static int ca_dir;            /* libcurl has a CA directory: no bundle is read */
 static char ca_error[512];    /* why HANGARD_EDGE_CA_FILE cannot be used */
 
 /* Appends the file at path to the bundle: 0, or -1. */
@@ -78,26 +84,29 @@ static int append_file(const char *path, int required)
 static void tls_init(void)
 {
 	const char *extra = hangard->cfg->edge_ca_file;
-	char *def = NULL;
+	char *def = NULL, *path = NULL;
 	CURL *h;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(h = curl_easy_init())) {
 		snprintf(ca_error, sizeof(ca_error), "libcurl cannot be initialised");
 		return;
 	}
 	tls_ready = 1;
-	if (!extra || !extra[0])
-		return;
-	/* CURLOPT_CAINFO_BLOB replaces the default bundle: both go in one blob,
-	 * read once (the edge connects often, the files change rarely). */
-	h = curl_easy_init();
-	if (h && curl_easy_getinfo(h, CURLINFO_CAINFO, &def) == CURLE_OK && def && def[0] &&
-	    append_file(def, 0) < 0)
-		tls_ready = 0;
-	if (h)
-		curl_easy_cleanup(h);
-	if (tls_ready && append_file(extra, 1) < 0)
-		tls_ready = 0;
+	if (curl_easy_getinfo(h, CURLINFO_CAPATH, &path) == CURLE_OK && path && path[0])
+		ca_dir = 1;
+	if (ca_dir) {
+		/* The directory for the system's CAs, the file (if any) as the bundle. */
+		if (extra && extra[0] && append_file(extra, 1) < 0)
+			tls_ready = 0;
+	} else if (extra && extra[0]) {
+		/* CURLOPT_CAINFO_BLOB replaces the default bundle: both go in one
+		 * blob, read once (the edge connects often, the files change rarely). */
+		if (curl_easy_getinfo(h, CURLINFO_CAINFO, &def) == CURLE_OK && def && def[0] && append_file(def, 0) < 0)
+			tls_ready = 0;
+		if (tls_ready && append_file(extra, 1) < 0)
+			tls_ready = 0;
+	}
+	curl_easy_cleanup(h);
 	if (!tls_ready) {
 		free(ca_bundle);
 		ca_bundle = NULL;
@@ -140,6 +149,8 @@ int up_connect_tls(struct up *u, const char *hostport, int timeout_ms, char *err
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca_dir && !ca_bundle)
+		curl_easy_setopt(h, CURLOPT_CAINFO, NULL);
 	if (ca_bundle) {
 		struct curl_blob blob = { .data = ca_bundle, .len = ca_bundle_len, .flags = CURL_BLOB_NOCOPY };
 		if (curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob) != CURLE_OK) {
