@@ -45,6 +45,7 @@ static const struct key {
 	{ "HANGARD_REAPER_LEASE_SECONDS", K_UINT, F(reaper_lease_s), 2, 86400, "90" },
 	{ "HANGARD_SANDBOX_DOMAIN", K_STR, F(sandbox_domain), 0, 0, NULL },
 	{ "HANGARD_SANDBOX_STALL_SECONDS", K_UINT, F(sandbox_stall_s), 1, 86400, "300" },
+	{ "HANGARD_EDGE_CA_FILE", K_STR, F(edge_ca_file), 0, 0, NULL },
 #undef F
 };
 

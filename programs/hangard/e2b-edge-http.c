@@ -1,9 +1,10 @@
 /*
  * The edge's side towards a sandbox: one HTTP/1.1 connection per forwarded
  * request, over TCP or a unix socket, with every wait bounded by a deadline
- * and cut short when the request is given up. hangard uses libcurl nowhere
- * (it is the library's network layer), and a forwarder needs the raw bytes
- * anyway: a response is streamed on as it arrives, never read whole.
+ * and cut short when the request is given up. A forwarder needs the raw
+ * bytes: a response is streamed on as it arrives, never read whole. Over
+ * TLS the same code runs on libcurl's connection (e2b-edge-tls.c), which
+ * only sets it up and carries the bytes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,20 +42,27 @@ int up_hostport(const char *url, char *out, size_t cap)
 {
 	const char *p, *end;
 	size_t n;
+	int tls;
 
-	if (strncmp(url, "http://", 7) != 0)
+	if (strncmp(url, "http://", 7) == 0) {
+		tls = 0;
+		p = url + 7;
+	} else if (strncmp(url, "https://", 8) == 0) {
+		tls = 1;
+		p = url + 8;
+	} else {
 		return -1;
-	p = url + 7;
+	}
 	end = p + strcspn(p, "/?#");
 	n = (size_t)(end - p);
-	if (n == 0 || n + 4 >= cap || memchr(p, '@', n))
+	if (n == 0 || n + 5 >= cap || memchr(p, '@', n))
 		return -1;
 	memcpy(out, p, n);
 	out[n] = '\0';
-	/* No port: HTTP's. An IPv6 literal keeps its brackets until up_connect. */
+	/* No port: the scheme's. An IPv6 literal keeps its brackets until up_connect. */
 	if (!strrchr(out, ':') || (out[0] == '[' && out[n - 1] == ']'))
-		snprintf(out + n, cap - n, ":80");
-	return 0;
+		snprintf(out + n, cap - n, tls ? ":443" : ":80");
+	return tls;
 }
 
 /* Waits for events on fd until deadline_us, in slices of a second so that
@@ -160,11 +168,11 @@ fail:;
 	return -1;
 }
 
-int up_write_all(int fd, const void *buf, size_t len, int64_t deadline_us, up_cancel_fn cancel, void *payload)
+int up_write_all(struct up *u, const void *buf, size_t len, int64_t deadline_us, up_cancel_fn cancel, void *payload)
 {
 	const char *p = buf;
 	while (len) {
-		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+		ssize_t w = u->tls ? up_tls_send(u, p, len) : send(u->fd, p, len, MSG_NOSIGNAL);
 		if (w > 0) {
 			p += w;
 			len -= (size_t)w;
@@ -173,7 +181,7 @@ int up_write_all(int fd, const void *buf, size_t len, int64_t deadline_us, up_ca
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(fd, POLLOUT, deadline_us, cancel, payload) != 1)
+			if (wait_fd(u->fd, POLLOUT, deadline_us, cancel, payload) != 1)
 				return -1;
 			continue;
 		}
@@ -182,7 +190,8 @@ int up_write_all(int fd, const void *buf, size_t len, int64_t deadline_us, up_ca
 	return 0;
 }
 
-/* Refills an empty buffer: 1, 0 at end, -1. */
+/* Refills an empty buffer: 1, 0 at end, -1. Over TLS the session is asked
+ * before the socket is waited on: it may hold bytes already decrypted. */
 static int fill(struct up *u, int64_t deadline_us, up_cancel_fn cancel, void *payload)
 {
 	if (u->pos < u->len)
@@ -190,7 +199,7 @@ static int fill(struct up *u, int64_t deadline_us, up_cancel_fn cancel, void *pa
 	if (u->eof)
 		return 0;
 	for (;;) {
-		ssize_t n = recv(u->fd, u->buf, sizeof(u->buf), 0);
+		ssize_t n = u->tls ? up_tls_recv(u, u->buf, sizeof(u->buf)) : recv(u->fd, u->buf, sizeof(u->buf), 0);
 		if (n > 0) {
 			u->pos = 0;
 			u->len = (size_t)n;
@@ -207,6 +216,37 @@ static int fill(struct up *u, int64_t deadline_us, up_cancel_fn cancel, void *pa
 		if (wait_fd(u->fd, POLLIN, deadline_us, cancel, payload) != 1)
 			return -1;
 	}
+}
+
+int up_pending(struct up *u)
+{
+	struct pollfd p = { .fd = u->fd, .events = POLLIN };
+	if (u->pos < u->len || u->eof)
+		return 1;
+	if (poll(&p, 1, 0) != 1)
+		return 0;
+	if (!u->tls)
+		return 1;
+	/* Readable TLS may be the session's own records (tickets), not an answer. */
+	ssize_t n = up_tls_recv(u, u->buf, sizeof(u->buf));
+	if (n > 0) {
+		u->pos = 0;
+		u->len = (size_t)n;
+		return 1;
+	}
+	if (n == 0)
+		u->eof = 1;
+	return n == 0 || (errno != EAGAIN && errno != EINTR);
+}
+
+void up_close(struct up *u)
+{
+	if (u->tls)
+		up_tls_close(u);
+	else if (u->fd >= 0)
+		close(u->fd);
+	u->fd = -1;
+	u->tls = NULL;
 }
 
 ssize_t up_read(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_fn cancel, void *payload)
@@ -254,57 +294,70 @@ int up_line(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_
 static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept {
 	int fd;
+	void *tls;
 	int64_t since_us;
 	char key[4096];
 } kept[EDGE_KEEP_CONNS];
 static unsigned n_kept;
 
-void up_keep(const char *key, int fd)
+static void close_kept(struct kept *k)
 {
-	int drop = -1;
+	struct up u = { .fd = k->fd, .tls = k->tls };
+	up_close(&u);
+}
+
+void up_keep(const char *key, struct up *u)
+{
+	struct kept drop = { .fd = -1 };
 	pthread_mutex_lock(&keep_lock);
 	if (n_kept == EDGE_KEEP_CONNS) {
 		/* Full: the oldest goes. */
-		drop = kept[0].fd;
+		drop = kept[0];
 		memmove(&kept[0], &kept[1], (EDGE_KEEP_CONNS - 1) * sizeof(kept[0]));
 		n_kept--;
 	}
-	kept[n_kept].fd = fd;
+	kept[n_kept].fd = u->fd;
+	kept[n_kept].tls = u->tls;
 	kept[n_kept].since_us = clock_mono_us();
 	snprintf(kept[n_kept].key, sizeof(kept[n_kept].key), "%s", key);
 	n_kept++;
 	pthread_mutex_unlock(&keep_lock);
-	if (drop >= 0)
-		close(drop);
+	u->fd = -1;
+	u->tls = NULL;
+	if (drop.fd >= 0)
+		close_kept(&drop);
 }
 
-/* A kept connection to key that is still open and quiet, or -1. */
-int up_take(const char *key)
+int up_take(const char *key, struct up *u)
 {
 	int64_t now = clock_mono_us();
 	for (;;) {
-		int fd = -1;
+		struct kept k = { .fd = -1 };
+		int stale = 0;
 		pthread_mutex_lock(&keep_lock);
 		for (unsigned i = n_kept; i-- > 0;) {
-			int stale = now - kept[i].since_us > (int64_t)EDGE_KEEP_S * 1000000;
+			stale = now - kept[i].since_us > (int64_t)EDGE_KEEP_S * 1000000;
 			if (stale || strcmp(kept[i].key, key) == 0) {
-				fd = stale ? -2 - kept[i].fd : kept[i].fd;
+				k = kept[i];
 				memmove(&kept[i], &kept[i + 1], (n_kept - i - 1) * sizeof(kept[0]));
 				n_kept--;
 				break;
 			}
 		}
 		pthread_mutex_unlock(&keep_lock);
-		if (fd == -1)
+		if (k.fd < 0)
 			return -1;
-		if (fd <= -2) {
-			close(-2 - fd);
+		if (stale) {
+			close_kept(&k);
 			continue;
 		}
 		/* Anything to read now (bytes nobody asked for, or the end) makes it unfit. */
-		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-		if (poll(&p, 1, 0) == 0)
-			return fd;
-		close(fd);
+		struct up c = { .fd = k.fd, .tls = k.tls };
+		if (!up_pending(&c)) {
+			u->fd = c.fd;
+			u->tls = c.tls;
+			return 0;
+		}
+		up_close(&c);
 	}
 }

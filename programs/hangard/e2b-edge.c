@@ -277,7 +277,7 @@ static void answer_error(struct edge *e, unsigned status, const char *msg)
 
 /* The body from the client to the sandbox. 0 when it is all sent, 1 when
  * the sandbox answers first (the rest is dropped), -1. */
-static int send_body(struct edge *e, int fd)
+static int send_body(struct edge *e, struct up *u)
 {
 	char *chunk = malloc(EDGE_QUEUE_BYTES);
 	int rc = -1;
@@ -306,23 +306,22 @@ static int send_body(struct edge *e, int fd)
 			int ok = 1;
 			/* A sandbox that answers before it read the body (a refusal)
 			 * has the rest dropped rather than waited for. */
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-			if (poll(&p, 1, 0) == 1) {
+			if (up_pending(u)) {
 				rc = 1;
 				break;
 			}
 			if (e->body_chunked) {
 				int fl = snprintf(frame, sizeof(frame), "%zx\r\n", n);
-				ok = up_write_all(fd, frame, (size_t)fl, upstream_deadline(), cancelled, e) == 0;
+				ok = up_write_all(u, frame, (size_t)fl, upstream_deadline(), cancelled, e) == 0;
 			}
-			ok = ok && up_write_all(fd, chunk, n, upstream_deadline(), cancelled, e) == 0;
+			ok = ok && up_write_all(u, chunk, n, upstream_deadline(), cancelled, e) == 0;
 			if (ok && e->body_chunked)
-				ok = up_write_all(fd, "\r\n", 2, upstream_deadline(), cancelled, e) == 0;
+				ok = up_write_all(u, "\r\n", 2, upstream_deadline(), cancelled, e) == 0;
 			if (!ok)
 				break;
 		}
 		if (done) {
-			if (e->body_chunked && up_write_all(fd, "0\r\n\r\n", 5, upstream_deadline(), cancelled, e) < 0)
+			if (e->body_chunked && up_write_all(u, "0\r\n\r\n", 5, upstream_deadline(), cancelled, e) < 0)
 				break;
 			rc = 0;
 			break;
@@ -378,6 +377,10 @@ static ssize_t down_reader(void *cls, uint64_t pos, char *out, size_t max)
 		e->down_stamp_us = clock_mono_us();
 		pthread_cond_broadcast(&e->cond);
 	} else if (e->down_broken || e->stop) {
+		/* libmicrohttpd closes the socket on its loop's next turn, which may
+		 * be the idle bound away: the client is told now that the body is cut. */
+		if (e->down_broken && e->client_fd >= 0)
+			shutdown(e->client_fd, SHUT_RDWR);
 		n = MHD_CONTENT_READER_END_WITH_ERROR;
 	} else if (e->down_done) {
 		n = MHD_CONTENT_READER_END_OF_STREAM;
@@ -578,6 +581,7 @@ out:
 
 struct target {
 	char hostport[300];
+	int tls;               /* hostport is an https envd's */
 	char socket_path[4096];
 	char *extra;           /* header lines the sandbox's endpoint asks for */
 };
@@ -612,8 +616,12 @@ static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 			goto out;
 		}
 		snprintf(t->socket_path, sizeof(t->socket_path), "%s", ep.socket_path ? ep.socket_path : "");
-		if (up_hostport(ep.url, t->hostport, sizeof(t->hostport)) < 0 && !t->socket_path[0]) {
-			snprintf(msg, cap, "The sandbox's envd is at a URL the edge does not forward to (only http://)");
+		/* A socket path wins; the URL still names the Host envd is told. */
+		rc = up_hostport(ep.url, t->hostport, sizeof(t->hostport));
+		t->tls = rc == 1 && !t->socket_path[0];
+		if (rc < 0 && !t->socket_path[0]) {
+			snprintf(msg, cap, "The sandbox's envd is at a URL the edge does not forward to "
+					   "(only http:// and https://)");
 			status = 502;
 			goto out;
 		}
@@ -674,11 +682,22 @@ static void forward(struct edge *e)
 		answer_error(e, status, msg);
 		goto done;
 	}
-	const char *key = t.socket_path[0] ? t.socket_path : t.hostport;
+	char key[4200];
+	snprintf(key, sizeof(key), "%s%s", t.tls ? "https://" : "", t.socket_path[0] ? t.socket_path : t.hostport);
 	int keepable = e->port == EDGE_ENVD_PORT;
-	u.fd = keepable ? up_take(key) : -1;
-	if (u.fd < 0)
-		u.fd = up_connect(t.hostport, t.socket_path, EDGE_CONNECT_MS);
+	if (!keepable || up_take(key, &u) < 0) {
+		if (t.tls) {
+			char why[400];
+			if (up_connect_tls(&u, t.hostport, EDGE_CONNECT_MS, why, sizeof(why)) < 0) {
+				/* Nothing went up: the handshake or its verification failed. */
+				snprintf(msg, sizeof(msg), "The sandbox %s cannot be reached over TLS: %s", e->id, why);
+				answer_error(e, 502, msg);
+				goto done;
+			}
+		} else {
+			u.fd = up_connect(t.hostport, t.socket_path, EDGE_CONNECT_MS);
+		}
+	}
 	if (u.fd < 0) {
 		snprintf(msg, sizeof(msg), "The sandbox %s does not answer on port %u", e->id, e->port);
 		answer_error(e, 502, msg);
@@ -689,12 +708,16 @@ static void forward(struct edge *e)
 	pthread_mutex_unlock(&e->lock);
 
 	hb_add(&h, e->head, strlen(e->head));
+	/* Host as the URL named it: an https name without its default port. */
+	size_t hl = strlen(t.hostport);
+	if (t.tls && hl > 4 && strcmp(t.hostport + hl - 4, ":443") == 0)
+		t.hostport[hl - 4] = '\0';
 	hb_line(&h, "Host", t.hostport);
 	if (t.extra)
 		hb_add(&h, t.extra, strlen(t.extra));
 	hb_add(&h, keepable ? "\r\n" : "Connection: close\r\n\r\n", keepable ? 2 : 21);
-	if (h.bad || up_write_all(u.fd, h.p, h.len, upstream_deadline(), cancelled, e) < 0 ||
-	    (e->has_body && send_body(e, u.fd) < 0)) {
+	if (h.bad || up_write_all(&u, h.p, h.len, upstream_deadline(), cancelled, e) < 0 ||
+	    (e->has_body && send_body(e, &u) < 0)) {
 		pthread_mutex_lock(&e->lock);
 		int stop = e->stop;
 		pthread_mutex_unlock(&e->lock);
@@ -713,10 +736,8 @@ static void forward(struct edge *e)
 	reusable = reusable && keepable && !e->stop && !e->upload_dropped && u.pos == u.len;
 	e->upstream_fd = -1;
 	pthread_mutex_unlock(&e->lock);
-	if (reusable) {
-		up_keep(key, u.fd);
-		u.fd = -1;
-	}
+	if (reusable)
+		up_keep(key, &u);
 done:
 	pthread_mutex_lock(&e->lock);
 	e->upstream_fd = -1;
@@ -731,8 +752,7 @@ done:
 	 * bytes of the answer) finds out on its next turn that it ended. */
 	wake(e, WAIT_NONE);
 	pthread_mutex_unlock(&e->lock);
-	if (u.fd >= 0)
-		close(u.fd);
+	up_close(&u);
 	free(h.p);
 	free(t.extra);
 	edge_unref(e);

@@ -1,7 +1,8 @@
 /*
  * The sandbox edge (e2b-edge.c, e2b-edge-http.c): envd and user-port
- * traffic of E2B's SDKs, routed to a sandbox and forwarded to it over a
- * plain HTTP/1.1 connection of its own.
+ * traffic of E2B's SDKs, routed to a sandbox and forwarded to it over an
+ * HTTP/1.1 connection of its own: plain, or TLS to a platform's https envd
+ * URL (e2b-edge-tls.c).
  */
 #ifndef HANGARD_E2B_EDGE_H
 #define HANGARD_E2B_EDGE_H
@@ -19,6 +20,7 @@
 /* A buffered reader of one upstream connection. */
 struct up {
 	int fd;
+	void *tls;      /* the libcurl handle that owns fd and its TLS session, or NULL */
 	char buf[16384];
 	size_t pos, len;
 	int eof;
@@ -33,21 +35,42 @@ typedef int (*up_cancel_fn)(void *payload);
  * socket_path non-empty, to that unix socket; -1 with errno on failure.
  */
 int up_connect(const char *hostport, const char *socket_path, int timeout_ms);
+/*
+ * Connects to "HOST:PORT" over TLS, verifying the certificate against the
+ * system's CAs and HANGARD_EDGE_CA_FILE: 0 with u->fd and u->tls set, or -1
+ * with why in err.
+ */
+int up_connect_tls(struct up *u, const char *hostport, int timeout_ms, char *err, size_t errcap);
+/* Sends or receives through the TLS session: bytes, 0 at end (recv only),
+ * -1 with errno EAGAIN when it would block, -1 on error. */
+ssize_t up_tls_send(struct up *u, const void *buf, size_t len);
+ssize_t up_tls_recv(struct up *u, void *buf, size_t len);
+/* Ends the TLS session and its connection (up_close does it for either). */
+void up_tls_close(struct up *u);
+/* Closes u's connection, plain or TLS. */
+void up_close(struct up *u);
+
 /* Writes all of buf within deadline_us (clock_mono_us()); 0 or -1. */
-int up_write_all(int fd, const void *buf, size_t len, int64_t deadline_us, up_cancel_fn cancel, void *payload);
+int up_write_all(struct up *u, const void *buf, size_t len, int64_t deadline_us, up_cancel_fn cancel, void *payload);
 /* Reads what is there, or waits until deadline_us: bytes read, 0 at end, -1 on error or time. */
 ssize_t up_read(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_fn cancel, void *payload);
 /* One line without its CRLF into out (at most cap-1 bytes): 0, or -1 (too long, end, error, time). */
 int up_line(struct up *u, char *out, size_t cap, int64_t deadline_us, up_cancel_fn cancel, void *payload);
 
-/* "http://HOST:PORT[/...]" -> "HOST:PORT" (port 80 when none); -1 for other schemes. */
+/* Whether the upstream sent something already (an answer before the whole
+ * request went up): 1, or 0. What it sent stays in u's buffer. */
+int up_pending(struct up *u);
+
+/* "http://HOST:PORT[/...]" or "https://..." -> "HOST:PORT" (port 80 or 443
+ * when none): 0 for http, 1 for https, -1 for other schemes. */
 int up_hostport(const char *url, char *out, size_t cap);
 
 /* A connection to key (a socket path, or HOST:PORT) whose last answer
  * ended where its framing said: kept a few seconds for the next request. */
-void up_keep(const char *key, int fd);
-/* A kept connection to key still open with nothing to read, or -1. */
-int up_take(const char *key);
+void up_keep(const char *key, struct up *u);
+/* A kept connection to key still open with nothing to read: 0 with u's
+ * fd and tls set, or -1. */
+int up_take(const char *key, struct up *u);
 
 /* Whether a request or response header is the connection's own (never
  * forwarded): Connection, Keep-Alive, Transfer-Encoding, ... */

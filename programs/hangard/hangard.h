@@ -48,6 +48,7 @@ struct hangard_config {
 	unsigned reaper_lease_s;
 	char *sandbox_domain;
 	unsigned sandbox_stall_s;
+	char *edge_ca_file;
 };
 
 /** One NAME=VALUE the configuration holds, in the order it applies. */

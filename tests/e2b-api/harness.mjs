@@ -9,7 +9,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
+import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -180,8 +182,11 @@ export const FAKE_API_KEY = 'e2b_test_fedcba9876543210fedcba9876543210';
  * e2b: env() is what that hangard needs to reach it.
  */
 export class Fake {
-  constructor(flavour) {
+  /** tlsEdge: {cert, key} (PEM files) serves the edge over https, as E2B's is. */
+  constructor(flavour, { tlsEdge = null } = {}) {
     this.flavour = flavour;
+    this.tlsEdge = tlsEdge;
+    this.edgeBytes = 0;   // bytes that came through the https edge, after its handshake
   }
 
   async start() {
@@ -191,6 +196,24 @@ export class Fake {
     const m = /^ready (\d+) (\d+)/.exec(line);
     if (!m) throw new Error(`the e2b fake (${this.flavour}) did not start: ${line}`);
     [this.api, this.edge] = [Number(m[1]), Number(m[2])];
+    if (this.tlsEdge) {
+      // The fake's edge proxy speaks plain HTTP on raw sockets; TLS in front
+      // of it (node's own) makes it what a platform's envd URL is.
+      this.tlsServer = await tlsServer(this.tlsEdge, (s) => {
+        const up = net.connect(this.edge, '127.0.0.1');
+        s.on('data', (d) => {
+          this.edgeBytes += d.length;
+        });
+        s.pipe(up).pipe(s);
+        s.on('error', () => up.destroy());
+        up.on('error', () => s.destroy());
+        s.on('close', () => up.destroy());
+        up.on('close', () => s.destroy());
+      });
+      this.edgeUrl = `https://127.0.0.1:${this.tlsServer.address().port}`;
+    } else {
+      this.edgeUrl = `http://127.0.0.1:${this.edge}`;
+    }
     return this;
   }
 
@@ -199,7 +222,7 @@ export class Fake {
       HANGAR_DEFAULT_PROVIDER: 'e2b',
       HANGAR_E2B_FLAVOR: this.flavour,
       HANGAR_E2B_API_URL: `http://127.0.0.1:${this.api}`,
-      HANGAR_E2B_SANDBOX_URL: `http://127.0.0.1:${this.edge}`,
+      HANGAR_E2B_SANDBOX_URL: this.edgeUrl,
       HANGAR_E2B_API_KEY: FAKE_API_KEY,
     };
     // CubeSandbox mints no envd token: its proxy's traffic token guards envd.
@@ -208,9 +231,58 @@ export class Fake {
   }
 
   async stop() {
+    await closeTls(this.tlsServer);
     if (!this.child || this.child.exitCode !== null) return;
     const done = new Promise((r) => this.child.once('exit', r));
     this.child.kill('SIGTERM');
     await done;
   }
+}
+
+/** A TLS server on 127.0.0.1 (any free port) with onSecure(socket) for each connection past its handshake. */
+export async function tlsServer({ cert, key }, onSecure) {
+  const server = tls.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, onSecure);
+  server.sockets = new Set();
+  server.handshakes = 0;   // connections whose handshake completed
+  server.on('connection', (c) => {
+    server.sockets.add(c);
+    c.on('close', () => server.sockets.delete(c));
+  });
+  server.on('secureConnection', () => server.handshakes++);
+  server.on('tlsClientError', () => {});
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  return server;
+}
+
+export async function closeTls(server) {
+  if (!server) return;
+  for (const c of server.sockets) c.destroy();
+  await new Promise((r) => server.close(r));
+}
+
+/**
+ * A CA made here and a certificate it signed for 127.0.0.1 (openssl, without
+ * the sanitizer runtime the suite may preload): {ca, cert, key}, PEM files in dir.
+ */
+export function makeCa(dir, name) {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!['LD_PRELOAD', 'ASAN_OPTIONS', 'UBSAN_OPTIONS'].includes(k)) env[k] = v;
+  const run = (...args) => {
+    const r = spawnSync('openssl', args, { env, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
+  };
+  fs.mkdirSync(dir, { recursive: true });
+  const f = (n) => path.join(dir, `${name}-${n}`);
+  run('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f('ca.key'),
+    '-out', f('ca.pem'), '-days', '2', '-subj', `/CN=hangar edge test CA ${name}`);
+  run('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f('server.key'),
+    '-out', f('server.csr'), '-subj', '/CN=127.0.0.1');
+  fs.writeFileSync(f('ext.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' +
+    'extendedKeyUsage=serverAuth\n');
+  run('x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+    '-out', f('server.pem'), '-days', '2', '-extfile', f('ext.cnf'));
+  return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
 }
