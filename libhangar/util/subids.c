@@ -62,3 +62,13 @@ int subids_image_range(unsigned us, unsigned uc, unsigned gs, unsigned gc, unsig
 	*gid = gs + (slots - 1) * SUBIDS_SLOT;
 	return 0;
 }
+
+int subids_caller_image_range(unsigned *uid, unsigned *gid)
+{
+	unsigned us, uc, gs, gc;
+
+	if (geteuid() == 0 || access(SUBIDS_NEWUIDMAP, X_OK) < 0 || access(SUBIDS_NEWGIDMAP, X_OK) < 0 ||
+	    subids_own("/etc/subuid", SUBIDS_MIN, &us, &uc) < 0 || subids_own("/etc/subgid", SUBIDS_MIN, &gs, &gc) < 0)
+		return -1;
+	return subids_image_range(us, uc, gs, gc, uid, gid);
+}

@@ -8,6 +8,8 @@
 
 #define SUBIDS_MIN 1001u  /* the least a range must hold: `user` is 1000 inside */
 #define SUBIDS_SLOT 1024u /* one sandbox's ids, 1..1024 inside; the image range is one slot too */
+#define SUBIDS_NEWUIDMAP "/usr/bin/newuidmap"
+#define SUBIDS_NEWGIDMAP "/usr/bin/newgidmap"
 
 /*
  * "START:COUNT" (a trailing newline allowed) with COUNT >= min, START not 0
@@ -30,3 +32,11 @@ int subids_own(const char *file, unsigned min, unsigned *start, unsigned *count)
  * ranges hold fewer than two slots (one for images, one for a sandbox).
  */
 int subids_image_range(unsigned us, unsigned uc, unsigned gs, unsigned gc, unsigned *uid, unsigned *gid);
+
+/*
+ * The effective user's image range, when it may use its subordinate ids:
+ * not root, newuidmap and newgidmap installed, ranges of at least
+ * SUBIDS_MIN ids in both files and two slots. 0 with the range's first uid
+ * and gid (SUBIDS_SLOT ids each), else -1.
+ */
+int subids_caller_image_range(unsigned *uid, unsigned *gid);

@@ -182,8 +182,8 @@ void uid_range_release(const char *root, const char *id, const struct uid_range 
 	free(text);
 }
 
-#define NEWUIDMAP "/usr/bin/newuidmap"
-#define NEWGIDMAP "/usr/bin/newgidmap"
+#define NEWUIDMAP SUBIDS_NEWUIDMAP
+#define NEWGIDMAP SUBIDS_NEWGIDMAP
 
 unsigned uid_range_nproc;
 

@@ -30,6 +30,13 @@ class Includes(unittest.TestCase):
                    'tests/e2b/test.c': '#include <curl/curl.h>\n'}) as d:
             self.assertEqual(layer.check_includes(d), [])
 
+    def test_only_the_named_tls_transport_is_let_through(self):
+        with tree({'programs/hangard/e2b-edge-tls.c': '#include <curl/curl.h>\n',
+                   'programs/hangard/e2b-edge.c': '#include <curl/curl.h>\n'}) as d:
+            problems = layer.check_includes(d)
+            self.assertEqual(len(problems), 1)
+            self.assertIn('programs/hangard/e2b-edge.c:1', problems[0])
+
     def test_include_elsewhere_fails(self):
         for rel, line in (('libhangar/checkpoint/s3http.c', '#include <curl/curl.h>'),
                           ('libhangar/providers/e2b/api.c', '  #  include "curl/easy.h"'),

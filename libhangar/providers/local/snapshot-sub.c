@@ -36,24 +36,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "image/img.h"
 #include "snapshot.h"
+#include "util/subids.h"
 
-#define NEWUIDMAP "/usr/bin/newuidmap"
-#define NEWGIDMAP "/usr/bin/newgidmap"
-#define SLOT IMG_SUBIDS_SLOT
+#define NEWUIDMAP SUBIDS_NEWUIDMAP
+#define NEWGIDMAP SUBIDS_NEWGIDMAP
+#define SLOT SUBIDS_SLOT
 #define PARENT_AT (2 * SLOT) /* where the parent's slot is in the helper's namespace */
 #define MAP_LINES 8
 
 int local_snapshot_sub_ok(const struct local *l)
 {
 	const char *set = hangar_sys_ctx_setting(l->ctx, "HANGAR_LOCAL_SUBIDS");
-	struct img_subids r;
+	unsigned uid, gid;
 
 	/* Off, the jail gives no sandbox subordinate ids (create.c says the same of images). */
 	if (set && (!strcmp(set, "off") || !strcmp(set, "0") || !strcmp(set, "false")))
 		return 0;
-	return geteuid() != 0 && img_subids_image(&r) == 0;
+	return subids_caller_image_range(&uid, &gid) == 0;
 }
 
 struct line {
@@ -131,16 +131,13 @@ static int plan(const struct line *l, int n, unsigned img, struct lsnap_seg *seg
 int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t size)
 {
 	struct line u[MAP_LINES], g[MAP_LINES];
-	struct img_subids r;
 	int nu, ng;
 
 	memset(s, 0, sizeof(*s));
-	if (img_subids_image(&r) < 0) {
+	if (subids_caller_image_range(&s->img_uid, &s->img_gid) < 0) {
 		snprintf(msg, size, "the caller has no image range in /etc/subuid and /etc/subgid");
 		return -1;
 	}
-	s->img_uid = r.uid;
-	s->img_gid = r.gid;
 	s->ids.nobody = SLOT; /* the caller: nobody to the commands of any sandbox */
 	nu = read_map(init, "uid_map", u);
 	ng = read_map(init, "gid_map", g);
@@ -148,8 +145,8 @@ int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t siz
 		snprintf(msg, size, "cannot read its id maps");
 		return -1;
 	}
-	if (plan(u, nu, r.uid, s->ids.uid, &s->ids.nu, &s->p_uid, &s->p_count, msg, size) < 0 ||
-	    plan(g, ng, r.gid, s->ids.gid, &s->ids.ng, &s->p_gid, &s->p_gcount, msg, size) < 0)
+	if (plan(u, nu, s->img_uid, s->ids.uid, &s->ids.nu, &s->p_uid, &s->p_count, msg, size) < 0 ||
+	    plan(g, ng, s->img_gid, s->ids.gid, &s->ids.ng, &s->p_gid, &s->p_gcount, msg, size) < 0)
 		return -1;
 	if (s->p_count != s->p_gcount) {
 		snprintf(msg, size, "its uid and gid slots differ in size");
@@ -311,12 +308,9 @@ static int rmtree_fn(void *arg, char *msg, size_t size)
 int local_snapshot_sub_rmtree(const char *path)
 {
 	struct lsnap_sub s = { 0 };
-	struct img_subids r;
 	char msg[256];
 
-	if (img_subids_image(&r) < 0)
+	if (subids_caller_image_range(&s.img_uid, &s.img_gid) < 0)
 		return -EPERM;
-	s.img_uid = r.uid;
-	s.img_gid = r.gid;
 	return local_snapshot_sub_run(&s, rmtree_fn, (void *)path, msg, sizeof(msg));
 }
