@@ -57,33 +57,9 @@ int img_subids_image(struct img_subids *r)
 /* tool pid 0 first count self count 1: the image range, then the caller above it. 0 or -1. */
 static int run_map(const char *tool, pid_t pid, unsigned first, unsigned self)
 {
-	char spid[16], sfirst[16], scount[16], sself[16];
-	char *argv[] = { (char *)tool, spid, "0", sfirst, scount, scount, sself, "1", NULL };
-	int status;
-	pid_t p;
+	const struct subids_line lines[] = { { 0, first, IMG_SUBIDS_SLOT }, { IMG_SUBIDS_SLOT, self, 1 } };
 
-	snprintf(spid, sizeof(spid), "%d", (int)pid);
-	snprintf(sfirst, sizeof(sfirst), "%u", first);
-	snprintf(scount, sizeof(scount), "%u", IMG_SUBIDS_SLOT);
-	snprintf(sself, sizeof(sself), "%u", self);
-	p = fork();
-	if (p < 0)
-		return -1;
-	if (p == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		/* Its complaints go to no one's terminal; a failure is reported below. */
-		if (null >= 0) {
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execv(tool, argv);
-		_exit(127);
-	}
-	while (waitpid(p, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	return subids_map(tool, pid, lines, 2);
 }
 
 static int read_all(int fd, void *buf, size_t n)

@@ -1,9 +1,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "subids.h"
@@ -71,4 +73,46 @@ int subids_caller_image_range(unsigned *uid, unsigned *gid)
 	    subids_own("/etc/subuid", SUBIDS_MIN, &us, &uc) < 0 || subids_own("/etc/subgid", SUBIDS_MIN, &gs, &gc) < 0)
 		return -1;
 	return subids_image_range(us, uc, gs, gc, uid, gid);
+}
+
+int subids_map(const char *tool, pid_t pid, const struct subids_line *lines, size_t n)
+{
+	char text[1 + 4 * 3][16];
+	char *argv[2 + 4 * 3 + 1];
+	size_t a = 0;
+	int status;
+	pid_t p;
+
+	if (n > 4)
+		return -1;
+	argv[a++] = (char *)tool;
+	snprintf(text[0], sizeof(text[0]), "%d", (int)pid);
+	argv[a++] = text[0];
+	for (size_t i = 0; i < n; i++) {
+		unsigned v[3] = { lines[i].inside, lines[i].outside, lines[i].count };
+
+		for (size_t k = 0; k < 3; k++) {
+			snprintf(text[1 + 3 * i + k], sizeof(text[0]), "%u", v[k]);
+			argv[a++] = text[1 + 3 * i + k];
+		}
+	}
+	argv[a] = NULL;
+	p = fork();
+	if (p < 0)
+		return -1;
+	if (p == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		/* Its complaints go to no one's terminal; the caller reports the failure. */
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execv(tool, argv);
+		_exit(127);
+	}
+	while (waitpid(p, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }

@@ -6,6 +6,9 @@
  */
 #pragma once
 
+#include <stddef.h>
+#include <sys/types.h>
+
 #define SUBIDS_MIN 1001u  /* the least a range must hold: `user` is 1000 inside */
 #define SUBIDS_SLOT 1024u /* one sandbox's ids, 1..1024 inside; the image range is one slot too */
 #define SUBIDS_NEWUIDMAP "/usr/bin/newuidmap"
@@ -40,3 +43,15 @@ int subids_image_range(unsigned us, unsigned uc, unsigned gs, unsigned gc, unsig
  * and gid (SUBIDS_SLOT ids each), else -1.
  */
 int subids_caller_image_range(unsigned *uid, unsigned *gid);
+
+/* One line of a user namespace's id map: count ids from inside, as outside. */
+struct subids_line {
+	unsigned inside, outside, count;
+};
+
+/*
+ * Runs tool (SUBIDS_NEWUIDMAP or SUBIDS_NEWGIDMAP) to write pid's map of n
+ * lines (at most 4), its output to /dev/null: 0, or -1 when it could not
+ * run or refused (the caller says why, in its own terms).
+ */
+int subids_map(const char *tool, pid_t pid, const struct subids_line *lines, size_t n);

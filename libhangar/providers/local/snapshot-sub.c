@@ -158,40 +158,9 @@ int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t siz
 /* tool PID 0 IMG SLOT  SLOT SELF 1  [PARENT_AT PBASE PCOUNT]. 0 or -1. */
 static int run_map(const char *tool, pid_t pid, unsigned img, unsigned self, unsigned pbase, unsigned pcount)
 {
-	char a[7][16];
-	char *argv[12] = { (char *)tool, a[0], "0", a[1], a[2], a[2], a[3], "1", NULL, NULL, NULL, NULL };
-	int status;
-	pid_t p;
+	const struct subids_line lines[] = { { 0, img, SLOT }, { SLOT, self, 1 }, { PARENT_AT, pbase, pcount } };
 
-	snprintf(a[0], sizeof(a[0]), "%d", (int)pid);
-	snprintf(a[1], sizeof(a[1]), "%u", img);
-	snprintf(a[2], sizeof(a[2]), "%u", SLOT);
-	snprintf(a[3], sizeof(a[3]), "%u", self);
-	if (pcount) {
-		snprintf(a[4], sizeof(a[4]), "%u", PARENT_AT);
-		snprintf(a[5], sizeof(a[5]), "%u", pbase);
-		snprintf(a[6], sizeof(a[6]), "%u", pcount);
-		argv[8] = a[4];
-		argv[9] = a[5];
-		argv[10] = a[6];
-	}
-	p = fork();
-	if (p < 0)
-		return -1;
-	if (p == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		if (null >= 0) {
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execv(tool, argv);
-		_exit(127);
-	}
-	while (waitpid(p, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	return subids_map(tool, pid, lines, pcount ? 3 : 2);
 }
 
 static int read_full(int fd, void *buf, size_t n)
