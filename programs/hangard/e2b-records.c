@@ -187,12 +187,35 @@ int e2b_record_get(const char *id, struct e2b_record *out)
 	return rc;
 }
 
+/* doc written whole to tmp, synced, then renamed to path: 0, or -1 with tmp gone. */
+static int write_doc(const cJSON *doc, const char *tmp, const char *path)
+{
+	char *text = cJSON_PrintUnformatted(doc);
+	size_t n = text ? strlen(text) : 0;
+	int fd = -1, rc = -1;
+
+	if (!text)
+		return -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0) {
+		rc = close(fd);
+		fd = -1;
+		if (rc == 0)
+			rc = rename(tmp, path);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		unlink(tmp);
+	free(text);
+	return rc < 0 ? -1 : 0;
+}
+
 int e2b_record_put(const char *id, const struct e2b_record *rec)
 {
-	char *path = record_path(id, ""), *tmp = record_path(id, ".new"), *text = NULL;
+	char *path = record_path(id, ""), *tmp = record_path(id, ".new");
 	cJSON *doc = cJSON_CreateObject();
-	int fd = -1, rc = -1;
-	size_t n;
+	int rc = -1;
 
 	if (!path || !tmp || !doc)
 		goto out;
@@ -206,25 +229,8 @@ int e2b_record_put(const char *id, const struct e2b_record *rec)
 		cJSON_AddStringToObject(doc, "autoPause", rec->auto_pause_memory ? "memory" : "filesystem");
 		sjson_add_int64(doc, "pauseAtUs", rec->pause_at_us);
 	}
-	text = cJSON_PrintUnformatted(doc);
-	if (!text)
-		goto out;
-	n = strlen(text);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write(fd, text, n) != (ssize_t)n || fsync(fd) < 0)
-		goto out;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto out;
-	}
-	fd = -1;
-	rc = rename(tmp, path);
+	rc = write_doc(doc, tmp, path);
 out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0 && tmp)
-		unlink(tmp);
-	free(text);
 	cJSON_Delete(doc);
 	free(path);
 	free(tmp);
@@ -308,10 +314,9 @@ static char *snapshot_path(const char *snapshot_id, const char *suffix)
 int e2b_snapshot_note(const char *caller, const char *sandbox_id, const char *snapshot_id, const char *name,
 		      int64_t created_us)
 {
-	char *dir = NULL, *path = snapshot_path(snapshot_id, ""), *tmp = snapshot_path(snapshot_id, ".new"), *text = NULL;
+	char *dir = NULL, *path = snapshot_path(snapshot_id, ""), *tmp = snapshot_path(snapshot_id, ".new");
 	cJSON *doc = cJSON_CreateObject(), *names;
-	int fd = -1, rc = -1;
-	size_t n;
+	int rc = -1;
 
 	if (!path || !tmp || !doc || asprintf(&dir, "%s/snapshots", records_dir) < 0) {
 		dir = NULL;
@@ -326,25 +331,8 @@ int e2b_snapshot_note(const char *caller, const char *sandbox_id, const char *sn
 	cJSON_AddStringToObject(doc, "sandboxID", sandbox_id);
 	cJSON_AddStringToObject(doc, "caller", caller);
 	sjson_add_int64(doc, "createdUs", created_us);
-	text = cJSON_PrintUnformatted(doc);
-	if (!text)
-		goto out;
-	n = strlen(text);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write(fd, text, n) != (ssize_t)n || fsync(fd) < 0)
-		goto out;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto out;
-	}
-	fd = -1;
-	rc = rename(tmp, path);
+	rc = write_doc(doc, tmp, path);
 out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0 && tmp)
-		unlink(tmp);
-	free(text);
 	cJSON_Delete(doc);
 	free(dir);
 	free(path);
