@@ -339,7 +339,7 @@ int main(int argc, char **argv)
 		.ready_fd = -1, .token_fd = -1, .sfd = -1, .tfd = -1, .lfd = -1, .pfd = -1,
 		.envd_listen = -1, .envd_token = -1, .image_lock = -1, .freezer = FREEZER_NONE,
 		.net_info = { -1, -1 }, .net_block = { -1, -1 }, .ids = UID_RANGE_NONE,
-		.bwrap_pid = -1, .slirp = -1,
+		.bwrap_pid = -1, .slirp = -1, .born_us = clock_wall_us(),
 	};
 
 	parse_args(&j, argc, argv);

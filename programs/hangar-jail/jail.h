@@ -380,6 +380,7 @@ struct jail {
 	struct argv argv;            /* bwrap's command line, built */
 	pid_t bwrap_pid;             /* -1: not started */
 	pid_t slirp;                 /* network on: slirp4netns, the sandbox's way out; -1: none */
+	int64_t born_us;             /* wall clock at the jail's start: the lifetime's origin until one is recorded */
 };
 
 /* spawn.c: forks the child that joins j's cgroups and namespaces and runs bwrap (j->argv). Its pid, or -1 with errno. */

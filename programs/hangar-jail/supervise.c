@@ -62,11 +62,30 @@ void wait_gone(pid_t pid, int64_t deadline)
 	close(fd);
 }
 
-/* Arms the timer for the expiry in meta.json; returns 0 when it already passed. */
+/*
+ * When the sandbox expires: meta.json's expiry, or none while paused or
+ * without a lifetime. The library records the expiry once the sandbox runs;
+ * a create that died before that (killed between the jail's start and the
+ * record) leaves none, so the lifetime it asked for counts from the jail's
+ * own start: no sandbox is left to run forever by a dead creator.
+ */
+static int64_t expiry_us(const struct jail *j, const struct lmeta *m)
+{
+	if (m->paused)
+		return 0;
+	if (m->expires_at_us > 0)
+		return m->expires_at_us;
+	if (m->timeout_sec > 0)
+		return j->born_us + m->timeout_sec * 1000000;
+	return 0;
+}
+
+/* Arms the timer for the sandbox's expiry; returns 0 when it already passed. */
 static int arm_timer(const struct jail *j)
 {
 	struct lmeta m;
 	struct itimerspec its = { 0 };
+	int64_t at;
 	int r = lstate_meta_read(j->dir, &m);
 
 	if (r < 0) {
@@ -75,12 +94,13 @@ static int arm_timer(const struct jail *j)
 		say("cannot read meta.json: %s", strerror(-r));
 		return 1; /* keep the current timer */
 	}
+	at = expiry_us(j, &m);
 	lstate_meta_clear(&m);
-	if (m.expires_at_us > 0 && !m.paused) {
-		if (m.expires_at_us <= clock_wall_us())
+	if (at > 0) {
+		if (at <= clock_wall_us())
 			return 0;
-		its.it_value.tv_sec = m.expires_at_us / 1000000;
-		its.it_value.tv_nsec = (m.expires_at_us % 1000000) * 1000;
+		its.it_value.tv_sec = at / 1000000;
+		its.it_value.tv_nsec = (at % 1000000) * 1000;
 	}
 	timerfd_settime(j->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 	return 1;

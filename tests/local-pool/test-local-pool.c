@@ -541,6 +541,144 @@ START_TEST(pool_at_the_cap)
 }
 END_TEST
 
+/* The jail pid of sandbox id, from its directory. */
+static int jail_pid_of(const char *id)
+{
+	char path[PATH_MAX], text[32] = "";
+	int fd;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	r = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	ck_assert_int_gt(r, 0);
+	ck_assert_int_gt(atoi(text), 1);
+	return atoi(text);
+}
+
+/* Waits, up to WAIT_MS, until process pid and sandbox id's directory are both gone: 1, else 0. */
+static int wait_sandbox_gone(int pid, const char *id)
+{
+	int64_t deadline = clock_mono_ms() + WAIT_MS;
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/local/%s", state_dir, id);
+	while (clock_mono_ms() < deadline) {
+		if (kill(pid, 0) < 0 && errno == ESRCH && access(dir, F_OK) < 0)
+			return 1;
+		poll(NULL, 0, 20);
+	}
+	return 0;
+}
+
+/*
+ * A pool create killed after its sandbox started but before it put the
+ * sandbox's marker leaves a hidden sandbox nobody can claim: the next list
+ * stops it, and leaves the pooled sandbox that has its marker alone.
+ */
+START_TEST(orphan_of_a_dead_maker)
+{
+	hangar_ctx *ctx = new_ctx("2", NULL), *plain;
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	char ids[MAX_IDS][32], marker[PATH_MAX], kept[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	int n, pid, kept_pid;
+
+	wait_pool(2);
+	hangar_ctx_unref(ctx); /* its refill thread is done: nothing refills behind the test */
+	n = waiting(ids);
+	ck_assert_int_eq(n, 2);
+	pid = jail_pid_of(ids[0]);
+	kept_pid = jail_pid_of(ids[1]);
+	/* What the dead maker left: the sandbox, hidden, with no marker in any pool. */
+	snprintf(marker, sizeof(marker), "%s/local/.pool", state_dir);
+	d = opendir(marker);
+	ck_assert_ptr_nonnull(d);
+	n = 0;
+	while ((de = readdir(d))) {
+		char p[PATH_MAX + 300];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/%s", marker, de->d_name, ids[0]);
+		n += unlink(p) == 0;
+	}
+	closedir(d);
+	ck_assert_int_eq(n, 1);
+	plain = new_ctx("0", NULL);
+	ck_assert_int_eq(listed(plain), 1);
+	ck_assert_msg(wait_sandbox_gone(pid, ids[0]), "the orphan %s still runs", ids[0]);
+	/* The one with its marker still waits, alive and claimable. */
+	snprintf(kept, sizeof(kept), "%s/local/%s/pooled", state_dir, ids[1]);
+	ck_assert_int_eq(access(kept, F_OK), 0);
+	ck_assert_int_eq(kill(kept_pid, 0), 0);
+	n = waiting(ids);
+	ck_assert_int_eq(n, 1);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(plain);
+}
+END_TEST
+
+/* Rewrites sandbox id's meta.json with no expiry recorded, as a create that died before its record leaves it. */
+static void forget_expiry(const char *id)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8], buf[8192], out[8192];
+	const char *key = "\"expires_at_us\":";
+	char *at, *num;
+	size_t len;
+	ssize_t r;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/local/%s/meta.json", state_dir, id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_int_gt(r, 0);
+	buf[r] = '\0';
+	at = strstr(buf, key);
+	ck_assert_ptr_nonnull(at);
+	num = at + strlen(key);
+	num += strspn(num, " \t");
+	ck_assert_msg(*num >= '1' && *num <= '9', "no expiry in %s", path);
+	len = (size_t)(num - buf);
+	memcpy(out, buf, len);
+	out[len] = '0';
+	snprintf(out + len + 1, sizeof(out) - len - 1, "%s", num + strspn(num, "0123456789.e+"));
+	snprintf(tmp, sizeof(tmp), "%s.test", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, out, strlen(out)), (ssize_t)strlen(out));
+	close(fd);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/*
+ * A sandbox whose expiry was never recorded still ends when the lifetime
+ * it was created with runs out, counted from its jail's start.
+ */
+START_TEST(lifetime_without_a_record)
+{
+	hangar_ctx *ctx = new_ctx("0", NULL);
+	hangar_sandbox *sb = NULL;
+	char id[32];
+	int pid, rc = create_rc(ctx, HANGAR_NETWORK_OFF, NULL, 3, &sb);
+
+	ck_assert_msg(rc == 0, "create: %d %s", rc, hangar_error_last()->message);
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	pid = jail_pid_of(id);
+	forget_expiry(id);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0); /* the jail reads its lifetime again */
+	ck_assert_msg(wait_sandbox_gone(pid, id), "sandbox %s outlived its 3 s lifetime", id);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 Suite *pool_suite(void);
 
 Suite *pool_suite(void)
@@ -555,6 +693,8 @@ Suite *pool_suite(void)
 	tcase_add_test(tc, dead_ones_not_handed_out);
 	tcase_add_test(tc, claims_from_processes);
 	tcase_add_test(tc, pool_at_the_cap);
+	tcase_add_test(tc, orphan_of_a_dead_maker);
+	tcase_add_test(tc, lifetime_without_a_record);
 	suite_add_tcase(s, tc);
 	return s;
 }

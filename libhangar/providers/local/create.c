@@ -498,7 +498,7 @@ static int record_running(const char *dir, struct lmeta *m)
 
 /* A sandbox started: described into out, or (out NULL, for the warm pool) its id into id. */
 static int create_cold(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out,
-		       char id[LSTATE_ID_LEN + 1])
+		       char id[LSTATE_ID_LEN + 1], int pool_dfd)
 {
 	char dir[DIR_MAX], token[65];
 	struct lmeta m = { 0 };
@@ -533,10 +533,15 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 			snprintf(steps, sizeof(steps), "no timeline");
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %.1f ms: %s", m.id,
 			       (double)(clock_mono_us() - t0_us) / 1000.0, steps);
-		if (out)
+		if (out) {
 			rc = local_describe(l, dir, &m, token, m.jail_pid, out);
-		else
+		} else if (local_pool_put(l, pool_dfd, m.id) < 0) {
+			rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot put sandbox %s into the pool", m.id);
+			stop_jail(dir, m.id);
+			lstate_rmtree_at(AT_FDCWD, dir);
+		} else {
 			memcpy(id, m.id, sizeof(m.id));
+		}
 	}
 	if (timeline >= 0)
 		close(timeline);
@@ -555,14 +560,15 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	struct local *l = state;
-	int rc = local_pool_claim(l, opts, out) == 1 ? 0 : create_cold(l, opts, out, NULL);
+	int rc = local_pool_claim(l, opts, out) == 1 ? 0 : create_cold(l, opts, out, NULL, -1);
 
 	if (rc == 0)
 		local_pool_refill(l, opts);
 	return rc;
 }
 
-int local_create_pooled(struct local *l, const struct hangar_create_opts *opts, char id[LSTATE_ID_LEN + 1])
+int local_create_pooled(struct local *l, const struct hangar_create_opts *opts, char id[LSTATE_ID_LEN + 1],
+			int pool_dfd)
 {
-	return create_cold(l, opts, NULL, id);
+	return create_cold(l, opts, NULL, id, pool_dfd);
 }

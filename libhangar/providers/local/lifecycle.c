@@ -69,8 +69,11 @@ int local_list(void *state, hangar_sys_list *out)
 		case LOCAL_ALIVE:
 			break;
 		}
-		if (local_pool_hidden(dir))
-			continue; /* waiting in the warm pool: nobody's sandbox yet */
+		if (local_pool_hidden(dir)) {
+			/* Waiting in the warm pool, nobody's sandbox yet; or left by a dead maker. */
+			local_pool_orphan(l, dir, de->d_name);
+			continue;
+		}
 		if (lstate_meta_read(dir, &m) < 0)
 			continue; /* it went away meanwhile */
 		sb = hangar_sys_list_add(out);

@@ -105,8 +105,13 @@ int local_describe(struct local *l, const char *dir, const struct lmeta *m, cons
 /* The provider's slots; include/hangar/sys/provider.h says what each must do. */
 
 int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);       /* create.c */
-/* create.c: a sandbox for the warm pool, made cold and not described: its id into id. 0, or an error set. */
-int local_create_pooled(struct local *l, const struct hangar_create_opts *opts, char id[LSTATE_ID_LEN + 1]);
+/*
+ * create.c: a sandbox for the warm pool, made cold and not described, put
+ * into the pool open at pool_dfd before its lock is let go: its id into
+ * id. 0, or an error set.
+ */
+int local_create_pooled(struct local *l, const struct hangar_create_opts *opts, char id[LSTATE_ID_LEN + 1],
+			int pool_dfd);
 int local_connect(void *state, const char *id, hangar_sys_sandbox *out);                            /* attach.c */
 int local_kill(void *state, const char *id);                                                        /* lifecycle.c */
 int local_list(void *state, hangar_sys_list *out);                                                  /* lifecycle.c */

@@ -289,25 +289,20 @@ static int random_token(char *hex /* 65 */)
 }
 
 /*
- * Makes sandbox id, just won from the pool, the caller's: a new token for
- * envd and the jail, the caller's lifetime, out of hiding. 0 with out
- * filled, or -1 (the caller kills the sandbox).
+ * Makes sandbox id, just won from the pool (its lock held by the caller),
+ * the caller's: a new token for envd and the jail, the caller's lifetime,
+ * out of hiding. 0 with out filled, or -1 (the caller kills the sandbox).
  */
 static int hand_over(struct local *l, const char *id, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	char dir[DIR_MAX], path[PATH_MAX], old[TOKEN_MAX + 1], fresh[65];
 	struct lmeta m;
-	int pid = 0, lock, rc = -1;
+	int pid = 0, rc = -1;
 
 	if (local_find_alive(l, id, dir, sizeof(dir), &pid) != 0)
 		return -1; /* dead or past its idle lifetime: never handed out */
-	lock = local_lock(dir, LOCK_EX);
-	if (lock < 0)
+	if (!local_pool_hidden(dir) || lstate_meta_read(dir, &m) < 0)
 		return -1;
-	if (!local_pool_hidden(dir) || lstate_meta_read(dir, &m) < 0) {
-		local_unlock(lock);
-		return -1;
-	}
 	ltokens_forget(&l->tokens, id);
 	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 && rotate_envd(dir, old, fresh) == 0 &&
 	    rotate_jail(dir, id, pid, old, fresh) == 0) {
@@ -324,8 +319,36 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 	explicit_bzero(old, sizeof(old));
 	explicit_bzero(fresh, sizeof(fresh));
 	lstate_meta_clear(&m);
-	local_unlock(lock);
 	return rc;
+}
+
+/*
+ * Tries to win sandbox id from the pool in dfd and make it the caller's: 1
+ * with out filled, 0 when another process won it or it was busy. The
+ * sandbox's lock is taken before its marker, so a hidden sandbox without a
+ * marker is always held by whoever works on it (local_pool_orphan).
+ */
+static int claim_one(struct local *l, int dfd, const char *id, const struct hangar_create_opts *opts,
+		     hangar_sys_sandbox *out)
+{
+	char dir[DIR_MAX];
+	int lock, rc;
+
+	local_sandbox_dir(dir, sizeof(dir), l, id);
+	lock = local_lock(dir, LOCK_EX | LOCK_NB);
+	if (lock < 0)
+		return 0; /* another claimer holds it, or it is gone (the refill removes its marker) */
+	if (!take_marker(dfd, id)) {
+		local_unlock(lock);
+		return 0;
+	}
+	rc = hand_over(l, id, opts, out);
+	local_unlock(lock);
+	if (rc == 0)
+		return 1;
+	/* Killed, or died, while it waited: stopped and never handed out. */
+	local_kill(l, id);
+	return 0;
 }
 
 /* Stops one pooled sandbox of any options to make room for a cold create at the cap. */
@@ -384,17 +407,11 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	if (!d && dfd >= 0)
 		close(dfd);
 	while (d && !got && (de = readdir(d))) {
-		if (!lstate_valid_id(de->d_name) || !take_marker(dirfd(d), de->d_name))
+		if (!lstate_valid_id(de->d_name) || !claim_one(l, dirfd(d), de->d_name, opts, out))
 			continue;
-		if (hand_over(l, de->d_name, opts, out) == 0) {
-			got = 1;
-			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
-				       "local: sandbox %s handed out from the pool in %.1f ms", de->d_name,
-				       (double)(clock_mono_us() - t0_us) / 1000.0);
-		} else {
-			/* Killed, or died, while it waited: stopped and never handed out. */
-			local_kill(l, de->d_name);
-		}
+		got = 1;
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool in %.1f ms",
+			       de->d_name, (double)(clock_mono_us() - t0_us) / 1000.0);
 	}
 	if (d)
 		closedir(d);
@@ -447,24 +464,91 @@ static int64_t count_waiting(struct local *l, int dfd)
 	return n;
 }
 
-/* Puts sandbox id (just made, alive) into the pool in dfd: hidden first, then claimable. 0, or -1. */
-static int put(struct local *l, int dfd, const char *id)
+int local_pool_put(struct local *l, int dfd, const char *id)
 {
-	char dir[DIR_MAX], path[PATH_MAX];
+	char dir[DIR_MAX];
 	int fd;
 
 	local_sandbox_dir(dir, sizeof(dir), l, id);
 	/* Should this process have learnt the pooled token, it is changed at the claim. */
 	ltokens_forget(&l->tokens, id);
 	/* Hidden since create_cold() laid it out (local_pool_mark); claimable from now. */
-	snprintf(path, sizeof(path), "%s/pooled", dir);
-	if (access(path, F_OK) < 0)
+	if (!local_pool_hidden(dir)) {
+		errno = ENOENT;
 		return -1;
+	}
 	fd = openat(dfd, id, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
 	close(fd);
 	return 0;
+}
+
+/* 1 when some pool of root holds a marker for sandbox id. */
+static int has_marker(const struct local *l, const char *id)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *top;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	top = opendir(path);
+	if (!top)
+		return 0;
+	while (!found && (de = readdir(top))) {
+		char rel[NAME_MAX + LSTATE_ID_LEN + 2];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(rel, sizeof(rel), "%s/%s", de->d_name, id);
+		found = faccessat(dirfd(top), rel, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	}
+	closedir(top);
+	return found;
+}
+
+int local_pool_orphan(struct local *l, const char *dir, const char *id)
+{
+	int lock, orphan;
+
+	/*
+	 * The maker holds the sandbox's lock from its layout until its marker
+	 * is put, a claimer from before it takes the marker until the sandbox
+	 * is out of hiding: hidden, unlocked and without a marker, it is
+	 * nobody's and never will be.
+	 */
+	lock = local_lock(dir, LOCK_EX | LOCK_NB);
+	if (lock < 0)
+		return 0;
+	orphan = local_pool_hidden(dir) && !has_marker(l, id);
+	local_unlock(lock);
+	if (!orphan)
+		return 0;
+	hangar_sys_log(l->ctx, HANGAR_LOG_WARNING,
+		       "local: sandbox %s was being made for the pool by a process that died; stopping it", id);
+	local_kill(l, id);
+	return 1;
+}
+
+/* Stops every hidden sandbox of root that a dead pool create left (local_pool_orphan). */
+static void sweep_orphans(struct local *l)
+{
+	struct dirent *de;
+	DIR *d = opendir(l->root);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char dir[DIR_MAX];
+
+		if (!lstate_valid_id(de->d_name))
+			continue;
+		local_sandbox_dir(dir, sizeof(dir), l, de->d_name);
+		if (local_pool_hidden(dir))
+			local_pool_orphan(l, dir, de->d_name);
+	}
+	closedir(d);
 }
 
 /*
@@ -490,6 +574,8 @@ static void fill(struct local *l, const char *template_id, int network)
 	lock = openat(dfd, "fill.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
 		goto out;
+	/* What a killed filler left counts toward the cap and hides from list: gone first. */
+	sweep_orphans(l);
 	o.template_id = template_id;
 	o.network = network ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF;
 	o.timeout_sec = POOL_IDLE_SEC;
@@ -502,15 +588,9 @@ static void fill(struct local *l, const char *template_id, int network)
 		pthread_mutex_unlock(&l->pool->mu);
 		if (stop || count_waiting(l, dfd) >= pool_size(l) || !under_cap(l))
 			break;
-		if (local_create_pooled(l, &o, id) != 0) {
+		if (local_create_pooled(l, &o, id, dfd) != 0) {
 			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: the pool could not start a sandbox: %s",
 				       hangar_error_last()->message);
-			break;
-		}
-		if (put(l, dfd, id) < 0) {
-			hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot put sandbox %s into the pool: %s", id,
-				       strerror(errno));
-			local_kill(l, id);
 			break;
 		}
 	}

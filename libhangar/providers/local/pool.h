@@ -39,6 +39,17 @@ void local_pool_refill(struct local *l, const struct hangar_create_opts *opts);
 int local_pool_mark(const char *dir);
 /* 1 when dir is a sandbox waiting in the pool (not to be listed). */
 int local_pool_hidden(const char *dir);
+/*
+ * Puts sandbox id, just made and alive, into the pool open at dfd: its
+ * maker calls it holding the sandbox's lock. 0, or -1 with errno.
+ */
+int local_pool_put(struct local *l, int dfd, const char *id);
+/*
+ * Stops sandbox id (in dir, hidden as the pool's) when nobody works on it
+ * and no pool holds it: what a pool create killed before it put its marker
+ * leaves. 1 when it was stopped, else 0.
+ */
+int local_pool_orphan(struct local *l, const char *dir, const char *id);
 /* Makes l->pool: 0, or -1 (out of memory). */
 int local_pool_init(struct local *l);
 /* Stops filling (the sandbox being made is finished) and frees l->pool. */
