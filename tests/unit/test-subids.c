@@ -194,54 +194,53 @@ static int hear(uint64_t bytes, void *payload)
 	return h->stop_at && h->calls >= h->stop_at;
 }
 
+/* report run to limit reports, stop_at (0: never) answered with stop; what fn and the parent saw. */
+static int run_reports(int limit, int stop_at, struct reports *r, struct heard *h, char *msg, size_t size)
+{
+	struct subids_call c = call(report, r, msg, size);
+	enum subids_step step;
+	int fds = open_fds(), rc;
+
+	*r = (struct reports){ limit, 0 };
+	*h = (struct heard){ 0, stop_at, 0 };
+	c.out = r;
+	c.out_size = sizeof(*r);
+	c.progress = hear;
+	c.payload = h;
+	rc = subids_run(&c, &step);
+	ck_assert_int_eq(step, SUBIDS_RAN);
+	assert_nothing_left(fds);
+	return rc;
+}
+
 START_TEST(progress_delivered)
 {
-	struct reports r = { 5, 0 };
-	struct heard h = { 0, 0, 0 };
+	struct reports r;
+	struct heard h;
 	char msg[64];
-	struct subids_call c = call(report, &r, msg, sizeof(msg));
-	enum subids_step step;
-	int fds;
 
 	if (!become_user())
 		return;
-	fds = open_fds();
-	c.out = &r;
-	c.out_size = sizeof(r);
-	c.progress = hear;
-	c.payload = &h;
-	ck_assert_int_eq(subids_run(&c, &step), 0);
-	ck_assert_int_eq(step, SUBIDS_RAN);
+	ck_assert_int_eq(run_reports(5, 0, &r, &h, msg, sizeof(msg)), 0);
 	ck_assert_int_eq(h.calls, 5);
 	ck_assert_uint_eq(h.bytes, 1 + 2 + 3 + 4 + 5);
 	ck_assert_int_eq(r.made, 5);
-	assert_nothing_left(fds);
 }
 END_TEST
 
 START_TEST(cancel_stops_child)
 {
-	struct reports r = { 1000, 0 };
-	struct heard h = { 0, 3, 0 };
+	struct reports r;
+	struct heard h;
 	char msg[64];
-	struct subids_call c = call(report, &r, msg, sizeof(msg));
-	enum subids_step step;
-	int fds;
 
 	if (!become_user())
 		return;
-	fds = open_fds();
-	c.out = &r;
-	c.out_size = sizeof(r);
-	c.progress = hear;
-	c.payload = &h;
-	ck_assert_int_eq(subids_run(&c, &step), -ECANCELED);
-	ck_assert_int_eq(step, SUBIDS_RAN);
+	ck_assert_int_eq(run_reports(1000, 3, &r, &h, msg, sizeof(msg)), -ECANCELED);
 	/* The third answer stopped it: no fourth report. */
 	ck_assert_int_eq(h.calls, 3);
 	ck_assert_int_eq(r.made, 3);
 	ck_assert_str_eq(msg, "stopped after 3");
-	assert_nothing_left(fds);
 }
 END_TEST
 
