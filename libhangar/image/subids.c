@@ -6,8 +6,8 @@
  * caller can neither chown nor make idmapped mounts of the host's file
  * systems, but with subordinate ids (/etc/subuid, /etc/subgid and the setuid
  * newuidmap and newgidmap) it can own files through a user namespace. So
- * its layers are unpacked in a child of the library that enters a user
- * namespace whose ids 0..IMG_SUBIDS_SLOT-1 are the caller's image range and
+ * its layers are unpacked in a child of the library (subids_run, in
+ * libhangar/util/subids.c) that enters a user namespace whose ids 0..IMG_SUBIDS_SLOT-1 are the caller's image range and
  * whose id IMG_SUBIDS_SLOT is the caller (so that root there may write the
  * store's directories, which are the caller's): the image's root owns its
  * files as the range's first id, `user` (1000) as the first + 1000. An

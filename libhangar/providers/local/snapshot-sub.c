@@ -13,8 +13,8 @@
  * sandbox the next moment; the image range is never a `local` sandbox's, so
  * a snapshot outlives its parent without changing hands.
  *
- * The copy is made in a forked child that is root of a user namespace
- * mapping, through newuidmap and newgidmap:
+ * The copy is made in a forked child (subids_run, util/subids.c) that is
+ * root of a user namespace mapping, through newuidmap and newgidmap:
  *   0..SLOT-1            the image range: what the copy is written as
  *   SLOT                 the caller (the state directory is its)
  *   2*SLOT..             the parent's slot, when it is not the image range,
