@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,8 +152,25 @@ static int write_full(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+/* The parent's writes down: never SIGPIPE in the library's process when the child is gone. 0, or -1. */
+static int send_full(int fd, const void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t w = send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 /*
- * The child and its parent speak over two pipes. Up, the child sends 'u'
+ * The child and its parent speak over a pipe up and a socket pair down
+ * (a socket, so that the parent's writes to a dead child fail with EPIPE
+ * rather than raise SIGPIPE in the caller's process). Up, the child sends 'u'
  * (its namespace is made: map it), 'p' and a uint64_t (progress, answered
  * down by one byte, non-zero to stop), and last 'r', a struct result, the
  * msg buffer and, when fn ran, the out buffer. Down, the parent sends 'g'
@@ -230,7 +248,7 @@ static int serve(const struct subids_call *c, pid_t p, int up, int *down, struct
 		case 'u':
 			if (subids_map(SUBIDS_NEWUIDMAP, p, c->uid_map, c->uid_lines) < 0 ||
 			    subids_map(SUBIDS_NEWGIDMAP, p, c->gid_map, c->gid_lines) < 0 ||
-			    write_full(*down, "g", 1) < 0) {
+			    send_full(*down, "g", 1) < 0) {
 				/* Unmapped: the child reads EOF and says so. */
 				close(*down);
 				*down = -1;
@@ -240,7 +258,7 @@ static int serve(const struct subids_call *c, pid_t p, int up, int *down, struct
 			if (read_full(up, &bytes, sizeof(bytes)) < 0)
 				return -1;
 			stop = c->progress && c->progress(bytes, c->payload) ? 1 : 0;
-			if (write_full(*down, &stop, 1) < 0)
+			if (send_full(*down, &stop, 1) < 0)
 				return -1;
 			break;
 		case 'r':
@@ -268,7 +286,7 @@ int subids_run(const struct subids_call *c, enum subids_step *step)
 		*step = SUBIDS_PIPE;
 		return -errno;
 	}
-	if (pipe2(down, O_CLOEXEC) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, down) < 0) {
 		res.rc = -errno;
 		close(up[0]);
 		close(up[1]);

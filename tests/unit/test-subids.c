@@ -342,6 +342,46 @@ START_TEST(child_dies_with_parent)
 }
 END_TEST
 
+/* Reports its own pid as progress, then waits to be told to stop. */
+static int report_pid(void *arg, char *msg, size_t size)
+{
+	(void)arg;
+	(void)msg;
+	(void)size;
+	subids_progress((uint64_t)getpid(), NULL);
+	return 0;
+}
+
+/* Kills the child that reported its pid and waits until it is dead (not reaped): the answer goes nowhere. */
+static int kill_reporter(uint64_t bytes, void *payload)
+{
+	siginfo_t si;
+
+	(void)payload;
+	ck_assert_int_eq(kill((pid_t)bytes, SIGKILL), 0);
+	ck_assert_int_eq(waitid(P_PID, (id_t)bytes, &si, WEXITED | WNOWAIT), 0);
+	return 0;
+}
+
+/* Answering a child that died meanwhile never raises SIGPIPE in the caller's process. */
+START_TEST(answer_to_a_dead_child)
+{
+	char msg[64];
+	struct subids_call c = call(report_pid, NULL, msg, sizeof(msg));
+	enum subids_step step;
+	int fds;
+
+	if (!become_user())
+		return;
+	signal(SIGPIPE, SIG_DFL);
+	fds = open_fds();
+	c.progress = kill_reporter;
+	ck_assert_int_eq(subids_run(&c, &step), -EIO);
+	ck_assert_int_eq(step, SUBIDS_DIED);
+	assert_nothing_left(fds);
+}
+END_TEST
+
 START_TEST(progress_outside_a_child)
 {
 	/* Nothing to report to: never a stop. */
@@ -361,6 +401,7 @@ static Suite *subids_suite(void)
 	tcase_add_test(tc, map_refused);
 	tcase_add_test(tc, child_died);
 	tcase_add_test(tc, child_dies_with_parent);
+	tcase_add_test(tc, answer_to_a_dead_child);
 	tcase_add_test(tc, progress_outside_a_child);
 	suite_add_tcase(s, tc);
 	return s;
