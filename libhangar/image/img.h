@@ -219,12 +219,11 @@ int img_subids_image(struct img_subids *r);
  * Runs fn(arg) in a forked child that is root of a user namespace mapping
  * 0..count-1 onto the image range and count onto the caller; fn's result
  * and last error come back, and out_size bytes at out (when fn succeeded).
- * img_subids_progress, called in the child, calls progress(bytes, payload)
- * in the parent and returns its answer.
+ * subids_progress (util/subids.h), called in the child, calls
+ * progress(bytes, payload) in the parent and returns its answer.
  */
 int img_subids_run(const struct img_subids *r, int (*fn)(void *), void *arg, void *out, size_t out_size,
 		   int (*progress)(uint64_t bytes, void *payload), void *payload);
-int img_subids_progress(uint64_t bytes, void *payload);
 
 /*
  * Unpacks a layer blob into the empty directory rootfd (an open

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "image/img.h"
+#include "util/subids.h"
 
 static int write_layer_json(struct img_store *s, const char *hex, const struct img_unpack *u)
 {
@@ -74,7 +75,7 @@ static int unpack_at(void *arg)
 	int rootfd, rc;
 
 	if (j->forward && j->u->progress) {
-		j->u->progress = img_subids_progress;
+		j->u->progress = subids_progress;
 		j->u->payload = NULL;
 	}
 	if (mkdirat(j->s->dirfd, j->root, 0755) < 0 ||

@@ -3,10 +3,13 @@
  * the library (the image store's unpack, libhangar/image/subids.c) and by
  * hangar-jail (userns.c), so the two cannot disagree on which ids are the
  * caller's, how they are cut in slots, or which slot holds its images.
+ * subids_run is the library's one way to act as those ids: the image store
+ * and the local provider's snapshots say only which ids and what to do.
  */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define SUBIDS_MIN 1001u  /* the least a range must hold: `user` is 1000 inside */
@@ -55,3 +58,56 @@ struct subids_line {
  * run or refused (the caller says why, in its own terms).
  */
 int subids_map(const char *tool, pid_t pid, const struct subids_line *lines, size_t n);
+
+/*
+ * What subids_run does: fork a child, have newuidmap and newgidmap give
+ * its user namespace these maps (at most 4 lines each), run fn(arg, msg,
+ * msg_size) there as root of the namespace and bring its result back.
+ *
+ * fn returns 0 or more, or a negative errno with why in msg (a string). Its
+ * out_size bytes at out (when out is not NULL) come back to the parent's out
+ * whenever it ran, whatever it returned. While it runs it may call
+ * subids_progress, which calls progress(bytes, payload) in the parent (when
+ * progress is not NULL) and returns its answer: non-zero asks fn to stop.
+ */
+struct subids_call {
+	const struct subids_line *uid_map, *gid_map;
+	size_t uid_lines, gid_lines;
+	int (*fn)(void *arg, char *msg, size_t size);
+	void *arg;
+	char *msg; /* msg_size bytes (at least 1), or NULL: fn's message is dropped */
+	size_t msg_size;
+	void *out;
+	size_t out_size;
+	int (*progress)(uint64_t bytes, void *payload);
+	void *payload;
+};
+
+/* Where subids_run stopped: fn ran, or the step that failed before it could. */
+enum subids_step {
+	SUBIDS_RAN,    /* fn ran: the result and msg are its */
+	SUBIDS_PIPE,   /* no pipe to the child (-errno) */
+	SUBIDS_FORK,   /* no child (-errno) */
+	SUBIDS_USERNS, /* the child could make no user namespace (-errno) */
+	SUBIDS_MAP,    /* newuidmap or newgidmap refused the maps (-EPERM) */
+	SUBIDS_ROOT,   /* the child could not become root of its namespace (-errno) */
+	SUBIDS_DIED,   /* the child died before it said how fn did (-EIO) */
+};
+
+/*
+ * Runs c->fn as described above: fn's result with *step SUBIDS_RAN, or the
+ * negative errno the failed step names, msg then empty, so that each caller
+ * says what failed in its own terms. The child is reaped before this
+ * returns, dies with the calling thread (PR_SET_PDEATHSIG), holds no
+ * descriptor of this call past an exec, and never returns from the call:
+ * it _exits once it has sent the result.
+ */
+int subids_run(const struct subids_call *c, enum subids_step *step);
+
+/*
+ * In subids_run's child: reports bytes of progress to the parent and waits
+ * for its answer, non-zero to stop (also when the parent is gone). Elsewhere
+ * it is 0: nothing to report to. payload is unused (a progress callback's
+ * shape, so fn can hand it to code that takes one).
+ */
+int subids_progress(uint64_t bytes, void *payload);

@@ -13,8 +13,8 @@
  * sandbox the next moment; the image range is never a `local` sandbox's, so
  * a snapshot outlives its parent without changing hands.
  *
- * The copy is made in a forked child that is root of a user namespace
- * mapping, through newuidmap and newgidmap:
+ * The copy is made in a forked child (subids_run, util/subids.c) that is
+ * root of a user namespace mapping, through newuidmap and newgidmap:
  *   0..SLOT-1            the image range: what the copy is written as
  *   SLOT                 the caller (the state directory is its)
  *   2*SLOT..             the parent's slot, when it is not the image range,
@@ -26,21 +26,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "snapshot.h"
 #include "util/subids.h"
 
-#define NEWUIDMAP SUBIDS_NEWUIDMAP
-#define NEWGIDMAP SUBIDS_NEWGIDMAP
 #define SLOT SUBIDS_SLOT
 #define PARENT_AT (2 * SLOT) /* where the parent's slot is in the helper's namespace */
 #define MAP_LINES 8
@@ -155,113 +148,46 @@ int local_snapshot_sub_plan(int init, struct lsnap_sub *s, char *msg, size_t siz
 	return 0;
 }
 
-/* tool PID 0 IMG SLOT  SLOT SELF 1  [PARENT_AT PBASE PCOUNT]. 0 or -1. */
-static int run_map(const char *tool, pid_t pid, unsigned img, unsigned self, unsigned pbase, unsigned pcount)
-{
-	const struct subids_line lines[] = { { 0, img, SLOT }, { SLOT, self, 1 }, { PARENT_AT, pbase, pcount } };
-
-	return subids_map(tool, pid, lines, pcount ? 3 : 2);
-}
-
-static int read_full(int fd, void *buf, size_t n)
-{
-	for (size_t have = 0; have < n;) {
-		ssize_t r = read(fd, (char *)buf + have, n - have);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		have += (size_t)r;
-	}
-	return 0;
-}
-
-static void write_full(int fd, const void *buf, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t w = write(fd, (const char *)buf + done, n - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		done += (size_t)w;
-	}
-}
-
-static void __attribute__((noreturn)) child(int up, int down, int (*fn)(void *, char *, size_t), void *arg,
-					    char *msg, size_t size)
-{
-	int rc;
-	char c;
-
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	msg[0] = '\0';
-	if (unshare(CLONE_NEWUSER) < 0) {
-		rc = -errno;
-		snprintf(msg, size, "cannot make a user namespace: %s", strerror(errno));
-	} else {
-		write_full(up, "u", 1);
-		if (read_full(down, &c, 1) < 0) {
-			rc = -EPERM;
-			snprintf(msg, size, "newuidmap or newgidmap refused the caller's subordinate ids");
-		} else if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
-			rc = -errno;
-			snprintf(msg, size, "cannot become root of the snapshot's user namespace: %s", strerror(errno));
-		} else {
-			rc = fn(arg, msg, size);
-		}
-	}
-	write_full(up, &rc, sizeof(rc));
-	write_full(up, msg, size);
-	_exit(0);
-}
+/* What the snapshot says when subids_run stops before fn, and whether the errno's text follows. */
+static const struct {
+	const char *what;
+	int os;
+} failed[] = {
+	[SUBIDS_PIPE] = { "cannot make a pipe", 1 },
+	[SUBIDS_FORK] = { "cannot fork", 1 },
+	[SUBIDS_USERNS] = { "cannot make a user namespace", 1 },
+	[SUBIDS_MAP] = { "newuidmap or newgidmap refused the caller's subordinate ids", 0 },
+	[SUBIDS_ROOT] = { "cannot become root of the snapshot's user namespace", 1 },
+	[SUBIDS_DIED] = { "the snapshot's helper process died", 0 },
+};
 
 int local_snapshot_sub_run(const struct lsnap_sub *s, int (*fn)(void *arg, char *msg, size_t size), void *arg,
 			   char *msg, size_t size)
 {
-	int up[2], down[2], rc = -EIO, status;
-	char c;
-	pid_t p;
+	/* The image range, the caller above it, then the parent's slot when it is not the image range. */
+	const struct subids_line uids[] = { { 0, s->img_uid, SLOT },
+					    { SLOT, (unsigned)geteuid(), 1 },
+					    { PARENT_AT, s->p_uid, s->p_count } };
+	const struct subids_line gids[] = { { 0, s->img_gid, SLOT },
+					    { SLOT, (unsigned)getegid(), 1 },
+					    { PARENT_AT, s->p_gid, s->p_gcount } };
+	const struct subids_call c = {
+		.uid_map = uids,
+		.gid_map = gids,
+		.uid_lines = s->p_count ? 3 : 2,
+		.gid_lines = s->p_gcount ? 3 : 2,
+		.fn = fn,
+		.arg = arg,
+		.msg = msg,
+		.msg_size = size,
+	};
+	enum subids_step step;
+	int rc = subids_run(&c, &step);
 
-	msg[0] = '\0';
-	if (pipe2(up, O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(down, O_CLOEXEC) < 0) {
-		rc = -errno;
-		close(up[0]);
-		close(up[1]);
-		return rc;
-	}
-	p = fork();
-	if (p == 0) {
-		close(up[0]);
-		close(down[1]);
-		child(up[1], down[0], fn, arg, msg, size);
-	}
-	close(up[1]);
-	close(down[0]);
-	if (p < 0) {
-		rc = -errno;
-		close(up[0]);
-		close(down[1]);
-		return rc;
-	}
-	if (read_full(up[0], &c, 1) == 0 &&
-	    run_map(NEWUIDMAP, p, s->img_uid, (unsigned)geteuid(), s->p_uid, s->p_count) == 0 &&
-	    run_map(NEWGIDMAP, p, s->img_gid, (unsigned)getegid(), s->p_gid, s->p_gcount) == 0) {
-		write_full(down[1], "g", 1);
-	}
-	close(down[1]); /* unmapped: the child reads EOF and says so */
-	if (read_full(up[0], &rc, sizeof(rc)) < 0 || read_full(up[0], msg, size) < 0) {
-		rc = -EIO;
-		snprintf(msg, size, "the snapshot's helper process died");
-	}
-	msg[size - 1] = '\0';
-	close(up[0]);
-	while (waitpid(p, &status, 0) < 0 && errno == EINTR)
-		;
+	if (step != SUBIDS_RAN && failed[step].os)
+		snprintf(msg, size, "%s: %s", failed[step].what, strerror(-rc));
+	else if (step != SUBIDS_RAN)
+		snprintf(msg, size, "%s", failed[step].what);
 	return rc;
 }
 
