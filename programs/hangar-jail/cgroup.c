@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,6 +100,71 @@ void freezer_setup(struct freezer *f, const char *id)
 		return;
 	if (strcmp(want, "none") != 0)
 		say("no freezer cgroup available; pausing will stop processes with SIGSTOP");
+}
+
+/*
+ * Moving a process between cgroup v1 cgroups takes the kernel's lock for
+ * every migration, and the first writer of that lock after a quiet spell
+ * waits for an RCU grace period: 6 to 13 ms, most of the child's "cgroups"
+ * step on such a host. Writers coming within a grace period of the last one
+ * pass at once. So the jail starts, first thing, a short-lived process that
+ * makes a migration changing nothing (itself into the cgroup it is already
+ * in) and exits: the wait passes during the rest of the set-up (the freezer
+ * and limit cgroups, the ids, the seccomp filter, bwrap's command line), and
+ * the child's moves come within the window. A process, not a thread: the
+ * jail forks later, and stays single-threaded so that its children can.
+ * Nothing depends on it: should it fail, or come late, the child's moves
+ * wait as they would have. The jail reaps it with its other children.
+ */
+static char warm_procs[PATH_MAX];
+
+/* The jail's own cgroup in the v1 hierarchy of controller, if at /sys/fs/cgroup/<controller>, into warm_procs. 0 or -1. */
+static int own_v1_procs(const char *controller)
+{
+	char *text = lstate_read_file("/proc/self/cgroup", 1 << 20, NULL), *line, *save = NULL;
+	int r = -1;
+
+	if (!text)
+		return -1;
+	/* Lines "N:controller,controller:/path"; cgroup v2's is "0::/path". */
+	for (line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+		char *list = strchr(line, ':'), *path = list ? strchr(list + 1, ':') : NULL, *c, *save_c = NULL;
+
+		if (!path)
+			continue;
+		*path++ = '\0';
+		for (c = strtok_r(list + 1, ",", &save_c); c; c = strtok_r(NULL, ",", &save_c))
+			if (!strcmp(c, controller))
+				break;
+		if (c && *path == '/' &&
+		    snprintf(warm_procs, sizeof(warm_procs), "/sys/fs/cgroup/%s%s/cgroup.procs", controller,
+			     strcmp(path, "/") ? path : "") < (int)sizeof(warm_procs))
+			r = 0;
+	}
+	free(text);
+	return r;
+}
+
+void cgroup_warm_up(void)
+{
+	/* The hierarchies a child may be moved in: the limits' (v1 beside a v2 freezer too), the v1 freezer. */
+	static const char *const v1[] = { "memory", "pids", "cpu", "freezer" };
+	size_t i;
+
+	for (i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
+		if (own_v1_procs(v1[i]) == 0 && exists(warm_procs))
+			break;
+	if (i == sizeof(v1) / sizeof(v1[0]))
+		return; /* no cgroup v1 here: nothing is moved */
+	if (fork() == 0) {
+		char self[32];
+		int fd = open(warm_procs, O_WRONLY | O_CLOEXEC), n = snprintf(self, sizeof(self), "%d", (int)getpid());
+
+		if (fd >= 0 && write(fd, self, (size_t)n) < 0) {
+			/* Best effort: the sandbox's own moves say what fails. */
+		}
+		_exit(0);
+	}
 }
 
 const char *freezer_v2(const struct freezer *f)

@@ -349,6 +349,7 @@ int main(int argc, char **argv)
 	mark("jail");
 	if (j.daemon && detach() < 0)
 		return 1;
+	cgroup_warm_up();
 	if (take_token(&j) < 0)
 		return 2;
 	if (watch_signals(&j) < 0 || record_pid(&j) < 0 || read_meta(&j) < 0)

@@ -219,6 +219,12 @@ const char *freezer_v2(const struct freezer *f);
 void freezer_record(const struct freezer *f, const char *dir);
 /* In the child: moves the calling process into the cgroup. 0, or -1 said. */
 int freezer_join(const struct freezer *f);
+/*
+ * Where cgroup v1 hierarchies are, starts (in a short-lived child, reaped
+ * with the others) the wait the child's first move into the sandbox's
+ * cgroups would make later, so that it passes while the jail sets up.
+ */
+void cgroup_warm_up(void);
 /* Thaws the cgroup (a frozen task cannot die). */
 void freezer_thaw(const struct freezer *f);
 /* SIGKILLs every process still in the cgroup and waits for each until deadline (mono_ms). */
