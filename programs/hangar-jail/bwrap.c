@@ -79,8 +79,6 @@ static void add_namespaces(struct argv *a, const struct jail_spec *s)
 	if (s->info_fd >= 0) {
 		add(a, "--info-fd");
 		addf(a, "%d", s->info_fd);
-		add(a, "--block-fd");
-		addf(a, "%d", s->block_fd);
 	}
 	if (!s->userns) {
 		/* Unprivileged: a user namespace mapping the caller to itself, and none below it. */

@@ -283,7 +283,7 @@ static int describe_sandbox(struct jail *j)
 		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
 		.shm_mb = j->lim.shm_mb, .disk_mb = j->lim.disk_mb,
 		.ready_fd = j->ready_fd, .token_fd = j->envd_token, .listen_fd = j->envd_listen,
-		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1], .block_fd = j->net_block[0],
+		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1],
 		.inner_fd = inner_fd,
 	};
 	if (j->meta.image.digest[0]) {
@@ -338,7 +338,7 @@ int main(int argc, char **argv)
 	struct jail j = {
 		.ready_fd = -1, .token_fd = -1, .sfd = -1, .tfd = -1, .lfd = -1, .pfd = -1,
 		.envd_listen = -1, .envd_token = -1, .image_lock = -1, .freezer = FREEZER_NONE,
-		.net_info = { -1, -1 }, .net_block = { -1, -1 }, .ids = UID_RANGE_NONE,
+		.net_info = { -1, -1 }, .ids = UID_RANGE_NONE,
 		.bwrap_pid = -1, .slirp = -1, .born_us = clock_wall_us(),
 	};
 

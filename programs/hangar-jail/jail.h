@@ -264,7 +264,7 @@ struct jail_spec {
 	int token_fd;             /* envd reads its token from it (token_pipe) */
 	int listen_fd;            /* envd.sock, listening (the jail binds it) */
 	int seccomp_fd;           /* the filter (seccomp_filter_fd) */
-	int info_fd, block_fd;    /* network on: bwrap's --info-fd and --block-fd; -1: off */
+	int info_fd;              /* network on: bwrap's --info-fd; -1: off */
 	int inner_fd;             /* userns: where the child puts the commands' namespace */
 	/*
 	 * The image the root is made of (image.c); NULL: the host's /usr, the
@@ -380,7 +380,6 @@ struct jail {
 	struct limit_cgroups lcg;    /* memory, pids, cpu */
 	const char *slirp_path;      /* network on: slirp4netns */
 	int net_info[2];             /* network on: bwrap's --info-fd, read by net_setup */
-	int net_block[2];            /* network on: bwrap's --block-fd, written once the network is up */
 	struct uid_range ids;        /* the host ids behind the sandbox's (userns.c) */
 	struct jail_spec spec;       /* bwrap's command line */
 	struct argv argv;            /* bwrap's command line, built */
@@ -392,9 +391,9 @@ struct jail {
 /* spawn.c: forks the child that joins j's cgroups and namespaces and runs bwrap (j->argv). Its pid, or -1 with errno. */
 pid_t spawn_bwrap(const struct jail *j);
 
-/* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info and block pipes. 0, or -1 said. */
+/* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info pipe. 0, or -1 said. */
 int net_prepare(struct jail *j);
-/* net.c: network on, once bwrap runs: starts slirp4netns (j->slirp) and lets bwrap go on. 0, or -1 said. */
+/* net.c: network on, once bwrap runs: starts slirp4netns (j->slirp), then says "network" on the ready pipe. 0, or -1 said. */
 int net_start(struct jail *j);
 
 /* supervise.c: reaps every exited child; 1 when watch was among them (its status in *status). */

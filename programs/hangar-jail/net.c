@@ -388,9 +388,11 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	}
 	if (wait_loopback(child, deadline) < 0)
 		return -1;
+	mark("net-loopback");
 	p = start_slirp(slirp, child, &netfd, &ownerfd, deadline);
 	if (p < 0)
 		return -1;
+	mark("net-slirp");
 	if (route_script(script, sizeof(script)) >= sizeof(script) ||
 	    run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
 		say("cannot restrict the sandbox's routes");
@@ -476,7 +478,7 @@ int net_prepare(struct jail *j)
 		say("network on needs slirp4netns: %s: %s", j->slirp_path, strerror(errno));
 		return -1;
 	}
-	if (pipe2(j->net_info, O_CLOEXEC) < 0 || pipe2(j->net_block, O_CLOEXEC) < 0) {
+	if (pipe2(j->net_info, O_CLOEXEC) < 0) {
 		say("pipe: %s", strerror(errno));
 		return -1;
 	}
@@ -488,7 +490,12 @@ int net_start(struct jail *j)
 	if (j->net_info[1] < 0)
 		return 0;
 	close(j->net_info[1]);
-	close(j->net_block[0]);
+	/*
+	 * bwrap goes on meanwhile and starts envd: the two start side by side.
+	 * Nothing else runs in the sandbox before the library has both envd's
+	 * "ready" and this "network" on the ready pipe (create.c), so no
+	 * command ever sees the network before its routes are restricted.
+	 */
 	if (j->bwrap_pid > 0)
 		j->slirp = net_setup(j->net_info[0], j->slirp_path, clock_mono_ms() + NET_DEADLINE_MS);
 	/*
@@ -497,13 +504,11 @@ int net_start(struct jail *j)
 	 * that net_setup waited for, and a closed pipe there would kill it
 	 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
 	 */
-	if (j->bwrap_pid > 0 && j->slirp < 0) {
-		close(j->net_block[1]);
+	if (j->bwrap_pid > 0 && j->slirp < 0)
+		return -1;
+	if (j->bwrap_pid > 0 && write(j->ready_fd, "network\n", 8) != 8) {
+		say("cannot tell the library the network is up: %s", strerror(errno));
 		return -1;
 	}
-	/* The network is ready: bwrap may start envd. */
-	if (j->bwrap_pid > 0 && write(j->net_block[1], "n", 1) != 1)
-		say("cannot release bwrap: %s", strerror(errno));
-	close(j->net_block[1]);
 	return 0;
 }

@@ -40,7 +40,7 @@ static void map_child(pid_t pid, const struct uid_range *range, int up[2], int d
 /* The descriptors bwrap keeps across its exec (close-on-exec until now). 0, or -1 said. */
 static int keep_fds(const struct jail_spec *s)
 {
-	const int keep[] = { s->token_fd, s->seccomp_fd, s->listen_fd, s->info_fd, s->block_fd, s->ready_fd };
+	const int keep[] = { s->token_fd, s->seccomp_fd, s->listen_fd, s->info_fd, s->ready_fd };
 
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
 		if (keep[i] >= 0 && fcntl(keep[i], F_SETFD, 0) < 0) {

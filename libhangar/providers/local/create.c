@@ -198,22 +198,39 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 	return r;
 }
 
-/* Whether the ready pipe said "ready\n" (in what it sent before any NUL byte). */
-static int said_ready(const char *buf, size_t have)
+/*
+ * The ready pipe is written by envd ("ready\n", once it serves) and, with
+ * network on, by the jail ("network\n", once the sandbox's network is up and
+ * its routes restricted): the two start side by side, and the sandbox is
+ * nobody's until both said so. Whether what the pipe sent before any NUL
+ * byte says it.
+ */
+static int said(const char *buf, size_t have, const char *what)
 {
-	return memmem(buf, strnlen(buf, have), "ready\n", 6) != NULL;
+	return memmem(buf, strnlen(buf, have), what, strlen(what)) != NULL;
 }
 
-/* Reads "ready\n" from fd before the deadline: 0, -ETIMEDOUT or -EPIPE (EOF). */
-static int wait_ready(int fd, int64_t deadline_ms)
+static int said_ready(const char *buf, size_t have)
 {
+	return said(buf, have, "ready\n");
+}
+
+static int said_ready_network(const char *buf, size_t have)
+{
+	return said(buf, have, "ready\n") && said(buf, have, "network\n");
+}
+
+/* Reads what fd must say (see said()) before the deadline: 0, -ETIMEDOUT or -EPIPE (EOF). */
+static int wait_ready(int fd, int network, int64_t deadline_ms)
+{
+	int (*done)(const char *, size_t) = network ? said_ready_network : said_ready;
 	char buf[64];
 	size_t have;
-	int r = local_read_until(fd, buf, sizeof(buf) - 1, deadline_ms, said_ready, &have);
+	int r = local_read_until(fd, buf, sizeof(buf) - 1, deadline_ms, done, &have);
 
 	if (r < 0)
 		return r;
-	return said_ready(buf, have) ? 0 : -EPIPE;
+	return done(buf, have) ? 0 : -EPIPE;
 }
 
 /* Stops a jail that started but whose sandbox never became ready. */
@@ -443,10 +460,11 @@ static int make_dir(const struct local *l, struct lmeta *m, char *dir, int *lock
  * descriptor (*log) and the ready pipe's (*ready) to close. 0, or an error
  * set with the jail stopped and dir removed.
  */
-static int start_jail(const struct local *l, const char *dir, const char *id, const char *token, int64_t t0,
+static int start_jail(const struct local *l, const char *dir, const struct lmeta *m, const char *token, int64_t t0,
 		      int timeline, int *log, int *ready)
 {
 	char path[PATH_MAX], tail[LOG_TAIL_BYTES + 1];
+	const char *id = m->id;
 	int pipefd[2], r;
 
 	snprintf(path, sizeof(path), "%s/envd.log", dir);
@@ -465,7 +483,7 @@ static int start_jail(const struct local *l, const char *dir, const char *id, co
 		lstate_rmtree_at(AT_FDCWD, dir);
 		return r;
 	}
-	r = wait_ready(*ready, t0 + READY_DEADLINE_MS);
+	r = wait_ready(*ready, m->network, t0 + READY_DEADLINE_MS);
 	if (r < 0) {
 		stop_jail(dir, id);
 		/* The jail removes the directory; the log stays readable through our descriptor. */
@@ -519,7 +537,7 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 		timeline = lstate_timeline_open(dir);
 		lstate_timeline_mark_at(timeline, "create", t0_us);
 		lstate_timeline_mark(timeline, "laid-out");
-		rc = start_jail(l, dir, m.id, token, t0, timeline, &log, &ready);
+		rc = start_jail(l, dir, &m, token, t0, timeline, &log, &ready);
 	}
 	if (rc == 0) {
 		lstate_timeline_mark(timeline, "envd-ready");
