@@ -391,6 +391,28 @@ out:
 	return rc;
 }
 
+/* Staged: the host's subdirectories the stage binds into the sandbox's /etc (etc_host_dirs). */
+static char **host_dirs;
+static size_t n_host_dirs;
+
+size_t etc_host_dirs(char *const **names)
+{
+	*names = host_dirs;
+	return n_host_dirs;
+}
+
+/* Keeps the names of h's directories for the stage. 0 or -ENOMEM. */
+static int keep_host_dirs(const struct host_etc *h)
+{
+	host_dirs = calloc(h->n ? h->n : 1, sizeof(*host_dirs));
+	if (!host_dirs)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n; i++)
+		if (S_ISDIR(h->e[i].st.st_mode) && !(host_dirs[n_host_dirs++] = strdup(h->e[i].name)))
+			return -ENOMEM;
+	return 0;
+}
+
 const char *etc_template(void)
 {
 	return template_lock >= 0 ? template_path : NULL;
@@ -443,6 +465,8 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 		rc = host_etc_read(&h);
 	if (rc == 0)
 		rc = template_get(root, &h, network);
+	if (rc == 0 && stage)
+		rc = keep_host_dirs(&h);
 	if (rc < 0) {
 		host_etc_free(&h);
 		return rc;
@@ -459,7 +483,12 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 		addf(a, "%s/%s", path, own[i]);
 		addf(a, "/etc/%s", own[i]);
 	}
-	for (size_t i = 0; i < h.n; i++)
+	/*
+	 * The host's subdirectories over the template's mount points: staged,
+	 * the child binds them (stage.c), some tens of binds made read-only at
+	 * once, where bwrap would read the mount table and remount for each.
+	 */
+	for (size_t i = 0; !stage && i < h.n; i++)
 		if (S_ISDIR(h.e[i].st.st_mode)) {
 			add(a, "--ro-bind");
 			addf(a, "/etc/%s", h.e[i].name);

@@ -155,6 +155,8 @@ int inner_userns(const struct uid_range *r, int at);
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, int stage,
 	      struct argv *a);
+/* Staged (etc_build's stage): the names of the host's /etc subdirectories the stage binds. How many. */
+size_t etc_host_dirs(char *const **names);
 /* The template etc_build chose (a directory), or NULL before. */
 const char *etc_template(void);
 /* The names of the sandbox's own files in dir/rootfs/etc, in *names; how many there are. */
