@@ -19,6 +19,7 @@
  * so that their session forks go by checkpoint instead.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +35,7 @@
 
 #include "util/clock.h"
 #include "util/sjson.h"
+#include "lsnapuse.h"
 #include "snapshot.h"
 
 #define RECORD_MAX 65536
@@ -414,22 +416,30 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 int local_snapshot_delete(struct local *l, const char *id)
 {
 	char dir[DIR_MAX], gone[DIR_MAX], path[PATH_MAX];
-	int fd, r;
+	int gate, fd, r;
 
 	snap_dir(dir, sizeof(dir), l, "", id);
-	snap_dir(gone, sizeof(gone), l, ".del-", id);
+	snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, id);
+	/* The gate: no reap of a released snapshot at the same time (lsnapuse.h). */
+	gate = lsnap_gate(dir);
+	if (gate < 0)
+		return hangar_sys_error(HANGAR_EGONE, 0, errno, "the local provider has no snapshot %s", id);
 	snprintf(path, sizeof(path), "%s/use", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (fd < 0) {
+		close(gate);
 		return hangar_sys_error(HANGAR_EGONE, 0, errno, "the local provider has no snapshot %s", id);
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
+		close(gate);
 		return hangar_sys_error(HANGAR_EBUSY, 0, EBUSY,
 					"snapshot %s is in use by a sandbox made from it: kill those first", id);
 	}
 	/* Out of the way first, so that no create finds a half-removed snapshot. */
 	r = rename(dir, gone) < 0 ? -errno : remove_dir(gone);
 	close(fd);
+	close(gate);
 	if (r < 0)
 		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);
 	return 0;
@@ -441,4 +451,88 @@ int local_snapshot_delete_slot(void *state, const char *snapshot_id)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
 					snapshot_id);
 	return local_snapshot_delete(state, snapshot_id);
+}
+
+/* dir's snapshot id, its last component. */
+static const char *dir_id(const char *dir)
+{
+	const char *slash = strrchr(dir, '/');
+
+	return slash ? slash + 1 : dir;
+}
+
+void local_snapshot_reap(struct local *l, const char *dir)
+{
+	char gone[DIR_MAX], mine[DIR_MAX];
+	int r;
+
+	/* Only a snapshot of this state directory, by the path it would have. */
+	snap_dir(mine, sizeof(mine), l, "", dir_id(dir));
+	if (!local_snapshot_valid_id(dir_id(dir)) || strcmp(mine, dir) != 0)
+		return;
+	r = lsnap_reap(dir, 0, remove_dir);
+
+	if (r == -ENOENT) {
+		/* Renamed already: by a jail that could not remove it, or a remover that died. */
+		snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, dir_id(dir));
+		r = lsnap_reap_leftover(gone, remove_dir);
+	}
+	if (r < 0)
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove released snapshot %s: %s", dir_id(dir),
+			       strerror(-r));
+	else if (r > 0)
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: released snapshot %s removed", dir_id(dir));
+}
+
+void local_snapshot_sweep(struct local *l)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/snapshots", l->root);
+	if (!(d = opendir(path)))
+		return;
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+
+		if (local_snapshot_valid_id(name)) {
+			snap_dir(path, sizeof(path), l, "", name);
+			snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", LSNAP_RELEASE);
+			if (access(path, F_OK) == 0) {
+				snap_dir(path, sizeof(path), l, "", name);
+				local_snapshot_reap(l, path);
+			}
+		} else if (!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
+			   local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) {
+			int r;
+
+			snap_dir(path, sizeof(path), l, "", name);
+			r = lsnap_reap_leftover(path, remove_dir);
+			if (r < 0)
+				hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot finish removing %s: %s", path,
+					       strerror(-r));
+		}
+	}
+	closedir(d);
+}
+
+int local_snapshot_release_slot(void *state, const char *snapshot_id)
+{
+	struct local *l = state;
+	char dir[DIR_MAX];
+	int r;
+
+	if (!local_snapshot_valid_id(snapshot_id))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
+					snapshot_id);
+	snap_dir(dir, sizeof(dir), l, "", snapshot_id);
+	r = lsnap_reap(dir, 1, remove_dir);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return hangar_sys_error(HANGAR_EGONE, 0, -r, "the local provider has no snapshot %s", snapshot_id);
+	if (r < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot release snapshot %s", snapshot_id);
+	hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: snapshot %s released%s", snapshot_id,
+		       r ? " and removed" : "; it goes with the last sandbox made from it");
+	return 0;
 }
