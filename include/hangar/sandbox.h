@@ -530,6 +530,20 @@ HANGAR_EXTERN(int) hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *s
  */
 HANGAR_EXTERN(int) hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id);
 
+/**
+ * Releases a snapshot hangar_sandbox_snapshot() took on provider (NULL:
+ * HANGAR_DEFAULT_PROVIDER): it is deleted once no sandbox made from it
+ * runs, at once when none does, else when the last of them is killed,
+ * expires or ends in any other way. Until then creates from it go on
+ * working. A session fork by snapshot releases its snapshot this way.
+ *
+ * @return 0 (deleted now or later), HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the
+ *         provider cannot), HANGAR_ENOTFOUND (no such provider),
+ *         HANGAR_EGONE (no such snapshot) or HANGAR_EOS.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_snapshot_release(hangar_ctx *ctx, const char *provider, const char *snapshot_id);
+
 /* ---- forks ------------------------------------------------------------------- */
 
 /** One fork, as hangar_sandbox_fork() reports it. */

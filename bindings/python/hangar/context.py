@@ -387,6 +387,11 @@ class Context:
         with self._handle as c:
             _h.hangar_snapshot_delete(c, provider, snapshot_id)
 
+    def release_snapshot(self, snapshot_id: str, provider: Optional[str] = None) -> None:
+        """Deletes a snapshot once no sandbox made from it runs: now, or when the last one ends."""
+        with self._handle as c:
+            _h.hangar_snapshot_release(c, provider, snapshot_id)
+
     def templates(self, provider: Optional[str] = None) -> Iterator[TemplateInfo]:
         """The templates a provider can create sandboxes from (UnsupportedError where it has none)."""
         out: List[TemplateInfo] = []
