@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1088,6 +1089,330 @@ START_TEST(unprivileged_image_sandbox_snapshot)
 }
 END_TEST
 
+/* ---- the life of released snapshots ---- */
+
+/*
+ * The snapshots in the state directory: how many (the last one's id in id,
+ * when id), and in *left how many removals were left unfinished (.del-).
+ */
+static int snapshots_on_disk(char *id, int *left)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (left)
+		*left = 0;
+	snprintf(path, sizeof(path), "%s/local/snapshots", state_dir);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, "snap-", 5)) {
+			n++;
+			if (id)
+				snprintf(id, SNAP_ID_LEN + 1, "%.*s", SNAP_ID_LEN, de->d_name);
+		} else if (!strncmp(de->d_name, ".del-", 5) && left) {
+			(*left)++;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Waits until snapshot id's directory is gone and no removal is left half-done; 1 when it was in time. */
+static int wait_snapshot_gone(const char *id, int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	char path[PATH_MAX];
+	struct stat st;
+
+	snap_path(path, sizeof(path), id, "");
+	for (;;) {
+		int left = 0;
+
+		snapshots_on_disk(NULL, &left);
+		if (stat(path, &st) < 0 && errno == ENOENT && left == 0)
+			return 1;
+		if (clock_mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+}
+
+static int snapshot_exists(const char *id)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snap_path(path, sizeof(path), id, "/layer");
+	return stat(path, &st) == 0;
+}
+
+/* Waits until process pid is gone (a SIGKILLed jail is reaped by whoever adopted it). */
+static int wait_pid_gone(int pid, int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	while (stat(path, &st) == 0) {
+		if (clock_mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	return 1;
+}
+
+/* hangar_sandbox_list()'s callback, for the clean-up the list does. */
+static int count_one(const hangar_sandbox_info *info, void *payload)
+{
+	(void)info;
+	(void)payload;
+	return 0;
+}
+
+/* A session in ctx on local, its sandbox in *sb, with a file the forks inherit. */
+static hangar_session *fork_parent(hangar_ctx *ctx, hangar_sandbox **sb)
+{
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	ck_assert_msg(hangar_session_create(&s, ctx, &so) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_session_sandbox(sb, s), 0);
+	must(*sb, NULL, "echo from-parent > /workspace/p");
+	return s;
+}
+
+START_TEST(fork_snapshot_goes_with_its_last_child)
+{
+	hangar_ctx *ctx;
+	hangar_session *s;
+	hangar_sandbox *sb = NULL, *kids[3];
+	struct forks f = { 0, 0, 0, { NULL } };
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s = fork_parent(ctx, &sb);
+	ck_assert_msg(hangar_session_fork(s, 3, on_fork, &f) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(f.ok, 3);
+	ck_assert_int_eq(f.method, HANGAR_FORK_SNAPSHOT);
+	/* One snapshot, held by the three children. */
+	ck_assert_int_eq(snapshots_on_disk(id, NULL), 1);
+	for (int i = 0; i < 3; i++) {
+		kids[i] = NULL;
+		ck_assert_int_eq(hangar_session_sandbox(&kids[i], f.s[i]), 0);
+		expect(kids[i], "cat /workspace/p", "from-parent");
+	}
+	/* Released, not deleted: a user's create from it works while a child holds it. */
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EBUSY);
+	ck_assert_int_eq(hangar_sandbox_kill(kids[0]), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(kids[1]), 0);
+	ck_assert_msg(snapshot_exists(id), "snapshot %s went while a child of it runs", id);
+	expect(kids[2], "cat /workspace/p", "from-parent");
+	/* The last child's end takes it. */
+	ck_assert_int_eq(hangar_sandbox_kill(kids[2]), 0);
+	ck_assert_msg(wait_snapshot_gone(id, 15000), "snapshot %s stays after its last child was killed", id);
+	/* The parent never used it. */
+	expect(sb, "cat /workspace/p", "from-parent");
+	for (int i = 0; i < 3; i++) {
+		hangar_sandbox_unref(kids[i]);
+		hangar_session_unref(f.s[i]);
+	}
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(failed_fork_leaves_no_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_session *s;
+	hangar_sandbox *sb = NULL;
+	struct forks f = { 0, 0, 0, { NULL } };
+	int rc;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s = fork_parent(ctx, &sb);
+	/* Room for the parent only: the snapshot is taken, and every child is refused. */
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_MAX_SANDBOXES", "1"), 0);
+	rc = hangar_session_fork(s, 3, on_fork, &f);
+	ck_assert_msg(rc != 0 || f.failed == 3, "fork: %d, %d made, %d failed", rc, f.ok, f.failed);
+	ck_assert_int_eq(f.ok, 0);
+	ck_assert_int_eq(snapshots_on_disk(NULL, NULL), 0);
+	{
+		int left = 1;
+
+		snapshots_on_disk(NULL, &left);
+		ck_assert_int_eq(left, 0);
+	}
+	expect(sb, "cat /workspace/p", "from-parent");
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(user_snapshot_stays_until_released)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "echo kept > /workspace/k");
+	snapshot(parent, id);
+	a = create_from(ctx, id);
+	b = create_from(ctx, id);
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	/* Taken by the user, it outlives its children and a clean-up. */
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert_msg(snapshot_exists(id), "a user's snapshot went with its children");
+	/* Released with a child running: stays for it, and creates from it still work. */
+	a = create_from(ctx, id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_msg(snapshot_exists(id), "released snapshot %s went while a child of it runs", id);
+	b = create_from(ctx, id);
+	expect(b, "cat /workspace/k", "kept");
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_msg(snapshot_exists(id), "released snapshot %s went while a child of it runs", id);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_msg(wait_snapshot_gone(id, 15000), "released snapshot %s stays after its children", id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), HANGAR_EGONE);
+	/* Released unused: gone at once. */
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_msg(!snapshot_exists(id), "an unused snapshot stays after its release");
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", "../../etc"), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", ""), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_release(NULL, "local", id), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "no-such-provider", id), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(killed_jail_leaves_it_to_the_next_list)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], cid[64];
+	int pid;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	child = create_from(ctx, id);
+	snprintf(cid, sizeof(cid), "%s", hangar_sandbox_id(child));
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	/* The jail dies without a word: nobody removes the snapshot yet... */
+	pid = jail_pid_of(cid);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert(wait_pid_gone(pid, 15000));
+	ck_assert_msg(snapshot_exists(id), "snapshot %s went before any clean-up", id);
+	/* ...until the library clears the dead sandbox away: here, the next list. */
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert_msg(!snapshot_exists(id), "snapshot %s stays after the list cleared its dead child", id);
+	ck_assert(wait_snapshot_gone(id, 1));
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static void unprivileged_release_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_session *s = NULL;
+	hangar_sandbox *sb = NULL, *parent, *child;
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	struct forks f = { 0, 0, 0, { NULL } };
+	char id[SNAP_ID_LEN + 1], cid[64];
+	int pid;
+
+	(void)img_uid;
+	(void)img_gid;
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	U_CHECK(hangar_session_create(&s, ctx, &so) == 0 && hangar_session_sandbox(&sb, s) == 0, "session");
+	u_must(sb, NULL, "echo from-parent > /workspace/p");
+	u_must(sb, "root", "echo root > /root/r");
+	U_CHECK(hangar_session_fork(s, 2, on_fork, &f) == 0, "fork");
+	U_CHECK(f.ok == 2 && f.method == HANGAR_FORK_SNAPSHOT, "%d forks by method %d", f.ok, f.method);
+	U_CHECK(snapshots_on_disk(id, NULL) == 1, "one snapshot for the fork");
+	for (int i = 0; i < f.ok; i++) {
+		hangar_sandbox *x = NULL;
+
+		U_CHECK(hangar_session_sandbox(&x, f.s[i]) == 0, "a fork's sandbox");
+		u_expect(x, NULL, "cat /workspace/p", "from-parent");
+		U_CHECK(hangar_sandbox_kill(x) == 0, "kill fork %d", i);
+		U_CHECK(i == f.ok - 1 || snapshot_exists(id), "snapshot %s went while a child of it runs", id);
+		hangar_sandbox_unref(x);
+		hangar_session_unref(f.s[i]);
+	}
+	/* Owned in the image range: the library finishes what the jail could only rename. */
+	U_CHECK(wait_snapshot_gone(id, 15000), "the fork's snapshot %s stays after its children", id);
+	/* A SIGKILLed jail of an unprivileged caller: the next list removes its released snapshot. */
+	parent = u_create(ctx, NULL);
+	u_snapshot(parent, id);
+	child = u_create(ctx, id);
+	snprintf(cid, sizeof(cid), "%s", hangar_sandbox_id(child));
+	U_CHECK(hangar_snapshot_release(ctx, "local", id) == 0 && snapshot_exists(id), "release %s in use", id);
+	pid = jail_pid_of(cid);
+	U_CHECK(kill(pid, SIGKILL) == 0 && wait_pid_gone(pid, 15000), "SIGKILL jail %d", pid);
+	U_CHECK(hangar_sandbox_list(ctx, "local", count_one, NULL) == 0, "list");
+	U_CHECK(wait_snapshot_gone(id, 1), "snapshot %s stays after the list cleared its dead child", id);
+	U_CHECK(hangar_sandbox_kill(parent) == 0, "kill parent");
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+
+START_TEST(unprivileged_released_snapshots_go)
+{
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	as_user(pw, unprivileged_release_body, img_uid, img_gid);
+}
+END_TEST
+
 static Suite *snap_suite(void)
 {
 	Suite *s = suite_create("local-snap");
@@ -1107,6 +1432,11 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, unprivileged_caller_with_subids);
 	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
 	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
+	tcase_add_test(tc, fork_snapshot_goes_with_its_last_child);
+	tcase_add_test(tc, failed_fork_leaves_no_snapshot);
+	tcase_add_test(tc, user_snapshot_stays_until_released);
+	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
+	tcase_add_test(tc, unprivileged_released_snapshots_go);
 	suite_add_tcase(s, tc);
 	return s;
 }
