@@ -373,7 +373,7 @@ static int read_record(const char *dir, int *network, char *image, size_t size)
 }
 
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
-		       struct image_rootfs *img)
+		       struct image_rootfs *img, int *snap_fd)
 {
 	const char *id = opts->template_id;
 	char dir[DIR_MAX], path[PATH_MAX], image[80];
@@ -397,11 +397,11 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 		/*
 		 * A snapshot of an image sandbox: the child runs the same image,
 		 * its writable layer the snapshot's upper/ over the image's
-		 * layers. The image's use lock replaces the snapshot's here; the
-		 * jail takes the snapshot's itself, and fails cleanly if a
-		 * deletion came first.
+		 * layers. The image's use lock takes the snapshot's place in
+		 * img; the snapshot's is held in *snap_fd all the same, so that
+		 * a released snapshot cannot go before the jail holds it.
 		 */
-		close(img->use_fd);
+		*snap_fd = img->use_fd;
 		img->use_fd = -1;
 		if ((r = local_find_template(l, image, m, img)) < 0)
 			return r;

@@ -40,11 +40,12 @@ int local_snapshot_valid_id(const char *id);
 /*
  * A create from snapshot opts->template_id: records it in m (its directory,
  * its network unless opts chose one) and takes its use lock shared into
- * img->use_fd, for the caller to release once the jail holds its own. 0, or
- * an error set (HANGAR_ENOTFOUND: no such snapshot).
+ * img->use_fd, or for a snapshot of an image sandbox into *snap_fd (img
+ * then holds the image), for the caller to release once the jail holds its
+ * own. 0, or an error set (HANGAR_ENOTFOUND: no such snapshot).
  */
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
-		       struct image_rootfs *img);
+		       struct image_rootfs *img, int *snap_fd);
 
 /*
  * create.c: the template name ("local", or an image of the store, found,
