@@ -1346,6 +1346,34 @@ START_TEST(killed_jail_leaves_it_to_the_next_list)
 }
 END_TEST
 
+START_TEST(expired_child_takes_it_with_it)
+{
+	hangar_ctx *ctx;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *parent, *child = NULL;
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	o.provider = "local";
+	o.template_id = id;
+	o.timeout_sec = 2;
+	o.network = HANGAR_NETWORK_OFF;
+	ck_assert_msg(hangar_sandbox_create(&child, ctx, &o) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert(snapshot_exists(id));
+	/* No call of the library in between: the jail's own end removes it. */
+	ck_assert_msg(wait_snapshot_gone(id, 30000), "snapshot %s stays after its only child expired", id);
+	ck_assert(wait_gone(ctx, hangar_sandbox_id(child), 15000));
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static void unprivileged_release_body(unsigned img_uid, unsigned img_gid)
 {
 	hangar_ctx *ctx = u_ctx();
@@ -1436,6 +1464,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, failed_fork_leaves_no_snapshot);
 	tcase_add_test(tc, user_snapshot_stays_until_released);
 	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
+	tcase_add_test(tc, expired_child_takes_it_with_it);
 	tcase_add_test(tc, unprivileged_released_snapshots_go);
 	suite_add_tcase(s, tc);
 	return s;
