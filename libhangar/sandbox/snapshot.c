@@ -1,6 +1,6 @@
 /*
  * Filesystem-only pauses, snapshots, metrics and logs (provider table
- * version 2; snapshot deletion, 5; snapshot release, 6).
+ * version 2; snapshot deletion, 5; snapshot release and listing, 6).
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -91,6 +91,26 @@ int hangar_snapshot_release(hangar_ctx *ctx, const char *provider, const char *s
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot release snapshots",
 			    p->ops.name);
 	rc = PROVIDER_CALL(p, "snapshot release", snapshot_release, snapshot_id);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+int hangar_snapshot_list(hangar_ctx *ctx, const char *provider, hangar_snapshot_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = provider_get(ctx, provider);
+	if (!p)
+		return hangar_error_last()->code;
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_list)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s lists no snapshots", p->ops.name);
+	rc = PROVIDER_WALK(p, "snapshot list", snapshot_list, fn, payload);
+	if (rc < 0)
+		return rc;
 	if (rc == 0)
 		herr_clear();
 	return rc;

@@ -1374,6 +1374,92 @@ START_TEST(expired_child_takes_it_with_it)
 }
 END_TEST
 
+/* What hangar_snapshot_list() said of one snapshot. */
+struct seen {
+	const char *id;
+	int count, found, released;
+	char name[64], sandbox[64];
+	int64_t created_at_us;
+};
+
+static int on_snapshot(const hangar_snapshot_info *info, void *payload)
+{
+	struct seen *s = payload;
+
+	ck_assert_uint_eq(info->version, HANGAR_SNAPSHOT_INFO_VERSION);
+	ck_assert_str_eq(info->provider, "local");
+	s->count++;
+	if (strcmp(info->snapshot_id, s->id) != 0)
+		return 0;
+	s->found++;
+	s->released = (int)info->released;
+	s->created_at_us = info->created_at_us;
+	snprintf(s->name, sizeof(s->name), "%s", info->name);
+	snprintf(s->sandbox, sizeof(s->sandbox), "%s", info->sandbox_id);
+	return 0;
+}
+
+static int stop_at_first(const hangar_snapshot_info *info, void *payload)
+{
+	(void)info;
+	(*(int *)payload)++;
+	return 7;
+}
+
+START_TEST(list_reports_snapshots)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], other[SNAP_ID_LEN + 1];
+	struct seen s = { 0 };
+	int64_t before = clock_wall_us();
+	int calls = 0;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s.id = "none";
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.count, 0);
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	snapshot(parent, other);
+	child = create_from(ctx, id);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.count, 2);
+	ck_assert_int_eq(s.found, 1);
+	ck_assert_str_eq(s.name, "test");
+	ck_assert_str_eq(s.sandbox, hangar_sandbox_id(parent));
+	ck_assert_int_eq(s.released, 0);
+	ck_assert(s.created_at_us >= before && s.created_at_us <= clock_wall_us());
+	/* Released while in use: listed, and said to be released; gone from the list with its child. */
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.found, 1);
+	ck_assert_int_eq(s.released, 1);
+	ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.found, 0);
+	ck_assert_int_eq(s.count, 1);
+	/* fn's non-zero value stops the walk and is returned. */
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", stop_at_first, &calls), 7);
+	ck_assert_int_eq(calls, 1);
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", NULL, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_list(NULL, "local", on_snapshot, &s), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "no-such-provider", on_snapshot, &s), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(delete_snapshot(ctx, other), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static void unprivileged_release_body(unsigned img_uid, unsigned img_gid)
 {
 	hangar_ctx *ctx = u_ctx();
@@ -1465,6 +1551,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, user_snapshot_stays_until_released);
 	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
 	tcase_add_test(tc, expired_child_takes_it_with_it);
+	tcase_add_test(tc, list_reports_snapshots);
 	tcase_add_test(tc, unprivileged_released_snapshots_go);
 	suite_add_tcase(s, tc);
 	return s;

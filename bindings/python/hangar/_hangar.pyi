@@ -170,6 +170,15 @@ class _TemplateDict(TypedDict):
     provider: str
 
 @type_check_only
+class _SnapshotDict(TypedDict):
+    snapshot_id: str
+    name: str
+    sandbox_id: str
+    provider: str
+    created_at_us: int
+    released: bool
+
+@type_check_only
 class _ImageDict(TypedDict):
     digest: str
     names: List[str]
@@ -238,6 +247,7 @@ def py_tier_foreach(ctx: _Ctx, fn: Callable[[_TierDict], object]) -> int: ...
 # name None: every environment; else only that one (NotFoundError).
 def py_environment_list(ctx: _Ctx, name: Optional[str], fn: Callable[[_EnvironmentDict], object]) -> int: ...
 def py_template_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_TemplateDict], object]) -> int: ...
+def py_snapshot_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_SnapshotDict], object]) -> int: ...
 # Returns the new template's id; fn((status, message)) follows the build.
 @type_check_only
 class _PublishDict(TypedDict):
@@ -489,6 +499,7 @@ HANGAR_SETTING_ENVIRONMENT: int
 HANGAR_SETTING_EXPLICIT: int
 HANGAR_SIGKILL: int
 HANGAR_SIGTERM: int
+HANGAR_SNAPSHOT_INFO_VERSION: int
 HANGAR_STREAM_PTY: int
 HANGAR_STREAM_STDERR: int
 HANGAR_STREAM_STDOUT: int

@@ -44,6 +44,7 @@ HANGAR_BEGIN_DECL
 struct hangar_create_opts;
 struct hangar_template_build_opts;
 struct hangar_template_info;
+struct hangar_snapshot_info;
 struct hangar_sandbox_metric;
 struct hangar_sandbox_log_entry;
 
@@ -208,6 +209,13 @@ struct hangar_provider_ops {
 	 * snapshot.
 	 */
 	int (*snapshot_release)(void *state, const char *snapshot_id);
+	/**
+	 * Reports every snapshot the provider keeps with fn (HANGAR_CAP_SNAPSHOT),
+	 * after reading them all, so that a failure reports none; returns
+	 * fn's non-zero value when it stops.
+	 */
+	int (*snapshot_list)(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload),
+			     void *payload);
 };
 
 /** Older names of HANGAR_SANDBOX_RUNNING and HANGAR_SANDBOX_PAUSED (hangar/sandbox.h), kept for sources that use them. */

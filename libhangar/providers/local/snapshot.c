@@ -536,3 +536,105 @@ int local_snapshot_release_slot(void *state, const char *snapshot_id)
 		       r ? " and removed" : "; it goes with the last sandbox made from it");
 	return 0;
 }
+
+/* One snapshot as list reads it. */
+struct listed {
+	char id[LSNAP_ID_LEN + 1];
+	char *name, *parent;
+	int64_t created_at_us;
+	int released;
+};
+
+/* Reads snapshot id's record into one. 0, or -1: not a complete snapshot (it is skipped). */
+static int read_listed(const struct local *l, const char *id, struct listed *one)
+{
+	char path[PATH_MAX], *text;
+	const cJSON *name, *parent, *at;
+	cJSON *o;
+
+	snap_dir(path, sizeof(path), l, "", id);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/record.json");
+	if (!(text = lstate_read_file(path, RECORD_MAX, NULL)))
+		return -1;
+	o = sjson_parse(text, strlen(text), 0, NULL, 0);
+	free(text);
+	name = cJSON_GetObjectItemCaseSensitive(o, "name");
+	parent = cJSON_GetObjectItemCaseSensitive(o, "parent");
+	at = cJSON_GetObjectItemCaseSensitive(o, "created_at_us");
+	memset(one, 0, sizeof(*one));
+	snprintf(one->id, sizeof(one->id), "%.*s", LSNAP_ID_LEN, id);
+	one->name = strdup(cJSON_IsString(name) ? name->valuestring : "");
+	one->parent = strdup(cJSON_IsString(parent) ? parent->valuestring : "");
+	one->created_at_us = cJSON_IsNumber(at) ? (int64_t)at->valuedouble : 0;
+	cJSON_Delete(o);
+	snap_dir(path, sizeof(path), l, "", id);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", LSNAP_RELEASE);
+	one->released = access(path, F_OK) == 0;
+	if (!one->name || !one->parent) {
+		free(one->name);
+		free(one->parent);
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+static int by_age(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+
+	if (x->created_at_us != y->created_at_us)
+		return x->created_at_us < y->created_at_us ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+int local_snapshot_list(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload), void *payload)
+{
+	struct local *l = state;
+	struct listed *v = NULL;
+	size_t n = 0, cap = 0;
+	char path[PATH_MAX];
+	struct dirent *de;
+	int rc = 0;
+	DIR *d;
+
+	/* What its last users left to go first, so that the list shows what stays. */
+	local_snapshot_sweep(l);
+	snprintf(path, sizeof(path), "%s/snapshots", l->root);
+	if (!(d = opendir(path)))
+		return errno == ENOENT ? 0 : hangar_sys_error(HANGAR_EOS, 0, errno, "cannot read %s", path);
+	while (rc == 0 && (de = readdir(d))) {
+		if (!local_snapshot_valid_id(de->d_name))
+			continue;
+		if (n == cap) {
+			struct listed *nv = realloc(v, (cap ? 2 * cap : 16) * sizeof(*v));
+
+			if (!nv) {
+				rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+				break;
+			}
+			v = nv;
+			cap = cap ? 2 * cap : 16;
+		}
+		if (read_listed(l, de->d_name, &v[n]) == 0)
+			n++;
+		else if (errno == ENOMEM)
+			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+		/* else: deleted meanwhile */
+	}
+	closedir(d);
+	if (rc == 0 && n)
+		qsort(v, n, sizeof(*v), by_age);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		hangar_snapshot_info info = { HANGAR_SNAPSHOT_INFO_VERSION, sizeof(info), v[i].id, v[i].name,
+					      v[i].parent, "local", v[i].created_at_us, (uint32_t)v[i].released, 0 };
+
+		rc = fn(&info, payload);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].parent);
+	}
+	free(v);
+	return rc;
+}

@@ -108,6 +108,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 uint64_t local_capabilities(void *state);
 int local_snapshot_delete_slot(void *state, const char *snapshot_id);
 int local_snapshot_release_slot(void *state, const char *snapshot_id);
+int local_snapshot_list(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload), void *payload);
 
 /*
  * A use of snapshot dir (its path, as meta.json's "snapshot" says) was
