@@ -237,6 +237,12 @@ static const struct command snapshot_commands[] = {
 	  "snapshot a sandbox's files and print the snapshot's id",
 	  "The sandbox goes on running. Create sandboxes from the snapshot with\n"
 	  "`sandbox create --template ID`. It stays until deleted.\n" },
+	{ "list", cmd_snapshot_list, NULL, "snapshot list [--provider P] [--json]",
+	  "list a provider's snapshots: SNAPSHOT, NAME, SANDBOX, CREATED, RELEASED",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "  -j, --json          one JSON array of {id, name, sandbox, provider,\n"
+	  "                      created_at, released}\n"
+	  "Oldest first. RELEASED: deleted with the last sandbox made from it.\n" },
 	{ "delete", cmd_snapshot_delete, NULL, "snapshot delete ID [--provider P]",
 	  "delete a snapshot no sandbox uses",
 	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
@@ -332,7 +338,7 @@ static const struct command commands[] = {
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
 	{ "session", NULL, session_commands, "session SUBCOMMAND ...", "keep an agent's machine across turns", NULL },
 	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
-	{ "snapshot", NULL, snapshot_commands, "snapshot SUBCOMMAND ...", "snapshot sandboxes and delete snapshots", NULL },
+	{ "snapshot", NULL, snapshot_commands, "snapshot SUBCOMMAND ...", "snapshot sandboxes, list and delete snapshots", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "image", NULL, image_commands, "image SUBCOMMAND ...", "pull, import, list and remove local images", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },

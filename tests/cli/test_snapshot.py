@@ -1,5 +1,6 @@
-"""hangar snapshot create|delete|release, end to end on local sandboxes (root: the suite runs as root)."""
+"""hangar snapshot create|list|delete|release, end to end on local sandboxes (root: the suite runs as root)."""
 
+import json
 import os
 import re
 
@@ -28,7 +29,8 @@ def needs_snapshots():
 @pytest.mark.parametrize("args", [["snapshot"], ["snapshot", "frobnicate"], ["snapshot", "create"],
                                   ["snapshot", "create", "sb-1", "name", "extra"], ["snapshot", "delete"],
                                   ["snapshot", "delete", "a", "b"], ["snapshot", "delete", "--provider"],
-                                  ["snapshot", "release"], ["snapshot", "delete", "--bogus", "x"]],
+                                  ["snapshot", "release"], ["snapshot", "delete", "--bogus", "x"],
+                                  ["snapshot", "list", "extra"], ["snapshot", "list", "--provider"]],
                          ids=lambda a: " ".join(a))
 def test_usage_errors(hangar, args):
     r = hangar(*args)
@@ -38,7 +40,8 @@ def test_usage_errors(hangar, args):
 
 
 @pytest.mark.parametrize("args", [["help", "snapshot"], ["snapshot", "--help"], ["snapshot", "create", "--help"],
-                                  ["help", "snapshot", "delete"], ["snapshot", "release", "--help"]])
+                                  ["help", "snapshot", "delete"], ["snapshot", "release", "--help"],
+                                  ["snapshot", "list", "--help"]])
 def test_help(hangar, args):
     assert hangar.ok(*args).stdout.decode().startswith("usage: hangar snapshot")
 
@@ -101,3 +104,31 @@ def test_release_goes_with_the_last_child(hangar, sandbox):
     snap = hangar.ok("snapshot", "create", sandbox).stdout.decode().strip()
     hangar.ok("snapshot", "release", snap)
     assert not os.path.exists(snapshot_dir(hangar, snap))
+
+
+def listed(hangar):
+    return {s["id"]: s for s in json.loads(hangar.ok("snapshot", "list", "--json").stdout)}
+
+
+def test_list_round_trip(hangar, sandbox):
+    snap = hangar.ok("snapshot", "create", sandbox, "listed-one").stdout.decode().strip()
+    entry = listed(hangar)[snap]
+    assert entry["name"] == "listed-one" and entry["sandbox"] == sandbox and entry["provider"] == "local"
+    assert entry["released"] is False
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["created_at"]), entry
+    text = hangar.ok("snapshot", "list").stdout.decode().splitlines()
+    assert text[0].split() == ["SNAPSHOT", "NAME", "SANDBOX", "CREATED", "RELEASED"]
+    row = next(line.split() for line in text[1:] if line.startswith(snap))
+    assert row[1:3] == ["listed-one", sandbox] and row[4] == "no", row
+
+    child = hangar.ok("sandbox", "create", "--template", snap).stdout.decode().strip()
+    hangar.ok("snapshot", "release", snap)
+    assert listed(hangar)[snap]["released"] is True
+    hangar.ok("sandbox", "kill", child)
+    assert snap not in listed(hangar)
+
+
+def test_list_on_a_provider_without_snapshots(hangar):
+    r = hangar("snapshot", "list", "--provider", "no-such-provider")
+    assert r.returncode == 1 and r.stdout == b""
+    assert "cannot list snapshots" in one_error_line(r)
