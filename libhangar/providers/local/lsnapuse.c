@@ -20,19 +20,24 @@ static int flock_retry(int fd, int how)
 	return r;
 }
 
-int lsnap_gate(const char *dir)
+static int gate(const char *dir, int how)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e;
 
 	if (fd < 0)
 		return -1;
-	if (flock_retry(fd, LOCK_EX) < 0) {
+	if (flock_retry(fd, how) < 0) {
 		e = errno;
 		close(fd);
 		errno = e;
 		return -1;
 	}
 	return fd;
+}
+
+int lsnap_gate(const char *dir)
+{
+	return gate(dir, LOCK_EX);
 }
 
 /* Where dir goes while it is removed: .del-<its name> beside it. 0, or -ENAMETOOLONG. */
@@ -47,22 +52,22 @@ static int del_path(const char *dir, char *out, size_t size)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-int lsnap_reap(const char *dir, int mark, lsnap_rm_fn rm)
+int lsnap_reap(const char *dir, int flags, lsnap_rm_fn rm)
 {
 	char path[PATH_MAX], gone[PATH_MAX];
-	int gate, use = -1, fd, r;
+	int g, use = -1, fd, r;
 
 	if ((r = del_path(dir, gone, sizeof(gone))) < 0)
 		return r;
-	gate = lsnap_gate(dir);
-	if (gate < 0)
-		return -errno;
+	g = gate(dir, flags & LSNAP_NOWAIT ? LOCK_EX | LOCK_NB : LOCK_EX);
+	if (g < 0)
+		return errno == EWOULDBLOCK ? 0 : -errno;
 	/*
 	 * Under the gate, the directory may have been renamed since it was
 	 * opened (a reaper before us): by its path, it is then gone.
 	 */
 	snprintf(path, sizeof(path), "%s/%s", dir, LSNAP_RELEASE);
-	if (mark) {
+	if (flags & LSNAP_MARK) {
 		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0) {
 			r = -errno;
@@ -93,7 +98,7 @@ int lsnap_reap(const char *dir, int mark, lsnap_rm_fn rm)
 out:
 	if (use >= 0)
 		close(use);
-	close(gate);
+	close(g);
 	return r;
 }
 

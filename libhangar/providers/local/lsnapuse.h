@@ -35,14 +35,18 @@
  */
 typedef int (*lsnap_rm_fn)(const char *path);
 
+#define LSNAP_MARK 1   /* release it first */
+#define LSNAP_NOWAIT 2 /* a sweep, not a use dropped: leave it when its gate is held */
+
 /*
- * Reaps snapshot dir (its path): with mark, marks it released first. When
- * it is marked and unused, renames it to .del-<id> beside it and removes
- * that with rm (NULL: leaves it for lsnap_reap_leftover). 1 when it went,
- * 0 when it stays (not released, or in use), or -errno (ENOENT: no such
- * snapshot; with rm's failure the directory is out of the way already).
+ * Reaps snapshot dir (its path), flags LSNAP_*. When it is marked and
+ * unused, renames it to .del-<id> beside it and removes that with rm
+ * (NULL: leaves it for lsnap_reap_leftover). 1 when it went, 0 when it
+ * stays (not released, in use, or with LSNAP_NOWAIT someone else on it),
+ * or -errno (ENOENT: no such snapshot; with rm's failure the directory is
+ * out of the way already).
  */
-int lsnap_reap(const char *dir, int mark, lsnap_rm_fn rm);
+int lsnap_reap(const char *dir, int flags, lsnap_rm_fn rm);
 
 /*
  * Finishes the removal of a renamed snapshot directory (a .del-<id>) whose

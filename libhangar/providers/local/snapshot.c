@@ -461,7 +461,8 @@ static const char *dir_id(const char *dir)
 	return slash ? slash + 1 : dir;
 }
 
-void local_snapshot_reap(struct local *l, const char *dir)
+/* Reaps dir (lsnap_reap, flags LSNAP_*), and finishes its removal if it was left renamed. */
+static void reap(struct local *l, const char *dir, int flags)
 {
 	char gone[DIR_MAX], mine[DIR_MAX];
 	int r;
@@ -470,8 +471,7 @@ void local_snapshot_reap(struct local *l, const char *dir)
 	snap_dir(mine, sizeof(mine), l, "", dir_id(dir));
 	if (!local_snapshot_valid_id(dir_id(dir)) || strcmp(mine, dir) != 0)
 		return;
-	r = lsnap_reap(dir, 0, remove_dir);
-
+	r = lsnap_reap(dir, flags, remove_dir);
 	if (r == -ENOENT) {
 		/* Renamed already: by a jail that could not remove it, or a remover that died. */
 		snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, dir_id(dir));
@@ -482,6 +482,11 @@ void local_snapshot_reap(struct local *l, const char *dir)
 			       strerror(-r));
 	else if (r > 0)
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: released snapshot %s removed", dir_id(dir));
+}
+
+void local_snapshot_reap(struct local *l, const char *dir)
+{
+	reap(l, dir, 0);
 }
 
 void local_snapshot_sweep(struct local *l)
@@ -501,7 +506,7 @@ void local_snapshot_sweep(struct local *l)
 			snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", LSNAP_RELEASE);
 			if (access(path, F_OK) == 0) {
 				snap_dir(path, sizeof(path), l, "", name);
-				local_snapshot_reap(l, path);
+				reap(l, path, LSNAP_NOWAIT);
 			}
 		} else if (!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
 			   local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) {
@@ -527,7 +532,7 @@ int local_snapshot_release_slot(void *state, const char *snapshot_id)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
 					snapshot_id);
 	snap_dir(dir, sizeof(dir), l, "", snapshot_id);
-	r = lsnap_reap(dir, 1, remove_dir);
+	r = lsnap_reap(dir, LSNAP_MARK, remove_dir);
 	if (r == -ENOENT || r == -ENOTDIR)
 		return hangar_sys_error(HANGAR_EGONE, 0, -r, "the local provider has no snapshot %s", snapshot_id);
 	if (r < 0)
