@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1299,6 +1300,15 @@ START_TEST(user_snapshot_stays_until_released)
 	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
 	ck_assert_msg(wait_snapshot_gone(id, 15000), "released snapshot %s stays after its children", id);
 	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), HANGAR_EGONE);
+	{
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+		hangar_sandbox *none = NULL;
+
+		o.provider = "local";
+		o.template_id = id;
+		ck_assert_int_eq(hangar_sandbox_create(&none, ctx, &o), HANGAR_ENOTFOUND);
+		ck_assert_ptr_null(none);
+	}
 	/* Released unused: gone at once. */
 	parent = create_from(ctx, NULL);
 	snapshot(parent, id);
@@ -1460,6 +1470,103 @@ START_TEST(list_reports_snapshots)
 }
 END_TEST
 
+/* A create from a released snapshot at the moment its last use goes: what it got. */
+struct racer {
+	hangar_ctx *ctx;
+	const char *id;
+	pthread_barrier_t *go;
+	hangar_sandbox *sb;
+	int rc, bad_content;
+	char why[256];
+};
+
+static void *race_create(void *p)
+{
+	struct racer *r = p;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	o.provider = "local";
+	o.template_id = r->id;
+	o.timeout_sec = 60;
+	o.network = HANGAR_NETWORK_OFF;
+	pthread_barrier_wait(r->go);
+	r->rc = hangar_sandbox_create(&r->sb, r->ctx, &o);
+	if (r->rc != 0) {
+		snprintf(r->why, sizeof(r->why), "%s", hangar_error_last()->message);
+		return NULL;
+	}
+	/* Made from it: the whole snapshot, never a half-removed one. */
+	rc = hangar_sandbox_exec(&res, r->sb, "cat /workspace/k && ls /workspace/d | wc -l", NULL);
+	if (rc != 0 || res.exit_code != 0 || !res.out.ptr || strcmp(res.out.ptr, "kept\n64\n") != 0) {
+		r->bad_content = 1;
+		snprintf(r->why, sizeof(r->why), "exec %d, exit %d, \"%.*s\"", rc, res.exit_code, (int)res.out.size,
+			 res.out.ptr ? res.out.ptr : "");
+	}
+	hangar_exec_result_dispose(&res);
+	return NULL;
+}
+
+START_TEST(creates_race_the_last_use)
+{
+	enum { ROUNDS = 4, N = 2 };
+	hangar_ctx *ctx;
+	hangar_sandbox *parent;
+	pthread_barrier_t go;
+	int held = 0, gone = 0;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "echo kept > /workspace/k; mkdir /workspace/d; for i in $(seq 64); do echo $i > /workspace/d/$i; done");
+	/*
+	 * Each round, creates start from a released snapshot at the moment its
+	 * last use goes: each holds it whole or finds it gone
+	 * (HANGAR_ENOTFOUND), and once every use is gone so is the snapshot.
+	 * Which of the two a create gets depends on the timing, so only that
+	 * is asserted.
+	 */
+	for (int round = 0; round < ROUNDS; round++) {
+		struct racer r[N];
+		pthread_t t[N];
+		hangar_sandbox *child;
+		char id[SNAP_ID_LEN + 1];
+
+		snapshot(parent, id);
+		child = create_from(ctx, id);
+		ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+		ck_assert_int_eq(pthread_barrier_init(&go, NULL, N + 1), 0);
+		for (int i = 0; i < N; i++) {
+			r[i] = (struct racer){ ctx, id, &go, NULL, 0, 0, "" };
+			ck_assert_int_eq(pthread_create(&t[i], NULL, race_create, &r[i]), 0);
+		}
+		pthread_barrier_wait(&go);
+		ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+		for (int i = 0; i < N; i++) {
+			ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+			ck_assert_msg(r[i].rc == 0 || r[i].rc == HANGAR_ENOTFOUND,
+				      "a create from the released snapshot failed with %d: %s", r[i].rc, r[i].why);
+			ck_assert_msg(!r[i].bad_content, "a child saw a partial snapshot: %s", r[i].why);
+			if (r[i].rc == 0) {
+				held++;
+				ck_assert_int_eq(hangar_sandbox_kill(r[i].sb), 0);
+				hangar_sandbox_unref(r[i].sb);
+			} else {
+				gone++;
+			}
+		}
+		pthread_barrier_destroy(&go);
+		ck_assert_msg(wait_snapshot_gone(id, 15000), "snapshot %s stays after every use went", id);
+		hangar_sandbox_unref(child);
+	}
+	ck_assert_int_eq(held + gone, ROUNDS * N);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static void unprivileged_release_body(unsigned img_uid, unsigned img_gid)
 {
 	hangar_ctx *ctx = u_ctx();
@@ -1552,6 +1659,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
 	tcase_add_test(tc, expired_child_takes_it_with_it);
 	tcase_add_test(tc, list_reports_snapshots);
+	tcase_add_test(tc, creates_race_the_last_use);
 	tcase_add_test(tc, unprivileged_released_snapshots_go);
 	suite_add_tcase(s, tc);
 	return s;
