@@ -245,6 +245,7 @@ fail:
 %ignore hangar_process_attach;
 %ignore hangar_template_build;
 %ignore hangar_template_list;
+%ignore hangar_snapshot_list;
 %ignore hangar_tier_foreach;
 %ignore hangar_image_import;
 %ignore hangar_image_pull;
@@ -294,6 +295,7 @@ fail:
 %ignore hangar_process_opts;
 %ignore hangar_template_build_opts;
 %ignore hangar_template_info;
+%ignore hangar_snapshot_info;
 %ignore hangar_tier_info;
 %ignore hangar_environment_info;
 %ignore hangar_publish_result;
@@ -583,6 +585,17 @@ static PyObject *d_template(const hangar_template_info *i)
 }
 TRAMPOLINE(tr_template, const hangar_template_info *, d_template)
 
+static PyObject *d_snapshot(const hangar_snapshot_info *i)
+{
+	PyObject *d = PyDict_New();
+
+	if (d && (PUT_S(d, i, snapshot_id) || PUT_S(d, i, name) || PUT_S(d, i, sandbox_id) || PUT_S(d, i, provider) ||
+		  PUT_I(d, i, created_at_us) || dput(d, "released", PyBool_FromLong(i->released != 0))))
+		Py_CLEAR(d);
+	return d;
+}
+TRAMPOLINE(tr_snapshot, const hangar_snapshot_info *, d_snapshot)
+
 /* A NULL-terminated list of strings as a Python list. */
 static PyObject *pstrv(const char *const *v)
 {
@@ -849,6 +862,15 @@ static PyObject *py_template_list(hangar_ctx *ctx, const char *provider, PyObjec
 	int rc;
 
 	BLOCKING(rc = hangar_template_list(ctx, provider, tr_template, &cb));
+	return cb_finish(&cb, rc);
+}
+
+static PyObject *py_snapshot_list(hangar_ctx *ctx, const char *provider, PyObject *fn)
+{
+	struct pycb cb = CB_INIT(fn);
+	int rc;
+
+	BLOCKING(rc = hangar_snapshot_list(ctx, provider, tr_snapshot, &cb));
 	return cb_finish(&cb, rc);
 }
 

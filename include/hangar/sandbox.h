@@ -530,6 +530,52 @@ HANGAR_EXTERN(int) hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *s
  */
 HANGAR_EXTERN(int) hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id);
 
+/**
+ * Releases a snapshot hangar_sandbox_snapshot() took on provider (NULL:
+ * HANGAR_DEFAULT_PROVIDER): it is deleted once no sandbox made from it
+ * runs, at once when none does, else when the last of them is killed,
+ * expires or ends in any other way. Until then creates from it go on
+ * working. A session fork by snapshot releases its snapshot this way.
+ *
+ * @return 0 (deleted now or later), HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the
+ *         provider cannot), HANGAR_ENOTFOUND (no such provider),
+ *         HANGAR_EGONE (no such snapshot) or HANGAR_EOS.
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_snapshot_release(hangar_ctx *ctx, const char *provider, const char *snapshot_id);
+
+/** One snapshot, as hangar_snapshot_list() reports it. Strings are borrowed. */
+typedef struct hangar_snapshot_info {
+	uint32_t version;
+	uint32_t size;
+	const char *snapshot_id;    /**< a template id for hangar_create_opts.template_id */
+	const char *name;           /**< the name it was taken with; "" when none */
+	const char *sandbox_id;     /**< the sandbox it was taken of (which may be gone); "" when unknown */
+	const char *provider;
+	int64_t created_at_us;      /**< microseconds since the epoch; 0 when unknown */
+	uint32_t released;          /**< 1: goes with the last sandbox made from it (hangar_snapshot_release()) */
+	uint32_t reserved;          /**< 0 */
+} hangar_snapshot_info;
+
+#define HANGAR_SNAPSHOT_INFO_VERSION 1
+
+/** Called per snapshot by hangar_snapshot_list(); return non-zero to stop. */
+typedef int (*hangar_snapshot_fn)(const hangar_snapshot_info *info, void *payload);
+
+/**
+ * Lists the snapshots a provider (NULL: HANGAR_DEFAULT_PROVIDER) keeps, a
+ * session fork's among them until they go, oldest first where the provider
+ * knows.
+ *
+ * @return 0, the non-zero value fn returned, HANGAR_EINVAL, HANGAR_ENOTFOUND
+ *         (no such provider), HANGAR_EUNSUPPORTED (the provider lists no
+ *         snapshots) or HANGAR_EOS. On an error fn has been called for none
+ *         of them.
+ * **Ownership:** info is valid during the callback only.
+ * **Thread safety:** safe; fn runs on the calling thread.
+ */
+HANGAR_EXTERN(int) hangar_snapshot_list(hangar_ctx *ctx, const char *provider, hangar_snapshot_fn fn, void *payload);
+
 /* ---- forks ------------------------------------------------------------------- */
 
 /** One fork, as hangar_sandbox_fork() reports it. */

@@ -50,6 +50,10 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 			   ops->size >= offsetof(struct hangar_provider_ops, snapshot_delete) +
 						sizeof(ops->snapshot_delete),
 		   "ops->size is too small for version 5");
+	HCHECK_ARG(ops->version < 6 ||
+			   ops->size >= offsetof(struct hangar_provider_ops, snapshot_list) +
+						sizeof(ops->snapshot_list),
+		   "ops->size is too small for version 6");
 	HCHECK_ARG(valid_name(ops->name), "ops->name must match [a-z0-9_-]{1,32}");
 	HCHECK_ARG(ops->init && ops->create && ops->connect && ops->kill,
 		   "ops->init, create, connect and kill are mandatory");
@@ -77,6 +81,10 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 	}
 	if (out->version < 5)
 		out->snapshot_delete = NULL;
+	if (out->version < 6) {
+		out->snapshot_release = NULL;
+		out->snapshot_list = NULL;
+	}
 	return 0;
 }
 

@@ -1,4 +1,7 @@
-/* Filesystem-only pauses, snapshots, metrics and logs (provider table version 2; snapshot deletion, 5). */
+/*
+ * Filesystem-only pauses, snapshots, metrics and logs (provider table
+ * version 2; snapshot deletion, 5; snapshot release and listing, 6).
+ */
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -68,6 +71,46 @@ int hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *sn
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot delete snapshots",
 			    p->ops.name);
 	rc = PROVIDER_CALL(p, "snapshot delete", snapshot_delete, snapshot_id);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+int hangar_snapshot_release(hangar_ctx *ctx, const char *provider, const char *snapshot_id)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(snapshot_id && *snapshot_id && strlen(snapshot_id) <= 256, "snapshot_id");
+	HCHECK_TEXT(snapshot_id, "snapshot_id");
+	p = provider_get(ctx, provider);
+	if (!p)
+		return hangar_error_last()->code;
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_release)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot release snapshots",
+			    p->ops.name);
+	rc = PROVIDER_CALL(p, "snapshot release", snapshot_release, snapshot_id);
+	if (rc == 0)
+		herr_clear();
+	return rc;
+}
+
+int hangar_snapshot_list(hangar_ctx *ctx, const char *provider, hangar_snapshot_fn fn, void *payload)
+{
+	struct hangar_provider *p;
+	int rc;
+
+	HCHECK_ARG(ctx, "ctx is NULL");
+	HCHECK_ARG(fn, "fn is NULL");
+	p = provider_get(ctx, provider);
+	if (!p)
+		return hangar_error_last()->code;
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_list)
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s lists no snapshots", p->ops.name);
+	rc = PROVIDER_WALK(p, "snapshot list", snapshot_list, fn, payload);
+	if (rc < 0)
+		return rc;
 	if (rc == 0)
 		herr_clear();
 	return rc;

@@ -248,6 +248,28 @@ static int undo_fork(struct fork_job *j, hangar_checkpoint *cp, const char *sess
 		    session_id);
 }
 
+/*
+ * The fork's snapshot, once its children are made (or none could be), is
+ * released: it goes with the last of them, at once when there are none, so
+ * a fork leaves no snapshot behind. Released only now, as until the
+ * children hold it nothing would keep it from going. The fork's own result
+ * stands whatever this does.
+ */
+static void release_snapshot(hangar_ctx *ctx, const char *provider, const char *snapshot_id, const char *session_id)
+{
+	hangar_sys_saved_error saved;
+
+	int rc;
+
+	hangar_sys_error_save(&saved);
+	rc = hangar_snapshot_release(ctx, provider, snapshot_id);
+	if (rc != 0)
+		hangar_sys_log(ctx, rc == HANGAR_EUNSUPPORTED ? HANGAR_LOG_DEBUG : HANGAR_LOG_WARNING,
+			       "session %s: the fork's snapshot %s stays: %s", session_id, snapshot_id,
+			       hangar_error_last()->message);
+	hangar_sys_error_restore(&saved);
+}
+
 int hangar_session_fork(hangar_session *s, uint32_t count, hangar_session_fork_fn fn, void *payload)
 {
 	return hangar_session_fork_ext(s, count, NULL, fn, payload);
@@ -377,6 +399,8 @@ out:
 	for (uint32_t i = 0; job.kids && i < count; i++)
 		hangar_sandbox_unref(job.kids[i].sb);
 	free(job.kids);
+	if (snap.ptr)
+		release_snapshot(s->ctx, row.provider, snap.ptr, s->id);
 	hangar_buf_dispose(&snap);
 	hangar_checkpoint_unref(cp);
 	hangar_sandbox_unref(sb);

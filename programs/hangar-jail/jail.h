@@ -313,6 +313,11 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r);
 
 /* In the jail: holds the use lock of m's snapshot, if any, for the jail's life. 0, or -1 said. */
 int snaplayer_hold(const struct lmeta *m);
+/*
+ * In the jail, at its end: lets go of that use lock and removes the
+ * snapshot if it was released and this was its last use (lsnapuse.h).
+ */
+void snaplayer_release(void);
 /* In the child, before the stage hides anything: the snapshot's layer (O_PATH) in *layer, -1 when none. 0, or -1. */
 int snaplayer_open(const struct jail_spec *s, int *layer);
 /*

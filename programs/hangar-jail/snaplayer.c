@@ -24,7 +24,12 @@
  * puts between the image's layers and the new sandbox's own.
  *
  * The jail holds the snapshot's use lock shared for as long as it lives, so
- * the snapshot cannot be deleted under it.
+ * the snapshot cannot be deleted under it. At its end it lets go of it and
+ * reaps the snapshot (lsnapuse.h): one released to go once unused (a
+ * session fork's) goes with its last sandbox. Root removes it; an
+ * unprivileged jail cannot remove files owned in its caller's image range,
+ * so it only renames it out of the way, and the library finishes the
+ * removal at its next clean-up.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,10 +44,12 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "lsnapuse.h"
 #include "lstate.h"
 
-/* The use lock, held until the jail exits, however it exits. */
+/* The use lock, held until the jail exits, however it exits, and the snapshot's directory. */
 static int use_lock = -1;
+static char use_dir[PATH_MAX];
 
 int snaplayer_hold(const struct lmeta *m)
 {
@@ -50,6 +57,11 @@ int snaplayer_hold(const struct lmeta *m)
 
 	if (!m->snapshot)
 		return 0;
+	if (snprintf(use_dir, sizeof(use_dir), "%s", m->snapshot) >= (int)sizeof(use_dir)) {
+		say("snapshot directory %.64s... is too long", m->snapshot);
+		use_dir[0] = '\0';
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/use", m->snapshot);
 	use_lock = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (use_lock < 0 || flock(use_lock, LOCK_SH | LOCK_NB) < 0) {
@@ -57,6 +69,27 @@ int snaplayer_hold(const struct lmeta *m)
 		return -1;
 	}
 	return 0;
+}
+
+static int rm_root(const char *path)
+{
+	return lstate_rmtree_at(AT_FDCWD, path);
+}
+
+void snaplayer_release(void)
+{
+	int r;
+
+	if (!use_dir[0])
+		return;
+	/* Our use goes first: a reap looks for uses after it. */
+	if (use_lock >= 0)
+		close(use_lock);
+	use_lock = -1;
+	r = lsnap_reap(use_dir, 0, geteuid() == 0 ? rm_root : NULL);
+	if (r < 0 && r != -ENOENT)
+		say("cannot remove released snapshot %s: %s", use_dir, strerror(-r));
+	use_dir[0] = '\0';
 }
 
 int snaplayer_open(const struct jail_spec *s, int *layer)

@@ -157,6 +157,7 @@ void jail_teardown(struct jail *j, int bwrap_done)
 	if (r < 0)
 		say("cannot remove %s: %s", path, strerror(-r));
 	uid_range_release(j->root, j->id, &j->ids);
+	snaplayer_release();
 }
 
 /* What the loop does after an event. */

@@ -162,6 +162,11 @@ int cmd_sandbox_logs(struct cli *cli, int argc, char **argv);
 int cmd_sandbox_metrics(struct cli *cli, int argc, char **argv);
 int cmd_config_check(struct cli *cli, int argc, char **argv);
 int cmd_template_build(struct cli *cli, int argc, char **argv);
+/* snapshot.c */
+int cmd_snapshot_create(struct cli *cli, int argc, char **argv);
+int cmd_snapshot_delete(struct cli *cli, int argc, char **argv);
+int cmd_snapshot_list(struct cli *cli, int argc, char **argv);
+int cmd_snapshot_release(struct cli *cli, int argc, char **argv);
 int cmd_template_list(struct cli *cli, int argc, char **argv);
 int cmd_image_pull(struct cli *cli, int argc, char **argv);
 int cmd_image_import(struct cli *cli, int argc, char **argv);

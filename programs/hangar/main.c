@@ -232,6 +232,28 @@ static const struct command config_commands[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
+static const struct command snapshot_commands[] = {
+	{ "create", cmd_snapshot_create, NULL, "snapshot create SANDBOX [NAME]",
+	  "snapshot a sandbox's files and print the snapshot's id",
+	  "The sandbox goes on running. Create sandboxes from the snapshot with\n"
+	  "`sandbox create --template ID`. It stays until deleted.\n" },
+	{ "list", cmd_snapshot_list, NULL, "snapshot list [--provider P] [--json]",
+	  "list a provider's snapshots: SNAPSHOT, NAME, SANDBOX, CREATED, RELEASED",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "  -j, --json          one JSON array of {id, name, sandbox, provider,\n"
+	  "                      created_at, released}\n"
+	  "Oldest first. RELEASED: deleted with the last sandbox made from it.\n" },
+	{ "delete", cmd_snapshot_delete, NULL, "snapshot delete ID [--provider P]",
+	  "delete a snapshot no sandbox uses",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "Fails while a sandbox made from the snapshot runs.\n" },
+	{ "release", cmd_snapshot_release, NULL, "snapshot release ID [--provider P]",
+	  "delete a snapshot once no sandbox uses it",
+	  "  -p, --provider P    the provider (default: HANGAR_DEFAULT_PROVIDER)\n"
+	  "At once when no sandbox made from it runs, else with the last of them.\n" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
 static const struct command template_commands[] = {
 	{ "build", cmd_template_build, NULL,
 	  "template build [--provider P] --name N --image IMG [--cpu MILLICORES] [--memory MIB] [--disk MIB]",
@@ -316,6 +338,7 @@ static const struct command commands[] = {
 	{ "sandbox", NULL, sandbox_commands, "sandbox SUBCOMMAND ...", "manage sandboxes", NULL },
 	{ "session", NULL, session_commands, "session SUBCOMMAND ...", "keep an agent's machine across turns", NULL },
 	{ "checkpoint", NULL, checkpoint_commands, "checkpoint SUBCOMMAND ...", "capture, list and restore checkpoints", NULL },
+	{ "snapshot", NULL, snapshot_commands, "snapshot SUBCOMMAND ...", "snapshot sandboxes, list and delete snapshots", NULL },
 	{ "template", NULL, template_commands, "template SUBCOMMAND ...", "build and list templates", NULL },
 	{ "image", NULL, image_commands, "image SUBCOMMAND ...", "pull, import, list and remove local images", NULL },
 	{ "config", NULL, config_commands, "config SUBCOMMAND", "inspect the configuration", NULL },

@@ -10,11 +10,13 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1088,6 +1090,550 @@ START_TEST(unprivileged_image_sandbox_snapshot)
 }
 END_TEST
 
+/* ---- the life of released snapshots ---- */
+
+/*
+ * The snapshots in the state directory: how many (the last one's id in id,
+ * when id), and in *left how many removals were left unfinished (.del-).
+ */
+static int snapshots_on_disk(char *id, int *left)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (left)
+		*left = 0;
+	snprintf(path, sizeof(path), "%s/local/snapshots", state_dir);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, "snap-", 5)) {
+			n++;
+			if (id)
+				snprintf(id, SNAP_ID_LEN + 1, "%.*s", SNAP_ID_LEN, de->d_name);
+		} else if (!strncmp(de->d_name, ".del-", 5) && left) {
+			(*left)++;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* Waits until snapshot id's directory is gone and no removal is left half-done; 1 when it was in time. */
+static int wait_snapshot_gone(const char *id, int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	char path[PATH_MAX];
+	struct stat st;
+
+	snap_path(path, sizeof(path), id, "");
+	for (;;) {
+		int left = 0;
+
+		snapshots_on_disk(NULL, &left);
+		if (stat(path, &st) < 0 && errno == ENOENT && left == 0)
+			return 1;
+		if (clock_mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+}
+
+static int snapshot_exists(const char *id)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snap_path(path, sizeof(path), id, "/layer");
+	return stat(path, &st) == 0;
+}
+
+/* Waits until process pid is gone (a SIGKILLed jail is reaped by whoever adopted it). */
+static int wait_pid_gone(int pid, int timeout_ms)
+{
+	int64_t deadline = clock_mono_ms() + timeout_ms;
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	while (stat(path, &st) == 0) {
+		if (clock_mono_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, 20);
+	}
+	return 1;
+}
+
+/* hangar_sandbox_list()'s callback, for the clean-up the list does. */
+static int count_one(const hangar_sandbox_info *info, void *payload)
+{
+	(void)info;
+	(void)payload;
+	return 0;
+}
+
+/* A session in ctx on local, its sandbox in *sb, with a file the forks inherit. */
+static hangar_session *fork_parent(hangar_ctx *ctx, hangar_sandbox **sb)
+{
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL;
+
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	ck_assert_msg(hangar_session_create(&s, ctx, &so) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_session_sandbox(sb, s), 0);
+	must(*sb, NULL, "echo from-parent > /workspace/p");
+	return s;
+}
+
+START_TEST(fork_snapshot_goes_with_its_last_child)
+{
+	hangar_ctx *ctx;
+	hangar_session *s;
+	hangar_sandbox *sb = NULL, *kids[3];
+	struct forks f = { 0, 0, 0, { NULL } };
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s = fork_parent(ctx, &sb);
+	ck_assert_msg(hangar_session_fork(s, 3, on_fork, &f) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(f.ok, 3);
+	ck_assert_int_eq(f.method, HANGAR_FORK_SNAPSHOT);
+	/* One snapshot, held by the three children. */
+	ck_assert_int_eq(snapshots_on_disk(id, NULL), 1);
+	for (int i = 0; i < 3; i++) {
+		kids[i] = NULL;
+		ck_assert_int_eq(hangar_session_sandbox(&kids[i], f.s[i]), 0);
+		expect(kids[i], "cat /workspace/p", "from-parent");
+	}
+	/* Released, not deleted: a user's create from it works while a child holds it. */
+	ck_assert_int_eq(delete_snapshot(ctx, id), HANGAR_EBUSY);
+	ck_assert_int_eq(hangar_sandbox_kill(kids[0]), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(kids[1]), 0);
+	ck_assert_msg(snapshot_exists(id), "snapshot %s went while a child of it runs", id);
+	expect(kids[2], "cat /workspace/p", "from-parent");
+	/* The last child's end takes it. */
+	ck_assert_int_eq(hangar_sandbox_kill(kids[2]), 0);
+	ck_assert_msg(wait_snapshot_gone(id, 15000), "snapshot %s stays after its last child was killed", id);
+	/* The parent never used it. */
+	expect(sb, "cat /workspace/p", "from-parent");
+	for (int i = 0; i < 3; i++) {
+		hangar_sandbox_unref(kids[i]);
+		hangar_session_unref(f.s[i]);
+	}
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(failed_fork_leaves_no_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_session *s;
+	hangar_sandbox *sb = NULL;
+	struct forks f = { 0, 0, 0, { NULL } };
+	int rc;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s = fork_parent(ctx, &sb);
+	/* Room for the parent only: the snapshot is taken, and every child is refused. */
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_MAX_SANDBOXES", "1"), 0);
+	rc = hangar_session_fork(s, 3, on_fork, &f);
+	ck_assert_msg(rc != 0 || f.failed == 3, "fork: %d, %d made, %d failed", rc, f.ok, f.failed);
+	ck_assert_int_eq(f.ok, 0);
+	ck_assert_int_eq(snapshots_on_disk(NULL, NULL), 0);
+	{
+		int left = 1;
+
+		snapshots_on_disk(NULL, &left);
+		ck_assert_int_eq(left, 0);
+	}
+	expect(sb, "cat /workspace/p", "from-parent");
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(user_snapshot_stays_until_released)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *a, *b;
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "echo kept > /workspace/k");
+	snapshot(parent, id);
+	a = create_from(ctx, id);
+	b = create_from(ctx, id);
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	/* Taken by the user, it outlives its children and a clean-up. */
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert_msg(snapshot_exists(id), "a user's snapshot went with its children");
+	/* Released with a child running: stays for it, and creates from it still work. */
+	a = create_from(ctx, id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_msg(snapshot_exists(id), "released snapshot %s went while a child of it runs", id);
+	b = create_from(ctx, id);
+	expect(b, "cat /workspace/k", "kept");
+	ck_assert_int_eq(hangar_sandbox_kill(a), 0);
+	ck_assert_msg(snapshot_exists(id), "released snapshot %s went while a child of it runs", id);
+	ck_assert_int_eq(hangar_sandbox_kill(b), 0);
+	ck_assert_msg(wait_snapshot_gone(id, 15000), "released snapshot %s stays after its children", id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), HANGAR_EGONE);
+	{
+		hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+		hangar_sandbox *none = NULL;
+
+		o.provider = "local";
+		o.template_id = id;
+		ck_assert_int_eq(hangar_sandbox_create(&none, ctx, &o), HANGAR_ENOTFOUND);
+		ck_assert_ptr_null(none);
+	}
+	/* Released unused: gone at once. */
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert_msg(!snapshot_exists(id), "an unused snapshot stays after its release");
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", "../../etc"), HANGAR_EGONE);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", ""), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_release(NULL, "local", id), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "no-such-provider", id), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(a);
+	hangar_sandbox_unref(b);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(killed_jail_leaves_it_to_the_next_list)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], cid[64];
+	int pid;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	child = create_from(ctx, id);
+	snprintf(cid, sizeof(cid), "%s", hangar_sandbox_id(child));
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	/* The jail dies without a word: nobody removes the snapshot yet... */
+	pid = jail_pid_of(cid);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert(wait_pid_gone(pid, 15000));
+	ck_assert_msg(snapshot_exists(id), "snapshot %s went before any clean-up", id);
+	/* ...until the library clears the dead sandbox away: here, the next list. */
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert_msg(!snapshot_exists(id), "snapshot %s stays after the list cleared its dead child", id);
+	ck_assert(wait_snapshot_gone(id, 1));
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+START_TEST(expired_child_takes_it_with_it)
+{
+	hangar_ctx *ctx;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *parent, *child = NULL;
+	char id[SNAP_ID_LEN + 1];
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	o.provider = "local";
+	o.template_id = id;
+	o.timeout_sec = 2;
+	o.network = HANGAR_NETWORK_OFF;
+	ck_assert_msg(hangar_sandbox_create(&child, ctx, &o) == 0, "%s", hangar_error_last()->message);
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	ck_assert(snapshot_exists(id));
+	/* No call of the library in between: the jail's own end removes it. */
+	ck_assert_msg(wait_snapshot_gone(id, 30000), "snapshot %s stays after its only child expired", id);
+	ck_assert(wait_gone(ctx, hangar_sandbox_id(child), 15000));
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* What hangar_snapshot_list() said of one snapshot. */
+struct seen {
+	const char *id;
+	int count, found, released;
+	char name[64], sandbox[64];
+	int64_t created_at_us;
+};
+
+static int on_snapshot(const hangar_snapshot_info *info, void *payload)
+{
+	struct seen *s = payload;
+
+	ck_assert_uint_eq(info->version, HANGAR_SNAPSHOT_INFO_VERSION);
+	ck_assert_str_eq(info->provider, "local");
+	s->count++;
+	if (strcmp(info->snapshot_id, s->id) != 0)
+		return 0;
+	s->found++;
+	s->released = (int)info->released;
+	s->created_at_us = info->created_at_us;
+	snprintf(s->name, sizeof(s->name), "%s", info->name);
+	snprintf(s->sandbox, sizeof(s->sandbox), "%s", info->sandbox_id);
+	return 0;
+}
+
+static int stop_at_first(const hangar_snapshot_info *info, void *payload)
+{
+	(void)info;
+	(*(int *)payload)++;
+	return 7;
+}
+
+START_TEST(list_reports_snapshots)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *parent, *child;
+	char id[SNAP_ID_LEN + 1], other[SNAP_ID_LEN + 1];
+	struct seen s = { 0 };
+	int64_t before = clock_wall_us();
+	int calls = 0;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s.id = "none";
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.count, 0);
+	parent = create_from(ctx, NULL);
+	snapshot(parent, id);
+	snapshot(parent, other);
+	child = create_from(ctx, id);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.count, 2);
+	ck_assert_int_eq(s.found, 1);
+	ck_assert_str_eq(s.name, "test");
+	ck_assert_str_eq(s.sandbox, hangar_sandbox_id(parent));
+	ck_assert_int_eq(s.released, 0);
+	ck_assert(s.created_at_us >= before && s.created_at_us <= clock_wall_us());
+	/* Released while in use: listed, and said to be released; gone from the list with its child. */
+	ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.found, 1);
+	ck_assert_int_eq(s.released, 1);
+	ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+	memset(&s, 0, sizeof(s));
+	s.id = id;
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", on_snapshot, &s), 0);
+	ck_assert_int_eq(s.found, 0);
+	ck_assert_int_eq(s.count, 1);
+	/* fn's non-zero value stops the walk and is returned. */
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", stop_at_first, &calls), 7);
+	ck_assert_int_eq(calls, 1);
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "local", NULL, NULL), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_list(NULL, "local", on_snapshot, &s), HANGAR_EINVAL);
+	ck_assert_int_eq(hangar_snapshot_list(ctx, "no-such-provider", on_snapshot, &s), HANGAR_ENOTFOUND);
+	ck_assert_int_eq(delete_snapshot(ctx, other), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A create from a released snapshot at the moment its last use goes: what it got. */
+struct racer {
+	hangar_ctx *ctx;
+	const char *id;
+	pthread_barrier_t *go;
+	hangar_sandbox *sb;
+	int rc, bad_content;
+	char why[256];
+};
+
+static void *race_create(void *p)
+{
+	struct racer *r = p;
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_exec_result res = HANGAR_EXEC_RESULT_INIT;
+	int rc;
+
+	o.provider = "local";
+	o.template_id = r->id;
+	o.timeout_sec = 60;
+	o.network = HANGAR_NETWORK_OFF;
+	pthread_barrier_wait(r->go);
+	r->rc = hangar_sandbox_create(&r->sb, r->ctx, &o);
+	if (r->rc != 0) {
+		snprintf(r->why, sizeof(r->why), "%s", hangar_error_last()->message);
+		return NULL;
+	}
+	/* Made from it: the whole snapshot, never a half-removed one. */
+	rc = hangar_sandbox_exec(&res, r->sb, "cat /workspace/k && ls /workspace/d | wc -l", NULL);
+	if (rc != 0 || res.exit_code != 0 || !res.out.ptr || strcmp(res.out.ptr, "kept\n64\n") != 0) {
+		r->bad_content = 1;
+		snprintf(r->why, sizeof(r->why), "exec %d, exit %d, \"%.*s\"", rc, res.exit_code, (int)res.out.size,
+			 res.out.ptr ? res.out.ptr : "");
+	}
+	hangar_exec_result_dispose(&res);
+	return NULL;
+}
+
+START_TEST(creates_race_the_last_use)
+{
+	enum { ROUNDS = 4, N = 2 };
+	hangar_ctx *ctx;
+	hangar_sandbox *parent;
+	pthread_barrier_t go;
+	int held = 0, gone = 0;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	parent = create_from(ctx, NULL);
+	must(parent, NULL, "echo kept > /workspace/k; mkdir /workspace/d; for i in $(seq 64); do echo $i > /workspace/d/$i; done");
+	/*
+	 * Each round, creates start from a released snapshot at the moment its
+	 * last use goes: each holds it whole or finds it gone
+	 * (HANGAR_ENOTFOUND), and once every use is gone so is the snapshot.
+	 * Which of the two a create gets depends on the timing, so only that
+	 * is asserted.
+	 */
+	for (int round = 0; round < ROUNDS; round++) {
+		struct racer r[N];
+		pthread_t t[N];
+		hangar_sandbox *child;
+		char id[SNAP_ID_LEN + 1];
+
+		snapshot(parent, id);
+		child = create_from(ctx, id);
+		ck_assert_int_eq(hangar_snapshot_release(ctx, "local", id), 0);
+		ck_assert_int_eq(pthread_barrier_init(&go, NULL, N + 1), 0);
+		for (int i = 0; i < N; i++) {
+			r[i] = (struct racer){ ctx, id, &go, NULL, 0, 0, "" };
+			ck_assert_int_eq(pthread_create(&t[i], NULL, race_create, &r[i]), 0);
+		}
+		pthread_barrier_wait(&go);
+		ck_assert_int_eq(hangar_sandbox_kill(child), 0);
+		for (int i = 0; i < N; i++) {
+			ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+			ck_assert_msg(r[i].rc == 0 || r[i].rc == HANGAR_ENOTFOUND,
+				      "a create from the released snapshot failed with %d: %s", r[i].rc, r[i].why);
+			ck_assert_msg(!r[i].bad_content, "a child saw a partial snapshot: %s", r[i].why);
+			if (r[i].rc == 0) {
+				held++;
+				ck_assert_int_eq(hangar_sandbox_kill(r[i].sb), 0);
+				hangar_sandbox_unref(r[i].sb);
+			} else {
+				gone++;
+			}
+		}
+		pthread_barrier_destroy(&go);
+		ck_assert_msg(wait_snapshot_gone(id, 15000), "snapshot %s stays after every use went", id);
+		hangar_sandbox_unref(child);
+	}
+	ck_assert_int_eq(held + gone, ROUNDS * N);
+	ck_assert_int_eq(hangar_sandbox_kill(parent), 0);
+	hangar_sandbox_unref(parent);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+static void unprivileged_release_body(unsigned img_uid, unsigned img_gid)
+{
+	hangar_ctx *ctx = u_ctx();
+	hangar_session *s = NULL;
+	hangar_sandbox *sb = NULL, *parent, *child;
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	struct forks f = { 0, 0, 0, { NULL } };
+	char id[SNAP_ID_LEN + 1], cid[64];
+	int pid;
+
+	(void)img_uid;
+	(void)img_gid;
+	co.provider = "local";
+	co.timeout_sec = 300;
+	co.network = HANGAR_NETWORK_OFF;
+	so.create = &co;
+	so.workspace = "/workspace";
+	U_CHECK(hangar_session_create(&s, ctx, &so) == 0 && hangar_session_sandbox(&sb, s) == 0, "session");
+	u_must(sb, NULL, "echo from-parent > /workspace/p");
+	u_must(sb, "root", "echo root > /root/r");
+	U_CHECK(hangar_session_fork(s, 2, on_fork, &f) == 0, "fork");
+	U_CHECK(f.ok == 2 && f.method == HANGAR_FORK_SNAPSHOT, "%d forks by method %d", f.ok, f.method);
+	U_CHECK(snapshots_on_disk(id, NULL) == 1, "one snapshot for the fork");
+	for (int i = 0; i < f.ok; i++) {
+		hangar_sandbox *x = NULL;
+
+		U_CHECK(hangar_session_sandbox(&x, f.s[i]) == 0, "a fork's sandbox");
+		u_expect(x, NULL, "cat /workspace/p", "from-parent");
+		U_CHECK(hangar_sandbox_kill(x) == 0, "kill fork %d", i);
+		U_CHECK(i == f.ok - 1 || snapshot_exists(id), "snapshot %s went while a child of it runs", id);
+		hangar_sandbox_unref(x);
+		hangar_session_unref(f.s[i]);
+	}
+	/* Owned in the image range: the library finishes what the jail could only rename. */
+	U_CHECK(wait_snapshot_gone(id, 15000), "the fork's snapshot %s stays after its children", id);
+	/* A SIGKILLed jail of an unprivileged caller: the next list removes its released snapshot. */
+	parent = u_create(ctx, NULL);
+	u_snapshot(parent, id);
+	child = u_create(ctx, id);
+	snprintf(cid, sizeof(cid), "%s", hangar_sandbox_id(child));
+	U_CHECK(hangar_snapshot_release(ctx, "local", id) == 0 && snapshot_exists(id), "release %s in use", id);
+	pid = jail_pid_of(cid);
+	U_CHECK(kill(pid, SIGKILL) == 0 && wait_pid_gone(pid, 15000), "SIGKILL jail %d", pid);
+	U_CHECK(hangar_sandbox_list(ctx, "local", count_one, NULL) == 0, "list");
+	U_CHECK(wait_snapshot_gone(id, 1), "snapshot %s stays after the list cleared its dead child", id);
+	U_CHECK(hangar_sandbox_kill(parent) == 0, "kill parent");
+	hangar_sandbox_unref(child);
+	hangar_sandbox_unref(parent);
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+
+START_TEST(unprivileged_released_snapshots_go)
+{
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	as_user(pw, unprivileged_release_body, img_uid, img_gid);
+}
+END_TEST
+
 static Suite *snap_suite(void)
 {
 	Suite *s = suite_create("local-snap");
@@ -1107,6 +1653,14 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, unprivileged_caller_with_subids);
 	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
 	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
+	tcase_add_test(tc, fork_snapshot_goes_with_its_last_child);
+	tcase_add_test(tc, failed_fork_leaves_no_snapshot);
+	tcase_add_test(tc, user_snapshot_stays_until_released);
+	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
+	tcase_add_test(tc, expired_child_takes_it_with_it);
+	tcase_add_test(tc, list_reports_snapshots);
+	tcase_add_test(tc, creates_race_the_last_use);
+	tcase_add_test(tc, unprivileged_released_snapshots_go);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -132,6 +132,7 @@ BUILDERS = {
     "_EnvironmentDict": "d_environment",
     "_PublishDict": "d_publish",
     "_TemplateDict": "d_template",
+    "_SnapshotDict": "d_snapshot",
     "_ImageDict": "d_image",
     "_ReapDict": "py_ctx_reap",
 }

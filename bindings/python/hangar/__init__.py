@@ -23,7 +23,7 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_IMAGES, CAP_KER
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
                      EnvdEndpoint, EnvironmentInfo, ExecResult, FileInfo, ImageInfo, ImageProgress, LogEntry,
                      Metric, Output, ProviderInfo, PublishResult, ReapResult, SandboxInfo,
-                     SessionInfo, Setting, TemplateInfo, TierInfo)
+                     SessionInfo, Setting, SnapshotInfo, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
 from .context import Context, default_context
@@ -45,7 +45,7 @@ __all__ = [
     "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
     "EnvdEndpoint", "EnvironmentInfo", "PublishResult", "TemplateInfo", "ImageInfo", "ImageProgress", "ProviderInfo",
-    "SessionInfo", "CheckpointInfo", "ReapResult",
+    "SessionInfo", "CheckpointInfo", "ReapResult", "SnapshotInfo",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",
     "UnsupportedError", "ProtocolError", "NotFoundError", "SystemCallError", "ExistsError", "CanceledError",

@@ -170,6 +170,15 @@ class _TemplateDict(TypedDict):
     provider: str
 
 @type_check_only
+class _SnapshotDict(TypedDict):
+    snapshot_id: str
+    name: str
+    sandbox_id: str
+    provider: str
+    created_at_us: int
+    released: bool
+
+@type_check_only
 class _ImageDict(TypedDict):
     digest: str
     names: List[str]
@@ -238,6 +247,7 @@ def py_tier_foreach(ctx: _Ctx, fn: Callable[[_TierDict], object]) -> int: ...
 # name None: every environment; else only that one (NotFoundError).
 def py_environment_list(ctx: _Ctx, name: Optional[str], fn: Callable[[_EnvironmentDict], object]) -> int: ...
 def py_template_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_TemplateDict], object]) -> int: ...
+def py_snapshot_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_SnapshotDict], object]) -> int: ...
 # Returns the new template's id; fn((status, message)) follows the build.
 @type_check_only
 class _PublishDict(TypedDict):
@@ -308,6 +318,7 @@ def hangar_sandbox_set_timeout(sb: _Sandbox, seconds: int) -> int: ...
 def hangar_sandbox_kill(sb: _Sandbox) -> int: ...
 def hangar_sandbox_snapshot(sb: _Sandbox, name: Optional[str]) -> Tuple[int, bytes]: ...
 def hangar_snapshot_delete(ctx: _Ctx, provider: Optional[str], snapshot_id: str) -> int: ...
+def hangar_snapshot_release(ctx: _Ctx, provider: Optional[str], snapshot_id: str) -> int: ...
 def py_sandbox_fork(sb: _Sandbox, count: int, fn: Callable[[_ForkDict], object]) -> int: ...
 def py_sandbox_metrics(sb: _Sandbox, fn: Callable[[_MetricDict], object]) -> int: ...
 def py_sandbox_logs(sb: _Sandbox, fn: Callable[[_LogEntryDict], object]) -> int: ...
@@ -488,6 +499,7 @@ HANGAR_SETTING_ENVIRONMENT: int
 HANGAR_SETTING_EXPLICIT: int
 HANGAR_SIGKILL: int
 HANGAR_SIGTERM: int
+HANGAR_SNAPSHOT_INFO_VERSION: int
 HANGAR_STREAM_PTY: int
 HANGAR_STREAM_STDERR: int
 HANGAR_STREAM_STDOUT: int

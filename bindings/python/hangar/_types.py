@@ -297,6 +297,18 @@ class TemplateInfo:
 
 
 @dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot a provider keeps; its id is a template id for new sandboxes."""
+
+    snapshot_id: str
+    name: str
+    sandbox_id: str
+    provider: str
+    created_at_us: int
+    released: bool
+
+
+@dataclass(frozen=True)
 class ImageInfo:
     """An image of the local image store (see hangar-images(7))."""
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Generic, Iterator, List, Mapping, Option
 
 from . import _hangar as _h
 from ._types import (LOG_INFO, EnvironmentInfo, ImageInfo, ImageProgress, ProviderInfo, PublishResult, ReapResult,
-                     SandboxInfo, Setting, TemplateInfo, TierInfo)
+                     SandboxInfo, Setting, SnapshotInfo, TemplateInfo, TierInfo)
 
 EventCallback = Callable[[str, Dict[str, Any]], None]
 LogCallback = Callable[[int, str], None]
@@ -386,6 +386,18 @@ class Context:
         """Deletes a snapshot Sandbox.snapshot() took (BusyError while a sandbox made from it runs)."""
         with self._handle as c:
             _h.hangar_snapshot_delete(c, provider, snapshot_id)
+
+    def release_snapshot(self, snapshot_id: str, provider: Optional[str] = None) -> None:
+        """Deletes a snapshot once no sandbox made from it runs: now, or when the last one ends."""
+        with self._handle as c:
+            _h.hangar_snapshot_release(c, provider, snapshot_id)
+
+    def snapshots(self, provider: Optional[str] = None) -> Iterator[SnapshotInfo]:
+        """The snapshots a provider keeps, oldest first (UnsupportedError where it lists none)."""
+        out: List[SnapshotInfo] = []
+        with self._handle as c:
+            _h.py_snapshot_list(c, provider, lambda d: out.append(SnapshotInfo(**d)))
+        return iter(out)
 
     def templates(self, provider: Optional[str] = None) -> Iterator[TemplateInfo]:
         """The templates a provider can create sandboxes from (UnsupportedError where it has none)."""

@@ -44,6 +44,7 @@ HANGAR_BEGIN_DECL
 struct hangar_create_opts;
 struct hangar_template_build_opts;
 struct hangar_template_info;
+struct hangar_snapshot_info;
 struct hangar_sandbox_metric;
 struct hangar_sandbox_log_entry;
 
@@ -52,7 +53,7 @@ typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 5
+#define HANGAR_PROVIDER_OPS_VERSION 6
 
 /* Types of a provider's setting (struct hangar_setting_def.type). */
 #define HANGAR_SETTING_TYPE_STRING 1 /**< any non-empty text */
@@ -198,6 +199,23 @@ struct hangar_provider_ops {
 	 * from it runs, where the provider keeps it for them.
 	 */
 	int (*snapshot_delete)(void *state, const char *snapshot_id);
+
+	/* Valid from version 6. Every slot is optional. */
+
+	/**
+	 * Releases a snapshot snapshot took (HANGAR_CAP_SNAPSHOT): deletes it
+	 * once no sandbox made from it runs, at once when none does, and
+	 * whichever way the last one ends. HANGAR_EGONE when there is no such
+	 * snapshot.
+	 */
+	int (*snapshot_release)(void *state, const char *snapshot_id);
+	/**
+	 * Reports every snapshot the provider keeps with fn (HANGAR_CAP_SNAPSHOT),
+	 * after reading them all, so that a failure reports none; returns
+	 * fn's non-zero value when it stops.
+	 */
+	int (*snapshot_list)(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload),
+			     void *payload);
 };
 
 /** Older names of HANGAR_SANDBOX_RUNNING and HANGAR_SANDBOX_PAUSED (hangar/sandbox.h), kept for sources that use them. */

@@ -373,7 +373,7 @@ int local_find_template(const struct local *l, const char *name, struct lmeta *m
  * or an error set (the caller clears m and releases img either way).
  */
 static int new_meta(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
-		    struct image_rootfs *img)
+		    struct image_rootfs *img, int *snap_fd)
 {
 	int r;
 	for (const char *const *e = opts->env; e && *e; e++)
@@ -398,7 +398,7 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 					"off, set HANGAR_LOCAL_NETWORK=off, or make the device usable (mode 0666, "
 					"as Debian has it)",
 					(unsigned)geteuid());
-	r = local_snapshot_valid_id(opts->template_id) ? local_snapshot_use(l, opts, m, img)
+	r = local_snapshot_valid_id(opts->template_id) ? local_snapshot_use(l, opts, m, img, snap_fd)
 						       : local_find_template(l, opts->template_id, m, img);
 	if (r < 0)
 		return r;
@@ -521,10 +521,10 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 	char dir[DIR_MAX], token[65];
 	struct lmeta m = { 0 };
 	struct image_rootfs img = { .use_fd = -1 };
-	int lock = -1, log = -1, ready = -1, timeline = -1, r, rc;
+	int lock = -1, log = -1, ready = -1, timeline = -1, snap_fd = -1, r, rc;
 	int64_t t0_us = clock_mono_us(), t0 = t0_us / 1000;
 
-	rc = new_meta(l, opts, &m, &img);
+	rc = new_meta(l, opts, &m, &img, &snap_fd);
 	if (rc == 0 && (r = new_token(token)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
 	if (rc == 0)
@@ -569,9 +569,14 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 	if (log >= 0)
 		close(log);
 	local_unlock(lock);
-	lstate_meta_clear(&m);
-	/* The jail holds the image's use lock itself by now (or there is no sandbox). */
+	/* The jail holds the image's and the snapshot's use locks itself by now (or there is no sandbox). */
 	image_rootfs_release(&img);
+	if (snap_fd >= 0)
+		close(snap_fd);
+	/* A failed create's use of a released snapshot may have been the last (lsnapuse.h). */
+	if (rc && m.snapshot)
+		local_snapshot_reap(l, m.snapshot);
+	lstate_meta_clear(&m);
 	return rc;
 }
 

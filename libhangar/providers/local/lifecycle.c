@@ -7,25 +7,35 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include "util/clock.h"
 #include "local.h"
+#include "snapshot.h"
 
 int local_kill(void *state, const char *id)
 {
 	struct local *l = state;
-	char dir[DIR_MAX];
+	char dir[DIR_MAX], *snapshot = NULL;
 	int pid = 0, fd = -1, r = local_find_alive(l, id, dir, sizeof(dir), &pid);
+	struct lmeta m;
 
 	if (r)
 		return r;
+	/* Made from a snapshot: this may be the last use of one released (snapshot.h). */
+	if (lstate_meta_read(dir, &m) == 0) {
+		snapshot = m.snapshot;
+		m.snapshot = NULL;
+		lstate_meta_clear(&m);
+	}
 	fd = local_pidfd_open(pid);
 	if (fd < 0 || !lstate_is_jail(pid, id)) {
 		if (fd >= 0)
 			close(fd);
 		local_clean_stale(l, id);
+		free(snapshot);
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is already gone", id);
 	}
 	ltokens_forget(&l->tokens, id);
@@ -39,6 +49,10 @@ int local_kill(void *state, const char *id)
 	close(fd);
 	if (access(dir, F_OK) == 0)
 		local_clean_stale(l, id);
+	/* The jail reaped it already if it could; an unprivileged one leaves the removal to us. */
+	if (snapshot)
+		local_snapshot_reap(l, snapshot);
+	free(snapshot);
 	return 0;
 }
 
@@ -84,6 +98,8 @@ int local_list(void *state, hangar_sys_list *out)
 		lstate_meta_clear(&m);
 	}
 	closedir(d);
+	/* The clean-up of what dead jails left: snapshots released to go with their last sandbox. */
+	local_snapshot_sweep(l);
 	return rc;
 }
 

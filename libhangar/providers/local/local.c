@@ -334,4 +334,6 @@ const struct hangar_provider_ops local_provider_ops = {
 	.expose_port = local_expose_port,
 	.oom_kills = local_oom_kills,
 	.snapshot_delete = local_snapshot_delete_slot,
+	.snapshot_release = local_snapshot_release_slot,
+	.snapshot_list = local_snapshot_list,
 };

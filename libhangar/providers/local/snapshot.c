@@ -19,6 +19,7 @@
  * so that their session forks go by checkpoint instead.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +35,7 @@
 
 #include "util/clock.h"
 #include "util/sjson.h"
+#include "lsnapuse.h"
 #include "snapshot.h"
 
 #define RECORD_MAX 65536
@@ -371,7 +373,7 @@ static int read_record(const char *dir, int *network, char *image, size_t size)
 }
 
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
-		       struct image_rootfs *img)
+		       struct image_rootfs *img, int *snap_fd)
 {
 	const char *id = opts->template_id;
 	char dir[DIR_MAX], path[PATH_MAX], image[80];
@@ -395,11 +397,11 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 		/*
 		 * A snapshot of an image sandbox: the child runs the same image,
 		 * its writable layer the snapshot's upper/ over the image's
-		 * layers. The image's use lock replaces the snapshot's here; the
-		 * jail takes the snapshot's itself, and fails cleanly if a
-		 * deletion came first.
+		 * layers. The image's use lock takes the snapshot's place in
+		 * img; the snapshot's is held in *snap_fd all the same, so that
+		 * a released snapshot cannot go before the jail holds it.
 		 */
-		close(img->use_fd);
+		*snap_fd = img->use_fd;
 		img->use_fd = -1;
 		if ((r = local_find_template(l, image, m, img)) < 0)
 			return r;
@@ -414,22 +416,30 @@ int local_snapshot_use(const struct local *l, const struct hangar_create_opts *o
 int local_snapshot_delete(struct local *l, const char *id)
 {
 	char dir[DIR_MAX], gone[DIR_MAX], path[PATH_MAX];
-	int fd, r;
+	int gate, fd, r;
 
 	snap_dir(dir, sizeof(dir), l, "", id);
-	snap_dir(gone, sizeof(gone), l, ".del-", id);
+	snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, id);
+	/* The gate: no reap of a released snapshot at the same time (lsnapuse.h). */
+	gate = lsnap_gate(dir);
+	if (gate < 0)
+		return hangar_sys_error(HANGAR_EGONE, 0, errno, "the local provider has no snapshot %s", id);
 	snprintf(path, sizeof(path), "%s/use", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (fd < 0) {
+		close(gate);
 		return hangar_sys_error(HANGAR_EGONE, 0, errno, "the local provider has no snapshot %s", id);
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
+		close(gate);
 		return hangar_sys_error(HANGAR_EBUSY, 0, EBUSY,
 					"snapshot %s is in use by a sandbox made from it: kill those first", id);
 	}
 	/* Out of the way first, so that no create finds a half-removed snapshot. */
 	r = rename(dir, gone) < 0 ? -errno : remove_dir(gone);
 	close(fd);
+	close(gate);
 	if (r < 0)
 		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot remove snapshot %s", id);
 	return 0;
@@ -441,4 +451,195 @@ int local_snapshot_delete_slot(void *state, const char *snapshot_id)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
 					snapshot_id);
 	return local_snapshot_delete(state, snapshot_id);
+}
+
+/* dir's snapshot id, its last component. */
+static const char *dir_id(const char *dir)
+{
+	const char *slash = strrchr(dir, '/');
+
+	return slash ? slash + 1 : dir;
+}
+
+/* Reaps dir (lsnap_reap, flags LSNAP_*), and finishes its removal if it was left renamed. */
+static void reap(struct local *l, const char *dir, int flags)
+{
+	char gone[DIR_MAX], mine[DIR_MAX];
+	int r;
+
+	/* Only a snapshot of this state directory, by the path it would have. */
+	snap_dir(mine, sizeof(mine), l, "", dir_id(dir));
+	if (!local_snapshot_valid_id(dir_id(dir)) || strcmp(mine, dir) != 0)
+		return;
+	r = lsnap_reap(dir, flags, remove_dir);
+	if (r == -ENOENT) {
+		/* Renamed already: by a jail that could not remove it, or a remover that died. */
+		snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, dir_id(dir));
+		r = lsnap_reap_leftover(gone, remove_dir);
+	}
+	if (r < 0)
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot remove released snapshot %s: %s", dir_id(dir),
+			       strerror(-r));
+	else if (r > 0)
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: released snapshot %s removed", dir_id(dir));
+}
+
+void local_snapshot_reap(struct local *l, const char *dir)
+{
+	reap(l, dir, 0);
+}
+
+void local_snapshot_sweep(struct local *l)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/snapshots", l->root);
+	if (!(d = opendir(path)))
+		return;
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+
+		if (local_snapshot_valid_id(name)) {
+			snap_dir(path, sizeof(path), l, "", name);
+			snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", LSNAP_RELEASE);
+			if (access(path, F_OK) == 0) {
+				snap_dir(path, sizeof(path), l, "", name);
+				reap(l, path, LSNAP_NOWAIT);
+			}
+		} else if (!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
+			   local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) {
+			int r;
+
+			snap_dir(path, sizeof(path), l, "", name);
+			r = lsnap_reap_leftover(path, remove_dir);
+			if (r < 0)
+				hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot finish removing %s: %s", path,
+					       strerror(-r));
+		}
+	}
+	closedir(d);
+}
+
+int local_snapshot_release_slot(void *state, const char *snapshot_id)
+{
+	struct local *l = state;
+	char dir[DIR_MAX];
+	int r;
+
+	if (!local_snapshot_valid_id(snapshot_id))
+		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
+					snapshot_id);
+	snap_dir(dir, sizeof(dir), l, "", snapshot_id);
+	r = lsnap_reap(dir, LSNAP_MARK, remove_dir);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return hangar_sys_error(HANGAR_EGONE, 0, -r, "the local provider has no snapshot %s", snapshot_id);
+	if (r < 0)
+		return hangar_sys_error(HANGAR_EOS, 0, -r, "cannot release snapshot %s", snapshot_id);
+	hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: snapshot %s released%s", snapshot_id,
+		       r ? " and removed" : "; it goes with the last sandbox made from it");
+	return 0;
+}
+
+/* One snapshot as list reads it. */
+struct listed {
+	char id[LSNAP_ID_LEN + 1];
+	char *name, *parent;
+	int64_t created_at_us;
+	int released;
+};
+
+/* Reads snapshot id's record into one. 0, or -1: not a complete snapshot (it is skipped). */
+static int read_listed(const struct local *l, const char *id, struct listed *one)
+{
+	char path[PATH_MAX], *text;
+	const cJSON *name, *parent, *at;
+	cJSON *o;
+
+	snap_dir(path, sizeof(path), l, "", id);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/record.json");
+	if (!(text = lstate_read_file(path, RECORD_MAX, NULL)))
+		return -1;
+	o = sjson_parse(text, strlen(text), 0, NULL, 0);
+	free(text);
+	name = cJSON_GetObjectItemCaseSensitive(o, "name");
+	parent = cJSON_GetObjectItemCaseSensitive(o, "parent");
+	at = cJSON_GetObjectItemCaseSensitive(o, "created_at_us");
+	memset(one, 0, sizeof(*one));
+	snprintf(one->id, sizeof(one->id), "%.*s", LSNAP_ID_LEN, id);
+	one->name = strdup(cJSON_IsString(name) ? name->valuestring : "");
+	one->parent = strdup(cJSON_IsString(parent) ? parent->valuestring : "");
+	one->created_at_us = cJSON_IsNumber(at) ? (int64_t)at->valuedouble : 0;
+	cJSON_Delete(o);
+	snap_dir(path, sizeof(path), l, "", id);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", LSNAP_RELEASE);
+	one->released = access(path, F_OK) == 0;
+	if (!one->name || !one->parent) {
+		free(one->name);
+		free(one->parent);
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+static int by_age(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+
+	if (x->created_at_us != y->created_at_us)
+		return x->created_at_us < y->created_at_us ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+int local_snapshot_list(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload), void *payload)
+{
+	struct local *l = state;
+	struct listed *v = NULL;
+	size_t n = 0, cap = 0;
+	char path[PATH_MAX];
+	struct dirent *de;
+	int rc = 0;
+	DIR *d;
+
+	/* What its last users left to go first, so that the list shows what stays. */
+	local_snapshot_sweep(l);
+	snprintf(path, sizeof(path), "%s/snapshots", l->root);
+	if (!(d = opendir(path)))
+		return errno == ENOENT ? 0 : hangar_sys_error(HANGAR_EOS, 0, errno, "cannot read %s", path);
+	while (rc == 0 && (de = readdir(d))) {
+		if (!local_snapshot_valid_id(de->d_name))
+			continue;
+		if (n == cap) {
+			struct listed *nv = realloc(v, (cap ? 2 * cap : 16) * sizeof(*v));
+
+			if (!nv) {
+				rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+				break;
+			}
+			v = nv;
+			cap = cap ? 2 * cap : 16;
+		}
+		if (read_listed(l, de->d_name, &v[n]) == 0)
+			n++;
+		else if (errno == ENOMEM)
+			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+		/* else: deleted meanwhile */
+	}
+	closedir(d);
+	if (rc == 0 && n)
+		qsort(v, n, sizeof(*v), by_age);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		hangar_snapshot_info info = { HANGAR_SNAPSHOT_INFO_VERSION, sizeof(info), v[i].id, v[i].name,
+					      v[i].parent, "local", v[i].created_at_us, (uint32_t)v[i].released, 0 };
+
+		rc = fn(&info, payload);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].parent);
+	}
+	free(v);
+	return rc;
 }

@@ -9,6 +9,9 @@
  *                 "image": the image's digest, for a snapshot of an image sandbox}
  *   use           flock()ed shared by every sandbox made from it (its jail, for
  *                 as long as it lives), exclusively by a deletion
+ *   release       when it was released: deleted once no sandbox uses it (a
+ *                 session fork's snapshot; lsnapuse.h); the directory itself
+ *                 is flock()ed as the gate of that deletion
  *   layer/        workspace/, home/, tmp/, root/ (and upper/, an image sandbox's
  *                 writable layer over the image's): the files, owned by the ids the
  *                 sandbox's commands saw (0 is their root, 1000 `user`), which
@@ -17,7 +20,8 @@
  *                 instead, where its children run (snapshot-sub.c)
  *
  * A snapshot is laid out under .new-<snap-id> and renamed into place when
- * complete; a deletion renames it to .del-<snap-id> before removing it.
+ * complete; a deletion renames it to .del-<snap-id> before removing it, and
+ * a .del-<snap-id> whose gate is free is a removal left unfinished.
  */
 #pragma once
 
@@ -36,11 +40,12 @@ int local_snapshot_valid_id(const char *id);
 /*
  * A create from snapshot opts->template_id: records it in m (its directory,
  * its network unless opts chose one) and takes its use lock shared into
- * img->use_fd, for the caller to release once the jail holds its own. 0, or
- * an error set (HANGAR_ENOTFOUND: no such snapshot).
+ * img->use_fd, or for a snapshot of an image sandbox into *snap_fd (img
+ * then holds the image), for the caller to release once the jail holds its
+ * own. 0, or an error set (HANGAR_ENOTFOUND: no such snapshot).
  */
 int local_snapshot_use(const struct local *l, const struct hangar_create_opts *opts, struct lmeta *m,
-		       struct image_rootfs *img);
+		       struct image_rootfs *img, int *snap_fd);
 
 /*
  * create.c: the template name ("local", or an image of the store, found,
@@ -102,3 +107,15 @@ int local_snapshot_sub_rmtree(const char *path);
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);
 uint64_t local_capabilities(void *state);
 int local_snapshot_delete_slot(void *state, const char *snapshot_id);
+int local_snapshot_release_slot(void *state, const char *snapshot_id);
+int local_snapshot_list(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload), void *payload);
+
+/*
+ * A use of snapshot dir (its path, as meta.json's "snapshot" says) was
+ * dropped (its sandbox's jail ended): removes it if it was released and
+ * that was the last, or finishes its removal if a jail left it renamed.
+ * Failures are logged.
+ */
+void local_snapshot_reap(struct local *l, const char *dir);
+/* The same for every released snapshot and every unfinished removal: the clean-up of list. */
+void local_snapshot_sweep(struct local *l);

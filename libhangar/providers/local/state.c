@@ -19,6 +19,7 @@
 
 #include "util/clock.h"
 #include "local.h"
+#include "snapshot.h"
 #include "usage.h"
 
 /* root's length was checked at init, so this always fits DIR_MAX. */
@@ -132,7 +133,8 @@ enum local_liveness local_liveness(const char *dir, const char *id, int *jail_pi
 /* Undoes what a dead jail left behind: a thawed, empty cgroup and the directory. */
 void local_clean_stale(struct local *l, const char *id)
 {
-	char dir[DIR_MAX], path[PATH_MAX], *cg;
+	char dir[DIR_MAX], path[PATH_MAX], *cg, *snapshot = NULL;
+	struct lmeta m;
 	int fd, pid;
 
 	ltokens_forget(&l->tokens, id);
@@ -155,9 +157,18 @@ void local_clean_stale(struct local *l, const char *id)
 	}
 	free(cg);
 	usage_remove_cgroups(dir, id);
+	/* Made from a snapshot: its dead jail's use is gone, perhaps the last of one released. */
+	if (lstate_meta_read(dir, &m) == 0) {
+		snapshot = m.snapshot;
+		m.snapshot = NULL;
+		lstate_meta_clear(&m);
+	}
 	hangar_sys_log(l->ctx, HANGAR_LOG_INFO, "local: removing dead sandbox %s", id);
 	lstate_rmtree_at(AT_FDCWD, dir);
 	local_unlock(fd);
+	if (snapshot)
+		local_snapshot_reap(l, snapshot);
+	free(snapshot);
 }
 
 /*
