@@ -91,6 +91,8 @@ test('memory: false then connect: same sandboxID, files and envVars kept, new to
     assert.equal(await edgeHealth(hd, id, back.envdAccessToken), 204);
     assert.equal(await edgeHealth(hd, id, sb.envdAccessToken), 401);
     await assert.rejects(sb.commands.run('true'));
+    // The hangar id behind it is no second name its tokens open.
+    assert.equal(await edgeHealth(hd, now[0].id, back.envdAccessToken), 401);
     const running = await listed(id);
     assert.equal(running.length, 1);
     assert.equal(running[0].state, 'running');
