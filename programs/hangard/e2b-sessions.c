@@ -109,21 +109,24 @@ static int adopt(hangar_session **out, const char *sid, const char *e2b_id, hang
 	return rc;
 }
 
-/* The record of e2b_id changed by fn under the records' lock: 0, or -1
- * with why. */
+/* The record of e2b_id changed by fn (when it returns non-zero) under the
+ * records' lock, and given in *after: 0, or HANGAR_EOS with why. */
 static int update(const char *e2b_id, int (*fn)(struct e2b_record *rec, void *payload), void *payload,
 		  struct e2b_record *after, char *why, size_t cap)
 {
 	struct e2b_record rec;
-	int rc;
+	int rc, wrote = 0;
 
 	e2b_lock();
 	rc = e2b_record_get(e2b_id, &rec);
-	if (rc >= 0 && fn(&rec, payload) && e2b_record_put(e2b_id, &rec) < 0)
-		rc = -1;
+	if (rc >= 0 && fn(&rec, payload)) {
+		wrote = 1;
+		if (e2b_record_put(e2b_id, &rec) < 0)
+			rc = -1;
+	}
 	e2b_unlock();
 	if (rc < 0) {
-		snprintf(why, cap, "the E2B record of %s cannot be %s", e2b_id, rc == -1 ? "written" : "read");
+		snprintf(why, cap, "the E2B record of %s cannot be %s", e2b_id, wrote ? "written" : "read");
 		e2b_record_dispose(&rec);
 		return HANGAR_EOS;
 	}
