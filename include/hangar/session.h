@@ -78,9 +78,13 @@ typedef struct hangar_session_opts {
 	const char *const *labels;        /**< NULL-terminated "key=value", as checkpoint labels */
 	uint32_t flags;                   /**< HANGAR_SESSION_EXCLUSIVE_CREDENTIAL */
 	uint32_t reserved0;
+	/* Version 2. */
+	hangar_sandbox *sandbox;          /**< a running sandbox the session takes as its first instead
+	                                       of making one; create then says how its later sandboxes
+	                                       are made; NULL: one is made */
 } hangar_session_opts;
 
-#define HANGAR_SESSION_OPTS_VERSION 1
+#define HANGAR_SESSION_OPTS_VERSION 2
 #define HANGAR_SESSION_OPTS_INIT HANGAR_STRUCT_INIT(hangar_session_opts, HANGAR_SESSION_OPTS_VERSION)
 
 /** @param version HANGAR_SESSION_OPTS_VERSION. @return 0 or HANGAR_EINVAL. */
@@ -95,10 +99,17 @@ HANGAR_EXTERN(int) hangar_session_opts_init(hangar_session_opts *opts, uint32_t 
  * @param out  receives the session, active; NULL on failure.
  * @param ctx  the context.
  * @param opts options, or NULL for all defaults.
- * @return 0, HANGAR_EINVAL (also: a bad id or label), HANGAR_EEXISTS (the id
- *         is taken), HANGAR_EOS (the state store), or what
- *         hangar_sandbox_create() returns; on a failure no session and no
- *         sandbox are left behind.
+ * With opts->sandbox the session takes that sandbox instead (a sandbox made
+ * earlier without a session, which becomes one later): it is recorded as
+ * the session's, active, and nothing is created. It must be running and
+ * held by no other session.
+ *
+ * @return 0, HANGAR_EINVAL (also: a bad id or label, or opts->sandbox
+ *         paused or another session's), HANGAR_EEXISTS (the id is taken),
+ *         HANGAR_EGONE (opts->sandbox is gone), HANGAR_EOS (the state
+ *         store), or what hangar_sandbox_create() returns; on a failure no
+ *         session is left behind, and no sandbox but opts->sandbox, which
+ *         stays the caller's as it was.
  * **Ownership:** *out is the caller's (hangar_session_unref()); opts is copied.
  * **Thread safety:** safe from any thread.
  */

@@ -33,7 +33,8 @@ HV_TABLE(hv_process_opts, "process options", HANGAR_PROCESS_OPTS_VERSION, HV_NOW
 HV_TABLE(hv_copy_opts, "copy options", HANGAR_COPY_OPTS_VERSION, HV_NOW(hangar_copy_opts));
 HV_TABLE(hv_checkpoint_opts, "checkpoint options", HANGAR_CHECKPOINT_OPTS_VERSION, HV_NOW(hangar_checkpoint_opts));
 HV_TABLE(hv_restore_opts, "restore options", HANGAR_RESTORE_OPTS_VERSION, HV_NOW(hangar_restore_opts));
-HV_TABLE(hv_session_opts, "session options", HANGAR_SESSION_OPTS_VERSION, HV_NOW(hangar_session_opts));
+HV_TABLE(hv_session_opts, "session options", HANGAR_SESSION_OPTS_VERSION, HV_UPTO(hangar_session_opts, sandbox),
+	 HV_NOW(hangar_session_opts));
 HV_TABLE(hv_suspend_opts, "suspend options", HANGAR_SUSPEND_OPTS_VERSION, HV_UPTO(hangar_suspend_opts, cancel),
 	 HV_NOW(hangar_suspend_opts));
 HV_TABLE(hv_session_fork_opts, "session fork options", HANGAR_SESSION_FORK_OPTS_VERSION,

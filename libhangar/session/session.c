@@ -474,6 +474,45 @@ static int env_view_fn(const hangar_environment_info *info, void *payload)
 	return v->workspace && v->user ? 0 : herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 }
 
+struct holder {
+	const char *sandbox_id;
+	int held;
+};
+
+static int holder_fn(const struct store_session *r, void *payload)
+{
+	struct holder *h = payload;
+
+	if (r->sandbox_id && strcmp(r->sandbox_id, h->sandbox_id) == 0) {
+		h->held = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * A sandbox a new session takes (opts->sandbox): running, since a session
+ * is active with it, and no other session's, since two sessions resuming
+ * one machine would each restore over the other's work.
+ */
+static int check_adopted(hangar_ctx *ctx, hangar_sandbox *sb)
+{
+	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+	struct holder h = { hangar_sandbox_id(sb), 0 };
+	int rc = hangar_sandbox_get_info(&info, sb);
+
+	if (rc != 0)
+		return rc;
+	if (info.state != HANGAR_SANDBOX_RUNNING)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "opts->sandbox %s is not running", h.sandbox_id);
+	rc = store_session_list(ctx, 0, holder_fn, &h);
+	if (rc < 0)
+		return rc;
+	if (h.held)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "opts->sandbox %s is another session's", h.sandbox_id);
+	return 0;
+}
+
 int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_session_opts *opts)
 {
 	hangar_session_opts o;
@@ -527,10 +566,14 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 	row.state = HANGAR_SESSION_SUSPENDED;
 	row.flags = o.flags;
 	row.created_us = row.updated_us = clock_wall_us();
+	if (o.sandbox && (rc = check_adopted(ctx, o.sandbox)) != 0)
+		goto out;
 	/* The record first, so a taken id fails before any sandbox exists. */
 	if ((rc = store_session_put(ctx, &row)) != 0)
 		goto out;
-	if ((rc = sess_create_sandbox(ctx, &row, NULL, NULL, &sb)) != 0) {
+	if (o.sandbox)
+		sb = hangar_sandbox_ref(o.sandbox);
+	else if ((rc = sess_create_sandbox(ctx, &row, NULL, NULL, &sb)) != 0) {
 		hangar_sys_saved_error saved;
 
 		hangar_sys_error_save(&saved);
@@ -545,12 +588,15 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 		hangar_sys_saved_error saved;
 
 		hangar_sys_error_save(&saved);
-		hangar_sandbox_kill(sb);
+		/* A sandbox the caller brought stays the caller's. */
+		if (!o.sandbox)
+			hangar_sandbox_kill(sb);
 		store_session_delete(ctx, row.id);
 		hangar_sys_error_restore(&saved);
 		goto out;
 	}
-	hangar_sys_log(ctx, HANGAR_LOG_INFO, "created session %s with sandbox %s", row.id, row.sandbox_id);
+	hangar_sys_log(ctx, HANGAR_LOG_INFO, "created session %s with %s sandbox %s", row.id, o.sandbox ? "the" : "a new",
+		       row.sandbox_id);
 	sess_event(ctx, "session.created", &row, NULL);
 	rc = sess_handle_new(out, ctx, &row);
 	if (rc == 0)

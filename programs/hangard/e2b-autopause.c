@@ -4,7 +4,9 @@
  * sandbox at its lifetime, so for these hangard keeps the E2B lifetime in
  * the sandbox's record (pause_at_us), sets the library's E2B_AUTOPAUSE_GRACE_S
  * longer, and this thread pauses each one that is due, as POST /pause would
- * (with its memory, or its filesystem only when the create asked so). A
+ * (with its memory; without it, when the create asked so, as a session
+ * suspend, or the provider's filesystem-only pause where no checkpoint
+ * store is configured). A
  * sandbox whose pause cannot be made (hangard down, the provider failing)
  * still ends at the library's lifetime: nothing runs on unwatched.
  */
@@ -33,7 +35,7 @@ static int64_t wall_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void log_pause(const char *id, const char *how, int rc)
+static void log_pause(const char *id, const char *how, int rc, const char *why)
 {
 	cJSON *line = cJSON_CreateObject();
 
@@ -42,7 +44,7 @@ static void log_pause(const char *id, const char *how, int rc)
 	cJSON_AddStringToObject(line, "pause", how);
 	if (rc) {
 		cJSON_AddStringToObject(line, "error", hangar_error_name(rc));
-		cJSON_AddStringToObject(line, "detail", hangar_error_last()->message);
+		cJSON_AddStringToObject(line, "detail", why[0] ? why : hangar_error_last()->message);
 	}
 	log_line(line);
 }
@@ -65,7 +67,9 @@ static int pause_one(const char *id, void *payload)
 {
 	hangar_sandbox *sb = NULL;
 	struct e2b_record rec;
+	char why[256] = "";
 	int memory = 1, rc;
+	const char *how;
 
 	(void)payload;
 	e2b_lock();
@@ -73,14 +77,22 @@ static int pause_one(const char *id, void *payload)
 	e2b_unlock();
 	if (!rc)
 		return 0;
-	rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, id);
-	if (rc == 0)
+	how = memory ? "memory" : "filesystem";
+	rc = e2b_resolve(id, NULL, &sb);
+	if (rc == 1)
+		rc = 0;    /* suspended meanwhile: nothing is due */
+	else if (rc == 0 && !memory && e2b_can_suspend(why, sizeof(why))) {
+		how = "session";
+		rc = e2b_session_suspend(id, sb, NULL, NULL, why, sizeof(why));
+	} else if (rc == 0)
 		rc = memory ? hangar_sandbox_pause(sb) : hangar_sandbox_pause_filesystem(sb);
 	hangar_sandbox_unref(sb);
-	log_pause(id, memory ? "memory" : "filesystem", rc);
+	log_pause(id, how, rc, why);
 	e2b_lock();
 	if (e2b_record_get(id, &rec) == 0) {
-		if (rc == 0) {
+		if (rc == 0 && rec.paused == E2B_PAUSED_SESSION) {
+			/* e2b_session_suspend() recorded it. */
+		} else if (rc == 0) {
 			rec.paused = memory ? E2B_PAUSED_MEMORY : E2B_PAUSED_FILESYSTEM;
 			rec.pause_at_us = 0;
 		} else if (rc == HANGAR_EGONE || rc == HANGAR_ENOTFOUND) {

@@ -591,9 +591,14 @@ struct target {
 static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 {
 	hangar_sandbox *sb = NULL;
-	int rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, e->id);
+	/* The E2B id's sandbox now: a restore gives it another. */
+	int rc = e2b_resolve(e->id, NULL, &sb);
 	unsigned status = 0;
 
+	if (rc == 1) {
+		snprintf(msg, cap, "The sandbox %s is paused", e->id);
+		return 502;
+	}
 	if (rc < 0) {
 		/* E2B's edge answers 502 for a sandbox it cannot reach, whatever the reason. */
 		snprintf(msg, cap, rc == HANGAR_ENOTFOUND || rc == HANGAR_EGONE ? "The sandbox %s was not found"

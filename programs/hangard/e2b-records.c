@@ -5,7 +5,12 @@
  * (the library's sandboxes carry no labels). Nothing secret is kept: the
  * per-sandbox tokens are derived from a key and the record's generation, so
  * connect can answer them again, a restore rotates them by counting one up,
- * and no token is ever written to disk.
+ * and no token is ever written to disk. The create's envVars, which a
+ * restore into a new sandbox needs again, are kept sealed.
+ *
+ * A record is keyed by the sandboxID E2B's SDK got at create, which stays
+ * the SDK's for good; it names the hangar sandbox that serves it now, which
+ * a restore replaces (e2b_resolve() is the one way from one to the other).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +21,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -28,12 +34,15 @@
 
 static char *records_dir;
 static unsigned char token_key[crypto_generichash_KEYBYTES];
+static unsigned char env_key[crypto_secretbox_KEYBYTES];
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Broadcast on every change of a record made here (under records_lock). */
+static pthread_cond_t records_changed = PTHREAD_COND_INITIALIZER;
 
 int e2b_init(hangar_ctx *ctx)
 {
 	hangar_buf v = HANGAR_BUF_INIT;
-	static const char label[] = "hangard e2b tokens v1";
+	static const char label[] = "hangard e2b tokens v1", env_label[] = "hangard e2b env v1";
 
 	if (hangar_ctx_get(&v, ctx, "HANGAR_STATE_DIR") < 0 || !v.ptr[0]) {
 		fprintf(stderr, "hangard: the E2B API needs HANGAR_STATE_DIR\n");
@@ -60,9 +69,12 @@ int e2b_init(hangar_ctx *ctx)
 		crypto_generichash(seed, sizeof(seed), (const unsigned char *)v.ptr, strlen(v.ptr), NULL, 0);
 		crypto_generichash(token_key, sizeof(token_key), (const unsigned char *)label, sizeof(label) - 1, seed,
 				   sizeof(seed));
+		crypto_generichash(env_key, sizeof(env_key), (const unsigned char *)env_label, sizeof(env_label) - 1,
+				   seed, sizeof(seed));
 		sodium_memzero(seed, sizeof(seed));
 	} else {
 		randombytes_buf(token_key, sizeof(token_key));
+		randombytes_buf(env_key, sizeof(env_key));
 	}
 	if (v.ptr)
 		sodium_memzero(v.ptr, strlen(v.ptr));
@@ -108,6 +120,19 @@ void e2b_unlock(void)
 	pthread_mutex_unlock(&records_lock);
 }
 
+void e2b_record_wait(int ms)
+{
+	struct timespec at;
+
+	clock_gettime(CLOCK_REALTIME, &at);
+	at.tv_nsec += (long)ms * 1000000L;
+	at.tv_sec += at.tv_nsec / 1000000000L;
+	at.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&records_lock);
+	pthread_cond_timedwait(&records_changed, &records_lock, &at);
+	pthread_mutex_unlock(&records_lock);
+}
+
 static char *record_path(const char *id, const char *suffix)
 {
 	char *p;
@@ -120,7 +145,31 @@ void e2b_record_dispose(struct e2b_record *rec)
 {
 	free(rec->template_id);
 	cJSON_Delete(rec->metadata);
+	free(rec->sandbox_id);
+	free(rec->session_id);
+	free(rec->provider);
+	free(rec->env_sealed);
 	memset(rec, 0, sizeof(*rec));
+	rec->network = -1;
+}
+
+const char *e2b_record_sandbox(const struct e2b_record *rec, const char *e2b_id)
+{
+	return rec->sandbox_id && rec->sandbox_id[0] ? rec->sandbox_id : e2b_id;
+}
+
+/* A string member of at most max bytes of text, or absent: 0; -1 otherwise.
+ * *out a copy, or NULL when absent. */
+static int opt_string(cJSON *doc, const char *key, size_t max, char **out)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v) || strlen(v->valuestring) > max || !sjson_text_ok(v->valuestring, strlen(v->valuestring)))
+		return -1;
+	return (*out = strdup(v->valuestring)) ? 0 : -1;
 }
 
 /* A record as read back: strict JSON of the shape e2b_record_put writes. */
@@ -154,6 +203,16 @@ static int record_decode(struct e2b_record *rec, const char *text, size_t len)
 		rec->pause_at_us =
 			cJSON_IsNumber(am) && am->valuedouble > 0 && am->valuedouble < 1e18 ? (int64_t)am->valuedouble : 0;
 	}
+	if (strcmp(p->valuestring, "session") == 0)
+		rec->paused = E2B_PAUSED_SESSION;
+	/* Written since sessions: absent from older records. */
+	cJSON *n = cJSON_GetObjectItemCaseSensitive(doc, "network"), *c = cJSON_GetObjectItemCaseSensitive(doc, "createdUs");
+	rec->network = cJSON_IsNumber(n) && (n->valueint == 0 || n->valueint == 1) ? n->valueint : -1;
+	rec->created_us = cJSON_IsNumber(c) && c->valuedouble > 0 && c->valuedouble < 1e18 ? (int64_t)c->valuedouble : 0;
+	if (opt_string(doc, "sandbox", E2B_SANDBOX_ID_MAX, &rec->sandbox_id) < 0 ||
+	    opt_string(doc, "session", 128, &rec->session_id) < 0 || opt_string(doc, "provider", 128, &rec->provider) < 0 ||
+	    opt_string(doc, "envSealed", RECORD_MAX / 2, &rec->env_sealed) < 0)
+		goto bad;
 	cJSON_Delete(doc);
 	return rec->template_id ? 0 : -1;
 bad:
@@ -168,6 +227,7 @@ int e2b_record_get(const char *id, struct e2b_record *out)
 	struct stat st;
 
 	memset(out, 0, sizeof(*out));
+	out->network = -1;
 	if (!path)
 		return -1;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -224,12 +284,26 @@ int e2b_record_put(const char *id, const struct e2b_record *rec)
 	sjson_add_int64(doc, "generation", rec->generation);
 	cJSON_AddStringToObject(doc, "paused", rec->paused == E2B_PAUSED_MEMORY       ? "memory"
 					       : rec->paused == E2B_PAUSED_FILESYSTEM ? "filesystem"
+					       : rec->paused == E2B_PAUSED_SESSION    ? "session"
 										      : "");
+	if (rec->sandbox_id)
+		cJSON_AddStringToObject(doc, "sandbox", rec->sandbox_id);
+	if (rec->session_id)
+		cJSON_AddStringToObject(doc, "session", rec->session_id);
+	if (rec->provider)
+		cJSON_AddStringToObject(doc, "provider", rec->provider);
+	if (rec->env_sealed)
+		cJSON_AddStringToObject(doc, "envSealed", rec->env_sealed);
+	if (rec->network >= 0)
+		sjson_add_int64(doc, "network", rec->network);
+	if (rec->created_us > 0)
+		sjson_add_int64(doc, "createdUs", rec->created_us);
 	if (rec->auto_pause) {
 		cJSON_AddStringToObject(doc, "autoPause", rec->auto_pause_memory ? "memory" : "filesystem");
 		sjson_add_int64(doc, "pauseAtUs", rec->pause_at_us);
 	}
 	rc = write_doc(doc, tmp, path);
+	pthread_cond_broadcast(&records_changed);
 out:
 	cJSON_Delete(doc);
 	free(path);
@@ -243,6 +317,7 @@ void e2b_record_delete(const char *id)
 	if (path)
 		unlink(path);
 	free(path);
+	pthread_cond_broadcast(&records_changed);
 }
 
 int e2b_records_walk(int (*fn)(const char *id, void *payload), void *payload)
@@ -271,6 +346,8 @@ void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payl
 {
 	DIR *d = opendir(records_dir);
 	struct dirent *de;
+	char **sessions = NULL;
+	size_t nsessions = 0;
 
 	if (!d)
 		return;
@@ -286,10 +363,190 @@ void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payl
 		if (!e2b_id_ok(id) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    st.st_mtime >= before_s || alive(id, payload))
 			continue;
+		/* Its session goes with it: nothing else would ever delete it. */
+		struct e2b_record rec;
+		if (e2b_record_get(id, &rec) == 0 && rec.session_id) {
+			char **grown = realloc(sessions, (nsessions + 1) * sizeof(*grown));
+			if (grown) {
+				sessions = grown;
+				sessions[nsessions++] = rec.session_id;
+				rec.session_id = NULL;
+			}
+		}
+		e2b_record_dispose(&rec);
 		unlinkat(dirfd(d), de->d_name, 0);
 	}
 	e2b_unlock();
 	closedir(d);
+	for (size_t i = 0; i < nsessions; i++) {
+		int rc = e2b_session_delete(sessions[i]);
+		if (rc < 0)
+			fprintf(stderr, "hangard: cannot delete the session %s of a gone E2B sandbox: %s\n", sessions[i],
+				hangar_error_last()->message);
+		free(sessions[i]);
+	}
+	free(sessions);
+}
+
+/* ---- from an E2B id to its sandbox ---- */
+
+int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
+{
+	struct e2b_record own;
+	int rc;
+
+	*sb = NULL;
+	if (!rec)
+		rec = &own;
+	e2b_lock();
+	rc = e2b_record_get(e2b_id, rec);
+	e2b_unlock();
+	if (rc < 0) {
+		rc = HANGAR_EOS;
+	} else if (rec->paused == E2B_PAUSED_SESSION && rec->session_id) {
+		/* Suspended: a parked sandbox is the session's to take back, none is ours. */
+		rc = 1;
+	} else {
+		rc = hangar_sandbox_attach(sb, hangard->ctx, NULL, e2b_record_sandbox(rec, e2b_id));
+		/* Its id is the SDK's, whichever sandbox serves it now. */
+		if (rc == HANGAR_ENOTFOUND && rec->sandbox_id)
+			rc = HANGAR_EGONE;
+	}
+	if (rec == &own)
+		e2b_record_dispose(&own);
+	return rc;
+}
+
+struct ids_walk {
+	struct e2b_ids *t;
+	size_t cap;
+	int failed;
+};
+
+static int ids_add(const char *id, void *payload)
+{
+	struct ids_walk *w = payload;
+	struct e2b_id_entry *e;
+
+	if (w->t->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 32;
+		struct e2b_id_entry *nv = realloc(w->t->v, cap * sizeof(*nv));
+		if (!nv) {
+			w->failed = 1;
+			return 1;
+		}
+		w->t->v = nv;
+		w->cap = cap;
+	}
+	e = &w->t->v[w->t->n];
+	if (e2b_record_get(id, &e->rec) < 0)
+		return 0;    /* being rewritten, or broken: as a sandbox without one */
+	if (!(e->e2b_id = strdup(id))) {
+		e2b_record_dispose(&e->rec);
+		w->failed = 1;
+		return 1;
+	}
+	w->t->n++;
+	return 0;
+}
+
+int e2b_ids_load(struct e2b_ids *t)
+{
+	struct ids_walk w = { t, 0, 0 };
+
+	memset(t, 0, sizeof(*t));
+	e2b_lock();
+	e2b_records_walk(ids_add, &w);
+	e2b_unlock();
+	if (w.failed) {
+		e2b_ids_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+struct e2b_id_entry *e2b_ids_find(struct e2b_ids *t, const char *sandbox_id)
+{
+	/* A record that names another sandbox now does not own its own id's. */
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(e2b_record_sandbox(&t->v[i].rec, t->v[i].e2b_id), sandbox_id) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+void e2b_ids_free(struct e2b_ids *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->v[i].e2b_id);
+		e2b_record_dispose(&t->v[i].rec);
+	}
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- sealed envVars ---- */
+
+char *e2b_env_seal(const cJSON *vars)
+{
+	char *text = cJSON_PrintUnformatted(vars), *out = NULL;
+	size_t n = text ? strlen(text) : 0, blen;
+	unsigned char *box;
+
+	if (!text)
+		return NULL;
+	blen = crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + n;
+	if ((box = malloc(blen)) != NULL) {
+		randombytes_buf(box, crypto_secretbox_NONCEBYTES);
+		crypto_secretbox_easy(box + crypto_secretbox_NONCEBYTES, (const unsigned char *)text, n, box, env_key);
+		size_t olen = sodium_base64_ENCODED_LEN(blen, sodium_base64_VARIANT_ORIGINAL);
+		if ((out = malloc(olen)) != NULL)
+			sodium_bin2base64(out, olen, box, blen, sodium_base64_VARIANT_ORIGINAL);
+		free(box);
+	}
+	sodium_memzero(text, n);
+	free(text);
+	return out;
+}
+
+int e2b_env_open(const char *sealed, char ***env)
+{
+	size_t slen = strlen(sealed), blen = 0, plen = 0, k = 0;
+	unsigned char *box = malloc(slen + 1), *plain = NULL;
+	cJSON *vars = NULL, *it;
+	char why[160], **v = NULL;
+	int rc = -1;
+
+	*env = NULL;
+	if (!box || sodium_base642bin(box, slen + 1, sealed, slen, NULL, &blen, NULL, sodium_base64_VARIANT_ORIGINAL) < 0 ||
+	    blen < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)
+		goto out;
+	plen = blen - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES;
+	if (!(plain = malloc(plen + 1)) ||
+	    crypto_secretbox_open_easy(plain, box + crypto_secretbox_NONCEBYTES, blen - crypto_secretbox_NONCEBYTES, box,
+				       env_key) < 0)
+		goto out;
+	if (!(vars = sjson_parse((const char *)plain, plen, 2, why, sizeof(why))) || !cJSON_IsObject(vars) ||
+	    !(v = calloc((size_t)cJSON_GetArraySize(vars) + 1, sizeof(*v))))
+		goto out;
+	cJSON_ArrayForEach(it, vars) {
+		if (!cJSON_IsString(it) || asprintf(&v[k], "%s=%s", it->string, it->valuestring) < 0) {
+			v[k] = NULL;
+			goto out;
+		}
+		k++;
+	}
+	*env = v;
+	v = NULL;
+	rc = 0;
+out:
+	env_free(v);
+	if (plain) {
+		sodium_memzero(plain, plen);
+		free(plain);
+	}
+	free(box);
+	cJSON_Delete(vars);
+	return rc;
 }
 
 /*

@@ -69,22 +69,60 @@ static void reply_done(struct request *r, int rc)
 		reply_empty(r, 204);
 }
 
-/* The sandbox the path names, or NULL after answering. */
-static hangar_sandbox *open_sandbox(struct request *r)
+/*
+ * The sandbox the path's E2B id names now (e2b_resolve()), with its record
+ * when rec is not NULL: 0 with *sb; 1 when it is suspended (*sb NULL,
+ * nothing answered); -1 after answering.
+ */
+static int open_target(struct request *r, struct e2b_record *rec, hangar_sandbox **sb)
 {
-	hangar_sandbox *sb = NULL;
+	const char *id = request_param(r);
 	int rc;
 
-	if (!e2b_id_ok(request_param(r))) {
-		reply_error(r, 400, "invalid", HANGAR_EINVAL, "a sandbox id is 1 to 64 of [A-Za-z0-9_-]");
-		return NULL;
+	*sb = NULL;
+	if (rec) {
+		memset(rec, 0, sizeof(*rec));
+		rec->network = -1;
 	}
-	rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, request_param(r));
+	if (!e2b_id_ok(id)) {
+		reply_error(r, 400, "invalid", HANGAR_EINVAL, "a sandbox id is 1 to 64 of [A-Za-z0-9_-]");
+		return -1;
+	}
+	rc = e2b_resolve(id, rec, sb);
+	if (rc == HANGAR_EOS) {
+		reply_error(r, 500, "os", HANGAR_EOS, "the E2B record of %s cannot be read", id);
+		return -1;
+	}
 	if (rc < 0) {
 		reply_hangar_error(r, rc);
-		return NULL;
+		return -1;
 	}
-	return sb;
+	return rc;
+}
+
+/* The running or paused sandbox the path names, or NULL after answering:
+ * a suspended one has none until connect resumes it. */
+static hangar_sandbox *open_sandbox(struct request *r)
+{
+	hangar_sandbox *sb;
+	int rc = open_target(r, NULL, &sb);
+
+	if (rc == 1)
+		reply_error(r, 409, "conflict", HANGAR_EPAUSED,
+			    "the sandbox %s is paused, its state kept as a checkpoint: connect resumes it", request_param(r));
+	return rc == 0 ? sb : NULL;
+}
+
+/* What get and list say of a suspended sandbox, which the library does not
+ * list: from its record. */
+static void suspended_info(hangar_sandbox_info *info, const char *e2b_id, const struct e2b_record *rec)
+{
+	info->id = e2b_id;
+	info->provider = rec->provider ? rec->provider : "";
+	info->template_id = rec->template_id ? rec->template_id : "";
+	info->state = HANGAR_SANDBOX_PAUSED;
+	info->created_at_us = rec->created_us;
+	info->expires_at_us = 0;
 }
 
 /* The record of a sandbox, or an empty one for a sandbox made without /e2b. */
@@ -124,17 +162,19 @@ static void add_domain(cJSON *o)
 		cJSON_AddNullToObject(o, "domain");
 }
 
-/* E2B's Sandbox: what create, connect and resume answer. */
-static cJSON *sandbox_answer(hangar_sandbox *sb, const struct e2b_record *rec, const hangar_sandbox_info *info)
+/* E2B's Sandbox: what create, connect and resume answer, under the E2B id
+ * (whichever sandbox serves it now). */
+static cJSON *sandbox_answer(const char *id, hangar_sandbox *sb, const struct e2b_record *rec,
+			     const hangar_sandbox_info *info)
 {
 	char envd[E2B_TOKEN_LEN + 1], traffic[E2B_TOKEN_LEN + 1];
-	const char *id = hangar_sandbox_id(sb);
 	cJSON *o = cJSON_CreateObject();
 
 	e2b_tokens(id, rec->generation, envd, traffic);
 	cJSON_AddStringToObject(o, "templateID", template_of(rec, info));
 	cJSON_AddStringToObject(o, "sandboxID", id);
-	cJSON_AddStringToObject(o, "clientID", hangar_provider_name(hangar_sandbox_provider(sb)));
+	cJSON_AddStringToObject(o, "clientID", sb ? hangar_provider_name(hangar_sandbox_provider(sb))
+					      : rec->provider ? rec->provider : "");
 	cJSON_AddStringToObject(o, "envdVersion", E2B_ENVD_VERSION);
 	cJSON_AddStringToObject(o, "envdAccessToken", envd);
 	cJSON_AddStringToObject(o, "trafficAccessToken", traffic);
@@ -307,19 +347,32 @@ static void create(struct request *r, char **made)
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	/* The pause asked for is one the provider makes, or no sandbox. */
+	/* The pause asked for is one that can be made, or no sandbox. */
 	uint64_t caps = hangar_provider_capabilities(hangar_sandbox_provider(sb));
-	if (auto_pause && !(caps & (auto_memory ? HANGAR_CAP_PAUSE : HANGAR_CAP_FS_PAUSE))) {
+	char why[256];
+	if (auto_pause && auto_memory && !(caps & HANGAR_CAP_PAUSE)) {
 		hangar_sandbox_kill(sb);
-		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "the provider %s cannot pause a sandbox %s",
-			    hangar_provider_name(hangar_sandbox_provider(sb)),
-			    auto_memory ? "with its memory (autoPauseMemory: false keeps its filesystem only, where the "
-					  "provider can)"
-					: "keeping its filesystem only");
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED,
+			    "the provider %s cannot pause a sandbox with its memory (autoPauseMemory: false suspends "
+			    "it into a checkpoint instead)",
+			    hangar_provider_name(hangar_sandbox_provider(sb)));
+		goto out;
+	}
+	if (auto_pause && !auto_memory && !e2b_can_suspend(why, sizeof(why)) && !(caps & HANGAR_CAP_FS_PAUSE)) {
+		hangar_sandbox_kill(sb);
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "autoPauseMemory: false: %s", why);
 		goto out;
 	}
 	rec.template_id = (char *)tmpl;
 	rec.metadata = meta;
+	rec.network = internet;
+	rec.created_us = now_us();
+	/* What a restore into a new sandbox makes it with again. */
+	if (vars && cJSON_GetArraySize(vars) > 0 && !(rec.env_sealed = e2b_env_seal(vars))) {
+		hangar_sandbox_kill(sb);
+		reply_error(r, 500, "os", HANGAR_ENOMEM, "out of memory");
+		goto out;
+	}
 	rec.auto_pause = auto_pause;
 	rec.auto_pause_memory = auto_memory;
 	rec.pause_at_us = auto_pause ? now_us() + e2b_timeout * 1000000 : 0;
@@ -333,9 +386,10 @@ static void create(struct request *r, char **made)
 		goto out;
 	}
 	hangar_sandbox_get_info(&info, sb);
-	reply_json(r, 201, sandbox_answer(sb, &rec, &info));
+	reply_json(r, 201, sandbox_answer(hangar_sandbox_id(sb), sb, &rec, &info));
 	*made = strdup(hangar_sandbox_id(sb));
 out:
+	free(rec.env_sealed);
 	env_free(env);
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
@@ -347,16 +401,19 @@ static void answer_again(struct request *r, const char *id)
 	hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
 	struct e2b_record rec;
 	hangar_sandbox *sb = NULL;
-	int rc = hangar_sandbox_attach(&sb, hangard->ctx, NULL, id);
+	int rc = e2b_resolve(id, &rec, &sb);
 
 	if (rc == 0)
 		rc = hangar_sandbox_get_info(&info, sb);
-	if (rc < 0)
+	else if (rc == 1)
+		suspended_info(&info, id, &rec);
+	if (rc == HANGAR_EOS)
+		reply_error(r, 500, "os", HANGAR_EOS, "the E2B record of %s cannot be read", id);
+	else if (rc < 0)
 		reply_hangar_error(r, rc);
-	else if (load_record(r, id, &rec) == 0) {
-		reply_json(r, 201, sandbox_answer(sb, &rec, &info));
-		e2b_record_dispose(&rec);
-	}
+	else
+		reply_json(r, 201, sandbox_answer(id, sb, &rec, &info));
+	e2b_record_dispose(&rec);
 	hangar_sandbox_unref(sb);
 }
 
@@ -409,11 +466,13 @@ struct listing {
 	struct listed *v;
 	size_t n, cap;
 	int failed;
+	struct e2b_ids ids;     /* the records, to list each sandbox under its E2B id */
+	char *seen;             /* per record: its sandbox was listed */
 };
 
-static int collect(const hangar_sandbox_info *info, void *payload)
+/* Adds one under its E2B id; a suspended one (no sandbox) from its record. */
+static int add_entry(struct listing *l, const hangar_sandbox_info *info, const char *e2b_id)
 {
-	struct listing *l = payload;
 	struct listed *e;
 
 	if (l->n == l->cap) {
@@ -429,7 +488,7 @@ static int collect(const hangar_sandbox_info *info, void *payload)
 	e = &l->v[l->n];
 	memset(e, 0, sizeof(*e));
 	e->info = *info;
-	e->id = strdup(info->id);
+	e->id = strdup(e2b_id);
 	e->provider = strdup(info->provider);
 	e->template_id = strdup(info->template_id ? info->template_id : "");
 	if (!e->id || !e->provider || !e->template_id || e2b_record_get(e->id, &e->rec) < 0) {
@@ -446,6 +505,35 @@ static int collect(const hangar_sandbox_info *info, void *payload)
 	return 0;
 }
 
+static int collect(const hangar_sandbox_info *info, void *payload)
+{
+	struct listing *l = payload;
+	struct e2b_id_entry *e = e2b_ids_find(&l->ids, info->id);
+
+	if (e) {
+		l->seen[e - l->ids.v] = 1;
+		return add_entry(l, info, e->e2b_id);
+	}
+	/* A sandbox a restore replaced, not yet gone: its id is another's now. */
+	for (size_t i = 0; i < l->ids.n; i++)
+		if (strcmp(l->ids.v[i].e2b_id, info->id) == 0)
+			return 0;
+	return add_entry(l, info, info->id);
+}
+
+/* The suspended ones whose sandbox is not parked: the library lists none. */
+static void collect_suspended(struct listing *l)
+{
+	for (size_t i = 0; i < l->ids.n && !l->failed; i++) {
+		struct e2b_id_entry *e = &l->ids.v[i];
+		hangar_sandbox_info info = HANGAR_SANDBOX_INFO_INIT;
+		if (l->seen[i] || e->rec.paused != E2B_PAUSED_SESSION || !e->rec.session_id)
+			continue;
+		suspended_info(&info, e->e2b_id, &e->rec);
+		add_entry(l, &info, e->e2b_id);
+	}
+}
+
 static void listing_free(struct listing *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -455,6 +543,8 @@ static void listing_free(struct listing *l)
 		e2b_record_dispose(&l->v[i].rec);
 	}
 	free(l->v);
+	free(l->seen);
+	e2b_ids_free(&l->ids);
 }
 
 static int listed_alive(const char *id, void *payload)
@@ -592,7 +682,13 @@ static void list_common(struct request *r, int v2)
 		}
 	}
 	int64_t started_s = now_us() / 1000000 - 1;
+	if (e2b_ids_load(&l.ids) < 0 || !(l.seen = calloc(l.ids.n + 1, 1))) {
+		reply_error(r, 500, "os", HANGAR_EOS, "cannot list the sandboxes' E2B records");
+		goto out;
+	}
 	rc = hangar_sandbox_list(hangard->ctx, NULL, collect, &l);
+	if (rc == 0)
+		collect_suspended(&l);
 	if (l.failed) {
 		reply_error(r, 500, "os", HANGAR_EOS, "cannot list the sandboxes' E2B records");
 		goto out;
@@ -671,20 +767,21 @@ void h_e2b_get(struct request *r)
 	hangar_sandbox_metric m = { 0 };
 	struct e2b_record rec;
 	char envd[E2B_TOKEN_LEN + 1], traffic[E2B_TOKEN_LEN + 1];
-	hangar_sandbox *sb = open_sandbox(r);
-	int rc;
+	const char *id = request_param(r);
+	hangar_sandbox *sb = NULL;
+	int rc = open_target(r, &rec, &sb);
 
-	if (!sb)
-		return;
-	rc = hangar_sandbox_get_info(&info, sb);
-	if (rc < 0) {
+	if (rc < 0)
+		goto out;
+	if (rc == 1) {
+		suspended_info(&info, id, &rec);
+	} else if ((rc = hangar_sandbox_get_info(&info, sb)) < 0) {
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	if (load_record(r, info.id, &rec) < 0)
-		goto out;
+	info.id = id;
 	/* Sizes from the newest resource sample, when the provider keeps them. */
-	if (info.state == HANGAR_SANDBOX_RUNNING)
+	if (sb && info.state == HANGAR_SANDBOX_RUNNING)
 		hangar_sandbox_metrics(sb, last_metric, &m);
 	cJSON *o = cJSON_CreateObject();
 	add_listed(o, &info, &rec);
@@ -699,31 +796,50 @@ void h_e2b_get(struct request *r)
 	cJSON_AddStringToObject(life, "onTimeout", rec.auto_pause ? "pause" : "kill");
 	sodium_memzero(envd, sizeof(envd));
 	sodium_memzero(traffic, sizeof(traffic));
-	e2b_record_dispose(&rec);
 	reply_json(r, 200, o);
 out:
+	e2b_record_dispose(&rec);
 	hangar_sandbox_unref(sb);
 }
 
+/*
+ * Kills the sandbox, or for one that has a session (suspended, parked, or
+ * resumed from one) deletes the session: its sandbox and its checkpoints
+ * go with it, and a later connect finds nothing.
+ */
 void h_e2b_kill(struct request *r)
 {
-	hangar_sandbox *sb = open_sandbox(r);
-	int rc;
+	const char *id = request_param(r);
+	struct e2b_record rec;
+	hangar_sandbox *sb = NULL;
+	int rc = open_target(r, &rec, &sb);
 
-	if (!sb)
-		return;
-	rc = hangar_sandbox_kill(sb);
+	if (rc < 0)
+		goto out;
+	if (rec.session_id && (rc = e2b_session_delete(rec.session_id)) < 0) {
+		reply_hangar_error(r, rc);
+		goto out;
+	}
+	if (sb) {
+		rc = hangar_sandbox_kill(sb);
+		/* Gone with its session; or the session was never made (a pause
+		 * that failed) and it is the one to kill. */
+		if (rc == HANGAR_EGONE && rec.session_id)
+			rc = 0;
+	}
 	if (rc < 0 && rc != HANGAR_EGONE) {
 		reply_hangar_error(r, rc);
-	} else {
-		e2b_lock();
-		e2b_record_delete(hangar_sandbox_id(sb));
-		e2b_unlock();
-		if (rc < 0)
-			reply_hangar_error(r, rc);
-		else
-			reply_empty(r, 204);
+		goto out;
 	}
+	e2b_lock();
+	e2b_record_delete(id);
+	e2b_unlock();
+	if (rc < 0)
+		reply_hangar_error(r, rc);
+	else
+		reply_empty(r, 204);
+out:
+	e2b_record_dispose(&rec);
 	hangar_sandbox_unref(sb);
 }
 
@@ -745,9 +861,8 @@ static int extend(hangar_sandbox *sb, int64_t secs)
  * library's lifetime E2B_AUTOPAUSE_GRACE_S past it. only_longer: extends
  * only (refreshes, connect). 0, a library error, or 1 after answering.
  */
-static int set_life(struct request *r, hangar_sandbox *sb, int64_t secs, int only_longer)
+static int set_life(struct request *r, const char *id, hangar_sandbox *sb, int64_t secs, int only_longer)
 {
-	const char *id = hangar_sandbox_id(sb);
 	int64_t at = now_us() + secs * 1000000;
 	struct e2b_record rec;
 	int rc;
@@ -806,7 +921,7 @@ void h_e2b_timeout(struct request *r)
 	if (!(sb = open_sandbox(r)))
 		goto out;
 	/* 0 is "no limit" to the library; to E2B it is now. */
-	reply_life(r, set_life(r, sb, secs, 0));
+	reply_life(r, set_life(r, request_param(r), sb, secs, 0));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
@@ -823,7 +938,7 @@ void h_e2b_refresh(struct request *r)
 		return;
 	if (want_int(r, doc, "duration", 0, 3600, &secs) < 0 || !(sb = open_sandbox(r)))
 		goto out;
-	reply_life(r, set_life(r, sb, secs, 1));
+	reply_life(r, set_life(r, request_param(r), sb, secs, 1));
 out:
 	hangar_sandbox_unref(sb);
 	cJSON_Delete(doc);
@@ -852,6 +967,21 @@ static int note_pause(struct request *r, const char *id, enum e2b_paused paused,
 	return rc;
 }
 
+/* A code of e2b_session_*(), answered with its own message when it has one. */
+static void reply_session_error(struct request *r, int rc, const char *why)
+{
+	if (why[0])
+		reply_error(r, e2b_error_status(rc), rc == HANGAR_EOS ? "os" : "invalid", rc, "%s", why);
+	else
+		reply_hangar_error(r, rc);
+}
+
+/*
+ * memory: true pauses the sandbox with its memory (400 where the provider
+ * cannot); memory: false suspends it as a session (e2b-sessions.c), or,
+ * where no checkpoint store is configured, makes the provider's own
+ * filesystem pause where it has one, else 400 naming the setting.
+ */
 void h_e2b_pause(struct request *r)
 {
 	static const char *const fields[] = { "memory", NULL };
@@ -859,18 +989,37 @@ void h_e2b_pause(struct request *r)
 	struct e2b_record rec = { 0 };
 	cJSON *doc = request_json(r, fields);
 	hangar_sandbox *sb = NULL;
+	const char *id = request_param(r);
+	char why[256];
 	int memory, rc;
 
 	if (!doc)
 		return;
-	if (want_bool(r, doc, "memory", 1, &memory) < 0 || !(sb = open_sandbox(r)))
+	if (want_bool(r, doc, "memory", 1, &memory) < 0)
 		goto out;
-	if ((rc = hangar_sandbox_get_info(&info, sb)) < 0) {
+	rc = open_target(r, NULL, &sb);
+	if (rc < 0)
+		goto out;
+	if (rc == 0 && (rc = hangar_sandbox_get_info(&info, sb)) < 0) {
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	if (info.state == HANGAR_SANDBOX_PAUSED) {
-		reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is already paused", info.id);
+	if (!sb || info.state == HANGAR_SANDBOX_PAUSED) {
+		reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is already paused", id);
+		goto out;
+	}
+	uint64_t caps = hangar_provider_capabilities(hangar_sandbox_provider(sb));
+	if (!memory && e2b_can_suspend(why, sizeof(why))) {
+		rc = e2b_session_suspend(id, sb, request_abandoned, r, why, sizeof(why));
+		if (rc < 0)
+			reply_session_error(r, rc, why);
+		else
+			reply_empty(r, 204);
+		goto out;
+	}
+	if (!memory && !(caps & HANGAR_CAP_FS_PAUSE)) {
+		/* Never a pause with its memory instead. */
+		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED, "%s", why);
 		goto out;
 	}
 	rc = memory ? hangar_sandbox_pause(sb) : hangar_sandbox_pause_filesystem(sb);
@@ -878,7 +1027,7 @@ void h_e2b_pause(struct request *r)
 		/* Never the other kind of pause instead. */
 		reply_error(r, 400, "unsupported", rc, "the provider %s cannot pause a sandbox %s",
 			    hangar_provider_name(hangar_sandbox_provider(sb)),
-			    memory ? "with its memory (memory: false keeps its filesystem only, where the provider can)"
+			    memory ? "with its memory (memory: false suspends it into a checkpoint instead)"
 				   : "keeping its filesystem only");
 		goto out;
 	}
@@ -886,7 +1035,7 @@ void h_e2b_pause(struct request *r)
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	if (note_pause(r, info.id, memory ? E2B_PAUSED_MEMORY : E2B_PAUSED_FILESYSTEM, 0, &rec) == 0)
+	if (note_pause(r, id, memory ? E2B_PAUSED_MEMORY : E2B_PAUSED_FILESYSTEM, 0, &rec) == 0)
 		reply_empty(r, 204);
 out:
 	e2b_record_dispose(&rec);
@@ -898,7 +1047,9 @@ out:
  * Resumes a paused sandbox and sets its lifetime, or for a running one
  * (connect) only extends it; answers the Sandbox, 201 when it was resumed
  * and 200 when it was running. A sandbox that comes back from its
- * filesystem alone is a new machine: its tokens are new too.
+ * filesystem alone is a new machine: its tokens are new too. A suspended
+ * one resumes its session: hot, the same machine and tokens, or restored
+ * into a new sandbox under the same E2B id with new tokens.
  */
 static void resume_common(struct request *r, int connect)
 {
@@ -907,8 +1058,10 @@ static void resume_common(struct request *r, int connect)
 	struct e2b_record rec = { 0 };
 	cJSON *doc = request_json(r, fields);
 	hangar_sandbox *sb = NULL;
+	const char *id = request_param(r);
+	char why[256];
 	int64_t secs = -1;
-	int memory, pause, rc;
+	int memory, pause, rc, suspended;
 	unsigned status = 201;
 
 	if (!doc)
@@ -916,23 +1069,48 @@ static void resume_common(struct request *r, int connect)
 	if (want_int(r, doc, "timeout", 0, E2B_MAX_TIMEOUT, &secs) < 0 || want_bool(r, doc, "memory", 1, &memory) < 0 ||
 	    want_bool(r, doc, "autoPause", 0, &pause) < 0)
 		goto out;
-	if (!(sb = open_sandbox(r)))
+	if ((suspended = open_target(r, &rec, &sb)) < 0)
 		goto out;
+	if (suspended) {
+		e2b_record_dispose(&rec);
+		rc = e2b_session_resume(id, &sb, &rec, why, sizeof(why));
+		if (rc < 0) {
+			reply_session_error(r, rc, why);
+			goto out;
+		}
+	}
 	if ((rc = hangar_sandbox_get_info(&info, sb)) < 0) {
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	if (load_record(r, info.id, &rec) < 0)
-		goto out;
 	if (pause && !rec.auto_pause && !(hangar_provider_capabilities(hangar_sandbox_provider(sb)) & HANGAR_CAP_PAUSE)) {
 		reply_error(r, 400, "unsupported", HANGAR_EUNSUPPORTED,
 			    "the provider %s cannot pause a sandbox with its memory",
 			    hangar_provider_name(hangar_sandbox_provider(sb)));
 		goto out;
 	}
-	if (info.state != HANGAR_SANDBOX_PAUSED) {
+	if (suspended) {
+		/* Its lifetime starts again, as a paused sandbox's does. */
+		if (secs < 0)
+			secs = E2B_DEFAULT_TIMEOUT;
+		if (pause && !rec.auto_pause) {
+			e2b_record_dispose(&rec);
+			e2b_lock();
+			if (load_record(r, id, &rec) < 0) {
+				e2b_unlock();
+				goto out;
+			}
+			rec.auto_pause = rec.auto_pause_memory = 1;
+			rc = save_record(r, id, &rec);
+			e2b_unlock();
+			if (rc < 0)
+				goto out;
+		}
+		if ((rc = set_life(r, id, sb, secs, 0)) == 1)
+			goto out;
+	} else if (info.state != HANGAR_SANDBOX_PAUSED) {
 		if (!connect) {
-			reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is not paused", info.id);
+			reply_error(r, 409, "conflict", HANGAR_EINVAL, "the sandbox %s is not paused", id);
 			goto out;
 		}
 		if (pause && !rec.auto_pause) {
@@ -941,7 +1119,7 @@ static void resume_common(struct request *r, int connect)
 			goto out;
 		}
 		status = 200;
-		rc = secs > 0 ? set_life(r, sb, secs, 1) : 0;
+		rc = secs > 0 ? set_life(r, id, sb, secs, 1) : 0;
 		if (rc == 1)
 			goto out;
 	} else {
@@ -958,26 +1136,26 @@ static void resume_common(struct request *r, int connect)
 			secs = E2B_DEFAULT_TIMEOUT;
 		if (rc == 0) {
 			e2b_record_dispose(&rec);
-			if (note_pause(r, info.id, E2B_NOT_PAUSED, cold, &rec) < 0)
+			if (note_pause(r, id, E2B_NOT_PAUSED, cold, &rec) < 0)
 				goto out;
 			/* autoPause asked on resume: from now on, with its memory. */
 			if (pause && !rec.auto_pause) {
 				rec.auto_pause = rec.auto_pause_memory = 1;
 				e2b_lock();
-				rc = save_record(r, info.id, &rec);
+				rc = save_record(r, id, &rec);
 				e2b_unlock();
 				if (rc < 0)
 					goto out;
 			}
 		}
-		if (rc == 0 && secs >= 0 && (rc = set_life(r, sb, secs, 0)) == 1)
+		if (rc == 0 && secs >= 0 && (rc = set_life(r, id, sb, secs, 0)) == 1)
 			goto out;
 	}
 	if (rc < 0) {
 		reply_hangar_error(r, rc);
 		goto out;
 	}
-	reply_json(r, status, sandbox_answer(sb, &rec, &info));
+	reply_json(r, status, sandbox_answer(id, sb, &rec, &info));
 out:
 	e2b_record_dispose(&rec);
 	hangar_sandbox_unref(sb);
@@ -1040,7 +1218,7 @@ void h_e2b_fork(struct request *r)
 	if (!doc)
 		return;
 	if (want_int(r, doc, "timeout", 0, E2B_MAX_TIMEOUT, &secs) < 0 || want_int(r, doc, "count", 1, 100, &count) < 0 ||
-	    !(sb = open_sandbox(r)) || load_record(r, hangar_sandbox_id(sb), &parent) < 0)
+	    !(sb = open_sandbox(r)) || load_record(r, request_param(r), &parent) < 0)
 		goto done;
 	rc = hangar_sandbox_fork(sb, (uint32_t)count, take_fork, &k);
 	if (rc < 0) {
@@ -1049,7 +1227,11 @@ void h_e2b_fork(struct request *r)
 	}
 	out = cJSON_CreateArray();
 	for (uint32_t i = 0; i < k.n; i++) {
-		struct e2b_record rec = { .template_id = parent.template_id, .metadata = parent.metadata };
+		struct e2b_record rec = { .template_id = parent.template_id,
+					  .metadata = parent.metadata,
+					  .env_sealed = parent.env_sealed,
+					  .network = parent.network,
+					  .created_us = now_us() };
 		const char *id;
 		char why[512];
 		if (!k.sb[i]) {
@@ -1074,7 +1256,7 @@ void h_e2b_fork(struct request *r)
 			continue;
 		}
 		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "sandbox", sandbox_answer(k.sb[i], &rec, NULL));
+		cJSON_AddItemToObject(o, "sandbox", sandbox_answer(id, k.sb[i], &rec, NULL));
 		cJSON_AddItemToArray(out, o);
 	}
 	reply_json(r, 201, out);
@@ -1109,8 +1291,8 @@ void h_e2b_snapshot(struct request *r)
 	}
 	/* GET /snapshots lists it to this caller; a snapshot taken but not
 	 * recorded is still the caller's to use, so the answer stands. */
-	if (e2b_snapshot_note(request_token_name(r), hangar_sandbox_id(sb), id.ptr, name, now_us()) < 0)
-		fprintf(stderr, "hangard: cannot record the snapshot %s of %s\n", id.ptr, hangar_sandbox_id(sb));
+	if (e2b_snapshot_note(request_token_name(r), request_param(r), id.ptr, name, now_us()) < 0)
+		fprintf(stderr, "hangard: cannot record the snapshot %s of %s\n", id.ptr, request_param(r));
 	cJSON *o = cJSON_CreateObject(), *names;
 	cJSON_AddStringToObject(o, "snapshotID", id.ptr);
 	names = cJSON_AddArrayToObject(o, "names");

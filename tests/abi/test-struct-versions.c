@@ -77,13 +77,25 @@ struct v1_suspend_opts {
 	int64_t timeout_sec;
 };
 
+struct v1_session_opts {
+	uint32_t version;
+	uint32_t size;
+	const char *id;
+	const char *environment;
+	const hangar_create_opts *create;
+	const char *workspace;
+	const char *user;
+	const char *const *labels;
+	uint32_t flags;
+	uint32_t reserved0;
+};
+
 /* Structs whose only version is 1: today's layout is version 1's. */
 static_assert(HANGAR_EXEC_OPTS_VERSION == 1, "write hangar_exec_opts' version-1 layout here");
 static_assert(HANGAR_PROCESS_OPTS_VERSION == 1, "write hangar_process_opts' version-1 layout here");
 static_assert(HANGAR_COPY_OPTS_VERSION == 1, "write hangar_copy_opts' version-1 layout here");
 static_assert(HANGAR_CHECKPOINT_OPTS_VERSION == 1, "write hangar_checkpoint_opts' version-1 layout here");
 static_assert(HANGAR_RESTORE_OPTS_VERSION == 1, "write hangar_restore_opts' version-1 layout here");
-static_assert(HANGAR_SESSION_OPTS_VERSION == 1, "write hangar_session_opts' version-1 layout here");
 static_assert(HANGAR_SESSION_FORK_OPTS_VERSION == 1, "write hangar_session_fork_opts' version-1 layout here");
 static_assert(HANGAR_PUBLISH_OPTS_VERSION == 1, "write hangar_publish_opts' version-1 layout here");
 static_assert(HANGAR_TEMPLATE_BUILD_OPTS_VERSION == 1, "write hangar_template_build_opts' version-1 layout here");
@@ -93,10 +105,11 @@ static_assert(HANGAR_ENVD_ENDPOINT_VERSION == 1, "write hangar_envd_endpoint's v
 static_assert(HANGAR_CHECKPOINT_INFO_VERSION == 1, "write hangar_checkpoint_info's version-1 layout here");
 static_assert(HANGAR_SESSION_INFO_VERSION == 1, "write hangar_session_info's version-1 layout here");
 static_assert(HANGAR_REAP_RESULT_VERSION == 1, "write hangar_reap_result's version-1 layout here");
-/* The two that moved on, and to where: a third version needs a test of the second. */
+/* The ones that moved on, and to where: a third version needs a test of the second. */
 static_assert(HANGAR_CREATE_OPTS_VERSION == 2, "test hangar_create_opts' version 2 layout too");
 static_assert(HANGAR_EXEC_RESULT_VERSION == 2, "test hangar_exec_result's version 2 layout too");
 static_assert(HANGAR_SUSPEND_OPTS_VERSION == 2, "test hangar_suspend_opts' version 2 layout too");
+static_assert(HANGAR_SESSION_OPTS_VERSION == 2, "test hangar_session_opts' version 2 layout too");
 
 /* ---- *_opts_init ------------------------------------------------------------ */
 
@@ -127,7 +140,8 @@ START_TEST(opts_init_writes_the_asked_version)
 	CHECK_INIT(hangar_copy_opts, hangar_copy_opts_init, 1);
 	CHECK_INIT(hangar_checkpoint_opts, hangar_checkpoint_opts_init, 1);
 	CHECK_INIT(hangar_restore_opts, hangar_restore_opts_init, 1);
-	CHECK_INIT(hangar_session_opts, hangar_session_opts_init, 1);
+	CHECK_INIT(struct v1_session_opts, hangar_session_opts_init, 1);
+	CHECK_INIT(hangar_session_opts, hangar_session_opts_init, 2);
 	CHECK_INIT(hangar_session_fork_opts, hangar_session_fork_opts_init, 1);
 	CHECK_INIT(hangar_publish_opts, hangar_publish_opts_init, 1);
 	CHECK_INIT(struct v1_suspend_opts, hangar_suspend_opts_init, 1);

@@ -99,12 +99,13 @@ test('raw: autoPause on create, the library\'s lifetime past the pause, refreshe
   }
 });
 
-test('a pause the provider cannot make is refused at create, and nothing is left', async () => {
-  // The local provider pauses with memory only.
+test('a pause that cannot be made is refused at create, and nothing is left', async () => {
+  // The local provider pauses with memory only, and no checkpoint store is
+  // configured for a session suspend.
   await assert.rejects(
     Sandbox.create({ ...hd.opts(), timeoutMs: 30_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
     (err) => {
-      assert.match(String(err), /cannot pause a sandbox keeping its filesystem only/);
+      assert.match(String(err), /autoPauseMemory: false: .*HANGAR_CHECKPOINT_STORE/);
       return true;
     });
   assert.deepEqual((await hd.v1('GET', '/v1/sandboxes')).json().sandboxes, []);

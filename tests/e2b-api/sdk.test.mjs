@@ -177,12 +177,13 @@ test('what does not map is refused, never done another way', async () => {
     return true;
   });
   assert.deepEqual((await hd.v1('GET', '/v1/sandboxes')).json().sandboxes, []);
-  // The local provider keeps no filesystem-only pause: 400, not a memory pause.
+  // No checkpoint store, and the local provider keeps no filesystem-only
+  // pause: 400 naming what to configure, not a memory pause.
   const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000 });
   try {
     await assert.rejects(sb.pause({ keepMemory: false }), (err) => {
       assert.equal(err.statusCode, 400);
-      assert.match(err.message, /filesystem only/);
+      assert.match(err.message, /HANGAR_CHECKPOINT_STORE/);
       return true;
     });
     assert.equal(await v1State(sb.sandboxId), 'running');

@@ -1697,6 +1697,82 @@ START_TEST(stopped_supervisor_strands_nothing)
 }
 END_TEST
 
+/*
+ * A sandbox made without a session becomes one's (opts->sandbox): the
+ * session is active with that very sandbox, suspends and resumes it like
+ * its own; a paused sandbox, one another session holds, and a failed
+ * create leave the sandbox as it was, the caller's.
+ */
+START_TEST(adopted_sandbox)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+	hangar_session *s = NULL, *other = NULL;
+	hangar_sandbox *sb = NULL, *paused = NULL, *back = NULL;
+	hangar_session_info i;
+	char id[128], *out;
+	int rc;
+
+	co.provider = "local";
+	co.timeout_sec = 900;
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &co), 0);
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	sh_ok(sb, "/workspace", "mkdir -p \"$WS\" && printf adopted > \"$WS/kept\"");
+
+	so.create = &co;
+	so.workspace = "/workspace";
+	so.sandbox = sb;
+	rc = hangar_session_create(&s, ctx, &so);
+	ck_assert_msg(rc == 0, "adopt: %s", hangar_error_last()->message);
+	info_of(s, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_ACTIVE);
+	ck_assert_str_eq(i.sandbox_id, id);
+	ck_assert_str_eq(i.provider, "local");
+
+	/* Held by a session: no other takes it, and it runs on. */
+	ck_assert_int_eq(hangar_session_create(&other, ctx, &so), HANGAR_EINVAL);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "another session's"));
+	ck_assert_ptr_null(other);
+	ck_assert_int_eq(sandbox_exists(ctx, id), 1);
+
+	/* A taken id: the sandbox brought is not destroyed. */
+	ck_assert_int_eq(hangar_sandbox_create(&paused, ctx, &co), 0);
+	so.sandbox = paused;
+	so.id = hangar_session_id(s);
+	ck_assert_int_eq(hangar_session_create(&other, ctx, &so), HANGAR_EEXISTS);
+	ck_assert_int_eq(sandbox_exists(ctx, hangar_sandbox_id(paused)), 1);
+	/* A paused one is refused before anything is recorded. */
+	so.id = NULL;
+	ck_assert_int_eq(hangar_sandbox_pause(paused), 0);
+	ck_assert_int_eq(hangar_session_create(&other, ctx, &so), HANGAR_EINVAL);
+	ck_assert_ptr_nonnull(strstr(hangar_error_last()->message, "not running"));
+	ck_assert_int_eq(sandbox_exists(ctx, hangar_sandbox_id(paused)), 1);
+	hangar_sandbox_kill(paused);
+	hangar_sandbox_unref(paused);
+
+	/* Suspended cold and resumed: a new sandbox, the adopted one's files. */
+	set(ctx, "HANGAR_SESSION_HOT_RESUME_MINUTES", "0");
+	suspend(s, NULL);
+	info_of(s, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_SUSPENDED);
+	ck_assert_int_eq(sandbox_exists(ctx, id), 0);
+	rc = hangar_session_resume(s, &back);
+	ck_assert_msg(rc == 0, "resume: %s", hangar_error_last()->message);
+	ck_assert_str_ne(hangar_sandbox_id(back), id);
+	out = sh(back, "/workspace", "cat \"$WS/kept\"");
+	ck_assert_str_eq(out, "adopted");
+	free(out);
+	info_of(s, &i);
+	ck_assert_int_eq(i.last_resume, HANGAR_RESUME_COLD);
+	hangar_sandbox_unref(back);
+	hangar_sandbox_unref(sb);
+	ck_assert_int_eq(hangar_session_delete(s), 0);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("sessions");
@@ -1729,6 +1805,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, fork_cancel, 0, 2 * T_COUNT);
 	tcase_add_test(tc, records);
 	tcase_add_test(tc, delete_keeps_a_forks_base);
+	tcase_add_test(tc, adopted_sandbox);
 	suite_add_tcase(s, tc);
 	return s;
 }
