@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include "checkpoint/blobstore.h"
+#include "checkpoint/s3list.h"
 #include "checkpoint/seal.h"
 #include "helpers.h"
 
@@ -643,6 +644,108 @@ START_TEST(hostile_listing_aborts_nothing)
 }
 END_TEST
 
+/* ---- the listing parser on its own ------------------------------------------ */
+
+#define LHEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult xmlns=\"x\">"
+#define LUP(key, init) "<Upload><Key>" key "</Key><UploadId>id1</UploadId><Initiated>" init "</Initiated></Upload>"
+#define LTAIL "</ListMultipartUploadsResult>"
+
+static int parse(const char *doc, size_t len, size_t max, struct s3_listing *l, const char **why)
+{
+	return s3_listing_parse(l, doc, len, max, why);
+}
+
+START_TEST(listing_parsed)
+{
+	static const char doc[] = LHEAD "<Bucket>b</Bucket><NextKeyMarker>p/k&lt;2</NextKeyMarker>"
+				  "<NextUploadIdMarker/><IsTruncated>true</IsTruncated>"
+				  LUP("p/a&amp;b&#x41;&#66;&#x00e9;", "2026-12-02T14:40:13.123Z")
+				  "<Upload><Initiator><ID>me</ID></Initiator><Key>p/c</Key><UploadId>id2</UploadId>"
+				  "<Initiated>2024-02-29T00:00:00Z</Initiated></Upload>"
+				  "<CommonPrefixes><Prefix>p/n/</Prefix></CommonPrefixes>" LTAIL "\n";
+	struct tm tm = { .tm_year = 126, .tm_mon = 11, .tm_mday = 2, .tm_hour = 14, .tm_min = 40, .tm_sec = 13 };
+	struct s3_listing l;
+	const char *why;
+
+	ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 2, &l, &why), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.u[0].key, "p/a&bAB\xc3\xa9");
+	ck_assert_str_eq(l.u[0].id, "id1");
+	ck_assert_int_eq(l.u[0].initiated, timegm(&tm));
+	ck_assert_str_eq(l.u[1].key, "p/c");
+	ck_assert_int_eq(l.truncated, 1);
+	ck_assert_str_eq(l.next_key, "p/k<2");
+	ck_assert_str_eq(l.next_id, "");
+	s3_listing_free(&l);
+	/* Asked for one: two is a hostile page. */
+	ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 1, &l, &why), -1);
+	ck_assert_str_eq(why, "more uploads than asked for");
+	ck_assert_ptr_null(l.u);
+}
+END_TEST
+
+START_TEST(listing_refused)
+{
+	static const struct {
+		const char *doc, *why;
+	} bad[] = {
+		{ "", "the answer ends before the listing does" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>", "the answer ends before the listing does" },
+		{ "<Error><Code>x</Code></Error>", "not a ListMultipartUploadsResult" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LTAIL "<x/>", "data after the document" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LTAIL "junk", "data after the document" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><!-- c -->" LTAIL, "a comment, CDATA, DOCTYPE or processing instruction" },
+		{ LHEAD "<IsTruncated>false</IsTruncated></Upload>" LTAIL, "a closing tag that matches no open one" },
+		{ LHEAD LTAIL, "no IsTruncated" },
+		{ LHEAD "<IsTruncated>1</IsTruncated>" LTAIL, "IsTruncated is neither true nor false" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><IsTruncated>false</IsTruncated>" LTAIL, "IsTruncated given twice" },
+		{ LHEAD "<IsTruncated>true</IsTruncated>" LTAIL, "a truncated listing without NextKeyMarker" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", "2026-02-30T00:00:00Z") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", "2026-12-02T14:40:13+01:00") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", " 2026-12-02T14:40:13Z") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("<b>k</b>", "2026-12-02T14:40:13Z") LTAIL,
+		  "an element inside a value" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("", "2026-12-02T14:40:13Z") LTAIL,
+		  "an empty or overlong Key or UploadId" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&#0;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a character reference to NUL, a surrogate or past Unicode" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&#xd800;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a character reference to NUL, a surrogate or past Unicode" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&nbsp;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a '&' that starts no entity" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload><Key>k</Key><Key>k</Key><UploadId>i</UploadId>"
+		  "<Initiated>2026-12-02T14:40:13Z</Initiated></Upload>" LTAIL, "a value given twice" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload><Key>k</Key><UploadId>i</UploadId></Upload>" LTAIL,
+		  "an Upload without its Key, UploadId or Initiated" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload>text<Key>k</Key></Upload>" LTAIL,
+		  "text among the elements of a listing" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><a><a><a><a><a><a><a><a></a></a></a></a></a></a></a></a>" LTAIL,
+		  "elements nested too deep" },
+		{ LHEAD "<IsTruncated a=b>false</IsTruncated>" LTAIL, "an attribute value without quotes" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k\xff", "2026-12-02T14:40:13Z") LTAIL,
+		  "the answer is not UTF-8" },
+	};
+	struct s3_listing l;
+	const char *why;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(parse(bad[i].doc, strlen(bad[i].doc), 10, &l, &why) == -1, "accepted: %s", bad[i].doc);
+		ck_assert_msg(!strcmp(why, bad[i].why), "%s: said \"%s\", not \"%s\"", bad[i].doc, why, bad[i].why);
+		ck_assert_ptr_null(l.u);
+	}
+	/* A NUL inside, which a C string cannot show. */
+	{
+		static const char doc[] = LHEAD "<IsTruncated>false</IsTruncated>" LUP("k\0x", "2026-12-02T14:40:13Z") LTAIL;
+
+		ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 10, &l, &why), -1);
+		ck_assert_str_eq(why, "a NUL byte in the answer");
+	}
+}
+END_TEST
+
 static Suite *s3_suite(void)
 {
 	Suite *s = suite_create("s3store");
@@ -662,6 +765,10 @@ static Suite *s3_suite(void)
 	tcase_add_test(tc, stale_upload_swept);
 	tcase_add_test(tc, stale_uploads_paged);
 	tcase_add_test(tc, hostile_listing_aborts_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("listing");
+	tcase_add_test(tc, listing_parsed);
+	tcase_add_test(tc, listing_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
