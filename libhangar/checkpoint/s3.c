@@ -169,7 +169,9 @@ static char *encode(const char *v)
  * service's, and another process or replica may be writing through the same
  * prefix right now, so age is the only sign of a dead writer that holds. Only
  * keys that are this store's blobs (PREFIX + a blob name, no further slash)
- * are touched: a store whose prefix nests under this one keeps its uploads.
+ * are touched: a store whose prefix nests under this one keeps its uploads,
+ * and the listing asks for them rolled up (delimiter "/") so that however
+ * many there are, they take one entry of a page.
  *
  * Bounded, so that a huge or hostile bucket cannot stall a capture: at most
  * SWEEP_PAGES answers of sweep_page uploads, LIST_MAX bytes each, at most
@@ -204,11 +206,14 @@ static int list_page(struct s3_store *s, const char *key_marker, const char *id_
 	int rc;
 
 	memset(l, 0, sizeof(*l));
-	/* The query in SigV4's canonical order: sorted by name. */
-	if (!pfx || (key_marker && !km) || (id_marker && !im) ||
+	/* The query in SigV4's canonical order: sorted by name. The delimiter
+	 * rolls what lies under a nested prefix up into one CommonPrefixes
+	 * entry, so other stores' uploads cannot crowd this store's out of the
+	 * pages a sweep reads. */
+	if (!pfx || (key_marker && !km) || (id_marker && !im) || hbuf_puts(&q, "delimiter=%2F&") < 0 ||
 	    (km && hbuf_printf(&q, "key-marker=%s&", km) < 0) || hbuf_printf(&q, "max-uploads=%d&", s->sweep_page) < 0 ||
 	    (*pfx && hbuf_printf(&q, "prefix=%s&", pfx) < 0) ||
-	    (km && im && hbuf_printf(&q, "upload-id-marker=%s&", im) < 0) || hbuf_puts(&q, "uploads=") < 0) {
+	    (km && im && *im && hbuf_printf(&q, "upload-id-marker=%s&", im) < 0) || hbuf_puts(&q, "uploads=") < 0) {
 		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 		goto out;
 	}

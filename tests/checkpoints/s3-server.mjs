@@ -14,11 +14,13 @@
 // upload's parts removed, 404 NoSuchUpload for an unknown id.
 //
 // It lacks ListMultipartUploads too (501 NotImplemented): listUploads()
-// implements it as S3 does, GET /BUCKET?uploads[&prefix=P][&max-uploads=N]
-// [&key-marker=K[&upload-id-marker=U]] -> ListMultipartUploadsResult, uploads
-// in key order (then upload id), IsTruncated with NextKeyMarker and
-// NextUploadIdMarker, at most max-uploads (1000 by default and at most) per
-// page, keys XML-escaped. An upload's Initiated time is the modification time
+// implements it as S3 does, GET /BUCKET?uploads[&prefix=P][&delimiter=D]
+// [&max-uploads=N][&key-marker=K[&upload-id-marker=U]] ->
+// ListMultipartUploadsResult, uploads in key order (then upload id), keys
+// with D past the prefix rolled up into CommonPrefixes (each counts as one
+// entry, and as a key-marker skips all under it), IsTruncated with
+// NextKeyMarker and NextUploadIdMarker, at most max-uploads (1000 by default
+// and at most) entries per page, keys XML-escaped. An upload's Initiated time is the modification time
 // of the file in which s3rver keeps its key (written once, when it begins).
 //
 // Test controls under /-/ (unsigned, loopback only):
@@ -122,22 +124,27 @@ function allUploads() {
   return out;
 }
 
-function listingXml(ups, { prefix, keyMarker, idMarker, max, truncated }) {
+// ups: uploads ({ key, id, initiated }) and common prefixes ({ cp }), in order.
+function listingXml(ups, { prefix, delimiter, keyMarker, idMarker, max, truncated }) {
   const last = ups.length ? ups[ups.length - 1] : null;
+  const uploads = ups.filter((u) => u.cp === undefined);
+  const cps = ups.filter((u) => u.cp !== undefined);
   return '<?xml version="1.0" encoding="UTF-8"?>\n' +
     '<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
     `<Bucket>${bucket}</Bucket><KeyMarker>${xmlEscape(keyMarker)}</KeyMarker>` +
     `<UploadIdMarker>${xmlEscape(idMarker)}</UploadIdMarker>` +
-    `<NextKeyMarker>${truncated && last ? xmlEscape(last.key) : ''}</NextKeyMarker>` +
-    `<NextUploadIdMarker>${truncated && last ? last.id : ''}</NextUploadIdMarker>` +
+    `<NextKeyMarker>${truncated && last ? xmlEscape(last.cp ?? last.key) : ''}</NextKeyMarker>` +
+    `<NextUploadIdMarker>${truncated && last && last.cp === undefined ? last.id : ''}</NextUploadIdMarker>` +
     (prefix !== '' ? `<Prefix>${xmlEscape(prefix)}</Prefix>` : '<Prefix/>') +
+    (delimiter !== '' ? `<Delimiter>${xmlEscape(delimiter)}</Delimiter>` : '') +
     `<MaxUploads>${max}</MaxUploads><IsTruncated>${truncated}</IsTruncated>` +
-    ups.map((u) => '<Upload>' +
+    uploads.map((u) => '<Upload>' +
       `<Key>${xmlEscape(u.key)}</Key><UploadId>${u.id}</UploadId>` +
       '<Initiator><ID>S3RVER</ID><DisplayName>S3RVER</DisplayName></Initiator>' +
       '<Owner><ID>S3RVER</ID><DisplayName>S3RVER</DisplayName></Owner>' +
       `<StorageClass>STANDARD</StorageClass><Initiated>${u.initiated.toISOString()}</Initiated>` +
       '</Upload>').join('') +
+    cps.map((c) => `<CommonPrefixes><Prefix>${xmlEscape(c.cp)}</Prefix></CommonPrefixes>`).join('') +
     '</ListMultipartUploadsResult>';
 }
 
@@ -179,12 +186,24 @@ function listUploads(ctx) {
     }
     max = Math.min(1000, Number(q['max-uploads']));
   }
-  const all = allUploads()
+  const delimiter = q.delimiter === undefined ? '' : String(q.delimiter);
+  const sorted = allUploads()
     .filter((u) => u.key.startsWith(prefix))
     .filter((u) => keyMarker === '' || u.key > keyMarker || (u.key === keyMarker && idMarker !== '' && u.id > idMarker))
+    .filter((u) => delimiter === '' || !keyMarker.endsWith(delimiter) || !u.key.startsWith(keyMarker))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const all = [];
+  for (const u of sorted) {
+    const cut = delimiter === '' ? -1 : u.key.indexOf(delimiter, prefix.length);
+    if (cut < 0) {
+      all.push(u);
+    } else {
+      const cp = u.key.slice(0, cut + delimiter.length);
+      if (!all.length || all[all.length - 1].cp !== cp) all.push({ cp });
+    }
+  }
   const ups = all.slice(0, max);
-  const opts = { prefix, keyMarker, idMarker, max, truncated: all.length > max };
+  const opts = { prefix, delimiter, keyMarker, idMarker, max, truncated: all.length > max };
   const xml = listingXml(ups, opts);
   ctx.status = 200;
   ctx.type = 'application/xml';

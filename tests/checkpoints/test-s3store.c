@@ -545,7 +545,7 @@ START_TEST(stale_upload_swept)
 	capture_like("first", 0);
 	ck_assert_int_eq(pending_uploads(), 4);
 	log = control("/-/log", 0);
-	ck_assert_int_ge(count_lines(log, "GET /" BUCKET "?max-uploads=100&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
+	ck_assert_int_ge(count_lines(log, "GET /" BUCKET "?delimiter=%2F&max-uploads=100&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
 	ck_assert_int_eq(count_lines(log, "DELETE "), 0);
 	free(log);
 	/* A day old: the next capture aborts the store's own, and only those;
@@ -570,7 +570,9 @@ START_TEST(stale_upload_swept)
 }
 END_TEST
 
-/* More uploads than one page: the sweep follows the markers to the end. */
+/* More uploads than one page: the sweep follows the markers to the end.
+ * Nested stores' uploads, however many, are one entry each (a common
+ * prefix), and a page ending on one goes on after all under it. */
 START_TEST(stale_uploads_paged)
 {
 	char name[16], key[64], *log;
@@ -581,21 +583,37 @@ START_TEST(stale_uploads_paged)
 		abandon("s3://" BUCKET "/checkpoints/v1", name);
 	}
 	abandon("s3://" BUCKET "/checkpoints/v1", "paged-young");
-	ck_assert_int_eq(pending_uploads(), 6);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		abandon("s3://" BUCKET "/checkpoints/v1/a-nested", name);
+		abandon("s3://" BUCKET "/checkpoints/v1/b-nested", name);
+	}
+	ck_assert_int_eq(pending_uploads(), 12);
 	for (int i = 0; i < 5; i++) {
 		snprintf(key, sizeof(key), "checkpoints/v1/paged-%d", i);
 		age(key, 2 * DAY);
 	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "checkpoints/v1/a-nested/n%d", i);
+		age(key, 2 * DAY);
+		snprintf(key, sizeof(key), "checkpoints/v1/b-nested/n%d", i);
+		age(key, 2 * DAY);
+	}
 	capture_like("after", 2);
-	ck_assert_int_eq(pending_uploads(), 1);
+	ck_assert_int_eq(pending_uploads(), 7);
 	log = control("/-/log", 0);
 	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/paged-"), 5);
 	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/paged-young"), 0);
-	/* Three pages of two (the last holding the young one), each after the
-	 * last; the killed writers' own sweeps asked for pages of 100. */
-	ck_assert_int_eq(count_lines(log, "max-uploads=2&"), 3);
-	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?max-uploads=2&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
-	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?key-marker=checkpoints%2Fv1%2Fpaged-"), 2);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/a-nested/"), 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/b-nested/"), 0);
+	/* Four pages of two entries: the two common prefixes, then the six
+	 * uploads, the last holding the young one; the killed writers' own
+	 * sweeps asked for pages of 100. */
+	ck_assert_int_eq(count_lines(log, "max-uploads=2&"), 4);
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&max-uploads=2&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
+	/* After the page ending on a common prefix: its key, no upload id. */
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&key-marker=checkpoints%2Fv1%2Fb-nested%2F&max-uploads=2&prefix="), 1);
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&key-marker=checkpoints%2Fv1%2Fpaged-"), 2);
 	ck_assert_int_eq(count_lines(log, "&upload-id-marker="), 2);
 	free(log);
 }
