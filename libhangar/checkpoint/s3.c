@@ -186,6 +186,7 @@ static char *encode(const char *v)
 #define SWEEP_ABORTS 50
 #define SWEEP_BUDGET_MS 15000
 #define LIST_MAX (256u << 10)
+
 static int list_sink(void *payload, const void *data, size_t len)
 {
 	int r = hbuf_put_bounded(payload, data, len, LIST_MAX);
