@@ -123,7 +123,7 @@ static int request(struct s3_store *s, const char *method, const char *key, cons
 	rc = s3_http(&rq, rs);
 	free(url);
 	if (rc < 0 && rc != HANGAR_ENOMEM && (!sink || rs->status < 200 || rs->status >= 300))
-		herr_prefix("s3 store %s: %s %s/%s: ", s->base.url, method, s->bucket, key);
+		herr_prefix("s3 store %s: %s %s/%s", s->base.url, method, s->bucket, key);
 	hangar_sys_log(s->base.ctx, HANGAR_LOG_DEBUG, "s3 store %s: %s %s/%s%s%s: %ld", s->base.url, method, s->bucket, key,
 	     query ? "?" : "", query ? query : "", rs->status);
 	return rc;
