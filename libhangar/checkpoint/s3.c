@@ -219,6 +219,9 @@ static int list_page(struct s3_store *s, const char *key_marker, const char *id_
 		goto out;
 	}
 	rc = request(s, "GET", "", q.data, NULL, 0, list_sink, &body, &rs);
+	/* The sink's refusal of a 2xx answer came without the store's name. */
+	if (rc < 0 && rs.status >= 200 && rs.status < 300)
+		herr_prefix("s3 store %s: listing the unfinished uploads", s->base.url);
 	if (rc == 0 && rs.status != 200)
 		rc = s3_fail(s, "listing the unfinished uploads under", s->prefix, &rs);
 	s3_response_free(&rs);

@@ -628,7 +628,7 @@ START_TEST(hostile_listing_aborts_nothing)
 		int page;
 	} cases[] = {
 		{ "truncated", "ends before the listing does", 0 },
-		{ "oversized", "larger than", 0 },
+		{ "oversized", "listing the unfinished uploads: the listing is larger than", 0 },
 		{ "nul", "NUL", 0 },
 		{ "utf8", "not UTF-8", 0 },
 		{ "types", "IsTruncated is neither true nor false", 0 },
