@@ -74,3 +74,6 @@ int blobstore_s3_open(struct blobstore **out, hangar_ctx *ctx, const char *bucke
  * to one part go up in one PUT, larger ones as a multipart upload. Must be
  * set before a write begins (write_begin allocates a part's buffer). */
 int blobstore_s3_set_part_size(struct blobstore *bs, size_t part_size);
+/* How many unfinished uploads an S3 store asks for per listing when it sweeps
+ * those of killed writers (1 to 1000; 100 by default): for tests of paging. */
+int blobstore_s3_set_sweep_page(struct blobstore *bs, int uploads);

@@ -15,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "s3http.h"
+#include "s3list.h"
+#include "util/buf.h"
 
 #define MIN_PART (5u << 20)     /* S3's smallest part but the last */
 #define DEFAULT_PART (8u << 20)
@@ -29,6 +32,8 @@ struct s3_store {
 	char *akid, *secret, *region;
 	size_t part_size;
 	long timeout_ms;
+	int sweep_page;         /* uploads asked for per listing */
+	int swept;              /* the sweep ran through this handle */
 };
 
 struct s3_writer {
@@ -50,7 +55,9 @@ static char *url_of(struct s3_store *s, const char *key, const char *query)
 {
 	char *u;
 
-	if (asprintf(&u, "%s/%s/%s%s%s", s->endpoint, s->bucket, key, query ? "?" : "", query ? query : "") < 0)
+	/* An empty key is the bucket itself: /BUCKET, not /BUCKET/. */
+	if (asprintf(&u, "%s/%s%s%s%s%s", s->endpoint, s->bucket, *key ? "/" : "", key, query ? "?" : "",
+		     query ? query : "") < 0)
 		return NULL;
 	return u;
 }
@@ -116,7 +123,7 @@ static int request(struct s3_store *s, const char *method, const char *key, cons
 	rc = s3_http(&rq, rs);
 	free(url);
 	if (rc < 0 && rc != HANGAR_ENOMEM && (!sink || rs->status < 200 || rs->status >= 300))
-		herr_prefix("s3 store %s: %s %s/%s: ", s->base.url, method, s->bucket, key);
+		herr_prefix("s3 store %s: %s %s/%s", s->base.url, method, s->bucket, key);
 	hangar_sys_log(s->base.ctx, HANGAR_LOG_DEBUG, "s3 store %s: %s %s/%s%s%s: %ld", s->base.url, method, s->bucket, key,
 	     query ? "?" : "", query ? query : "", rs->status);
 	return rc;
@@ -150,6 +157,204 @@ static char *encode(const char *v)
 	return out;
 }
 
+/* ---- sweeping what killed writers left ---------------------------------------- */
+
+/*
+ * A writer killed between its first part and CompleteMultipartUpload leaves
+ * an incomplete upload whose parts S3 keeps, and bills, for good. The first
+ * write through a store handle (one per capture) lists the incomplete uploads
+ * under the prefix and aborts those initiated more than a day ago, the
+ * directory store's rule for temporary files of unknown making. No shorter
+ * age applies to any upload: a listing names no process, the upload id is the
+ * service's, and another process or replica may be writing through the same
+ * prefix right now, so age is the only sign of a dead writer that holds. Only
+ * keys that are this store's blobs (PREFIX + a blob name, no further slash)
+ * are touched: a store whose prefix nests under this one keeps its uploads,
+ * and the listing asks for them rolled up (delimiter "/") so that however
+ * many there are, they take one entry of a page.
+ *
+ * Bounded, so that a huge or hostile bucket cannot stall a capture: at most
+ * SWEEP_PAGES answers of sweep_page uploads, LIST_MAX bytes each, at most
+ * SWEEP_ABORTS aborts, and SWEEP_BUDGET_MS for all the sweep's requests.
+ * A page is parsed whole, strictly, before any of it is acted on: an answer
+ * that is not a well-formed listing ends the sweep and aborts nothing from
+ * it. A sweep that fails is a warning; the write goes on.
+ */
+#define STALE_UPLOAD_SECONDS 86400
+#define SWEEP_PAGE 100
+#define SWEEP_PAGES 10
+#define SWEEP_ABORTS 50
+#define SWEEP_BUDGET_MS 15000
+#define LIST_MAX (256u << 10)
+
+static int list_sink(void *payload, const void *data, size_t len)
+{
+	int r = hbuf_put_bounded(payload, data, len, LIST_MAX);
+
+	if (r > 0)
+		return herr(HANGAR_ETOOLARGE, HANGAR_ERRCAT_PROVIDER, "the listing is larger than %u bytes", LIST_MAX);
+	return r < 0 ? herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory") : 0;
+}
+
+/* One page of ListMultipartUploads after the markers (NULL: from the start). */
+static int list_page(struct s3_store *s, const char *key_marker, const char *id_marker, struct s3_listing *l)
+{
+	struct hbuf body = HBUF_INIT, q = HBUF_INIT;
+	struct s3_response rs;
+	char *km = key_marker ? encode(key_marker) : NULL, *im = id_marker ? encode(id_marker) : NULL;
+	char *pfx = encode(s->prefix);
+	const char *why;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	/* The query in SigV4's canonical order: sorted by name. The delimiter
+	 * rolls what lies under a nested prefix up into one CommonPrefixes
+	 * entry, so other stores' uploads cannot crowd this store's out of the
+	 * pages a sweep reads. */
+	if (!pfx || (key_marker && !km) || (id_marker && !im) || hbuf_puts(&q, "delimiter=%2F&") < 0 ||
+	    (km && hbuf_printf(&q, "key-marker=%s&", km) < 0) || hbuf_printf(&q, "max-uploads=%d&", s->sweep_page) < 0 ||
+	    (*pfx && hbuf_printf(&q, "prefix=%s&", pfx) < 0) ||
+	    (km && im && *im && hbuf_printf(&q, "upload-id-marker=%s&", im) < 0) || hbuf_puts(&q, "uploads=") < 0) {
+		rc = herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+		goto out;
+	}
+	rc = request(s, "GET", "", q.data, NULL, 0, list_sink, &body, &rs);
+	/* The sink's refusal of a 2xx answer came without the store's name. */
+	if (rc < 0 && rs.status >= 200 && rs.status < 300)
+		herr_prefix("s3 store %s: listing the unfinished uploads", s->base.url);
+	if (rc == 0 && rs.status != 200)
+		rc = s3_fail(s, "listing the unfinished uploads under", s->prefix, &rs);
+	s3_response_free(&rs);
+	if (rc == 0 && s3_listing_parse(l, body.data ? body.data : "", body.len, (size_t)s->sweep_page, &why) < 0)
+		rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
+			  "s3 store %s: listing the unfinished uploads: not a valid ListMultipartUploadsResult (%s)",
+			  s->base.url, why);
+out:
+	hbuf_free(&body);
+	hbuf_free(&q);
+	free(km);
+	free(im);
+	free(pfx);
+	return rc;
+}
+
+/* A key this store writes: PREFIX + a blob name (see blobstore.h). */
+static int own_key(struct s3_store *s, const char *key)
+{
+	size_t pl = strlen(s->prefix), n;
+
+	if (strncmp(key, s->prefix, pl) != 0)
+		return 0;
+	key += pl;
+	n = strlen(key);
+	return n > 0 && n <= 128 && key[0] != '.' &&
+	       strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+static long mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Aborts the upload id of key; 0 when it is gone (404 included). */
+static int abort_stale(struct s3_store *s, const char *key, const char *id)
+{
+	struct s3_response rs;
+	char *eid = encode(id), *query = NULL;
+	int rc;
+
+	if (!eid || asprintf(&query, "uploadId=%s", eid) < 0) {
+		free(eid);
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	rc = request(s, "DELETE", key, query, NULL, 0, NULL, NULL, &rs);
+	if (rc == 0 && rs.status != 204 && rs.status != 200 && rs.status != 404)
+		rc = s3_fail(s, "aborting the stale upload of", key, &rs);
+	s3_response_free(&rs);
+	free(query);
+	free(eid);
+	return rc;
+}
+
+static int sweep_pages(struct s3_store *s, long deadline, int *aborted)
+{
+	char *key_marker = NULL, *id_marker = NULL;
+	time_t now = time(NULL);
+	int rc = 0, page;
+
+	for (page = 0; page < SWEEP_PAGES && rc == 0; page++) {
+		struct s3_listing l;
+		long left = deadline - mono_ms();
+
+		if (left <= 0 || *aborted == SWEEP_ABORTS)
+			break;
+		s->timeout_ms = left < s->timeout_ms ? left : s->timeout_ms;
+		if ((rc = list_page(s, key_marker, id_marker, &l)) < 0)
+			break;
+		for (size_t i = 0; i < l.n && rc == 0 && *aborted < SWEEP_ABORTS; i++) {
+			struct s3_upload *u = &l.u[i];
+
+			if (!own_key(s, u->key) || now - u->initiated <= STALE_UPLOAD_SECONDS)
+				continue;
+			if ((left = deadline - mono_ms()) <= 0)
+				break;
+			s->timeout_ms = left < s->timeout_ms ? left : s->timeout_ms;
+			if ((rc = abort_stale(s, u->key, u->id)) == 0) {
+				(*aborted)++;
+				hangar_sys_log(s->base.ctx, HANGAR_LOG_INFO,
+					       "s3 store %s: aborted the upload of %s/%s begun %lld s ago, left by a writer "
+					       "that stopped",
+					       s->base.url, s->bucket, u->key, (long long)(now - u->initiated));
+			}
+		}
+		/* Paging must move on, or the listing runs in a circle. */
+		if (rc == 0 && l.truncated) {
+			if (key_marker && !strcmp(key_marker, l.next_key) &&
+			    (id_marker && l.next_id ? !strcmp(id_marker, l.next_id) : id_marker == l.next_id))
+				rc = herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
+					  "s3 store %s: listing the unfinished uploads: the next page starts where the "
+					  "last one did",
+					  s->base.url);
+			free(key_marker);
+			free(id_marker);
+			key_marker = l.next_key;
+			id_marker = l.next_id;
+			l.next_key = l.next_id = NULL;
+		} else {
+			page = SWEEP_PAGES + 1; /* done */
+		}
+		s3_listing_free(&l);
+	}
+	if (rc == 0 && page <= SWEEP_PAGES)
+		hangar_sys_log(s->base.ctx, HANGAR_LOG_INFO,
+			       "s3 store %s: the sweep of unfinished uploads stopped at its bound (%d pages, %d aborts, "
+			       "%d ms); the next sweep goes on",
+			       s->base.url, SWEEP_PAGES, SWEEP_ABORTS, SWEEP_BUDGET_MS);
+	free(key_marker);
+	free(id_marker);
+	return rc;
+}
+
+/* Never fails the caller: what goes wrong is a warning, and the caller's
+ * error state is as it was. */
+static void sweep_stale_uploads(struct s3_store *s)
+{
+	hangar_sys_saved_error saved;
+	long timeout = s->timeout_ms;
+	int aborted = 0;
+
+	hangar_sys_error_save(&saved);
+	if (sweep_pages(s, mono_ms() + SWEEP_BUDGET_MS, &aborted) < 0)
+		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
+			       "%s; the sweep of unfinished uploads stopped (%d aborted), the write goes on",
+			       hangar_error_last()->message, aborted);
+	s->timeout_ms = timeout;
+	hangar_sys_error_restore(&saved);
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 static int write_begin(struct blob_writer **out, struct blobstore *bs, const char *name)
@@ -162,6 +367,10 @@ static int write_begin(struct blob_writer **out, struct blobstore *bs, const cha
 			free(w->key);
 		free(w);
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	}
+	if (!s->swept) {
+		s->swept = 1;
+		sweep_stale_uploads(s);
 	}
 	w->base.bs = bs;
 	*out = &w->base;
@@ -267,7 +476,8 @@ static void abort_upload(struct s3_store *s, struct s3_writer *w)
 		rc = s3_fail(s, "aborting the upload of", w->key, &rs);
 	if (rc < 0)
 		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
-		     "%s; the parts of the unfinished upload %s stay until the bucket's lifecycle removes them",
+		     "%s; the parts of the unfinished upload %s stay until a capture's sweep a day on, or the "
+		     "bucket's lifecycle, removes them",
 		     hangar_error_last()->message, w->upload_id);
 	s3_response_free(&rs);
 	hangar_sys_error_restore(&saved);
@@ -479,6 +689,7 @@ int blobstore_s3_open(struct blobstore **out, hangar_ctx *ctx, const char *bucke
 	s->cred.secret_access_key = s->secret;
 	s->cred.region = s->region;
 	s->part_size = DEFAULT_PART;
+	s->sweep_page = SWEEP_PAGE;
 	s->timeout_ms = (long)hctx_int(ctx, HS_REQUEST_TIMEOUT) * 1000;
 	*out = &s->base;
 	return 0;
@@ -491,5 +702,13 @@ int blobstore_s3_set_part_size(struct blobstore *bs, size_t part_size)
 	if (bs->ops != &s3_ops || part_size < MIN_PART || part_size > (1u << 30))
 		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: a part size from 5 MiB to 1 GiB");
 	s->part_size = part_size;
+	return 0;
+}
+
+int blobstore_s3_set_sweep_page(struct blobstore *bs, int uploads)
+{
+	if (bs->ops != &s3_ops || uploads < 1 || uploads > 1000)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: a listing page of 1 to 1000 uploads");
+	s3_of(bs)->sweep_page = uploads;
 	return 0;
 }

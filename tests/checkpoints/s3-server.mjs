@@ -13,10 +13,29 @@
 // implements it as S3 does, DELETE /BUCKET/KEY?uploadId=ID -> 204 with the
 // upload's parts removed, 404 NoSuchUpload for an unknown id.
 //
+// It lacks ListMultipartUploads too (501 NotImplemented): listUploads()
+// implements it as S3 does, GET /BUCKET?uploads[&prefix=P][&delimiter=D]
+// [&max-uploads=N][&key-marker=K[&upload-id-marker=U]] ->
+// ListMultipartUploadsResult, uploads in key order (then upload id), keys
+// with D past the prefix rolled up into CommonPrefixes (each counts as one
+// entry, and as a key-marker skips all under it), IsTruncated with
+// NextKeyMarker and NextUploadIdMarker, at most max-uploads (1000 by default
+// and at most) entries per page, keys XML-escaped. An upload's Initiated time is the modification time
+// of the file in which s3rver keeps its key (written once, when it begins).
+//
 // Test controls under /-/ (unsigned, loopback only):
 //   GET  /-/log                 one line per request: METHOD URL STATUS
 //   POST /-/fail-part?n=N       the upload of part N answers 500 (once)
 //   GET  /-/uploads             how many multipart uploads are unfinished
+//   POST /-/age-upload?uploadId=ID&seconds=N  (or key=KEY: all its uploads)
+//                               backdates the upload's Initiated time by N s
+//   POST /-/bad-list?kind=K[&times=N]  the next (N) ListMultipartUploads
+//                               answer(s) 200 with a hostile body made of
+//                               the true listing:
+//                               truncated, oversized, nul, utf8, types,
+//                               garbage, loop (no uploads, IsTruncated with
+//                               markers that never move), extra (each upload
+//                               twice: more than asked for when max-uploads=1)
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -88,6 +107,130 @@ function abortUpload(ctx) {
   ctx.status = 204;
 }
 
+const xmlEscape = (v) => v.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  .replace(/"/g, '&quot;').replace(/'/g, '&apos;');
+
+// Every unfinished upload: { key, id, initiated (Date), keyFile }.
+function allUploads() {
+  let ids;
+  try { ids = fs.readdirSync(uploadsDir()); } catch { return []; }
+  const out = [];
+  for (const id of ids) {
+    const keyFile = path.join(uploadsDir(), id, 'key');
+    try {
+      out.push({ key: fs.readFileSync(keyFile, 'utf8'), id, initiated: fs.statSync(keyFile).mtime, keyFile });
+    } catch { /* being aborted or completed */ }
+  }
+  return out;
+}
+
+// ups: uploads ({ key, id, initiated }) and common prefixes ({ cp }), in order.
+function listingXml(ups, { prefix, delimiter, keyMarker, idMarker, max, truncated }) {
+  const last = ups.length ? ups[ups.length - 1] : null;
+  const uploads = ups.filter((u) => u.cp === undefined);
+  const cps = ups.filter((u) => u.cp !== undefined);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' +
+    '<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+    `<Bucket>${bucket}</Bucket><KeyMarker>${xmlEscape(keyMarker)}</KeyMarker>` +
+    `<UploadIdMarker>${xmlEscape(idMarker)}</UploadIdMarker>` +
+    `<NextKeyMarker>${truncated && last ? xmlEscape(last.cp ?? last.key) : ''}</NextKeyMarker>` +
+    `<NextUploadIdMarker>${truncated && last && last.cp === undefined ? last.id : ''}</NextUploadIdMarker>` +
+    (prefix !== '' ? `<Prefix>${xmlEscape(prefix)}</Prefix>` : '<Prefix/>') +
+    (delimiter !== '' ? `<Delimiter>${xmlEscape(delimiter)}</Delimiter>` : '') +
+    `<MaxUploads>${max}</MaxUploads><IsTruncated>${truncated}</IsTruncated>` +
+    uploads.map((u) => '<Upload>' +
+      `<Key>${xmlEscape(u.key)}</Key><UploadId>${u.id}</UploadId>` +
+      '<Initiator><ID>S3RVER</ID><DisplayName>S3RVER</DisplayName></Initiator>' +
+      '<Owner><ID>S3RVER</ID><DisplayName>S3RVER</DisplayName></Owner>' +
+      `<StorageClass>STANDARD</StorageClass><Initiated>${u.initiated.toISOString()}</Initiated>` +
+      '</Upload>').join('') +
+    cps.map((c) => `<CommonPrefixes><Prefix>${xmlEscape(c.cp)}</Prefix></CommonPrefixes>`).join('') +
+    '</ListMultipartUploadsResult>';
+}
+
+let badList = null;
+let badListTimes = 0;
+
+// A hostile answer made of the true one, so that a lax reader would act on it.
+function hostile(kind, xml, ups, opts) {
+  switch (kind) {
+    case 'truncated': return xml.slice(0, xml.lastIndexOf('</Upload>') + '</Upload>'.length);
+    case 'oversized': return xml.replace('</ListMultipartUploadsResult>',
+      `<Pad>${'x'.repeat(1 << 20)}</Pad></ListMultipartUploadsResult>`);
+    case 'nul': return xml.replace('</Key>', '\u0000</Key>');
+    case 'utf8': {
+      const b = Buffer.from(xml);
+      const i = b.indexOf('</Key>');
+      return Buffer.concat([b.subarray(0, i), Buffer.from([0xff, 0xfe]), b.subarray(i)]);
+    }
+    case 'types': return xml.replace(/<IsTruncated>[a-z]*<\/IsTruncated>/, '<IsTruncated>maybe</IsTruncated>');
+    case 'garbage': return 'these are not the uploads you are looking for <Upload><Key>' + xmlEscape(ups[0]?.key ?? '') + '</Key>';
+    case 'loop': return listingXml([], { ...opts, truncated: true })
+      .replace(/<NextKeyMarker>[^<]*</, `<NextKeyMarker>${xmlEscape(opts.keyMarker || 'k')}<`)
+      .replace(/<NextUploadIdMarker>[^<]*</, `<NextUploadIdMarker>${xmlEscape(opts.idMarker || 'u')}<`);
+    case 'extra': return listingXml([...ups, ...ups], opts);
+    default: return xml;
+  }
+}
+
+function listUploads(ctx) {
+  const q = ctx.query;
+  const prefix = q.prefix === undefined ? '' : String(q.prefix);
+  const keyMarker = q['key-marker'] === undefined ? '' : String(q['key-marker']);
+  const idMarker = keyMarker === '' || q['upload-id-marker'] === undefined ? '' : String(q['upload-id-marker']);
+  let max = 1000;
+  if (q['max-uploads'] !== undefined) {
+    if (!/^[0-9]+$/.test(String(q['max-uploads']))) {
+      s3error(ctx, 400, 'InvalidArgument', 'max-uploads must be an integer from 0 to 2147483647');
+      return;
+    }
+    max = Math.min(1000, Number(q['max-uploads']));
+  }
+  const delimiter = q.delimiter === undefined ? '' : String(q.delimiter);
+  const sorted = allUploads()
+    .filter((u) => u.key.startsWith(prefix))
+    .filter((u) => keyMarker === '' || u.key > keyMarker || (u.key === keyMarker && idMarker !== '' && u.id > idMarker))
+    .filter((u) => delimiter === '' || !keyMarker.endsWith(delimiter) || !u.key.startsWith(keyMarker))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const all = [];
+  for (const u of sorted) {
+    const cut = delimiter === '' ? -1 : u.key.indexOf(delimiter, prefix.length);
+    if (cut < 0) {
+      all.push(u);
+    } else {
+      const cp = u.key.slice(0, cut + delimiter.length);
+      if (!all.length || all[all.length - 1].cp !== cp) all.push({ cp });
+    }
+  }
+  const ups = all.slice(0, max);
+  const opts = { prefix, delimiter, keyMarker, idMarker, max, truncated: all.length > max };
+  const xml = listingXml(ups, opts);
+  ctx.status = 200;
+  ctx.type = 'application/xml';
+  if (badList && badListTimes > 0) {
+    ctx.body = hostile(badList, xml, ups, opts);
+    if (--badListTimes === 0) badList = null;
+  } else {
+    ctx.body = xml;
+  }
+}
+
+function ageUpload(ctx) {
+  const seconds = Number(ctx.query.seconds);
+  const hit = allUploads().filter((u) => (ctx.query.uploadId !== undefined && u.id === String(ctx.query.uploadId)) ||
+    (ctx.query.key !== undefined && u.key === String(ctx.query.key)));
+  if (!Number.isInteger(seconds) || seconds < 0 || hit.length === 0) {
+    ctx.status = 400;
+    ctx.body = 'need seconds=N and the uploadId or key of an unfinished upload\n';
+    return;
+  }
+  for (const u of hit) {
+    const t = new Date(u.initiated.getTime() - seconds * 1000);
+    fs.utimesSync(u.keyFile, t, t);
+  }
+  ctx.body = `${hit.length}\n`;
+}
+
 function pendingUploads() {
   try { return fs.readdirSync(uploadsDir()).length; } catch { return 0; }
 }
@@ -110,6 +253,12 @@ server.middleware.unshift(async (ctx, next) => {
       ctx.body = log.join('\n') + '\n';
     } else if (ctx.path === '/-/uploads') {
       ctx.body = `${pendingUploads()}\n`;
+    } else if (ctx.path === '/-/age-upload' && ctx.method === 'POST') {
+      ageUpload(ctx);
+    } else if (ctx.path === '/-/bad-list' && ctx.method === 'POST') {
+      badList = String(ctx.query.kind);
+      badListTimes = ctx.query.times === undefined ? 1 : Number(ctx.query.times);
+      ctx.body = 'ok\n';
     } else if (ctx.path === '/-/fail-part' && ctx.method === 'POST') {
       failParts.add(String(ctx.query.n));
       ctx.body = 'ok\n';
@@ -126,6 +275,9 @@ server.middleware.unshift(async (ctx, next) => {
     } else if (ctx.method === 'PUT' && ctx.query.uploadId && failParts.has(String(ctx.query.partNumber))) {
       failParts.delete(String(ctx.query.partNumber));
       s3error(ctx, 500, 'InternalError', 'We encountered an internal error. Please try again.');
+    } else if (ctx.method === 'GET' && ctx.query.uploads !== undefined &&
+               (ctx.path === `/${bucket}` || ctx.path === `/${bucket}/`)) {
+      listUploads(ctx);
     } else if (ctx.method === 'DELETE' && ctx.query.uploadId !== undefined) {
       abortUpload(ctx);
     } else {

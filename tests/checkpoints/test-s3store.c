@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include "checkpoint/blobstore.h"
+#include "checkpoint/s3list.h"
 #include "checkpoint/seal.h"
 #include "helpers.h"
 
@@ -224,7 +225,7 @@ START_TEST(single_put_round_trip)
 	/* Path-style, under the prefix, one signed PUT each; no multipart upload. */
 	ck_assert_ptr_nonnull(strstr(log, "PUT /" BUCKET "/checkpoints/v1/small 200"));
 	ck_assert_ptr_nonnull(strstr(log, "PUT /" BUCKET "/checkpoints/v1/exactly-one-part 200"));
-	ck_assert_int_eq(count_lines(log, "uploads"), 0);
+	ck_assert_int_eq(count_lines(log, "?uploads="), 0);
 	ck_assert_int_eq(count_lines(log, " 403"), 0);
 	free(log);
 	free(data);
@@ -471,6 +472,298 @@ START_TEST(sealed_through_s3)
 }
 END_TEST
 
+/* ---- the sweep of uploads killed writers left ---------------------------------- */
+
+#define DAY 86400
+
+/* A writer killed part-way: a child process begins a multipart upload of
+ * name through a store at url, sends its first part and dies by SIGKILL. */
+static void abandon(const char *url, const char *name)
+{
+	unsigned char *data = pattern(PART + 1, 10);
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct blobstore *b;
+		struct blob_writer *w;
+
+		if (blobstore_open(&b, ctx, url) || blobstore_s3_set_part_size(b, PART) ||
+		    blob_write_begin(&w, b, name) || blob_write(w, data, PART + 1))
+			_exit(1);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the writer failed before it was killed");
+	free(data);
+}
+
+static int pending_uploads(void)
+{
+	char *n = control("/-/uploads", 0);
+	int v = atoi(n);
+
+	free(n);
+	return v;
+}
+
+/* Backdates every unfinished upload of key by seconds. */
+static void age(const char *key, long seconds)
+{
+	char path[512], *r;
+
+	snprintf(path, sizeof(path), "/-/age-upload?key=%s&seconds=%ld", key, seconds);
+	r = control(path, 1);
+	ck_assert_msg(atoi(r) >= 1, "no upload of %s to backdate: %s", key, r);
+	free(r);
+}
+
+/* A capture's write through a fresh store handle, which sweeps first. */
+static void capture_like(const char *name, int page)
+{
+	struct blobstore *b = open_store(ctx, "s3://" BUCKET "/checkpoints/v1");
+
+	if (page)
+		must(blobstore_s3_set_sweep_page(b, page), "page");
+	put(b, name, (const unsigned char *)"checkpoint", 10);
+	expect_blob(b, name, (const unsigned char *)"checkpoint", 10);
+	blobstore_free(b);
+}
+
+START_TEST(stale_upload_swept)
+{
+	char *log;
+
+	abandon("s3://" BUCKET "/checkpoints/v1", "killed");
+	abandon("s3://" BUCKET "/checkpoints/v1", "young");
+	abandon("s3://" BUCKET "/checkpoints/v1/nested", "killed");
+	abandon("s3://" BUCKET "/other", "killed");
+	ck_assert_int_eq(pending_uploads(), 4);
+	/* Less than a day old: kept. */
+	capture_like("first", 0);
+	ck_assert_int_eq(pending_uploads(), 4);
+	log = control("/-/log", 0);
+	ck_assert_int_ge(count_lines(log, "GET /" BUCKET "?delimiter=%2F&max-uploads=100&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
+	ck_assert_int_eq(count_lines(log, "DELETE "), 0);
+	free(log);
+	/* A day old: the next capture aborts the store's own, and only those;
+	 * a nested store's and another prefix's are not its to touch. */
+	age("checkpoints/v1/killed", DAY + 60);
+	age("checkpoints/v1/young", DAY - 600);
+	age("checkpoints/v1/nested/killed", 3 * DAY);
+	age("other/killed", 3 * DAY);
+	logged[0] = '\0';
+	capture_like("second", 0);
+	ck_assert_int_eq(pending_uploads(), 3);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/killed?uploadId="), 1);
+	ck_assert_ptr_nonnull(strstr(strstr(log, "DELETE /" BUCKET "/checkpoints/v1/killed?uploadId="), " 204\n"));
+	ck_assert_int_eq(count_lines(log, "DELETE "), 1);
+	free(log);
+	ck_assert_ptr_nonnull(strstr(logged, "aborted the upload of " BUCKET "/checkpoints/v1/killed"));
+	ck_assert_ptr_null(strstr(logged, "sweep of unfinished uploads stopped"));
+	/* Both blobs were kept whatever the sweep did. */
+	expect_blob(bs, "first", (const unsigned char *)"checkpoint", 10);
+	expect_blob(bs, "second", (const unsigned char *)"checkpoint", 10);
+}
+END_TEST
+
+/* More uploads than one page: the sweep follows the markers to the end.
+ * Nested stores' uploads, however many, are one entry each (a common
+ * prefix), and a page ending on one goes on after all under it. */
+START_TEST(stale_uploads_paged)
+{
+	char name[16], key[64], *log;
+
+	/* Each writer sweeps too: backdated only once all were killed. */
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "paged-%d", i);
+		abandon("s3://" BUCKET "/checkpoints/v1", name);
+	}
+	abandon("s3://" BUCKET "/checkpoints/v1", "paged-young");
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		abandon("s3://" BUCKET "/checkpoints/v1/a-nested", name);
+		abandon("s3://" BUCKET "/checkpoints/v1/b-nested", name);
+	}
+	ck_assert_int_eq(pending_uploads(), 12);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "checkpoints/v1/paged-%d", i);
+		age(key, 2 * DAY);
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "checkpoints/v1/a-nested/n%d", i);
+		age(key, 2 * DAY);
+		snprintf(key, sizeof(key), "checkpoints/v1/b-nested/n%d", i);
+		age(key, 2 * DAY);
+	}
+	capture_like("after", 2);
+	ck_assert_int_eq(pending_uploads(), 7);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/paged-"), 5);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/paged-young"), 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/a-nested/"), 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/b-nested/"), 0);
+	/* Four pages of two entries: the two common prefixes, then the six
+	 * uploads, the last holding the young one; the killed writers' own
+	 * sweeps asked for pages of 100. */
+	ck_assert_int_eq(count_lines(log, "max-uploads=2&"), 4);
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&max-uploads=2&prefix=checkpoints%2Fv1%2F&uploads= 200"), 1);
+	/* After the page ending on a common prefix: its key, no upload id. */
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&key-marker=checkpoints%2Fv1%2Fb-nested%2F&max-uploads=2&prefix="), 1);
+	ck_assert_int_eq(count_lines(log, "GET /" BUCKET "?delimiter=%2F&key-marker=checkpoints%2Fv1%2Fpaged-"), 2);
+	ck_assert_int_eq(count_lines(log, "&upload-id-marker="), 2);
+	free(log);
+}
+END_TEST
+
+/* A listing that is not one: the sweep stops, aborts nothing, and the
+ * capture is stored all the same. */
+START_TEST(hostile_listing_aborts_nothing)
+{
+	static const struct {
+		const char *kind, *why;
+		int page;
+	} cases[] = {
+		{ "truncated", "ends before the listing does", 0 },
+		{ "oversized", "listing the unfinished uploads: the listing is larger than", 0 },
+		{ "nul", "NUL", 0 },
+		{ "utf8", "not UTF-8", 0 },
+		{ "types", "IsTruncated is neither true nor false", 0 },
+		{ "garbage", "text before the document", 0 },
+		{ "extra", "more uploads than asked for", 1 },
+		{ "loop", "starts where the last one did", 0 },
+	};
+	char path[128], name[32], *log;
+
+	abandon("s3://" BUCKET "/checkpoints/v1", "victim");
+	age("checkpoints/v1/victim", 2 * DAY);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(path, sizeof(path), "/-/bad-list?kind=%s&times=%d", cases[i].kind, 20);
+		free(control(path, 1));
+		logged[0] = '\0';
+		snprintf(name, sizeof(name), "hostile-%s", cases[i].kind);
+		capture_like(name, cases[i].page);
+		ck_assert_msg(strstr(logged, "sweep of unfinished uploads stopped"), "%s: no warning in:\n%s",
+			      cases[i].kind, logged);
+		ck_assert_msg(strstr(logged, cases[i].why), "%s: the warning does not say \"%s\":\n%s", cases[i].kind,
+			      cases[i].why, logged);
+		ck_assert_int_eq(pending_uploads(), 1);
+		log = control("/-/log", 0);
+		ck_assert_int_eq(count_lines(log, "DELETE "), 0);
+		free(log);
+		free(control("/-/bad-list?kind=none&times=0", 1));
+	}
+	/* The upload was a day old all along: an honest listing gets it swept. */
+	capture_like("honest", 0);
+	ck_assert_int_eq(pending_uploads(), 0);
+}
+END_TEST
+
+/* ---- the listing parser on its own ------------------------------------------ */
+
+#define LHEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult xmlns=\"x\">"
+#define LUP(key, init) "<Upload><Key>" key "</Key><UploadId>id1</UploadId><Initiated>" init "</Initiated></Upload>"
+#define LTAIL "</ListMultipartUploadsResult>"
+
+static int parse(const char *doc, size_t len, size_t max, struct s3_listing *l, const char **why)
+{
+	return s3_listing_parse(l, doc, len, max, why);
+}
+
+START_TEST(listing_parsed)
+{
+	static const char doc[] = LHEAD "<Bucket>b</Bucket><NextKeyMarker>p/k&lt;2</NextKeyMarker>"
+				  "<NextUploadIdMarker/><IsTruncated>true</IsTruncated>"
+				  LUP("p/a&amp;b&#x41;&#66;&#x00e9;", "2026-12-02T14:40:13.123Z")
+				  "<Upload><Initiator><ID>me</ID></Initiator><Key>p/c</Key><UploadId>id2</UploadId>"
+				  "<Initiated>2024-02-29T00:00:00Z</Initiated></Upload>"
+				  "<CommonPrefixes><Prefix>p/n/</Prefix></CommonPrefixes>" LTAIL "\n";
+	struct tm tm = { .tm_year = 126, .tm_mon = 11, .tm_mday = 2, .tm_hour = 14, .tm_min = 40, .tm_sec = 13 };
+	struct s3_listing l;
+	const char *why;
+
+	ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 2, &l, &why), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.u[0].key, "p/a&bAB\xc3\xa9");
+	ck_assert_str_eq(l.u[0].id, "id1");
+	ck_assert_int_eq(l.u[0].initiated, timegm(&tm));
+	ck_assert_str_eq(l.u[1].key, "p/c");
+	ck_assert_int_eq(l.truncated, 1);
+	ck_assert_str_eq(l.next_key, "p/k<2");
+	ck_assert_str_eq(l.next_id, "");
+	s3_listing_free(&l);
+	/* Asked for one: two is a hostile page. */
+	ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 1, &l, &why), -1);
+	ck_assert_str_eq(why, "more uploads than asked for");
+	ck_assert_ptr_null(l.u);
+}
+END_TEST
+
+START_TEST(listing_refused)
+{
+	static const struct {
+		const char *doc, *why;
+	} bad[] = {
+		{ "", "the answer ends before the listing does" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>", "the answer ends before the listing does" },
+		{ "<Error><Code>x</Code></Error>", "not a ListMultipartUploadsResult" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LTAIL "<x/>", "data after the document" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LTAIL "junk", "data after the document" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><!-- c -->" LTAIL, "a comment, CDATA, DOCTYPE or processing instruction" },
+		{ LHEAD "<IsTruncated>false</IsTruncated></Upload>" LTAIL, "a closing tag that matches no open one" },
+		{ LHEAD LTAIL, "no IsTruncated" },
+		{ LHEAD "<IsTruncated>1</IsTruncated>" LTAIL, "IsTruncated is neither true nor false" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><IsTruncated>false</IsTruncated>" LTAIL, "IsTruncated given twice" },
+		{ LHEAD "<IsTruncated>true</IsTruncated>" LTAIL, "a truncated listing without NextKeyMarker" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", "2026-02-30T00:00:00Z") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", "2026-12-02T14:40:13+01:00") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k", " 2026-12-02T14:40:13Z") LTAIL,
+		  "Initiated is not an ISO 8601 UTC time" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("<b>k</b>", "2026-12-02T14:40:13Z") LTAIL,
+		  "an element inside a value" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("", "2026-12-02T14:40:13Z") LTAIL,
+		  "an empty or overlong Key or UploadId" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&#0;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a character reference to NUL, a surrogate or past Unicode" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&#xd800;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a character reference to NUL, a surrogate or past Unicode" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k&nbsp;", "2026-12-02T14:40:13Z") LTAIL,
+		  "a '&' that starts no entity" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload><Key>k</Key><Key>k</Key><UploadId>i</UploadId>"
+		  "<Initiated>2026-12-02T14:40:13Z</Initiated></Upload>" LTAIL, "a value given twice" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload><Key>k</Key><UploadId>i</UploadId></Upload>" LTAIL,
+		  "an Upload without its Key, UploadId or Initiated" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><Upload>text<Key>k</Key></Upload>" LTAIL,
+		  "text among the elements of a listing" },
+		{ LHEAD "<IsTruncated>false</IsTruncated><a><a><a><a><a><a><a><a></a></a></a></a></a></a></a></a>" LTAIL,
+		  "elements nested too deep" },
+		{ LHEAD "<IsTruncated a=b>false</IsTruncated>" LTAIL, "an attribute value without quotes" },
+		{ LHEAD "<IsTruncated>false</IsTruncated>" LUP("k\xff", "2026-12-02T14:40:13Z") LTAIL,
+		  "the answer is not UTF-8" },
+	};
+	struct s3_listing l;
+	const char *why;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(parse(bad[i].doc, strlen(bad[i].doc), 10, &l, &why) == -1, "accepted: %s", bad[i].doc);
+		ck_assert_msg(!strcmp(why, bad[i].why), "%s: said \"%s\", not \"%s\"", bad[i].doc, why, bad[i].why);
+		ck_assert_ptr_null(l.u);
+	}
+	/* A NUL inside, which a C string cannot show. */
+	{
+		static const char doc[] = LHEAD "<IsTruncated>false</IsTruncated>" LUP("k\0x", "2026-12-02T14:40:13Z") LTAIL;
+
+		ck_assert_int_eq(parse(doc, sizeof(doc) - 1, 10, &l, &why), -1);
+		ck_assert_str_eq(why, "a NUL byte in the answer");
+	}
+}
+END_TEST
+
 static Suite *s3_suite(void)
 {
 	Suite *s = suite_create("s3store");
@@ -487,6 +780,13 @@ static Suite *s3_suite(void)
 	tcase_add_test(tc, missing_and_delete);
 	tcase_add_test(tc, settings_checked);
 	tcase_add_test(tc, sealed_through_s3);
+	tcase_add_test(tc, stale_upload_swept);
+	tcase_add_test(tc, stale_uploads_paged);
+	tcase_add_test(tc, hostile_listing_aborts_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("listing");
+	tcase_add_test(tc, listing_parsed);
+	tcase_add_test(tc, listing_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

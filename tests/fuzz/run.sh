@@ -15,7 +15,7 @@ build=${2:-$top/build-fuzz}
 work=${FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/hangar-fuzz.XXXXXX")}
 status=0
 
-for name in envelope pjson sjson hangard-body multipart seal e2b-decode settings envd-client tarcheck oci; do
+for name in envelope pjson sjson hangard-body multipart seal e2b-decode settings envd-client tarcheck oci s3list; do
 	bin="$build/tests/fuzz/fuzz-$name"
 	if [ ! -x "$bin" ]; then
 		echo "missing $bin: build it first" >&2
