@@ -56,10 +56,15 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	return 0;
 }
 
-int hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id)
+/*
+ * The provider for a call naming snapshot_id (delete, release) into *out,
+ * with the arguments checked and the provider's slot there (has_slot):
+ * 0, or the error set and returned. verb says what a provider cannot do.
+ */
+static int snapshot_provider(struct hangar_provider **out, hangar_ctx *ctx, const char *provider,
+			     const char *snapshot_id, int has_slot(const struct hangar_provider *), const char *verb)
 {
 	struct hangar_provider *p;
-	int rc;
 
 	HCHECK_ARG(ctx, "ctx is NULL");
 	HCHECK_ARG(snapshot_id && *snapshot_id && strlen(snapshot_id) <= 256, "snapshot_id");
@@ -67,31 +72,39 @@ int hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *sn
 	p = provider_get(ctx, provider);
 	if (!p)
 		return hangar_error_last()->code;
-	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_delete)
-		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot delete snapshots",
-			    p->ops.name);
-	rc = PROVIDER_CALL(p, "snapshot delete", snapshot_delete, snapshot_id);
-	if (rc == 0)
+	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !has_slot(p))
+		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot %s snapshots", p->ops.name,
+			    verb);
+	*out = p;
+	return 0;
+}
+
+static int has_delete(const struct hangar_provider *p)
+{
+	return p->ops.snapshot_delete != NULL;
+}
+
+static int has_release(const struct hangar_provider *p)
+{
+	return p->ops.snapshot_release != NULL;
+}
+
+int hangar_snapshot_delete(hangar_ctx *ctx, const char *provider, const char *snapshot_id)
+{
+	struct hangar_provider *p = NULL;
+	int rc = snapshot_provider(&p, ctx, provider, snapshot_id, has_delete, "delete");
+
+	if (rc == 0 && (rc = PROVIDER_CALL(p, "snapshot delete", snapshot_delete, snapshot_id)) == 0)
 		herr_clear();
 	return rc;
 }
 
 int hangar_snapshot_release(hangar_ctx *ctx, const char *provider, const char *snapshot_id)
 {
-	struct hangar_provider *p;
-	int rc;
+	struct hangar_provider *p = NULL;
+	int rc = snapshot_provider(&p, ctx, provider, snapshot_id, has_release, "release");
 
-	HCHECK_ARG(ctx, "ctx is NULL");
-	HCHECK_ARG(snapshot_id && *snapshot_id && strlen(snapshot_id) <= 256, "snapshot_id");
-	HCHECK_TEXT(snapshot_id, "snapshot_id");
-	p = provider_get(ctx, provider);
-	if (!p)
-		return hangar_error_last()->code;
-	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot_release)
-		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot release snapshots",
-			    p->ops.name);
-	rc = PROVIDER_CALL(p, "snapshot release", snapshot_release, snapshot_id);
-	if (rc == 0)
+	if (rc == 0 && (rc = PROVIDER_CALL(p, "snapshot release", snapshot_release, snapshot_id)) == 0)
 		herr_clear();
 	return rc;
 }
