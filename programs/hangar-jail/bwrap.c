@@ -103,18 +103,30 @@ static void add_namespaces(struct argv *a, const struct jail_spec *s)
 	addf(a, "%d", s->seccomp_fd);
 }
 
-/* The host's /usr and the sandbox's /etc. 0 or -errno. */
-static int add_host_usr(struct argv *a, const struct jail_spec *s)
+/* The host's /usr, and the sandbox's /etc into etc (bound last: see add_etc). 0 or -errno. */
+static int add_host_usr(struct argv *a, const struct jail_spec *s, struct argv *etc)
 {
 	add(a, "--ro-bind");
 	add(a, "/usr");
 	add(a, "/usr");
 	add_usr_links(a);
-	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, a);
+	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
+}
+
+/*
+ * The sandbox's /etc, after every other mount: bwrap reads the whole mount
+ * table for each bind it makes, and /etc brings its tens of directories
+ * into that table. Bound last, they are read once.
+ */
+static void add_etc(struct argv *a, struct argv *etc)
+{
+	for (size_t i = 0; i < etc->n; i++)
+		add(a, etc->v[i]);
+	argv_free(etc);
 }
 
 /* The root (the host's /usr, or the image's layers and the sandbox's writable layer), /proc and /dev. 0 or -errno. */
-static int add_system(struct argv *a, const struct jail_spec *s)
+static int add_system(struct argv *a, const struct jail_spec *s, struct argv *etc)
 {
 	int r = 0;
 
@@ -124,7 +136,7 @@ static int add_system(struct argv *a, const struct jail_spec *s)
 		addf(a, "%s/root", stage_dir());
 		add(a, "/");
 	} else {
-		r = add_host_usr(a, s);
+		r = add_host_usr(a, s, etc);
 	}
 	if (r < 0)
 		return r;
@@ -270,7 +282,7 @@ static void add_envd_program(struct argv *a, const struct envd_runtime *rt, cons
 }
 
 /* envd's binary, its environment and its own command line, last. 0 or -errno. */
-static int add_envd(struct argv *a, const struct jail_spec *s)
+static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 {
 	const struct envd_runtime *rt = NULL;
 	const char *envd_inside = s->envd;
@@ -303,6 +315,7 @@ static int add_envd(struct argv *a, const struct jail_spec *s)
 	}
 	add(a, "--remount-ro");
 	add(a, "/run/hangar");
+	add_etc(a, etc);
 	add(a, "--hostname");
 	add(a, s->meta->id);
 	add(a, "--chdir");
@@ -347,12 +360,15 @@ static int add_envd(struct argv *a, const struct jail_spec *s)
 
 int bwrap_argv(struct argv *a, const struct jail_spec *s)
 {
+	struct argv etc = { 0 };
 	int r;
 
 	add_namespaces(a, s);
-	r = add_system(a, s);
-	if (r < 0)
-		return r;
-	add_writable(a, s);
-	return add_envd(a, s);
+	r = add_system(a, s, &etc);
+	if (r == 0) {
+		add_writable(a, s);
+		r = add_envd(a, s, &etc);
+	}
+	argv_free(&etc);
+	return r;
 }
