@@ -480,6 +480,10 @@ static int xfer_perform(struct xfer *x)
 	case NET_DROPPED:
 		if (x->st)
 			x->st->transport_failed = 1;
+		if (!x->call->ep->socket_path)
+			/* The address, so a certificate error names the host it is about. */
+			return herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s: envd at %s unreachable: %s", x->what,
+				    x->call->ep->base_url, x->res.detail);
 		return herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s: envd unreachable: %s", x->what,
 			    x->res.detail);
 	case NET_PROTOCOL:

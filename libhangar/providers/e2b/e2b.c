@@ -25,6 +25,7 @@
  * a running sandbox merely extends its lifetime) to learn its tokens.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,7 @@ static void e2b_fini(void *state)
 	cJSON_Delete(e->templates);
 	free(e->domain);
 	free(e->sandbox_url);
+	free(e->ca_file);
 	free(e);
 }
 
@@ -144,12 +146,56 @@ const struct e2b_flavour *e2b_flavour_named(const char *name)
 	return NULL;
 }
 
+/* Read at most this much of a CA file, as the HTTP layer does. */
+#define CA_FILE_MAX (32u << 20)
+
+/*
+ * HANGAR_E2B_CA_FILE must be readable and hold a PEM certificate, checked
+ * when the provider is set up: a wrong file would otherwise surface as a
+ * certificate error on the first request, blaming the platform.
+ */
+static int check_ca_file(const char *path)
+{
+	static const char begin[] = "-----BEGIN CERTIFICATE-----";
+	FILE *f = fopen(path, "re");
+	char *data;
+	size_t got;
+	int err, found;
+
+	if (!f) {
+		err = errno;
+		hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: cannot read the CA file %s (HANGAR_E2B_CA_FILE)", path);
+		hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
+		return HANGAR_ECONFIG;
+	}
+	data = malloc(CA_FILE_MAX + 1);
+	if (!data) {
+		fclose(f);
+		return e2b_oom();
+	}
+	got = fread(data, 1, CA_FILE_MAX + 1, f);
+	err = ferror(f) ? (errno ? errno : EIO) : 0;
+	fclose(f);
+	data[got <= CA_FILE_MAX ? got : CA_FILE_MAX] = '\0';
+	found = memmem(data, got <= CA_FILE_MAX ? got : CA_FILE_MAX, begin, sizeof(begin) - 1) != NULL;
+	free(data);
+	if (err || got > CA_FILE_MAX || !found) {
+		hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: the CA file %s (HANGAR_E2B_CA_FILE) %s", path,
+				 err ? "cannot be read" : got > CA_FILE_MAX ? "is larger than 32 MiB"
+									 : "holds no PEM certificate");
+		hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
+		return HANGAR_ECONFIG;
+	}
+	return 0;
+}
+
 static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 {
 	const struct e2b_flavour *fl = e2b_flavour_named(setting(ctx, "HANGAR_E2B_FLAVOR"));
 	const char *api_url = setting(ctx, "HANGAR_E2B_API_URL");
 	const char *key = setting(ctx, "HANGAR_E2B_API_KEY");
 	const char *sandbox_url = setting(ctx, "HANGAR_E2B_SANDBOX_URL");
+	const char *ca_file = setting(ctx, "HANGAR_E2B_CA_FILE");
 	char *base = NULL;
 	struct e2b *e;
 	int rc;
@@ -166,6 +212,8 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
 					"HANGAR_E2B_API_URL must be set for the %s flavour of the e2b provider",
 					fl->name);
+	if (*ca_file && (rc = check_ca_file(ca_file)) != 0)
+		return rc;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return e2b_oom();
@@ -174,6 +222,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	e->fl = fl;
 	e->domain = strdup(setting(ctx, "HANGAR_E2B_DOMAIN"));
 	e->sandbox_url = *sandbox_url ? strdup(sandbox_url) : NULL;
+	e->ca_file = *ca_file ? strdup(ca_file) : NULL;
 	{
 		int32_t allow = 0;
 		const char *templates = "{}";
@@ -186,7 +235,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	}
 	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS");
 	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS") * 1000;
-	if (!e->domain || (*sandbox_url && !e->sandbox_url) || !e->templates) {
+	if (!e->domain || (*sandbox_url && !e->sandbox_url) || (*ca_file && !e->ca_file) || !e->templates) {
 		e2b_fini(e);
 		return e2b_oom();
 	}
@@ -205,6 +254,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		e2b_fini(e); /* e2b_api_init() leaves nothing to release when it fails */
 		return rc;
 	}
+	e->api.ca_file = e->ca_file;
 	*state = e;
 	return 0;
 }
@@ -244,6 +294,8 @@ static const struct hangar_setting_def e2b_settings[] = {
 	  "sandbox host names are <port>-<id>.<domain>", NULL },
 	{ "HANGAR_E2B_SANDBOX_URL", HANGAR_SETTING_TYPE_URL, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 	  "where envd is reached, if not at the domain", NULL },
+	{ "HANGAR_E2B_CA_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL | HANGAR_SETTING_FIXED, "", 0, 0,
+	  NULL, "PEM certificates trusted for the control API and envd besides the system's", NULL },
 	{ "HANGAR_E2B_API_KEY", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "", 0, 0,
 	  NULL, "the API key (required for cloud and selfhosted)", NULL },
 	{ "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD", HANGAR_SETTING_TYPE_BOOL, 0, "false", 0, 0, NULL,
