@@ -118,11 +118,11 @@ describe('hangar run on a platform with a private CA', () => {
     assert.ok(bad.stderr.includes(fake.edgeUrl), bad.stderr);
   });
 
-  test('a CA file that cannot be read, or holds no certificate, is a configuration error', async () => {
+  test('a CA file that cannot be read, is no file, or holds no certificate, is a configuration error', async () => {
     const missing = path.join(dir, 'no-such-ca.pem');
     const garbage = path.join(dir, 'garbage.pem');
     fs.writeFileSync(garbage, 'not a certificate\n');
-    for (const file of [missing, garbage]) {
+    for (const file of [missing, garbage, dir]) {
       const before = apiTls.handshakes;
       const r = await hangarRun(tlsEnv({ HANGAR_E2B_CA_FILE: file }), 'echo', 'never');
       assert.notEqual(r.status, 0);

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/sjson.h"
 #include "api.h"
@@ -146,47 +147,49 @@ const struct e2b_flavour *e2b_flavour_named(const char *name)
 	return NULL;
 }
 
-/* Read at most this much of a CA file, as the HTTP layer does. */
+/* A CA file larger than the HTTP layer reads is not one. */
 #define CA_FILE_MAX (32u << 20)
 
+static int ca_file_error(const char *path, int err, const char *why)
+{
+	hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: the CA file %s (HANGAR_E2B_CA_FILE) %s", path, why);
+	hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
+	return HANGAR_ECONFIG;
+}
+
 /*
- * HANGAR_E2B_CA_FILE must be readable and hold a PEM certificate, checked
- * when the provider is set up: a wrong file would otherwise surface as a
- * certificate error on the first request, blaming the platform.
+ * HANGAR_E2B_CA_FILE must be a readable file holding a PEM certificate,
+ * checked when the provider is set up: a wrong file would otherwise surface
+ * as a certificate error on the first request, blaming the platform.
  */
 static int check_ca_file(const char *path)
 {
 	static const char begin[] = "-----BEGIN CERTIFICATE-----";
 	FILE *f = fopen(path, "re");
-	char *data;
-	size_t got;
-	int err, found;
+	struct stat st;
+	char *data = NULL;
+	size_t got = 0;
+	int rc;
 
-	if (!f) {
-		err = errno;
-		hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: cannot read the CA file %s (HANGAR_E2B_CA_FILE)", path);
-		hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
-		return HANGAR_ECONFIG;
-	}
-	data = malloc(CA_FILE_MAX + 1);
-	if (!data) {
-		fclose(f);
-		return e2b_oom();
-	}
-	got = fread(data, 1, CA_FILE_MAX + 1, f);
-	err = ferror(f) ? (errno ? errno : EIO) : 0;
-	fclose(f);
-	data[got <= CA_FILE_MAX ? got : CA_FILE_MAX] = '\0';
-	found = memmem(data, got <= CA_FILE_MAX ? got : CA_FILE_MAX, begin, sizeof(begin) - 1) != NULL;
+	if (!f)
+		return ca_file_error(path, errno, "cannot be read");
+	if (fstat(fileno(f), &st) != 0)
+		rc = ca_file_error(path, errno, "cannot be read");
+	else if (!S_ISREG(st.st_mode))
+		rc = ca_file_error(path, 0, "is not a regular file");
+	else if (st.st_size > (off_t)CA_FILE_MAX)
+		rc = ca_file_error(path, 0, "is larger than 32 MiB");
+	else if (!(data = malloc((size_t)st.st_size + 1)))
+		rc = e2b_oom();
+	else if ((got = fread(data, 1, (size_t)st.st_size, f)) < (size_t)st.st_size && ferror(f))
+		rc = ca_file_error(path, errno ? errno : EIO, "cannot be read");
+	else if (!memmem(data, got, begin, sizeof(begin) - 1))
+		rc = ca_file_error(path, 0, "holds no PEM certificate");
+	else
+		rc = 0;
 	free(data);
-	if (err || got > CA_FILE_MAX || !found) {
-		hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: the CA file %s (HANGAR_E2B_CA_FILE) %s", path,
-				 err ? "cannot be read" : got > CA_FILE_MAX ? "is larger than 32 MiB"
-									 : "holds no PEM certificate");
-		hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
-		return HANGAR_ECONFIG;
-	}
-	return 0;
+	fclose(f);
+	return rc;
 }
 
 static int e2b_init(void **state, hangar_ctx *ctx, void *data)
