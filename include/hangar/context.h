@@ -48,6 +48,8 @@
  *   HANGAR_IMAGE_DIR                 the image store (images in the state directory; see
  *                                    hangar/image.h)
  *   HANGAR_IMAGE_CACHE_MB            the image store's size cap in MiB (20480)
+ *   HANGAR_E2B_CA_FILE               PEM certificates the e2b provider trusts for its control
+ *                                    API and envd besides the system's (none)
  */
 #ifndef HANGAR_CONTEXT_H
 #define HANGAR_CONTEXT_H

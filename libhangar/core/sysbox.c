@@ -12,6 +12,7 @@ void sysbox_clear(struct hangar_sys_sandbox *sb)
 	free(sb->id);
 	free(sb->envd_url);
 	free(sb->envd_socket);
+	free(sb->envd_ca_file);
 	if (sb->access_token) {
 		/* Tokens leave no copy behind in freed memory. */
 		explicit_bzero(sb->access_token, strlen(sb->access_token));
@@ -74,6 +75,13 @@ int hangar_sys_sandbox_set_envd_socket(hangar_sys_sandbox *sb, const char *path)
 	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(path && path[0] == '/', "path must be absolute");
 	return set_str(&sb->envd_socket, path, "path");
+}
+
+int hangar_sys_sandbox_set_envd_ca_file(hangar_sys_sandbox *sb, const char *path)
+{
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(path && path[0] == '/', "path must be absolute");
+	return set_str(&sb->envd_ca_file, path, "path");
 }
 
 int hangar_sys_sandbox_set_access_token(hangar_sys_sandbox *sb, const char *token)

@@ -15,6 +15,7 @@ struct hangar_sys_sandbox {
 	int state;
 	char *envd_url;
 	char *envd_socket;
+	char *envd_ca_file;       /* PEM CAs trusted for an https envd besides the system's */
 	char *access_token;
 	char **headers;           /* "Name: value", NULL-terminated */
 	size_t nheaders;

@@ -342,6 +342,7 @@ static int xfer_begin(struct xfer *x, struct envd_client *c, const struct envd_c
 	HCHECK_ARG(c, "client");
 	HCHECK_ARG(call && call->ep && call->ep->base_url && *call->ep->base_url, "call endpoint");
 	x->rq.unix_socket = call->ep->socket_path;
+	x->rq.extra_ca_file = call->ep->ca_file;
 	x->rq.timeout_ms = call->deadline_ms > 0 ? call->deadline_ms : 0;
 	x->rq.stall_ms = call->stall_ms > 0 ? call->stall_ms : 0;
 	x->rq.cancel = cancel_cb;
@@ -479,6 +480,10 @@ static int xfer_perform(struct xfer *x)
 	case NET_DROPPED:
 		if (x->st)
 			x->st->transport_failed = 1;
+		if (!x->call->ep->socket_path)
+			/* The address, so a certificate error names the host it is about. */
+			return herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s: envd at %s unreachable: %s", x->what,
+				    x->call->ep->base_url, x->res.detail);
 		return herr(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, "%s: envd unreachable: %s", x->what,
 			    x->res.detail);
 	case NET_PROTOCOL:

@@ -26,6 +26,7 @@ struct hmodule;
 struct envd_endpoint {
 	const char *base_url;           /* "http://host:port"; "http://localhost" with a socket */
 	const char *socket_path;        /* unix socket, or NULL */
+	const char *ca_file;            /* PEM CAs trusted for https besides the system's, or NULL */
 	const char *access_token;       /* X-Access-Token, or NULL */
 	const char *const *headers;     /* extra "Name: value" lines, NULL-terminated, or NULL */
 	const char *user;               /* default Basic-auth user, or NULL */

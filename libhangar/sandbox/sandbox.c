@@ -45,6 +45,7 @@ static struct sbview *sbview_new(struct hangar_sys_sandbox *desc)
 	memset(desc, 0, sizeof(*desc));
 	v->ep.base_url = v->desc.envd_url ? v->desc.envd_url : "http://localhost";
 	v->ep.socket_path = v->desc.envd_socket;
+	v->ep.ca_file = v->desc.envd_ca_file;
 	v->ep.access_token = v->desc.access_token;
 	v->ep.headers = (const char *const *)v->desc.headers;
 	v->ep.user = v->desc.user ? v->desc.user : "user";

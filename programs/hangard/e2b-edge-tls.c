@@ -9,7 +9,9 @@
  *
  * Verification is always on: the system's CAs (libcurl's default bundle and
  * directory) and, when HANGARD_EDGE_CA_FILE names one, the certificates of
- * that file too.
+ * that file too. Without it, HANGAR_E2B_CA_FILE's are taken: the library's
+ * own requests to the platform (control API, envd) trust those, and a
+ * platform with a private CA has one CA for both.
  *
  * Each connection builds its TLS context anew, CA store included: parsing
  * the whole system bundle each time costs more than the handshake. When
@@ -33,10 +35,11 @@
 
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_ready;         /* curl_global_init went well */
-static char *ca_bundle;       /* the default bundle and HANGARD_EDGE_CA_FILE, or NULL */
+static char *ca_bundle;       /* the default bundle and the CA file, or NULL */
 static size_t ca_bundle_len;
 static int ca_dir;            /* libcurl has a CA directory: no bundle is read */
-static char ca_error[512];    /* why HANGARD_EDGE_CA_FILE cannot be used */
+static char ca_error[512];    /* why the CA file cannot be used */
+static const char *ca_setting = "HANGARD_EDGE_CA_FILE";  /* the setting that named it */
 
 /* Appends the file at path to the bundle: 0, or -1. */
 static int append_file(const char *path, int required)
@@ -48,7 +51,7 @@ static int append_file(const char *path, int required)
 
 	if (!f) {
 		if (required)
-			snprintf(ca_error, sizeof(ca_error), "cannot open HANGARD_EDGE_CA_FILE %.400s: %s", path,
+			snprintf(ca_error, sizeof(ca_error), "cannot open %s %.400s: %s", ca_setting, path,
 				 strerror(errno));
 		return required ? -1 : 0;
 	}
@@ -84,11 +87,20 @@ static int append_file(const char *path, int required)
 static void tls_init(void)
 {
 	const char *extra = hangard->cfg->edge_ca_file;
+	hangar_buf e2b_ca = HANGAR_BUF_INIT;
 	char *def = NULL, *path = NULL;
 	CURL *h;
 
+	/* HANGARD_EDGE_CA_FILE wins; without it, the e2b provider's. */
+	if ((!extra || !extra[0]) && hangar_ctx_get(&e2b_ca, hangard->ctx, "HANGAR_E2B_CA_FILE") == 0 && e2b_ca.ptr &&
+	    e2b_ca.ptr[0]) {
+		extra = e2b_ca.ptr;
+		ca_setting = "HANGAR_E2B_CA_FILE";
+	}
+
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(h = curl_easy_init())) {
 		snprintf(ca_error, sizeof(ca_error), "libcurl cannot be initialised");
+		hangar_buf_dispose(&e2b_ca);
 		return;
 	}
 	tls_ready = 1;
@@ -107,6 +119,7 @@ static void tls_init(void)
 			tls_ready = 0;
 	}
 	curl_easy_cleanup(h);
+	hangar_buf_dispose(&e2b_ca);
 	if (!tls_ready) {
 		free(ca_bundle);
 		ca_bundle = NULL;

@@ -33,7 +33,7 @@ def setting_names():
     with open(os.path.join(root, "include", "hangar", "context.h")) as f:
         text = f.read()
     block = text[text.index("Settings"):text.index("*/", text.index("Settings"))]
-    names = re.findall(r"^\s*\*\s+(HANGAR_[A-Z_]+)", block, re.M)
+    names = re.findall(r"^\s*\*\s+(HANGAR_[A-Z0-9_]+)", block, re.M)
     assert names, "no settings found in context.h"
     return names
 

@@ -147,6 +147,7 @@ def test_config_check_lists_settings_under_their_provider(hangar):
     assert owner["HANGAR_LOCAL_NETWORK"] == "local"
     assert owner["HANGAR_E2B_FLAVOR"] == "e2b"
     assert owner["HANGAR_E2B_API_KEY"] == "e2b"
+    assert owner["HANGAR_E2B_CA_FILE"] == "e2b"
 
 
 def test_a_provider_setting_is_validated_at_open(hangar):

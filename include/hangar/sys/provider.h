@@ -240,6 +240,12 @@ HANGAR_EXTERN(int) hangar_sys_sandbox_set_state(hangar_sys_sandbox *sb, int stat
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_url(hangar_sys_sandbox *sb, const char *url);
 /** Reach envd through a unix socket instead; the URL's host is then ignored. */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_socket(hangar_sys_sandbox *sb, const char *path);
+/**
+ * An absolute path to PEM certificates trusted for an https envd URL on top of
+ * the system's (a platform with a private CA). Read on every request, so a
+ * file that becomes unreadable fails the request that needs it.
+ */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_ca_file(hangar_sys_sandbox *sb, const char *path);
 /** envd's access token (sent as X-Access-Token); kept in memory only. */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_access_token(hangar_sys_sandbox *sb, const char *token);
 /** One more header sent with every envd request (e.g. a traffic token). */

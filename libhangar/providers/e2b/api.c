@@ -207,8 +207,8 @@ static int transfer_error(struct e2b_api *a, const struct net_result *res, const
 	if (res->cls == NET_TIMEOUT && res->timeout == NET_TIMEOUT_CONNECT) {
 		/* Nothing was sent, so nothing was done: as unreachable as a refused connection. */
 		rc = e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, NULL,
-			  "e2b: %s: the control API cannot be reached: no connection within %lld ms (%s)", what,
-			  (long long)res->connect_timeout_ms, msg);
+			  "e2b: %s: the control API at %s cannot be reached: no connection within %lld ms (%s)", what,
+			  a->base, (long long)res->connect_timeout_ms, msg);
 	} else if (res->cls == NET_TIMEOUT) {
 		/* The request went out: the platform may have acted on it (a create may exist). */
 		r->unanswered = 1;
@@ -220,8 +220,9 @@ static int transfer_error(struct e2b_api *a, const struct net_result *res, const
 		 * (dropped, a garbled or truncated answer) may have been acted on.
 		 */
 		r->unanswered = res->connected && res->cls != NET_UNREACHABLE && res->cls != NET_LOCAL;
-		rc = e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, NULL, "e2b: %s: the control API cannot be reached (%s)",
-			  what, msg);
+		/* The address, so a certificate error names the host it is about. */
+		rc = e2b_error(HANGAR_EUNAVAILABLE, HANGAR_ERRCAT_NET, 0, NULL,
+			       "e2b: %s: the control API at %s cannot be reached (%s)", what, a->base, msg);
 	}
 	hangar_sys_error_flags(HANGAR_ERROR_UNREACHABLE);
 	return rc;
@@ -256,6 +257,7 @@ int e2b_call(struct e2b_api *a, const char *method, const char *path, const cJSO
 		rq.has_body = 1; /* an empty body, announced as such */
 	}
 	rq.timeout_ms = a->timeout_ms;
+	rq.extra_ca_file = a->ca_file;
 	rq.max_body = E2B_API_MAX_BODY;
 	/* Error bodies are read as far as answers are: a 404's JSON decides what it means. */
 	rq.max_error_body = E2B_API_MAX_BODY;

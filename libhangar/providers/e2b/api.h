@@ -55,6 +55,7 @@ struct e2b_api {
 	hangar_ctx *ctx;          /* for logging; not referenced */
 	char *base;               /* without a trailing slash */
 	char *key;                /* X-API-Key, or NULL */
+	const char *ca_file;      /* PEM CAs trusted besides the system's (the instance's), or NULL */
 	int64_t timeout_ms;
 	struct net_pool *pool;    /* idle handles, so connections are reused */
 };

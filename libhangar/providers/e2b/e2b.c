@@ -25,9 +25,11 @@
  * a running sandbox merely extends its lifetime) to learn its tokens.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/sjson.h"
 #include "api.h"
@@ -130,6 +132,7 @@ static void e2b_fini(void *state)
 	cJSON_Delete(e->templates);
 	free(e->domain);
 	free(e->sandbox_url);
+	free(e->ca_file);
 	free(e);
 }
 
@@ -144,12 +147,58 @@ const struct e2b_flavour *e2b_flavour_named(const char *name)
 	return NULL;
 }
 
+/* A CA file larger than the HTTP layer reads is not one. */
+#define CA_FILE_MAX (32u << 20)
+
+static int ca_file_error(const char *path, int err, const char *why)
+{
+	hangar_sys_error(HANGAR_ECONFIG, 0, err, "e2b: the CA file %s (HANGAR_E2B_CA_FILE) %s", path, why);
+	hangar_sys_error_category(HANGAR_ERRCAT_CONFIG);
+	return HANGAR_ECONFIG;
+}
+
+/*
+ * HANGAR_E2B_CA_FILE must be a readable file holding a PEM certificate,
+ * checked when the provider is set up: a wrong file would otherwise surface
+ * as a certificate error on the first request, blaming the platform.
+ */
+static int check_ca_file(const char *path)
+{
+	static const char begin[] = "-----BEGIN CERTIFICATE-----";
+	FILE *f = fopen(path, "re");
+	struct stat st;
+	char *data = NULL;
+	size_t got = 0;
+	int rc;
+
+	if (!f)
+		return ca_file_error(path, errno, "cannot be read");
+	if (fstat(fileno(f), &st) != 0)
+		rc = ca_file_error(path, errno, "cannot be read");
+	else if (!S_ISREG(st.st_mode))
+		rc = ca_file_error(path, 0, "is not a regular file");
+	else if (st.st_size > (off_t)CA_FILE_MAX)
+		rc = ca_file_error(path, 0, "is larger than 32 MiB");
+	else if (!(data = malloc((size_t)st.st_size + 1)))
+		rc = e2b_oom();
+	else if ((got = fread(data, 1, (size_t)st.st_size, f)) < (size_t)st.st_size && ferror(f))
+		rc = ca_file_error(path, errno ? errno : EIO, "cannot be read");
+	else if (!memmem(data, got, begin, sizeof(begin) - 1))
+		rc = ca_file_error(path, 0, "holds no PEM certificate");
+	else
+		rc = 0;
+	free(data);
+	fclose(f);
+	return rc;
+}
+
 static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 {
 	const struct e2b_flavour *fl = e2b_flavour_named(setting(ctx, "HANGAR_E2B_FLAVOR"));
 	const char *api_url = setting(ctx, "HANGAR_E2B_API_URL");
 	const char *key = setting(ctx, "HANGAR_E2B_API_KEY");
 	const char *sandbox_url = setting(ctx, "HANGAR_E2B_SANDBOX_URL");
+	const char *ca_file = setting(ctx, "HANGAR_E2B_CA_FILE");
 	char *base = NULL;
 	struct e2b *e;
 	int rc;
@@ -166,6 +215,8 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
 					"HANGAR_E2B_API_URL must be set for the %s flavour of the e2b provider",
 					fl->name);
+	if (*ca_file && (rc = check_ca_file(ca_file)) != 0)
+		return rc;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return e2b_oom();
@@ -174,6 +225,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	e->fl = fl;
 	e->domain = strdup(setting(ctx, "HANGAR_E2B_DOMAIN"));
 	e->sandbox_url = *sandbox_url ? strdup(sandbox_url) : NULL;
+	e->ca_file = *ca_file ? strdup(ca_file) : NULL;
 	{
 		int32_t allow = 0;
 		const char *templates = "{}";
@@ -186,7 +238,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 	}
 	e->default_timeout = setting_int(ctx, "HANGAR_SANDBOX_TIMEOUT_SECONDS");
 	e->build_timeout_ms = setting_int(ctx, "HANGAR_E2B_TEMPLATE_BUILD_TIMEOUT_SECONDS") * 1000;
-	if (!e->domain || (*sandbox_url && !e->sandbox_url) || !e->templates) {
+	if (!e->domain || (*sandbox_url && !e->sandbox_url) || (*ca_file && !e->ca_file) || !e->templates) {
 		e2b_fini(e);
 		return e2b_oom();
 	}
@@ -205,6 +257,7 @@ static int e2b_init(void **state, hangar_ctx *ctx, void *data)
 		e2b_fini(e); /* e2b_api_init() leaves nothing to release when it fails */
 		return rc;
 	}
+	e->api.ca_file = e->ca_file;
 	*state = e;
 	return 0;
 }
@@ -244,6 +297,8 @@ static const struct hangar_setting_def e2b_settings[] = {
 	  "sandbox host names are <port>-<id>.<domain>", NULL },
 	{ "HANGAR_E2B_SANDBOX_URL", HANGAR_SETTING_TYPE_URL, HANGAR_SETTING_OPTIONAL, "", 0, 0, NULL,
 	  "where envd is reached, if not at the domain", NULL },
+	{ "HANGAR_E2B_CA_FILE", HANGAR_SETTING_TYPE_PATH, HANGAR_SETTING_OPTIONAL | HANGAR_SETTING_FIXED, "", 0, 0,
+	  NULL, "PEM certificates trusted for the control API and envd besides the system's", NULL },
 	{ "HANGAR_E2B_API_KEY", HANGAR_SETTING_TYPE_STRING, HANGAR_SETTING_SECRET | HANGAR_SETTING_OPTIONAL, "", 0, 0,
 	  NULL, "the API key (required for cloud and selfhosted)", NULL },
 	{ "HANGAR_E2B_ALLOW_UNAUTHENTICATED_ENVD", HANGAR_SETTING_TYPE_BOOL, 0, "false", 0, 0, NULL,

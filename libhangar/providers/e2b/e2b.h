@@ -36,6 +36,7 @@ struct e2b {
 	struct e2b_api api;
 	char *domain;               /* HANGAR_E2B_DOMAIN */
 	char *sandbox_url;          /* HANGAR_E2B_SANDBOX_URL, or NULL */
+	char *ca_file;              /* HANGAR_E2B_CA_FILE, or NULL */
 	int allow_unauth;
 	cJSON *templates;           /* HANGAR_E2B_ENVIRONMENT_TEMPLATES */
 	int64_t default_timeout;    /* HANGAR_SANDBOX_TIMEOUT_SECONDS */

@@ -76,6 +76,8 @@ int e2b_describe_envd(struct e2b *e, const char *id, const char *answer_domain, 
 		return e2b_oom();
 	rc = hangar_sys_sandbox_set_envd_url(out, url);
 	free(url);
+	if (rc == 0 && e->ca_file)
+		rc = hangar_sys_sandbox_set_envd_ca_file(out, e->ca_file);
 	snprintf(port, sizeof(port), "%d", ENVD_PORT);
 	if (rc == 0)
 		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Id", id);
