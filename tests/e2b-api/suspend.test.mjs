@@ -192,7 +192,10 @@ test('where the library may park it, connect takes the same machine back, proces
     const sb = await Sandbox.create({ ...hot.edgeOpts(), timeoutMs: 60_000 });
     const id = sb.sandboxId;
     await sb.commands.run('sleep 600', { background: true });
-    const pid = (await sb.commands.run('pgrep -n sleep')).stdout.trim();
+    // The background command's login shell starts it a moment later: wait for it, with a deadline.
+    const pid = (
+      await sb.commands.run('for i in $(seq 200); do pgrep -n -x sleep && exit 0; sleep 0.05; done; exit 1')
+    ).stdout.trim();
     assert.match(pid, /^[0-9]+$/);
     assert.equal(await sb.pause({ keepMemory: false }), true);
     const ses = (await hot.v1('GET', `/v1/sessions/e2b-${id}`)).json();
