@@ -129,8 +129,9 @@ int img_ref_normalise(const char *ref, char *out, size_t size, char *err, size_t
 	w = snprintf(out, size, "%s/%s%s%s%s%s%s", host, !strcmp(host, "docker.io") && !strchr(path, '/') ? "library/" : "",
 		     path, tag || !digest ? ":" : "", tag ? tag : (!digest ? "latest" : ""), digest ? "@" : "",
 		     digest ? digest : "");
-	if (w < 0 || (size_t)w >= size) {
-		snprintf(err, errlen, "an image name is too long");
+	/* Completed (registry, library/, :latest), a name must still be one this function takes. */
+	if (w < 0 || (size_t)w >= size || (size_t)w >= sizeof(buf)) {
+		snprintf(err, errlen, "an image name is longer than %zu bytes once completed", sizeof(buf) - 1);
 		return -1;
 	}
 	return 0;
