@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "util/pjson.h"
 #include "sandbox.h"
@@ -155,6 +156,7 @@ struct exec_run {
 	struct envd_call input_call;  /* for stdin, once the pid is known */
 	struct capped out, err;
 	uint32_t pid;
+	char tag[40];                 /* the command's tag in envd: what stops it before its pid is known */
 	struct proc_order order;
 	int ended;
 	int exit_code;
@@ -317,13 +319,21 @@ static void stop_command(struct exec_run *run)
 {
 	struct envd_client *c = envd_client_of(run->sb->ctx);
 	hangar_sys_saved_error saved;
-	cJSON *req, *resp = NULL;
+	cJSON *req, *resp = NULL, *sel;
 
-	if (!c || !run->pid)
+	if (!c || (!run->pid && !run->tag[0]))
 		return;
 	hangar_sys_error_save(&saved);
 	req = cJSON_CreateObject();
-	cJSON_AddNumberToObject(cJSON_AddObjectToObject(req, "process"), "pid", run->pid);
+	sel = cJSON_AddObjectToObject(req, "process");
+	/*
+	 * By its tag until envd's start event gave the pid: a caller may give
+	 * up on a command that runs already while that event is on its way.
+	 */
+	if (run->pid)
+		cJSON_AddNumberToObject(sel, "pid", run->pid);
+	else
+		cJSON_AddStringToObject(sel, "tag", run->tag);
 	cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
 	envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
 	cJSON_Delete(resp);
@@ -382,8 +392,8 @@ static int on_event(const cJSON *msg, void *arg)
 	return run->failed != 0;
 }
 
-/* The StartRequest: timeout -k 5s <N>s bash -lc <command>, with CI=true and the caller's env. */
-static cJSON *start_request(const char *command, const hangar_exec_opts *o, int64_t timeout)
+/* The StartRequest: timeout -k 5s <N>s bash -lc <command>, with CI=true and the caller's env, and tag. */
+static cJSON *start_request(const char *command, const hangar_exec_opts *o, int64_t timeout, const char *tag)
 {
 	cJSON *req = cJSON_CreateObject(), *p = cJSON_AddObjectToObject(req, "process");
 	cJSON *args = cJSON_AddArrayToObject(p, "args"), *envs = cJSON_AddObjectToObject(p, "envs");
@@ -412,6 +422,8 @@ static cJSON *start_request(const char *command, const hangar_exec_opts *o, int6
 	if (o->cwd)
 		cJSON_AddStringToObject(p, "cwd", o->cwd);
 	cJSON_AddBoolToObject(req, "stdin", o->stdin_data != NULL);
+	if (tag[0])
+		cJSON_AddStringToObject(req, "tag", tag);
 	return req;
 }
 
@@ -476,7 +488,18 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	capped_init(&run.out, limit);
 	capped_init(&run.err, limit);
 
-	req = start_request(command, &o, timeout);
+	/* A tag of its own, so that a cancel can stop it before envd said its pid; none if there is no randomness. */
+	{
+		unsigned char r[12];
+
+		if (getrandom(r, sizeof(r), 0) == (ssize_t)sizeof(r)) {
+			int n = snprintf(run.tag, sizeof(run.tag), "hangar-exec-");
+
+			for (size_t i = 0; i < sizeof(r); i++)
+				n += snprintf(run.tag + n, sizeof(run.tag) - (size_t)n, "%02x", r[i]);
+		}
+	}
+	req = start_request(command, &o, timeout, run.tag);
 	ooms = oom_kills(sb);
 	started = clock_mono_ms();
 	run.heard_ms = run.checked_ms = started;
