@@ -150,6 +150,9 @@ void hangar_exec_result_dispose(hangar_exec_result *r)
 		hangar_buf_dispose(&r->err);
 }
 
+/* How long a stop by tag waits for envd (see stop_command). */
+#define STOP_BY_TAG_MS 3000
+
 struct exec_run {
 	struct hangar_sandbox *sb;
 	const hangar_exec_opts *opts;
@@ -319,6 +322,7 @@ static void stop_command(struct exec_run *run)
 {
 	struct envd_client *c = envd_client_of(run->sb->ctx);
 	hangar_sys_saved_error saved;
+	struct envd_call call = run->input_call;
 	cJSON *req, *resp = NULL, *sel;
 
 	if (!c || (!run->pid && !run->tag[0]))
@@ -330,12 +334,15 @@ static void stop_command(struct exec_run *run)
 	 * By its tag until envd's start event gave the pid: a caller may give
 	 * up on a command that runs already while that event is on its way.
 	 */
-	if (run->pid)
+	if (run->pid) {
 		cJSON_AddNumberToObject(sel, "pid", run->pid);
-	else
+	} else {
 		cJSON_AddStringToObject(sel, "tag", run->tag);
+		/* No start event may mean a hung envd: never wait on it longer than this. */
+		call.deadline_ms = STOP_BY_TAG_MS;
+	}
 	cJSON_AddStringToObject(req, "signal", "SIGNAL_SIGTERM");
-	envd_unary(c, &run->input_call, "/process.Process/SendSignal", req, &resp, NULL);
+	envd_unary(c, &call, "/process.Process/SendSignal", req, &resp, NULL);
 	cJSON_Delete(resp);
 	cJSON_Delete(req);
 	hangar_sys_error_restore(&saved);
