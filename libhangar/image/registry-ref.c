@@ -22,16 +22,6 @@ void reg_ref_free(struct ref *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int reg_digest_ok(const char *d)
-{
-	if (!d || strncmp(d, "sha256:", 7) != 0 || strlen(d) != DIGEST_LEN)
-		return 0;
-	for (int i = 7; i < DIGEST_LEN; i++)
-		if (!((d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
 static int ref_bad(const char *reference, const char *why)
 {
 	char shown[128];
