@@ -115,8 +115,25 @@ int img_in_use(struct img_store *s, const char *hex, int *keep_fd);
 
 /* ---- references (ref.c) --------------------------------------------------------- */
 
+#define IMG_REF_MAX 1023  /* the longest reference read */
+#define IMG_REPO_MAX 255  /* the longest registry/name once completed */
+#define IMG_TAG_MAX 128
+
+/* A reference read and completed: "debian" is docker.io, library/debian, latest. */
+struct img_ref {
+	char registry[264];            /* host[:port], host lower-cased; docker.io by default */
+	char name[IMG_REPO_MAX + 1];   /* "library/debian" */
+	char tag[IMG_TAG_MAX + 1];     /* "" when there is none (a digest alone) */
+	char digest[8 + IMG_HEX_LEN];  /* "sha256:<hex>" or "" */
+	char normal[IMG_REPO_MAX + IMG_TAG_MAX + 80]; /* registry/name[:tag][@digest] */
+};
+
+/* Reads and normalises ref into r; 0, or -1 with why (a short phrase) in err. */
+int img_ref_parse(const char *ref, struct img_ref *r, char *err, size_t errlen);
 /* Normalises a reference ("debian:12" -> "docker.io/library/debian:12"); 0 or -1 with why in err. */
 int img_ref_normalise(const char *ref, char *out, size_t size, char *err, size_t errlen);
+/* Whether s is host[:port] or [v6][:port], a port being 1..65535. */
+int img_authority_ok(const char *s);
 /* Whether s is "sha256:" and 64 lower-case hex digits. */
 int img_digest_ok(const char *s);
 /* Whether s is n lower-case hex digits (and nothing else). */

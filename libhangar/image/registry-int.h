@@ -14,6 +14,7 @@
 #include <sodium.h>
 
 #include "registry.h"
+#include "image/img.h"
 #include "core/internal.h"
 #include "net/net.h"
 
@@ -38,10 +39,6 @@ struct ref {
 /* Parses and normalises reference into r (reg_ref_free releases it); 0 or HANGAR_EINVAL reported. */
 int reg_ref_parse(const char *reference, struct ref *r);
 void reg_ref_free(struct ref *r);
-/* 1 when d is "sha256:" and 64 lower-case hex digits. */
-int reg_digest_ok(const char *d);
-/* 1 when s is host[:port] or [v6][:port] with a port 1..65535. */
-int reg_authority_ok(const char *s);
 
 /* The host of host[:port] or [v6][:port], lower-cased and without brackets. */
 void reg_host_only(const char *authority, char *out, size_t cap);

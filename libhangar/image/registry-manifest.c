@@ -75,7 +75,7 @@ int reg_get_manifest(struct fetch *f, const char *ref, const char *want, struct 
 	int rc;
 
 	*json = NULL;
-	snprintf(what, sizeof(what), "the manifest %s%s%s", f->r.name, ref[0] == 's' && reg_digest_ok(ref) ? "@" : ":", ref);
+	snprintf(what, sizeof(what), "the manifest %s%s%s", f->r.name, ref[0] == 's' && img_digest_ok(ref) ? "@" : ":", ref);
 	if (asprintf(&path, "/v2/%s/manifests/%s", f->r.name, ref) < 0)
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	hbuf_clear(body);
@@ -239,7 +239,7 @@ int reg_pick_platform(struct fetch *f, const cJSON *index, char out[DIGEST_LEN +
 		else
 			continue;
 		if (score > best) {
-			if (!reg_digest_ok(d->valuestring)) {
+			if (!img_digest_ok(d->valuestring)) {
 				hbuf_free(&seen);
 				return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
 					    "registry %s: the index of %s names a manifest by an invalid digest", f->r.registry,
@@ -278,7 +278,7 @@ static int parse_desc(struct fetch *f, const cJSON *d, struct desc *out, uint64_
 	const cJSON *dg = cJSON_GetObjectItemCaseSensitive(d, "digest");
 	const cJSON *sz = cJSON_GetObjectItemCaseSensitive(d, "size");
 
-	if (!cJSON_IsString(dg) || !reg_digest_ok(dg->valuestring))
+	if (!cJSON_IsString(dg) || !img_digest_ok(dg->valuestring))
 		return herr(HANGAR_EPROTOCOL, HANGAR_ERRCAT_PROVIDER,
 			    "registry %s: the manifest of %s names %s by a digest that is not sha256:<64 hex>", f->r.registry,
 			    f->r.normal, out->what);

@@ -399,6 +399,24 @@ static int on_event(const cJSON *msg, void *arg)
 	return run->failed != 0;
 }
 
+/*
+ * A tag of the command's own, "hangar-exec-" and 24 random hex digits (size
+ * >= 37), so that a cancel can stop it before envd said its pid; "" when
+ * there is no randomness, and then only the pid stops it.
+ */
+static void exec_tag(char *tag, size_t size)
+{
+	unsigned char r[12];
+	int n;
+
+	tag[0] = '\0';
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return;
+	n = snprintf(tag, size, "hangar-exec-");
+	for (size_t i = 0; i < sizeof(r); i++)
+		n += snprintf(tag + n, size - (size_t)n, "%02x", r[i]);
+}
+
 /* The StartRequest: timeout -k 5s <N>s bash -lc <command>, with CI=true and the caller's env, and tag. */
 static cJSON *start_request(const char *command, const hangar_exec_opts *o, int64_t timeout, const char *tag)
 {
@@ -495,17 +513,7 @@ int hangar_sandbox_exec(hangar_exec_result *out, hangar_sandbox *sb, const char 
 	capped_init(&run.out, limit);
 	capped_init(&run.err, limit);
 
-	/* A tag of its own, so that a cancel can stop it before envd said its pid; none if there is no randomness. */
-	{
-		unsigned char r[12];
-
-		if (getrandom(r, sizeof(r), 0) == (ssize_t)sizeof(r)) {
-			int n = snprintf(run.tag, sizeof(run.tag), "hangar-exec-");
-
-			for (size_t i = 0; i < sizeof(r); i++)
-				n += snprintf(run.tag + n, sizeof(run.tag) - (size_t)n, "%02x", r[i]);
-		}
-	}
+	exec_tag(run.tag, sizeof(run.tag));
 	req = start_request(command, &o, timeout, run.tag);
 	ooms = oom_kills(sb);
 	started = clock_mono_ms();

@@ -40,43 +40,21 @@ static int try_cgroup(struct freezer *f, const char *id, const char *kind, const
 	return 0;
 }
 
-/* The jail's own cgroup v2 path ("0::/x/y" in /proc/self/cgroup), or NULL. */
-static char *own_v2_cgroup(void)
-{
-	char *text = lstate_read_file("/proc/self/cgroup", 1 << 20, NULL), *line, *save = NULL, *res = NULL;
-
-	if (!text)
-		return NULL;
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (!strncmp(line, "0::", 3)) {
-			res = strdup(line + 3);
-			break;
-		}
-	free(text);
-	return res;
-}
-
 /* cgroup v2 mounted at v2root: below HANGAR_JAIL_CGROUP, the jail's own cgroup, or the root. 0 or -1. */
 static int setup_v2(struct freezer *f, const char *id, const char *v2root)
 {
-	char *own = own_v2_cgroup();
 	const char *base = limits_v2_base(); /* HANGAR_JAIL_CGROUP: a cgroup that can hand limits down */
-	char parent[PATH_MAX];
+	char own[PATH_MAX], parent[PATH_MAX];
 
 	if (base) {
-		if (try_cgroup(f, id, "v2", base, "cgroup.freeze") == 0) {
-			free(own);
+		if (try_cgroup(f, id, "v2", base, "cgroup.freeze") == 0)
 			return 0;
-		}
 		say("cannot make the sandbox's cgroup in HANGAR_JAIL_CGROUP %s: %s", base, strerror(errno));
 	}
-	if (own && strcmp(own, "/") != 0 &&
+	if (own_cgroup(NULL, own, sizeof(own)) == 0 && strcmp(own, "/") != 0 &&
 	    snprintf(parent, sizeof(parent), "%s%s", v2root, own) < (int)sizeof(parent) &&
-	    try_cgroup(f, id, "v2", parent, "cgroup.freeze") == 0) {
-		free(own);
+	    try_cgroup(f, id, "v2", parent, "cgroup.freeze") == 0)
 		return 0;
-	}
-	free(own);
 	return try_cgroup(f, id, "v2", v2root, "cgroup.freeze");
 }
 
@@ -118,31 +96,16 @@ void freezer_setup(struct freezer *f, const char *id)
  */
 static char warm_procs[PATH_MAX];
 
-/* The jail's own cgroup in the v1 hierarchy of controller, if at /sys/fs/cgroup/<controller>, into warm_procs. 0 or -1. */
+/* The cgroup.procs of the jail's own cgroup in the v1 hierarchy of controller, into warm_procs. 0 or -1. */
 static int own_v1_procs(const char *controller)
 {
-	char *text = lstate_read_file("/proc/self/cgroup", 1 << 20, NULL), *line, *save = NULL;
-	int r = -1;
+	char own[PATH_MAX];
 
-	if (!text)
+	if (own_cgroup(controller, own, sizeof(own)) < 0 ||
+	    snprintf(warm_procs, sizeof(warm_procs), "/sys/fs/cgroup/%s%s/cgroup.procs", controller,
+		     strcmp(own, "/") ? own : "") >= (int)sizeof(warm_procs))
 		return -1;
-	/* Lines "N:controller,controller:/path"; cgroup v2's is "0::/path". */
-	for (line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
-		char *list = strchr(line, ':'), *path = list ? strchr(list + 1, ':') : NULL, *c, *save_c = NULL;
-
-		if (!path)
-			continue;
-		*path++ = '\0';
-		for (c = strtok_r(list + 1, ",", &save_c); c; c = strtok_r(NULL, ",", &save_c))
-			if (!strcmp(c, controller))
-				break;
-		if (c && *path == '/' &&
-		    snprintf(warm_procs, sizeof(warm_procs), "/sys/fs/cgroup/%s%s/cgroup.procs", controller,
-			     strcmp(path, "/") ? path : "") < (int)sizeof(warm_procs))
-			r = 0;
-	}
-	free(text);
-	return r;
+	return 0;
 }
 
 void cgroup_warm_up(void)

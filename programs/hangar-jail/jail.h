@@ -199,6 +199,13 @@ const char *limits_v2_base(void);
  * Says what it cannot limit, and why (c->why); sets uid_range_nproc.
  */
 void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *id, const char *v2_cgroup);
+/*
+ * The jail's own cgroup of v1 controller, or with controller NULL its cgroup
+ * v2 (the "0::" line), from /proc/self/cgroup (limits_sys.self_cgroup), into
+ * out ("/" for a hierarchy's root). 0, or -1 when there is no such line or
+ * its path is not absolute, has "..", or does not fit.
+ */
+int own_cgroup(const char *controller, char *out, size_t size);
 /* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */
 int limits_join(const struct limit_cgroups *c, pid_t pid);
 /* Removes the v1 cgroups once empty. */

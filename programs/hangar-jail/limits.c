@@ -209,29 +209,42 @@ static int v2_enable(const char *cg, const char *controller, const char *file, c
 	return 0;
 }
 
-/* The jail's own cgroup of v1 controller (from its "N:a,b:/path" line), into out; "/" when it has none. */
-static void own_v1(const char *controller, char *out, size_t size)
+/* Whether controller is one of list's comma-separated names (list is cut up). */
+static int names_controller(char *list, const char *controller)
+{
+	char *tok, *save = NULL;
+
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, controller))
+			return 1;
+	return 0;
+}
+
+int own_cgroup(const char *controller, char *out, size_t size)
 {
 	char *text = lstate_read_file(limits_sys.self_cgroup, 1 << 20, NULL), *line, *save = NULL;
+	int r = -1;
 
-	snprintf(out, size, "/");
 	if (!text)
-		return;
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *list = strchr(line, ':'), *path, *tok, *tsave = NULL;
-		int match = 0;
+		return -1;
+	/* Lines "N:controller,controller:/path"; cgroup v2's is "0::/path". */
+	for (line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+		char *list = strchr(line, ':'), *path = list ? strchr(list + 1, ':') : NULL;
 
-		if (!list || !(path = strchr(list + 1, ':')))
+		if (!path)
 			continue;
+		*list++ = '\0';
 		*path++ = '\0';
-		for (tok = strtok_r(list + 1, ",", &tsave); tok && !match; tok = strtok_r(NULL, ",", &tsave))
-			match = !strcmp(tok, controller);
-		if (match && path[0] == '/' && !strstr(path, "..") && strlen(path) < size) {
+		if (!(controller ? names_controller(list, controller) : !strcmp(line, "0") && !*list))
+			continue;
+		/* A path outside the jail's cgroup namespace shows as "/.."; it names nothing under a hierarchy. */
+		if (path[0] == '/' && !strstr(path, "..") && strlen(path) < size) {
 			snprintf(out, size, "%s", path);
-			break;
+			r = 0;
 		}
 	}
 	free(text);
+	return r;
 }
 
 /* Makes parent/hangar/id into out. 0 or -errno. */
@@ -266,7 +279,8 @@ static int v1_make(const char *controller, const char *id, char *out, size_t siz
 		note(why, wsize, "cgroup v1: no %s hierarchy at %s", controller, hier);
 		return -1;
 	}
-	own_v1(controller, own, sizeof(own));
+	if (own_cgroup(controller, own, sizeof(own)) < 0)
+		snprintf(own, sizeof(own), "/");
 	if (strcmp(own, "/") != 0) {
 		snprintf(nested, sizeof(nested), "%s%s", hier, own);
 		r = make_under(nested, id, out, size);

@@ -206,12 +206,13 @@ static int bind_host_dirs(const char *at, const struct jail_spec *s)
 {
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
 	char *const *names;
-	size_t n = s->image ? 0 : etc_host_dirs(&names);
+	size_t n;
 	char etc[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
 	int setattr;
 
 	if (s->image)
-		return 0;
+		return 0; /* an image's own /etc: nothing of the host's */
+	n = etc_host_dirs(&names);
 	if (snprintf(etc, sizeof(etc), "%s/etc", at) >= (int)sizeof(etc)) {
 		errno = ENAMETOOLONG;
 		return -1;

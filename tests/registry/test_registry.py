@@ -105,7 +105,8 @@ def test_normalize():
     assert norm("localhost:5000/a/b") == "localhost:5000/a/b:latest"
     assert norm("127.0.0.1:5000/a") == "127.0.0.1:5000/a:latest"
     for bad in ["", "Debian", "debian:", "debian@sha256:abc", f"debian@md5:{h}", "a//b", "-a", "a/../b",
-                "debian:.x", "host:99999/a", "deb ian", "deb\nian", "a" * 300]:
+                "debian:.x", "host:99999/a", "deb ian", "deb\nian", "a" * 300,
+                "a..b", "a" * 240]:
         out = norm(bad)
         assert out.startswith("error -1: invalid image reference"), (bad, out)
 

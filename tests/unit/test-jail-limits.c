@@ -627,6 +627,33 @@ END_TEST
 
 /* ---- cgroup v1 ------------------------------------------------------------------ */
 
+/* The one reader of /proc/self/cgroup: a v1 controller's line, or cgroup v2's "0::" one. */
+START_TEST(own_cgroup_of_each_hierarchy)
+{
+	char own[64];
+
+	spit(top, "self-cgroup",
+	     "9:name=systemd:/sys\n8:pids:/\n4:memory:/process_api/abc\n1:cpu,cpuacct:/batch\n"
+	     "3:freezer:/../outside\n0::/user.slice/x\n");
+	ck_assert_int_eq(own_cgroup("memory", own, sizeof(own)), 0);
+	ck_assert_str_eq(own, "/process_api/abc");
+	ck_assert_int_eq(own_cgroup("cpuacct", own, sizeof(own)), 0);
+	ck_assert_str_eq(own, "/batch");
+	ck_assert_int_eq(own_cgroup("pids", own, sizeof(own)), 0);
+	ck_assert_str_eq(own, "/");
+	ck_assert_int_eq(own_cgroup(NULL, own, sizeof(own)), 0);
+	ck_assert_str_eq(own, "/user.slice/x");
+	/* Neither a name= hierarchy's nor the v2 line's empty list names a controller. */
+	ck_assert_int_eq(own_cgroup("systemd", own, sizeof(own)), -1);
+	ck_assert_int_eq(own_cgroup("", own, sizeof(own)), -1);
+	ck_assert_int_eq(own_cgroup("freezer", own, sizeof(own)), -1);
+	ck_assert_int_eq(own_cgroup("memory", own, 8), -1);
+	ck_assert_int_eq(own_cgroup("blkio", own, sizeof(own)), -1);
+	spit(top, "self-cgroup", "4:memory:/a\n");
+	ck_assert_int_eq(own_cgroup(NULL, own, sizeof(own)), -1);
+}
+END_TEST
+
 /* Each v1 cgroup is nested under the jail's own one of that controller (its /proc/self/cgroup line). */
 START_TEST(v1_nested_under_own)
 {
@@ -791,6 +818,7 @@ static Suite *limits_suite(void)
 	tcase_add_test(tc, v2_base_elsewhere);
 	tcase_add_test(tc, v1_nested_under_own);
 	tcase_add_test(tc, v1_own_not_writable);
+	tcase_add_test(tc, own_cgroup_of_each_hierarchy);
 	tcase_add_test(tc, v1_removal);
 	tcase_add_test(tc, nothing_to_limit);
 	tcase_add_test(tc, no_rlimit_before_ucounts);

@@ -351,43 +351,58 @@ static int claim_one(struct local *l, int dfd, const char *id, const struct hang
 	return 0;
 }
 
-/* Stops one pooled sandbox of any options to make room for a cold create at the cap. */
-static void evict_one(struct local *l)
+/*
+ * Calls fn for each pool of root (each .pool/<hash>, as the directory fd of
+ * .pool and the name) until one returns non-zero; returns that, or 0.
+ */
+static int each_pool(const struct local *l, int (*fn)(int top, const char *hash, void *payload), void *payload)
 {
 	char path[PATH_MAX];
 	struct dirent *de;
 	DIR *top;
-	int done = 0;
+	int r = 0;
 
 	snprintf(path, sizeof(path), "%s/.pool", l->root);
 	top = opendir(path);
 	if (!top)
-		return;
-	while (!done && (de = readdir(top))) {
-		struct dirent *e;
-		DIR *d;
-		int dfd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		dfd = openat(dirfd(top), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		d = dfd >= 0 ? fdopendir(dfd) : NULL;
-		if (!d) {
-			if (dfd >= 0)
-				close(dfd);
-			continue;
-		}
-		while (!done && (e = readdir(d)))
-			if (lstate_valid_id(e->d_name) && take_marker(dirfd(d), e->d_name)) {
-				hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
-					       "local: pooled sandbox %s stopped: a create needs its place under "
-					       "HANGAR_MAX_SANDBOXES", e->d_name);
-				local_kill(l, e->d_name);
-				done = 1;
-			}
-		closedir(d);
-	}
+		return 0;
+	while (!r && (de = readdir(top)))
+		if (de->d_name[0] != '.')
+			r = fn(dirfd(top), de->d_name, payload);
 	closedir(top);
+	return r;
+}
+
+/* each_pool: stops the first sandbox of the pool it can take the marker of. 1 when it did. */
+static int evict_from(int top, const char *hash, void *payload)
+{
+	struct local *l = payload;
+	struct dirent *e;
+	DIR *d;
+	int dfd = openat(top, hash, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW), done = 0;
+
+	d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
+	while (!done && (e = readdir(d)))
+		if (lstate_valid_id(e->d_name) && take_marker(dirfd(d), e->d_name)) {
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG,
+				       "local: pooled sandbox %s stopped: a create needs its place under "
+				       "HANGAR_MAX_SANDBOXES", e->d_name);
+			local_kill(l, e->d_name);
+			done = 1;
+		}
+	closedir(d);
+	return done;
+}
+
+/* Stops one pooled sandbox of any options to make room for a cold create at the cap. */
+static void evict_one(struct local *l)
+{
+	each_pool(l, evict_from, l);
 }
 
 int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
@@ -484,28 +499,21 @@ int local_pool_put(struct local *l, int dfd, const char *id)
 	return 0;
 }
 
+/* each_pool: 1 when the pool holds a marker for the sandbox id. */
+static int marker_in(int top, const char *hash, void *payload)
+{
+	const char *id = payload;
+	char rel[NAME_MAX + LSTATE_ID_LEN + 2];
+
+	if (snprintf(rel, sizeof(rel), "%s/%s", hash, id) >= (int)sizeof(rel))
+		return 0; /* not a pool's name and an id */
+	return faccessat(top, rel, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* 1 when some pool of root holds a marker for sandbox id. */
 static int has_marker(const struct local *l, const char *id)
 {
-	char path[PATH_MAX];
-	struct dirent *de;
-	DIR *top;
-	int found = 0;
-
-	snprintf(path, sizeof(path), "%s/.pool", l->root);
-	top = opendir(path);
-	if (!top)
-		return 0;
-	while (!found && (de = readdir(top))) {
-		char rel[NAME_MAX + LSTATE_ID_LEN + 2];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(rel, sizeof(rel), "%s/%s", de->d_name, id);
-		found = faccessat(dirfd(top), rel, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-	}
-	closedir(top);
-	return found;
+	return each_pool(l, marker_in, (void *)id);
 }
 
 int local_pool_orphan(struct local *l, const char *dir, const char *id)
