@@ -1,7 +1,8 @@
 /*
  * The local provider's warm pool (pool.c): sandboxes started ahead of time
- * for one set of create options, handed out by local_create() instead of a
- * cold start, and made again in the background.
+ * for one set of create options (a create's variables are not among them),
+ * handed out by local_create() instead of a cold start, and made again in
+ * the background.
  *
  * On disk, under the provider's root ($HANGAR_STATE_DIR/local):
  *
@@ -13,7 +14,9 @@
  * A claim is the unlink of .pool/<key hash>/<id>: one process wins it, on
  * this machine and across processes sharing the state directory. The winner
  * gives envd and the jail a new token (the one the pool was started with is
- * refused from then on), writes the caller's lifetime, and removes pooled.
+ * refused from then on), envd the caller's variables with it (the pool's
+ * have none), writes the caller's variables and lifetime, and removes
+ * pooled.
  */
 #pragma once
 
