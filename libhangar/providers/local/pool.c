@@ -248,8 +248,8 @@ static int send_all(int fd, const char *p, size_t n)
 /*
  * Sends envd, over envd.sock, the request that replaces its token old with
  * fresh and gives it the caller's variables, env, in one step (POST
- * /hangar/v1/token; both or neither take effect). 0, or -1 when envd did not
- * answer 204.
+ * /hangar/v1/token; both or neither take effect). The status envd answered
+ * (204: done), or -1 when it did not answer.
  */
 static int rotate_envd(const char *dir, const char *old, const char *fresh, const char *const *env)
 {
@@ -283,7 +283,7 @@ static int rotate_envd(const char *dir, const char *old, const char *fresh, cons
 	buf[have] = '\0';
 	if (!sent || sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
 		return -1;
-	return status == 204 ? 0 : -1;
+	return status;
 }
 
 /* Whether the jail's answer line is in. */
@@ -347,16 +347,20 @@ static int random_token(char *hex /* 65 */)
 	return 0;
 }
 
+/* hand_over(): envd refused the caller's variables, as every pooled sandbox's would. */
+#define VARS_REFUSED (-2)
+
 /*
  * Makes sandbox id, just won from the pool (its lock held by the caller),
- * the caller's: a new token for envd and the jail, the caller's lifetime,
- * out of hiding. 0 with out filled, or -1 (the caller kills the sandbox).
+ * the caller's: a new token and the caller's variables for envd, the new
+ * token for the jail, the caller's lifetime, out of hiding. 0 with out
+ * filled, or -1 or VARS_REFUSED (the caller kills the sandbox).
  */
 static int hand_over(struct local *l, const char *id, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	char dir[DIR_MAX], path[PATH_MAX], old[TOKEN_MAX + 1], fresh[65];
 	struct lmeta m;
-	int pid = 0, rc = -1;
+	int pid = 0, rc = -1, envd_status = -1;
 
 	if (local_find_alive(l, id, dir, sizeof(dir), &pid) != 0)
 		return -1; /* dead or past its idle lifetime: never handed out */
@@ -369,7 +373,7 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 	}
 	ltokens_forget(&l->tokens, id);
 	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 &&
-	    rotate_envd(dir, old, fresh, opts->env) == 0 && rotate_jail(dir, id, pid, old, fresh) == 0 &&
+	    (envd_status = rotate_envd(dir, old, fresh, opts->env)) == 204 && rotate_jail(dir, id, pid, old, fresh) == 0 &&
 	    lstate_meta_set_env(&m, opts->env) == 0) {
 		/* The sandbox starts its life now, as the caller asked for it, with its variables. */
 		m.created_at_us = clock_wall_us();
@@ -384,12 +388,13 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 	explicit_bzero(old, sizeof(old));
 	explicit_bzero(fresh, sizeof(fresh));
 	lstate_meta_clear(&m);
-	return rc;
+	return envd_status == 400 ? VARS_REFUSED : rc;
 }
 
 /*
  * Tries to win sandbox id from the pool in dfd and make it the caller's: 1
- * with out filled, 0 when another process won it or it was busy. The
+ * with out filled, 0 when another process won it or it was busy, -1 when
+ * no pooled sandbox can take the caller's variables (a cold create can). The
  * sandbox's lock is taken before its marker, so a hidden sandbox without a
  * marker is always held by whoever works on it (local_pool_orphan).
  */
@@ -411,9 +416,12 @@ static int claim_one(struct local *l, int dfd, const char *id, const struct hang
 	local_unlock(lock);
 	if (rc == 0)
 		return 1;
-	/* Killed, or died, while it waited: stopped and never handed out. */
+	/* Killed, or died, while it waited, or refused the variables: stopped and never handed out. */
+	if (rc == VARS_REFUSED)
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING,
+			       "local: envd of pooled sandbox %s refused the create's variables; it is made cold", id);
 	local_kill(l, id);
-	return 0;
+	return rc == VARS_REFUSED ? -1 : 0;
 }
 
 /* Stops one pooled sandbox of any options to make room for a cold create at the cap. */
@@ -472,7 +480,11 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	if (!d && dfd >= 0)
 		close(dfd);
 	while (d && !got && (de = readdir(d))) {
-		if (!lstate_valid_id(de->d_name) || !claim_one(l, dirfd(d), de->d_name, opts, out))
+		int r = lstate_valid_id(de->d_name) ? claim_one(l, dirfd(d), de->d_name, opts, out) : 0;
+
+		if (r < 0)
+			break; /* the next would refuse them too: this create is cold */
+		if (r == 0)
 			continue;
 		got = 1;
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool in %.1f ms",

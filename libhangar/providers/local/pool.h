@@ -32,7 +32,7 @@ struct local;
  * Hands out a pooled sandbox for opts when one matches: 1 with out filled, 0
  * when the caller must create cold (nothing matched, or the pool is off),
  * never an error: a pooled sandbox that fails to be handed over is killed
- * and the next is tried. At HANGAR_MAX_SANDBOXES, a cold create first stops
+ * and the next is tried, unless its envd refused the caller's variables. At HANGAR_MAX_SANDBOXES, a cold create first stops
  * one pooled sandbox of any options so the pool never keeps callers out.
  */
 int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
