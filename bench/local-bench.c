@@ -7,8 +7,8 @@
  *      to the same sandbox's envd over its unix socket
  *   c. concurrent creates and kills on one shared context
  *   d. idle memory per sandbox (VmRSS, RssAnon, Pss over its processes)
- *   e. the warm pool: create -> first command from it, and concurrent
- *      creates with a pool as large as their number
+ *   e. the warm pool: create -> first command from it, without and with
+ *      variables, and concurrent creates with a pool as large as their number
  *   f. a session fork of N on the workspace session-bench uses (a git
  *      repository of 50 MiB tracked and 300 MiB ignored files): until
  *      hangar_session_fork() returns, and until each fork has answered a
@@ -722,7 +722,7 @@ out:
  * flight are counted so the clean-up can wait for them: a sandbox still
  * being created is not listed yet and would be left behind.
  */
-static int create_sandbox(hangar_sandbox **out)
+static int create_sandbox_env(hangar_sandbox **out, const char *const *env)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
 	int rc;
@@ -738,12 +738,18 @@ static int create_sandbox(hangar_sandbox **out)
 	o.provider = "local";
 	o.timeout_sec = SANDBOX_LIFETIME_SEC;
 	o.template_id = g_template;
+	o.env = env;
 	rc = hangar_sandbox_create(out, g_ctx, &o);
 	pthread_mutex_lock(&g_flight_lock);
 	if (--g_inflight == 0)
 		pthread_cond_broadcast(&g_flight_done);
 	pthread_mutex_unlock(&g_flight_lock);
 	return rc;
+}
+
+static int create_sandbox(hangar_sandbox **out)
+{
+	return create_sandbox_env(out, NULL);
 }
 
 /* hangar_sandbox_exec of `true`: 0, a negative code, or 1 for a non-zero exit. */
@@ -1206,12 +1212,51 @@ static void renew_context(const char *pool_size)
 	pthread_mutex_unlock(&g_cleanup_lock);
 }
 
+/* Variables of a create served from the pool: envd is given them as the sandbox is claimed. */
+static const char *const pool_env[] = { "BENCH_A=1", "BENCH_B=two words", "LANG=C.UTF-8", NULL };
+
+/* n creates with env, each from a full pool of 2, then `true`: one row (total holds n samples). */
+static void pool_samples(int n, double *total, const char *const *env, const char *label)
+{
+	char first[512] = "";
+	int fail = 0, got = 0;
+	struct stats s;
+
+	for (int i = 0; i < n; i++) {
+		hangar_sandbox *sb = NULL;
+		double t0;
+		int rc;
+
+		/* From a full pool each time: the refill is off the caller's path, not free of its CPU. */
+		if (pool_wait_full(2, 60000) < 0) {
+			note_failure(first, sizeof(first), "pool refill", HANGAR_ETIMEOUT);
+			fail++;
+			break;
+		}
+		t0 = now_ms();
+		rc = create_sandbox_env(&sb, env);
+		if (rc == 0 && (rc = exec_true(sb)) == 0)
+			total[got++] = now_ms() - t0;
+		else {
+			fail++;
+			note_failure(first, sizeof(first), sb ? exec_failure(rc) : "create", rc);
+		}
+		if (sb)
+			hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	stats_of(total, (size_t)got, &s);
+	row(label, &s, fail, "pool refilled (untimed) before each%s%s", first[0] ? "; first failure: " : "", first);
+	if (fail)
+		g_failed = 1;
+}
+
 static void bench_pool(const struct config *cfg)
 {
-	int n = cfg->creates, fail = 0, got = 0, ran, cfail = 0;
+	int n = cfg->creates, got = 0, ran, cfail = 0;
 	double *total = calloc((size_t)(n > cfg->concurrent ? n : cfg->concurrent), sizeof(double)), wall;
 	struct worker *w = calloc((size_t)cfg->concurrent, sizeof(*w));
-	char first[512] = "", size[32];
+	char size[32];
 	const char *cfirst = NULL;
 	struct stats s;
 
@@ -1229,32 +1274,8 @@ static void bench_pool(const struct config *cfg)
 			hangar_sandbox_kill(sb);
 		hangar_sandbox_unref(sb);
 	}
-	for (int i = 0; i < n; i++) {
-		hangar_sandbox *sb = NULL;
-		double t0;
-		int rc;
-
-		/* From a full pool each time: the refill is off the caller's path, not free of its CPU. */
-		if (pool_wait_full(2, 60000) < 0) {
-			note_failure(first, sizeof(first), "pool refill", HANGAR_ETIMEOUT);
-			fail++;
-			break;
-		}
-		t0 = now_ms();
-		rc = create_sandbox(&sb);
-		if (rc == 0 && (rc = exec_true(sb)) == 0)
-			total[got++] = now_ms() - t0;
-		else {
-			fail++;
-			note_failure(first, sizeof(first), sb ? exec_failure(rc) : "create", rc);
-		}
-		if (sb)
-			hangar_sandbox_kill(sb);
-		hangar_sandbox_unref(sb);
-	}
-	stats_of(total, (size_t)got, &s);
-	row("create + exec `true`, pool of 2", &s, fail, "pool refilled (untimed) before each%s%s",
-	    first[0] ? "; first failure: " : "", first);
+	pool_samples(n, total, NULL, "create + exec `true`, pool of 2");
+	pool_samples(n, total, pool_env, "the same, with 3 variables (opts->env)");
 
 	snprintf(size, sizeof(size), "%d", cfg->concurrent);
 	renew_context(size);
@@ -1292,8 +1313,6 @@ static void bench_pool(const struct config *cfg)
 		for (int i = 0; i < cfg->concurrent; i++)
 			w[i].sb = hangar_sandbox_unref(w[i].sb);
 	}
-	if (fail)
-		g_failed = 1;
 	renew_context("0");
 	free(total);
 	free(w);

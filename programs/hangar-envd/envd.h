@@ -27,13 +27,15 @@ struct envd_req; /* request.h */
 #define ENVD_EXIT_RETENTION_SEC 30
 #define ENVD_IDLE_TIMEOUT_SEC 640
 #define ENVD_TOKEN_MAX 1024
+#define ENVD_VAR_MAX 32768                  /* one KEY=VALUE a claim sends, as a local create allows */
+#define ENVD_VARS_BODY_MAX (2u << 20)       /* a claim's variables, as JSON (vars.c) */
 
 /* Daemon-wide settings, fixed after start-up. */
 struct envd_config {
 	char *token;                /* NULL: open daemon */
 	char *default_user;         /* user for requests without Basic auth */
 	char *default_workdir;      /* NULL: the user's home */
-	char **default_env;         /* "K=V" strings, NULL-terminated */
+	char **default_env;         /* "K=V" strings, NULL-terminated; read with envd_default_env() */
 	int is_root;                /* may switch users */
 	int verbose;
 	/*
@@ -233,6 +235,21 @@ int envd_token_ok(const char *presented);
  * with spaces or control characters) or -ENOMEM.
  */
 int envd_token_rotate(const char *fresh);
+/* ---- the default variables (vars.c) ----------------------------------- */
+
+/* The "K=V" list every command starts from, NULL-terminated: safe from any thread. */
+char **envd_default_env(void);
+/*
+ * A claim's variables: body (len bytes, strict JSON {"env": ["K=V", ...]},
+ * each entry KEY=VALUE of at most ENVD_VAR_MAX bytes) checked, and the list
+ * that would be in force with them after the defaults, into *out (NULL
+ * when there are none: an empty body or list). 0, -EINVAL with why set, or
+ * -ENOMEM. Nothing changes until envd_vars_publish(*out).
+ */
+int envd_vars_prepare(const char *body, size_t len, char ***out, char *why, size_t whylen);
+/* Puts list (from envd_vars_prepare) in force, once; NULL does nothing. */
+void envd_vars_publish(char **list);
+
 /*
  * The /files signature: "v1_" + unpadded standard base64 of
  * SHA-256("<path>:<op>:<user>:<token>[:<expiration>]"). expiration < 0 means none.

@@ -104,7 +104,7 @@ struct MHD_Response *envd_envs_response(void)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	for (char **e = envd_cfg.default_env; e && *e; e++) {
+	for (char **e = envd_default_env(); e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 		char key[256];
 

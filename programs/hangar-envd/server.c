@@ -38,6 +38,7 @@ enum route {
 	ROUTE_RPC,
 	ROUTE_FILES_UPLOAD,
 	ROUTE_CKPT_RESTORE,
+	ROUTE_TOKEN,           /* POST /hangar/v1/token: its body is read first */
 	ROUTE_DONE,            /* a response is queued or ready */
 };
 
@@ -466,16 +467,30 @@ static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, const cha
  * POST /hangar/v1/token: the token in X-Hangar-New-Token replaces the one the
  * request was let in with (checked before this), once in the daemon's life.
  * A local sandbox started ahead of time for the warm pool gets its caller's
- * token this way, so whoever held the pool's token is refused from then on.
+ * token this way, so whoever held the pool's token is refused from then on,
+ * and with it, in the body, its caller's variables (vars.c): both or
+ * neither take effect.
  */
-static enum MHD_Result rotate_token(struct MHD_Connection *conn, const char *method)
+static enum MHD_Result rotate_token(struct request_state *st)
 {
+	struct MHD_Connection *conn = st->req.conn;
 	const char *fresh = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Hangar-New-Token");
+	char why[256] = "", **vars = NULL;
 	int r;
 
-	if (strcmp(method, "POST") != 0)
-		return method_not_allowed(conn, "POST");
-	r = envd_token_rotate(fresh);
+	if (st->too_large)
+		return respond(conn, 413, envd_rest_error(413, "the body is larger than %u bytes", ENVD_VARS_BODY_MAX));
+	if (st->body.len > 0 && !content_type_is(envd_req_header(&st->req, "Content-Type"), "application/json"))
+		return respond(conn, 415, envd_rest_error(415, "the variables must come as application/json"));
+	r = envd_vars_prepare(st->body.data, st->body.len, &vars, why, sizeof(why));
+	if (r == -EINVAL)
+		return respond(conn, 400, envd_rest_error(400, "bad variables: %s", why));
+	if (r == 0)
+		r = envd_token_rotate(fresh);
+	if (r == 0)
+		envd_vars_publish(vars);
+	else
+		free(vars);
 	switch (r) {
 	case 0:
 		return respond(conn, 204, no_store(empty_response()));
@@ -491,6 +506,19 @@ static enum MHD_Result rotate_token(struct MHD_Connection *conn, const char *met
 	}
 }
 
+/* The token route reads its body (the variables), up to a bound, before it answers. */
+static enum MHD_Result begin_token(struct request_state *st, struct MHD_Connection *conn, const char *method)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+
+	if (strcmp(method, "POST") != 0)
+		return method_not_allowed(conn, "POST");
+	if (cl && strtoull(cl, NULL, 10) > ENVD_VARS_BODY_MAX)
+		return respond(conn, 413, envd_rest_error(413, "the body is larger than %u bytes", ENVD_VARS_BODY_MAX));
+	st->route = ROUTE_TOKEN;
+	return MHD_YES;
+}
+
 static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connection *conn, const char *method,
 				   const char *url)
 {
@@ -499,7 +527,7 @@ static enum MHD_Result begin_hangar(struct request_state *st, struct MHD_Connect
 
 	st->route = ROUTE_DONE;
 	if (strcmp(url, "/hangar/v1/token") == 0)
-		return rotate_token(conn, method);
+		return begin_token(st, conn, method);
 	if (!ckpt_available())
 		return respond(conn, 404, text_response("404 page not found\n"));
 	if (strcmp(url, "/hangar/v1/info") == 0) {
@@ -700,7 +728,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		switch (st->route) {
 		case ROUTE_RPC:
-			if (st->too_large || st->body.len + n > ENVD_RPC_BODY_MAX) {
+		case ROUTE_TOKEN:
+			if (st->too_large ||
+			    st->body.len + n > (st->route == ROUTE_RPC ? ENVD_RPC_BODY_MAX : ENVD_VARS_BODY_MAX)) {
 				st->too_large = 1;
 				hbuf_free(&st->body);
 			} else if (hbuf_put(&st->body, upload_data, n) < 0) {
@@ -755,6 +785,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		status = ckpt_restore_finish(st->restore, &resp);
 		return respond(conn, status, resp);
 	}
+	case ROUTE_TOKEN:
+		st->route = ROUTE_DONE;
+		return rotate_token(st);
 	default:
 		return flush_pending(st);
 	}

@@ -197,6 +197,7 @@ static void env_set(char **list, size_t *n, char *kv)
 char **envd_build_env(const struct envd_user *u, char *const *extra)
 {
 	const char *path = getenv("PATH");
+	char **defaults = envd_default_env();
 	size_t count = 4, strbytes = 0, n = 0;
 	char **list, *p;
 	char *fixed[4];
@@ -213,7 +214,7 @@ char **envd_build_env(const struct envd_user *u, char *const *extra)
 	fixed[3] = lognamebuf;
 	for (size_t i = 0; i < 4; i++)
 		strbytes += strlen(fixed[i]) + 1;
-	for (char **e = envd_cfg.default_env; e && *e; e++, count++)
+	for (char **e = defaults; e && *e; e++, count++)
 		strbytes += strlen(*e) + 1;
 	for (char *const *e = extra; e && *e; e++, count++)
 		strbytes += strlen(*e) + 1;
@@ -232,7 +233,7 @@ char **envd_build_env(const struct envd_user *u, char *const *extra)
 	} while (0)
 	for (size_t i = 0; i < 4; i++)
 		ADD(fixed[i]);
-	for (char **e = envd_cfg.default_env; e && *e; e++)
+	for (char **e = defaults; e && *e; e++)
 		ADD(*e);
 	for (char *const *e = extra; e && *e; e++)
 		ADD(*e);

@@ -1,8 +1,9 @@
 /*
  * The local provider's warm pool, through the public API and the state
  * directory: claims from several processes at once, the pool's token
- * refused after a claim, the refill, a pooled sandbox killed while it
- * waits, the pool at HANGAR_MAX_SANDBOXES, and list() hiding the pool.
+ * refused after a claim, creates with variables served from the pool, the
+ * refill, a pooled sandbox killed while it waits, the pool at
+ * HANGAR_MAX_SANDBOXES, and list() hiding the pool.
  *
  * The meson test sets HANGAR_ENVD_PATH and HANGAR_JAIL_PATH; each test gets
  * its own HANGAR_STATE_DIR.
@@ -89,7 +90,8 @@ static hangar_sandbox *create(hangar_ctx *ctx, int network, const char *const *e
 	return sb;
 }
 
-static char *run(hangar_sandbox *sb, const char *cmd)
+/* What cmd writes to its stdout in sb, in full (the caller's to free). */
+static char *run_all(hangar_sandbox *sb, const char *cmd)
 {
 	hangar_exec_result r = HANGAR_EXEC_RESULT_INIT;
 	char *out;
@@ -98,8 +100,16 @@ static char *run(hangar_sandbox *sb, const char *cmd)
 	ck_assert_msg(rc == 0, "exec %s: %d %s", cmd, rc, hangar_error_last()->message);
 	ck_assert_msg(r.exit_code == 0, "exec %s: exit %d", cmd, r.exit_code);
 	out = strndup(r.out.ptr ? r.out.ptr : "", r.out.size);
-	out[strcspn(out, "\n")] = '\0';
 	hangar_exec_result_dispose(&r);
+	return out;
+}
+
+/* The first line of what cmd writes. */
+static char *run(hangar_sandbox *sb, const char *cmd)
+{
+	char *out = run_all(sb, cmd);
+
+	out[strcspn(out, "\n")] = '\0';
 	return out;
 }
 
@@ -422,29 +432,47 @@ static void child_create(int fd, int network, const char *foo, int64_t timeout_s
 	_exit(w == (ssize_t)sizeof(rep) ? 0 : 1);
 }
 
-/* The timeout_sec meta.json of sandbox id records. */
-static long meta_timeout(const char *id)
+/* Sandbox id's meta.json, into buf. */
+static void read_meta(const char *id, char *buf, size_t size)
 {
-	char path[PATH_MAX], buf[8192], *p;
+	char path[PATH_MAX];
 	ssize_t n;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/local/%s/meta.json", state_dir, id);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	close(fd);
 	ck_assert_int_gt(n, 0);
 	buf[n] = '\0';
+}
+
+/* Whether sandbox id's meta.json holds text. */
+static int meta_has(const char *id, const char *text)
+{
+	char buf[8192];
+
+	read_meta(id, buf, sizeof(buf));
+	return strstr(buf, text) != NULL;
+}
+
+/* The timeout_sec meta.json of sandbox id records. */
+static long meta_timeout(const char *id)
+{
+	char buf[8192], *p;
+
+	read_meta(id, buf, sizeof(buf));
 	p = strstr(buf, "\"timeout_sec\":");
 	ck_assert_ptr_nonnull(p);
 	return strtol(p + 14, NULL, 10);
 }
 
 /*
- * Six processes create at once, four of them as the pool's key: every one
- * gets a sandbox of its own, with its own lifetime and variables; the two
- * whose options differ (variables, network) are made cold.
+ * Six processes create at once, five of them as the pool's key (one with
+ * variables, which are no part of it): every one gets a sandbox of its own,
+ * with its own lifetime and variables; the one whose network differs is
+ * made cold.
  */
 START_TEST(claims_from_processes)
 {
@@ -498,13 +526,175 @@ START_TEST(claims_from_processes)
 		ck_assert_msg(t >= 1000 && t < 1000 + KIDS, "%s: timeout_sec %ld", rep[i].id, t);
 		if (t == 1004) {
 			ck_assert_str_eq(rep[i].foo, "four");
-			ck_assert_msg(!from_pool, "a create with variables was taken from the pool");
 		} else {
 			ck_assert_str_eq(rep[i].foo, "none");
 		}
 		if (t == 1005)
 			ck_assert_msg(!from_pool, "a network-on create was taken from a network-off pool");
 	}
+}
+END_TEST
+
+/* The index of sandbox sb in ids, or -1 when it was not taken from there. */
+static int index_in(hangar_sandbox *sb, char ids[MAX_IDS][32], int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(hangar_sandbox_id(sb), ids[i]))
+			return i;
+	return -1;
+}
+
+/*
+ * A create with variables is served from the pool: its first command sees
+ * them, the pool's token is refused, meta.json records them, and what
+ * commands and a login shell see is what a cold create's see. The pooled
+ * sandboxes waited with none.
+ */
+START_TEST(claim_with_variables)
+{
+	const char *const vars[] = { "FOO=bar baz", "QUOTED=a \"b\" \\ \xc3\xa9", "PATH=/usr/bin:/bin", NULL };
+	static const char *const cmds[] = { "env | sort", "bash -lc 'env | sort' | grep -v '^SHLVL='" };
+	hangar_ctx *ctx = new_ctx("2", NULL), *cold_ctx;
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *sb, *cold;
+	char ids[MAX_IDS][32], old[1100], *out;
+	int k;
+
+	wait_pool(2);
+	ck_assert_int_eq(waiting(ids), 2);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(!meta_has(ids[i], "FOO="), "pooled sandbox %s holds variables", ids[i]);
+	jail_token(ids[0], old, sizeof(old));
+	sb = create(ctx, HANGAR_NETWORK_OFF, vars);
+	k = index_in(sb, ids, 2);
+	ck_assert_msg(k >= 0, "a create with variables was not taken from the pool");
+	out = run(sb, "printenv FOO");
+	ck_assert_str_eq(out, "bar baz");
+	free(out);
+	if (k == 0)
+		ck_assert_int_eq(envd_status(ids[0], old), 401);
+	else
+		ck_assert_int_eq(envd_status(ids[0], old), 200); /* the other one waits, its token unchanged */
+	explicit_bzero(old, sizeof(old));
+	ck_assert(meta_has(ids[k], "\"FOO=bar baz\""));
+	ck_assert(!meta_has(ids[!k], "FOO="));
+	cold_ctx = new_ctx("0", NULL);
+	cold = create(cold_ctx, HANGAR_NETWORK_OFF, vars);
+	ck_assert_int_lt(index_in(cold, ids, 2), 0);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *pooled_env = run_all(sb, cmds[i]), *cold_env = run_all(cold, cmds[i]);
+
+		ck_assert_ptr_nonnull(strstr(pooled_env, "QUOTED=a \"b\" \\ \xc3\xa9\n"));
+		ck_assert_str_eq(pooled_env, cold_env);
+		free(pooled_env);
+		free(cold_env);
+	}
+	hangar_sandbox_kill(cold);
+	hangar_sandbox_unref(cold);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(cold_ctx);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * Three processes claim at once, two with variables of their own: each is
+ * served from the pool and sees its own variables only.
+ */
+START_TEST(claims_keep_variables_apart)
+{
+	enum { KIDS = 3 };
+	static const char *const foo[KIDS] = { "one", "two", NULL };
+	hangar_ctx *ctx = new_ctx("4", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	struct child_report rep[KIDS];
+	char ids[MAX_IDS][32];
+	pid_t kids[KIDS];
+	int p[2], n;
+
+	hangar_sandbox_unref(first);
+	wait_pool(4);
+	n = waiting(ids);
+	hangar_ctx_unref(ctx); /* no library thread left across fork() */
+	ck_assert_int_eq(pipe(p), 0);
+	for (int i = 0; i < KIDS; i++) {
+		kids[i] = fork();
+		ck_assert_int_ge(kids[i], 0);
+		if (kids[i] == 0) {
+			close(p[0]);
+			child_create(p[1], HANGAR_NETWORK_OFF, foo[i], 1000 + i);
+		}
+	}
+	close(p[1]);
+	for (int i = 0; i < KIDS; i++) {
+		int st;
+
+		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d failed", i);
+	}
+	for (int i = 0; i < KIDS; i++) {
+		long t;
+
+		ck_assert_int_eq(read(p[0], &rep[i], sizeof(rep[i])), (ssize_t)sizeof(rep[i]));
+		ck_assert_msg(rep[i].rc == 0, "a child's create or command failed");
+		t = meta_timeout(rep[i].id);
+		ck_assert_msg(t >= 1000 && t < 1000 + KIDS, "%s: timeout_sec %ld", rep[i].id, t);
+		ck_assert_msg(in(rep[i].id, ids, n), "child %ld's create was not taken from the pool", t - 1000);
+		ck_assert_str_eq(rep[i].foo, foo[t - 1000] ? foo[t - 1000] : "none");
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(strcmp(rep[i].id, rep[j].id) != 0, "%s was handed out twice", rep[i].id);
+	}
+	close(p[0]);
+}
+END_TEST
+
+/*
+ * A variable a cold create refuses is refused the same way with a full
+ * pool, before any pooled sandbox is taken; a good one right after is
+ * served from the pool.
+ */
+START_TEST(bad_variable_refused_as_cold)
+{
+	hangar_ctx *ctx = new_ctx("2", NULL), *cold_ctx = new_ctx("0", NULL);
+	hangar_sandbox *first = create(ctx, HANGAR_NETWORK_OFF, NULL), *sb = NULL;
+	char ids[MAX_IDS][32], now[MAX_IDS][32], *big = malloc(40000), *out;
+	const char *const too_long[] = { "FOO=ok", big, NULL }, *const no_value[] = { "FOO", NULL };
+	const char *const *bad[] = { too_long, no_value };
+
+	ck_assert_ptr_nonnull(big);
+	memcpy(big, "BIG=", 4);
+	memset(big + 4, 'x', 40000 - 5);
+	big[40000 - 1] = '\0';
+	wait_pool(2);
+	ck_assert_int_eq(waiting(ids), 2);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int cold_rc = create_rc(cold_ctx, HANGAR_NETWORK_OFF, bad[i], 0, &sb), rc;
+		char *cold_msg = strdup(hangar_error_last()->message);
+
+		ck_assert_ptr_null(sb);
+		rc = create_rc(ctx, HANGAR_NETWORK_OFF, bad[i], 0, &sb);
+		ck_assert_ptr_null(sb);
+		ck_assert_int_eq(cold_rc, HANGAR_EINVAL);
+		ck_assert_int_eq(rc, cold_rc);
+		ck_assert_str_eq(hangar_error_last()->message, cold_msg);
+		free(cold_msg);
+		ck_assert_int_eq(waiting(now), 2);
+		ck_assert(in(now[0], ids, 2) && in(now[1], ids, 2));
+	}
+	free(big);
+	sb = create(ctx, HANGAR_NETWORK_OFF, (const char *const[]){ "FOO=good", NULL });
+	ck_assert_msg(in(hangar_sandbox_id(sb), ids, 2), "a create with variables was not taken from the pool");
+	out = run(sb, "printenv FOO");
+	ck_assert_str_eq(out, "good");
+	free(out);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_ctx_unref(cold_ctx);
+	hangar_ctx_unref(ctx);
 }
 END_TEST
 
@@ -692,6 +882,9 @@ Suite *pool_suite(void)
 	tcase_add_test(tc, refill_and_list);
 	tcase_add_test(tc, dead_ones_not_handed_out);
 	tcase_add_test(tc, claims_from_processes);
+	tcase_add_test(tc, claim_with_variables);
+	tcase_add_test(tc, claims_keep_variables_apart);
+	tcase_add_test(tc, bad_variable_refused_as_cold);
 	tcase_add_test(tc, pool_at_the_cap);
 	tcase_add_test(tc, orphan_of_a_dead_maker);
 	tcase_add_test(tc, lifetime_without_a_record);

@@ -275,23 +275,6 @@ static int new_token(char *hex /* 65 */)
 	return 0;
 }
 
-static int copy_env(struct lmeta *m, const char *const *env)
-{
-	size_t n = 0;
-
-	for (const char *const *e = env; e && *e; e++)
-		n++;
-	if (!n)
-		return 0;
-	m->env = calloc(n + 1, sizeof(char *));
-	if (!m->env)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (!(m->env[i] = strdup(env[i])))
-			return -ENOMEM;
-	return 0;
-}
-
 static char **strv_dup(char *const *v)
 {
 	size_t n = 0;
@@ -376,9 +359,7 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 		    struct image_rootfs *img, int *snap_fd)
 {
 	int r;
-	for (const char *const *e = opts->env; e && *e; e++)
-		if (strlen(*e) > 32768)
-			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
+
 	if (opts->network == HANGAR_NETWORK_ON || opts->network == HANGAR_NETWORK_OFF) {
 		m->network = opts->network == HANGAR_NETWORK_ON;
 	} else {
@@ -408,7 +389,7 @@ static int new_meta(const struct local *l, const struct hangar_create_opts *opts
 	m->created_at_us = clock_wall_us();
 	m->timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
 	m->unprivileged = geteuid() != 0;
-	if (copy_env(m, opts->env) < 0)
+	if (lstate_meta_set_env(m, opts->env) < 0)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
 	return 0;
 }
@@ -580,11 +561,25 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 	return rc;
 }
 
+/*
+ * The caller's variables, checked before a pooled sandbox or a cold one is
+ * given them (the core checked they are KEY=VALUE text): 0, or an error set.
+ */
+static int check_env(const char *const *env)
+{
+	for (const char *const *e = env; e && *e; e++)
+		if (strlen(*e) > LOCAL_VAR_MAX)
+			return hangar_sys_error(HANGAR_EINVAL, 0, 0, "opts->env: an entry is longer than 32 KiB");
+	return 0;
+}
+
 int local_create(void *state, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	struct local *l = state;
-	int rc = local_pool_claim(l, opts, out) == 1 ? 0 : create_cold(l, opts, out, NULL, -1);
+	int rc = check_env(opts->env);
 
+	if (rc == 0)
+		rc = local_pool_claim(l, opts, out) == 1 ? 0 : create_cold(l, opts, out, NULL, -1);
 	if (rc == 0)
 		local_pool_refill(l, opts);
 	return rc;

@@ -28,6 +28,7 @@
 #define TOKEN_DEADLINE_MS 5000    /* the jail's answer on jail.sock */
 #define PORTS_DEADLINE_MS 5000    /* and on ports.sock */
 #define TOKEN_MAX 1024
+#define LOCAL_VAR_MAX 32768       /* one of a create's variables, KEY=VALUE (hangar-envd's ENVD_VAR_MAX) */
 #define LOG_TAIL_BYTES 2048
 #define SOCKET_SUFFIX "/sb-0123456789abcdef/ports.sock" /* the longest of its sockets */
 #define DIR_MAX 256               /* a sandbox directory: the socket rule keeps it under 108 */

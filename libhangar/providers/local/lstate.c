@@ -123,6 +123,25 @@ static void strv_free(char **v)
 	free(v);
 }
 
+int lstate_meta_set_env(struct lmeta *m, const char *const *env)
+{
+	size_t n = 0;
+
+	strv_free(m->env);
+	m->env = NULL;
+	for (const char *const *e = env; e && *e; e++)
+		n++;
+	if (!n)
+		return 0;
+	m->env = calloc(n + 1, sizeof(char *));
+	if (!m->env)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!(m->env[i] = strdup(env[i])))
+			return -ENOMEM; /* what was copied goes with lstate_meta_clear() */
+	return 0;
+}
+
 void lstate_meta_clear(struct lmeta *m)
 {
 	strv_free(m->env);

@@ -71,6 +71,8 @@ int lstate_valid_id(const char *id);
 int lstate_meta_read(const char *dir, struct lmeta *m);
 /* Writes m to dir/meta.json atomically. 0 or -errno. */
 int lstate_meta_write(const char *dir, const struct lmeta *m);
+/* Sets m->env to a copy of env (NULL or empty: none). 0 or -ENOMEM. */
+int lstate_meta_set_env(struct lmeta *m, const char *const *env);
 /* Frees m's strings (env, template, image). */
 void lstate_meta_clear(struct lmeta *m);
 

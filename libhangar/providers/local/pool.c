@@ -1,8 +1,10 @@
 /*
  * The warm pool of local sandboxes (pool.h says how it lies on disk): the
- * claim, the hand-over to a new token and lifetime, and the refill thread.
+ * claim, the hand-over to a new token, variables and lifetime, and the
+ * refill thread.
  */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -24,6 +27,12 @@
 #include "pool.h"
 
 #define KEY_MAX 8192
+/*
+ * The most a claim hands envd as variables, in all: hangar-envd takes up to
+ * 2 MiB of them as JSON, which holds these however they are escaped. A
+ * create with more is made cold.
+ */
+#define CLAIM_VARS_MAX (256 * 1024)
 
 struct lpool {
 	pthread_mutex_t mu;
@@ -100,11 +109,19 @@ static int make_key(const struct local *l, const char *template_id, int network,
 	return 0;
 }
 
-/* The key of a create's options, or -1: only creates without variables of their own are pooled. */
+/*
+ * The key of a create's options, or -1 when it cannot be pooled. Its
+ * variables are no part of it: pooled sandboxes have none, and a claim
+ * hands envd the caller's (hand_over).
+ */
 static int opts_key(const struct local *l, const struct hangar_create_opts *opts, char *text, char hash[17])
 {
-	if (opts->env && opts->env[0])
-		return -1; /* envd is given a sandbox's variables when it starts: such a create is cold */
+	size_t vars = 0;
+
+	for (const char *const *e = opts->env; e && *e; e++)
+		vars += strlen(*e) + 1;
+	if (vars > CLAIM_VARS_MAX)
+		return -1;
 	return make_key(l, opts->template_id, resolve_network(l, opts->network), text, hash);
 }
 
@@ -194,37 +211,79 @@ static int take_marker(int dfd, const char *id)
 	return unlinkat(dfd, id, 0) == 0;
 }
 
+/* The body of a claim's request to envd: {"env": [...]}, "" when there are none; NULL when out of memory. */
+static char *vars_body(const char *const *env)
+{
+	cJSON *o, *arr;
+	char *text = NULL;
+
+	if (!env || !env[0])
+		return strdup("");
+	o = cJSON_CreateObject();
+	arr = o ? cJSON_AddArrayToObject(o, "env") : NULL;
+	for (const char *const *e = env; arr && *e; e++)
+		if (!cJSON_AddItemToArray(arr, cJSON_CreateString(*e)))
+			arr = NULL;
+	if (arr)
+		text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 /*
  * Sends envd, over envd.sock, the request that replaces its token old with
- * fresh (POST /hangar/v1/token). 0, or -1 when envd did not answer 204.
+ * fresh and gives it the caller's variables, env, in one step (POST
+ * /hangar/v1/token; both or neither take effect). The status envd answered
+ * (204: done), or -1 when it did not answer.
  */
-static int rotate_envd(const char *dir, const char *old, const char *fresh)
+static int rotate_envd(const char *dir, const char *old, const char *fresh, const char *const *env)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char req[3 * TOKEN_MAX], buf[256];
-	size_t have = 0;
-	int fd, n, status = -1;
+	struct timeval tv = { .tv_sec = TOKEN_DEADLINE_MS / 1000 };
+	char req[3 * TOKEN_MAX], buf[256], *body = vars_body(env);
+	size_t have = 0, len = body ? strlen(body) : 0;
+	int fd = -1, n, status = -1, sent;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s/envd.sock", (int)(sizeof(sa.sun_path) - 11), dir);
 	n = snprintf(req, sizeof(req),
 		     "POST /hangar/v1/token HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
-		     "X-Hangar-New-Token: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-		     old, fresh);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || n <= 0 || n >= (int)sizeof(req) || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		if (fd >= 0)
-			close(fd);
-		explicit_bzero(req, sizeof(req));
-		return -1;
-	}
+		     "X-Hangar-New-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+		     "Connection: close\r\n\r\n",
+		     old, fresh, len);
+	fd = body ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+	/* envd reads what it is sent: the deadline only bounds a daemon that hangs. */
+	sent = fd >= 0 && n > 0 && n < (int)sizeof(req) &&
+	       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+	       connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && send_all(fd, req, (size_t)n) == 0 &&
+	       send_all(fd, body, len) == 0;
 	explicit_bzero(req, sizeof(req));
-	local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
-	close(fd);
+	if (body) {
+		explicit_bzero(body, len); /* the caller's variables may be secrets */
+		free(body);
+	}
+	if (sent)
+		local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
+	if (fd >= 0)
+		close(fd);
 	buf[have] = '\0';
-	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+	if (!sent || sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
 		return -1;
-	return status == 204 ? 0 : -1;
+	return status;
 }
 
 /* Whether the jail's answer line is in. */
@@ -288,25 +347,35 @@ static int random_token(char *hex /* 65 */)
 	return 0;
 }
 
+/* hand_over(): envd refused the caller's variables, as every pooled sandbox's would. */
+#define VARS_REFUSED (-2)
+
 /*
  * Makes sandbox id, just won from the pool (its lock held by the caller),
- * the caller's: a new token for envd and the jail, the caller's lifetime,
- * out of hiding. 0 with out filled, or -1 (the caller kills the sandbox).
+ * the caller's: a new token and the caller's variables for envd, the new
+ * token for the jail, the caller's lifetime, out of hiding. 0 with out
+ * filled, or -1 or VARS_REFUSED (the caller kills the sandbox).
  */
 static int hand_over(struct local *l, const char *id, const struct hangar_create_opts *opts, hangar_sys_sandbox *out)
 {
 	char dir[DIR_MAX], path[PATH_MAX], old[TOKEN_MAX + 1], fresh[65];
 	struct lmeta m;
-	int pid = 0, rc = -1;
+	int pid = 0, rc = -1, envd_status = -1;
 
 	if (local_find_alive(l, id, dir, sizeof(dir), &pid) != 0)
 		return -1; /* dead or past its idle lifetime: never handed out */
 	if (!local_pool_hidden(dir) || lstate_meta_read(dir, &m) < 0)
 		return -1;
+	if (m.env) {
+		/* Pools are filled with no variables: one with some is not the pool's to hand out. */
+		lstate_meta_clear(&m);
+		return -1;
+	}
 	ltokens_forget(&l->tokens, id);
-	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 && rotate_envd(dir, old, fresh) == 0 &&
-	    rotate_jail(dir, id, pid, old, fresh) == 0) {
-		/* The sandbox starts its life now, as the caller asked for it. */
+	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 &&
+	    (envd_status = rotate_envd(dir, old, fresh, opts->env)) == 204 && rotate_jail(dir, id, pid, old, fresh) == 0 &&
+	    lstate_meta_set_env(&m, opts->env) == 0) {
+		/* The sandbox starts its life now, as the caller asked for it, with its variables. */
 		m.created_at_us = clock_wall_us();
 		m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
 		m.expires_at_us = m.timeout_sec > 0 ? clock_wall_us() + m.timeout_sec * 1000000 : 0;
@@ -319,12 +388,13 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 	explicit_bzero(old, sizeof(old));
 	explicit_bzero(fresh, sizeof(fresh));
 	lstate_meta_clear(&m);
-	return rc;
+	return envd_status == 400 ? VARS_REFUSED : rc;
 }
 
 /*
  * Tries to win sandbox id from the pool in dfd and make it the caller's: 1
- * with out filled, 0 when another process won it or it was busy. The
+ * with out filled, 0 when another process won it or it was busy, -1 when
+ * no pooled sandbox can take the caller's variables (a cold create can). The
  * sandbox's lock is taken before its marker, so a hidden sandbox without a
  * marker is always held by whoever works on it (local_pool_orphan).
  */
@@ -346,9 +416,12 @@ static int claim_one(struct local *l, int dfd, const char *id, const struct hang
 	local_unlock(lock);
 	if (rc == 0)
 		return 1;
-	/* Killed, or died, while it waited: stopped and never handed out. */
+	/* Killed, or died, while it waited, or refused the variables: stopped and never handed out. */
+	if (rc == VARS_REFUSED)
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING,
+			       "local: envd of pooled sandbox %s refused the create's variables; it is made cold", id);
 	local_kill(l, id);
-	return 0;
+	return rc == VARS_REFUSED ? -1 : 0;
 }
 
 /*
@@ -422,7 +495,11 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	if (!d && dfd >= 0)
 		close(dfd);
 	while (d && !got && (de = readdir(d))) {
-		if (!lstate_valid_id(de->d_name) || !claim_one(l, dirfd(d), de->d_name, opts, out))
+		int r = lstate_valid_id(de->d_name) ? claim_one(l, dirfd(d), de->d_name, opts, out) : 0;
+
+		if (r < 0)
+			break; /* the next would refuse them too: this create is cold */
+		if (r == 0)
 			continue;
 		got = 1;
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s handed out from the pool in %.1f ms",
@@ -642,7 +719,7 @@ void local_pool_refill(struct local *l, const struct hangar_create_opts *opts)
 	if (filling || pool_size(l) <= 0)
 		return;
 	text = malloc(KEY_MAX);
-	key = text ? opts_key(l, opts, text, hash) : -1;
+	key = text ? make_key(l, opts->template_id, resolve_network(l, opts->network), text, hash) : -1;
 	free(text);
 	if (key < 0)
 		return;

@@ -1,7 +1,8 @@
 /*
  * The local provider's warm pool (pool.c): sandboxes started ahead of time
- * for one set of create options, handed out by local_create() instead of a
- * cold start, and made again in the background.
+ * for one set of create options (a create's variables are not among them),
+ * handed out by local_create() instead of a cold start, and made again in
+ * the background.
  *
  * On disk, under the provider's root ($HANGAR_STATE_DIR/local):
  *
@@ -13,7 +14,9 @@
  * A claim is the unlink of .pool/<key hash>/<id>: one process wins it, on
  * this machine and across processes sharing the state directory. The winner
  * gives envd and the jail a new token (the one the pool was started with is
- * refused from then on), writes the caller's lifetime, and removes pooled.
+ * refused from then on), envd the caller's variables with it (the pool's
+ * have none), writes the caller's variables and lifetime, and removes
+ * pooled.
  */
 #pragma once
 
@@ -29,7 +32,7 @@ struct local;
  * Hands out a pooled sandbox for opts when one matches: 1 with out filled, 0
  * when the caller must create cold (nothing matched, or the pool is off),
  * never an error: a pooled sandbox that fails to be handed over is killed
- * and the next is tried. At HANGAR_MAX_SANDBOXES, a cold create first stops
+ * and the next is tried, unless its envd refused the caller's variables. At HANGAR_MAX_SANDBOXES, a cold create first stops
  * one pooled sandbox of any options so the pool never keeps callers out.
  */
 int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out);
