@@ -93,6 +93,61 @@ async function userPort(hd, fake) {
   }
 }
 
+// A server that streams: one chunk, then the rest once the release file is there.
+const STREAMER = `
+import os, socket, sys, time
+port, release = int(sys.argv[1]), sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', port))
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    req = c.recv(65536).decode('latin-1')
+    if req.startswith('GET /ready '):
+        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok')
+    else:
+        c.sendall(b'HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n6\\r\\nfirst\\n\\r\\n')
+        while not os.path.exists(release):
+            time.sleep(0.02)
+        c.sendall(b'7\\r\\nsecond\\n\\r\\n0\\r\\n\\r\\n')
+    c.close()
+`;
+
+/* An answer a user port streams reaches the client as it comes, not when it ends. */
+async function streamed(hd) {
+  const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+  let server;
+  try {
+    const port = await freePort();
+    const dir = `/tmp/hangar-e2b-stream-${port}`;
+    await sb.files.write(`${dir}/streamer.py`, STREAMER);
+    server = await sb.commands.run(`exec python3 ${dir}/streamer.py ${port} ${dir}/release`, { background: true });
+    const headers = { Host: sb.getHost(port), 'e2b-traffic-access-token': sb.trafficAccessToken };
+    await waitFor(async () => (await raw(hd, headers.Host, '/ready', headers)).status === 200, { what: 'the streamer up' });
+    const body = await new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: hd.port, path: '/stream', headers, agent: false }, (res) => {
+        let got = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          if (!got && d.startsWith('first\n')) sb.files.write(`${dir}/release`, '').catch(reject);
+          got += d;
+        });
+        res.on('end', () => resolve(got));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.setTimeout(15_000, () => req.destroy(new Error('the stream stalled for 15 s')));
+      req.end();
+    });
+    // The second half is sent only after the first half reached the client.
+    assert.equal(body, 'first\nsecond\n');
+  } finally {
+    await server?.kill().catch(() => {});
+    await sb.kill();
+  }
+}
+
 for (const flavour of ['cloud', 'cube']) {
   describe(`on the ${flavour} fake`, () => {
     let fake, hd;
@@ -106,6 +161,7 @@ for (const flavour of ['cloud', 'cube']) {
     });
 
     test('a user port is reached through the edge with the platform\'s token', () => userPort(hd, fake));
+    test('a user port\'s stream passes as it comes', () => streamed(hd));
   });
 }
 
