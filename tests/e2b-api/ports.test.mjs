@@ -107,6 +107,8 @@ while True:
     if req.startswith('GET /ready '):
         c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok')
     else:
+        with open(release + '.request', 'w') as f:
+            f.write(req)
         c.sendall(b'HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n6\\r\\nfirst\\n\\r\\n')
         while not os.path.exists(release):
             time.sleep(0.02)
@@ -114,7 +116,10 @@ while True:
     c.close()
 `;
 
-/* An answer a user port streams reaches the client as it comes, not when it ends. */
+/*
+ * An answer a user port streams reaches the client as it comes, not when it
+ * ends; the request that went up carries none of the client's tokens.
+ */
 async function streamed(hd) {
   const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
   let server;
@@ -142,6 +147,11 @@ async function streamed(hd) {
     });
     // The second half is sent only after the first half reached the client.
     assert.equal(body, 'first\nsecond\n');
+    // hangard's own token stayed with hangard: the platform got its own.
+    const request = await sb.files.read(`${dir}/release.request`);
+    assert.match(request, /^GET \/stream HTTP\/1\.1\r\n/);
+    assert.ok(!request.includes(sb.trafficAccessToken), request);
+    assert.ok(!request.includes(sb.envdAccessToken), request);
   } finally {
     await server?.kill().catch(() => {});
     await sb.kill();
