@@ -3,7 +3,8 @@
  *
  * A provider implements the lifecycle of its sandboxes (create, connect,
  * pause, resume, kill, timeouts, list) and says where each sandbox's envd is
- * and which credentials it takes. Commands, files and terminals then go
+ * and which credentials it takes (and, on a platform that routes the
+ * sandbox's ports itself, where those are). Commands, files and terminals then go
  * through the library's own envd client, the same for every provider.
  *
  * The table is versioned: it starts with version and size, slots are only
