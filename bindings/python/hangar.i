@@ -50,6 +50,24 @@ static PyObject *pstr(const char *s)
 	return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
 }
 
+/* A NULL-terminated array of strings as a list, or NULL with an exception set. */
+static PyObject *pstr_list(const char *const *v)
+{
+	PyObject *list = PyList_New(0);
+
+	for (const char *const *p = v; list && *p; p++) {
+		PyObject *one = pstr(*p);
+
+		if (!one || PyList_Append(list, one) < 0) {
+			Py_XDECREF(one);
+			Py_CLEAR(list);
+			break;
+		}
+		Py_DECREF(one);
+	}
+	return list;
+}
+
 #define PUT_S(d, st, f) dput((d), #f, pstr((st)->f))
 #define PUT_I(d, st, f) dput((d), #f, PyLong_FromLongLong((long long)(st)->f))
 #define PUT_U(d, st, f) dput((d), #f, PyLong_FromUnsignedLongLong((unsigned long long)(st)->f))
@@ -233,6 +251,8 @@ fail:
 %ignore hangar_sandbox_get_info;
 %ignore hangar_sandbox_envd_endpoint;
 %ignore hangar_envd_endpoint;
+%ignore hangar_sandbox_port_endpoint;
+%ignore hangar_port_endpoint;
 %ignore hangar_sandbox_list;
 %ignore hangar_sandbox_exec;
 %ignore hangar_sandbox_copy_out;
@@ -1049,20 +1069,31 @@ static PyObject *py_sandbox_envd_endpoint(hangar_sandbox *sb)
 		raise_last(rc);
 		return NULL;
 	}
-	headers = PyList_New(0);
-	for (const char *const *h = e.headers; headers && *h; h++) {
-		PyObject *one = pstr(*h);
-
-		if (!one || PyList_Append(headers, one) < 0) {
-			Py_XDECREF(one);
-			Py_CLEAR(headers);
-			break;
-		}
-		Py_DECREF(one);
-	}
+	headers = pstr_list(e.headers);
 	if (!headers)
 		return NULL;
 	return Py_BuildValue("(NNNN)", pstr(e.url), pstr(e.socket_path), pstr(e.access_token), headers);
+}
+
+/* (url, [headers]) */
+static PyObject *py_sandbox_port_endpoint(hangar_sandbox *sb, uint32_t port)
+{
+	hangar_port_endpoint e = HANGAR_PORT_ENDPOINT_INIT;
+	PyObject *headers, *url;
+	int rc = hangar_sandbox_port_endpoint(&e, sb, port);
+
+	if (rc < 0) {
+		raise_last(rc);
+		return NULL;
+	}
+	headers = pstr_list(e.headers);
+	url = headers ? pstr(e.url) : NULL;
+	hangar_buf_dispose(&e.storage);
+	if (!url) {
+		Py_XDECREF(headers);
+		return NULL;
+	}
+	return Py_BuildValue("(NN)", url, headers);
 }
 
 static PyObject *py_sandbox_list(hangar_ctx *ctx, const char *provider, PyObject *fn)

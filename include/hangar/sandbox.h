@@ -686,6 +686,48 @@ HANGAR_EXTERN(int) hangar_sandbox_metrics(hangar_sandbox *sb, hangar_sandbox_met
  */
 HANGAR_EXTERN(int) hangar_sandbox_expose_port(hangar_buf *out_addr, hangar_sandbox *sb, uint32_t port);
 
+/**
+ * Where one of a sandbox's TCP ports answers on a platform that routes
+ * ports itself, and with what credentials, for a caller that forwards
+ * requests to it itself (a proxy in front of sandboxes, such as hangard's
+ * E2B edge).
+ */
+typedef struct hangar_port_endpoint {
+	uint32_t version;
+	uint32_t size;
+	const char *url;             /**< "http://HOST:PORT" or "https://HOST[:PORT]": connect to HOST:PORT
+	                                  and send HOST[:PORT] as Host; paths go under it */
+	const char *const *headers;  /**< "Name: value" lines every request must carry (a platform's
+	                                  traffic token: a secret, never to be shown to the sandbox's
+	                                  users), NULL-terminated; never NULL */
+	hangar_buf storage;          /**< holds url and headers: the caller's, hangar_buf_dispose() */
+} hangar_port_endpoint;
+
+#define HANGAR_PORT_ENDPOINT_VERSION 1
+#define HANGAR_PORT_ENDPOINT_INIT \
+	{ HANGAR_PORT_ENDPOINT_VERSION, (uint32_t)sizeof(hangar_port_endpoint), NULL, NULL, HANGAR_BUF_INIT }
+
+/**
+ * Reports where TCP port of the sandbox answers and with what credentials,
+ * as the provider last said (no round trip), for a trusted caller: unlike
+ * hangar_sandbox_expose_port(), whose address may be shown to anyone, the
+ * headers carry the platform's secret. Providers whose ports are exposed
+ * by hangar_sandbox_expose_port() (local sandboxes) answer
+ * HANGAR_EUNSUPPORTED.
+ *
+ * @param out  caller-initialised with HANGAR_PORT_ENDPOINT_INIT (its size
+ *             must cover storage); out->storage is replaced.
+ * @param sb   the sandbox.
+ * @param port the port inside the sandbox, 1 to 65535.
+ * @return 0, HANGAR_EINVAL, HANGAR_EUNSUPPORTED (the provider routes no
+ *         ports itself), HANGAR_EPAUSED (the sandbox is paused) or
+ *         HANGAR_ENOMEM.
+ * **Ownership:** url and headers point into out->storage, the caller's:
+ * valid until hangar_buf_dispose(&out->storage).
+ * **Thread safety:** safe from any thread.
+ */
+HANGAR_EXTERN(int) hangar_sandbox_port_endpoint(hangar_port_endpoint *out, hangar_sandbox *sb, uint32_t port);
+
 /** One line of a sandbox's platform log. Strings are borrowed. */
 typedef struct hangar_sandbox_log_entry {
 	uint32_t version;

@@ -7,6 +7,16 @@
 #include "internal.h"
 #include "sysbox.h"
 
+/* Header lines may hold tokens: they leave no copy behind in freed memory. */
+static void free_lines(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		explicit_bzero(v[i], strlen(v[i]));
+		free(v[i]);
+	}
+	free(v);
+}
+
 void sysbox_clear(struct hangar_sys_sandbox *sb)
 {
 	free(sb->id);
@@ -18,11 +28,9 @@ void sysbox_clear(struct hangar_sys_sandbox *sb)
 		explicit_bzero(sb->access_token, strlen(sb->access_token));
 		free(sb->access_token);
 	}
-	for (size_t i = 0; i < sb->nheaders; i++) {
-		explicit_bzero(sb->headers[i], strlen(sb->headers[i]));
-		free(sb->headers[i]);
-	}
-	free(sb->headers);
+	free_lines(sb->headers, sb->nheaders);
+	free(sb->port_url);
+	free_lines(sb->port_headers, sb->nport_headers);
 	free(sb->user);
 	free(sb->template_id);
 	free(sb->error_message);
@@ -91,28 +99,48 @@ int hangar_sys_sandbox_set_access_token(hangar_sys_sandbox *sb, const char *toke
 	return set_str(&sb->access_token, token, "token");
 }
 
-int hangar_sys_sandbox_add_header(hangar_sys_sandbox *sb, const char *name, const char *value)
+/* Appends "name: value" to the NULL-terminated *v of *n lines. */
+static int add_line(char ***v, size_t *n, const char *name, const char *value)
 {
-	char **v, *line;
-	size_t n;
+	char **nv, *line;
+	size_t len;
 
-	HCHECK_ARG(sb, "sb is NULL");
 	HCHECK_ARG(name && *name && !strpbrk(name, ":\r\n "), "header name");
 	HCHECK_ARG(value && !strpbrk(value, "\r\n"), "header value");
-	n = strlen(name) + strlen(value) + 3;
-	line = malloc(n);
-	v = realloc(sb->headers, (sb->nheaders + 2) * sizeof(char *));
-	if (!line || !v) {
+	len = strlen(name) + strlen(value) + 3;
+	line = malloc(len);
+	nv = realloc(*v, (*n + 2) * sizeof(char *));
+	if (!line || !nv) {
 		free(line);
-		if (v)
-			sb->headers = v;
+		if (nv)
+			*v = nv;
 		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
 	}
-	snprintf(line, n, "%s: %s", name, value);
-	sb->headers = v;
-	sb->headers[sb->nheaders++] = line;
-	sb->headers[sb->nheaders] = NULL;
+	snprintf(line, len, "%s: %s", name, value);
+	*v = nv;
+	nv[(*n)++] = line;
+	nv[*n] = NULL;
 	return 0;
+}
+
+int hangar_sys_sandbox_add_header(hangar_sys_sandbox *sb, const char *name, const char *value)
+{
+	HCHECK_ARG(sb, "sb is NULL");
+	return add_line(&sb->headers, &sb->nheaders, name, value);
+}
+
+int hangar_sys_sandbox_set_port_url(hangar_sys_sandbox *sb, const char *url)
+{
+	HCHECK_ARG(sb, "sb is NULL");
+	HCHECK_ARG(url && (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8)) && !strpbrk(url, " \r\n"),
+		   "url must be http(s)");
+	return set_str(&sb->port_url, url, "url");
+}
+
+int hangar_sys_sandbox_add_port_header(hangar_sys_sandbox *sb, const char *name, const char *value)
+{
+	HCHECK_ARG(sb, "sb is NULL");
+	return add_line(&sb->port_headers, &sb->nport_headers, name, value);
 }
 
 int hangar_sys_sandbox_set_user(hangar_sys_sandbox *sb, const char *user)

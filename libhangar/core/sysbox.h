@@ -19,6 +19,9 @@ struct hangar_sys_sandbox {
 	char *access_token;
 	char **headers;           /* "Name: value", NULL-terminated */
 	size_t nheaders;
+	char *port_url;           /* where a user port answers, {port} standing for it; NULL: none */
+	char **port_headers;      /* "Name: value" for a user port, {port} in values; NULL-terminated */
+	size_t nport_headers;
 	char *user;
 	char *template_id;
 	int64_t created_at_us;

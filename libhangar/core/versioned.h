@@ -45,7 +45,7 @@ extern const struct hversions hv_create_opts, hv_exec_opts, hv_process_opts, hv_
 	hv_restore_opts, hv_session_opts, hv_session_fork_opts, hv_suspend_opts, hv_template_build_opts,
 	hv_publish_opts, hv_image_opts;
 extern const struct hversions hv_sandbox_info, hv_exec_result, hv_checkpoint_info, hv_session_info, hv_reap_result,
-	hv_envd_endpoint, hv_image_info, hv_image_progress;
+	hv_envd_endpoint, hv_port_endpoint, hv_image_info, hv_image_progress;
 
 /*
  * Zeroes exactly v's size for version of p (a caller's struct) and stamps

@@ -53,6 +53,7 @@ HV_TABLE(hv_checkpoint_info, "checkpoint info", HANGAR_CHECKPOINT_INFO_VERSION, 
 HV_TABLE(hv_session_info, "session info", HANGAR_SESSION_INFO_VERSION, HV_NOW(hangar_session_info));
 HV_TABLE(hv_reap_result, "reap result", HANGAR_REAP_RESULT_VERSION, HV_NOW(hangar_reap_result));
 HV_TABLE(hv_envd_endpoint, "envd endpoint", HANGAR_ENVD_ENDPOINT_VERSION, HV_NOW(hangar_envd_endpoint));
+HV_TABLE(hv_port_endpoint, "port endpoint", HANGAR_PORT_ENDPOINT_VERSION, HV_NOW(hangar_port_endpoint));
 HV_TABLE(hv_image_info, "image info", HANGAR_IMAGE_INFO_VERSION, HV_NOW(hangar_image_info));
 HV_TABLE(hv_image_progress, "image progress", HANGAR_IMAGE_PROGRESS_VERSION, HV_NOW(hangar_image_progress));
 

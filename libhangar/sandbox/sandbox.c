@@ -63,7 +63,7 @@ static void set_view(struct hangar_sandbox *sb, struct sbview *v)
 	sbview_put(old);
 }
 
-static struct sbview *current_view(struct hangar_sandbox *sb)
+struct sbview *sandbox_current_view(struct hangar_sandbox *sb)
 {
 	struct sbview *v;
 
@@ -469,7 +469,7 @@ int hangar_sandbox_get_info(hangar_sandbox_info *out, hangar_sandbox *sb)
 	rc = sandbox_refresh(sb);
 	if (rc)
 		return rc;
-	v = current_view(sb);
+	v = sandbox_current_view(sb);
 	pthread_mutex_lock(&sb->mu);
 	old = sb->info_view;
 	sb->info_view = v;
@@ -491,7 +491,7 @@ int hangar_sandbox_envd_endpoint(hangar_envd_endpoint *out, hangar_sandbox *sb)
 	if ((rc = hversioned_check(out, &hv_envd_endpoint, "out")) != 0)
 		return rc;
 	HCHECK_ARG(sb, "sb is NULL");
-	v = current_view(sb);
+	v = sandbox_current_view(sb);
 	if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 		sbview_put(v);
 		return herr(HANGAR_EPAUSED, HANGAR_ERRCAT_ARGUMENT, "sandbox %s is paused", sb->id);
@@ -874,14 +874,14 @@ struct sbview *sandbox_begin(struct hangar_sandbox *sb, struct envd_call *call, 
 	/* Every call that runs as a user starts here: its name is checked once. */
 	if (hcheck_text(user, "the user name"))
 		return NULL;
-	v = current_view(sb);
+	v = sandbox_current_view(sb);
 
 	if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 		/* Maybe someone resumed it since: ask once before refusing. */
 		sbview_put(v);
 		if (sandbox_refresh(sb) != 0)
 			return NULL;
-		v = current_view(sb);
+		v = sandbox_current_view(sb);
 		if (v->desc.state == HANGAR_SANDBOX_PAUSED) {
 			sbview_put(v);
 			herr(HANGAR_EPAUSED, HANGAR_ERRCAT_SANDBOX, "sandbox %s is paused; resume it first", sb->id);
@@ -902,7 +902,7 @@ int sandbox_paused_now(struct hangar_sandbox *sb)
 
 	if (rc)
 		return rc;
-	v = current_view(sb);
+	v = sandbox_current_view(sb);
 	paused = v->desc.state == HANGAR_SANDBOX_PAUSED;
 	sbview_put(v);
 	return paused;
@@ -928,7 +928,7 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 	if (r == HANGAR_EGONE)
 		return herr(HANGAR_EGONE, HANGAR_ERRCAT_SANDBOX, "sandbox %s is gone (%s)", sb->id, msg);
 	if (r == 0) {
-		struct sbview *v = current_view(sb);
+		struct sbview *v = sandbox_current_view(sb);
 		int paused = v->desc.state == HANGAR_SANDBOX_PAUSED;
 
 		sbview_put(v);

@@ -21,6 +21,8 @@ struct sbview {
 };
 
 void sbview_put(struct sbview *v);
+/* The sandbox's current view, referenced: release it with sbview_put(). */
+struct sbview *sandbox_current_view(struct hangar_sandbox *sb);
 
 /* The sandbox layer's per-context state (core/module.h). */
 struct hmodule;

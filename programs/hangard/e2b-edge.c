@@ -586,6 +586,62 @@ struct target {
 	char *extra;           /* header lines the sandbox's endpoint asks for */
 };
 
+/* Adds lines ("Name: value") to h and hands h to t as its extra header
+ * lines: 0, or 500 after filling msg. */
+static unsigned take_lines(struct target *t, struct headbuf *h, const char *const *lines, char *msg, size_t cap)
+{
+	for (const char *const *p = lines; p && *p; p++) {
+		if (!strchr(*p, ':') || strpbrk(*p, "\r\n"))
+			continue;
+		hb_add(h, *p, strlen(*p));
+		hb_add(h, "\r\n", 2);
+	}
+	hb_add(h, "", 0);
+	if (h->bad) {
+		free(h->p);
+		snprintf(msg, cap, "out of memory");
+		return 500;
+	}
+	t->extra = h->p;
+	return 0;
+}
+
+/* resolve_platform_port(): the port is not the platform's to route. */
+#define EDGE_NOT_ROUTED 1
+
+/*
+ * A user port on a platform that routes ports itself: its URL, and the
+ * platform's headers (its traffic token), which only the sandbox's request
+ * gets. 0, EDGE_NOT_ROUTED (the provider exposes ports instead), or an
+ * HTTP status after filling msg.
+ */
+static unsigned resolve_platform_port(struct edge *e, hangar_sandbox *sb, struct target *t, char *msg, size_t cap)
+{
+	hangar_port_endpoint ep = HANGAR_PORT_ENDPOINT_INIT;
+	struct headbuf h = { 0 };
+	unsigned status;
+	int rc = hangar_sandbox_port_endpoint(&ep, sb, e->port);
+
+	if (rc == HANGAR_EUNSUPPORTED)
+		return EDGE_NOT_ROUTED;
+	if (rc < 0) {
+		snprintf(msg, cap, rc == HANGAR_EPAUSED ? "The sandbox %s is paused" : "The sandbox %s cannot be reached",
+			 e->id);
+		return 502;
+	}
+	rc = up_hostport(ep.url, t->hostport, sizeof(t->hostport));
+	if (rc < 0) {
+		snprintf(msg, cap, "The port %u of sandbox %s is at a URL the edge does not forward to "
+				   "(only http:// and https://)", e->port, e->id);
+		status = 502;
+	} else {
+		t->tls = rc == 1;
+		status = take_lines(t, &h, ep.headers, msg, cap);
+	}
+	hangar_buf_dispose(&ep.storage);
+	return status;
+}
+
 /* Where the request goes, from the library: 0, or an HTTP status after
  * filling msg. */
 static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
@@ -634,23 +690,13 @@ static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 			snprintf(t->hostport, sizeof(t->hostport), "localhost:%u", EDGE_ENVD_PORT);
 		if (ep.access_token && ep.access_token[0])
 			hb_line(&h, "X-Access-Token", ep.access_token);
-		for (const char *const *p = ep.headers; p && *p; p++) {
-			const char *colon = strchr(*p, ':');
-			if (!colon || strpbrk(*p, "\r\n"))
-				continue;
-			hb_add(&h, *p, strlen(*p));
-			hb_add(&h, "\r\n", 2);
-		}
-		hb_add(&h, "", 0);
-		if (h.bad) {
-			free(h.p);
-			snprintf(msg, cap, "out of memory");
-			status = 500;
-			goto out;
-		}
-		t->extra = h.p;
+		status = take_lines(t, &h, ep.headers, msg, cap);
 	} else {
 		hangar_buf addr = HANGAR_BUF_INIT;
+		status = resolve_platform_port(e, sb, t, msg, cap);
+		if (status != EDGE_NOT_ROUTED)
+			goto out;
+		status = 0;
 		rc = hangar_sandbox_expose_port(&addr, sb, e->port);
 		if (rc == HANGAR_EUNSUPPORTED) {
 			snprintf(msg, cap, "The sandbox's provider cannot expose ports");

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <assert.h>
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ static_assert(HANGAR_TEMPLATE_BUILD_OPTS_VERSION == 1, "write hangar_template_bu
 static_assert(HANGAR_IMAGE_OPTS_VERSION == 1, "write hangar_image_opts' version-1 layout here");
 static_assert(HANGAR_SANDBOX_INFO_VERSION == 1, "write hangar_sandbox_info's version-1 layout here");
 static_assert(HANGAR_ENVD_ENDPOINT_VERSION == 1, "write hangar_envd_endpoint's version-1 layout here");
+static_assert(HANGAR_PORT_ENDPOINT_VERSION == 1, "write hangar_port_endpoint's version-1 layout here");
 static_assert(HANGAR_CHECKPOINT_INFO_VERSION == 1, "write hangar_checkpoint_info's version-1 layout here");
 static_assert(HANGAR_SESSION_INFO_VERSION == 1, "write hangar_session_info's version-1 layout here");
 static_assert(HANGAR_REAP_RESULT_VERSION == 1, "write hangar_reap_result's version-1 layout here");
@@ -220,6 +222,7 @@ START_TEST(results_stay_within_the_callers_struct)
 	GUARDED(struct v1_exec_result) er;
 	GUARDED(hangar_sandbox_info) si;
 	GUARDED(hangar_envd_endpoint) ep;
+	GUARDED(hangar_port_endpoint) pe;
 	GUARDED(hangar_checkpoint_info) ci;
 	GUARDED(hangar_session_info) ssi;
 	GUARDED(hangar_reap_result) rr;
@@ -271,6 +274,16 @@ START_TEST(results_stay_within_the_callers_struct)
 	ck_assert_uint_eq(ep.s.size, 24);
 	for (size_t i = 24; i < sizeof(ep); i++)
 		ck_assert_msg(((unsigned char *)&ep)[i] == CANARY, "envd endpoint: byte %zu past size 24 written", i);
+
+	/* Storage the caller's size cannot hold would leak: refused, nothing written. */
+	RESULT_INIT(pe, 1, offsetof(hangar_port_endpoint, storage));
+	ck_assert_int_eq(hangar_sandbox_port_endpoint(&pe.s, sb, 8000), HANGAR_EINVAL);
+	for (size_t i = offsetof(hangar_port_endpoint, url); i < sizeof(pe); i++)
+		ck_assert_msg(((unsigned char *)&pe)[i] == CANARY, "port endpoint: byte %zu written", i);
+	/* The local provider exposes ports instead. */
+	RESULT_INIT(pe, 1, sizeof(pe.s));
+	ck_assert_int_eq(hangar_sandbox_port_endpoint(&pe.s, sb, 8000), HANGAR_EUNSUPPORTED);
+	check_canary(pe.canary, "port endpoint");
 
 	co.session_id = "versions";
 	rc = hangar_checkpoint_create(&cp, sb, &co);

@@ -124,10 +124,12 @@
  *   routed by E2b-Sandbox-Id + E2b-Sandbox-Port; any other Host by its first
  *   DNS label "<port>-<sandboxID>" [E2B, Cube]. Real CubeProxy
  *   has no header routing; the fake offers it on every flavour so single-host
- *   tests work. Only port 49983 reaches the sandbox (its envd).
+ *   tests work. Port 49983 reaches the sandbox's envd; any other port P
+ *   (a user port) reaches 127.0.0.1:P, the sandboxes running on the host.
  *   E2B: unknown sandbox → 502 {"error":"Sandbox not found","sandboxId"};
  *     paused → 502 (E2B can auto-resume through the proxy; not modelled);
- *     other ports → 502 "The sandbox is running but port is not open";
+ *     a user port nothing listens on → 502 "The sandbox is running but port
+ *     is not open";
  *     traffic token (e2b-traffic-access-token) checked on every port but envd's,
  *     which E2B exempts [Cube] → 403.
  *   The EDGE enforces envd tokens: sandboxes run hangar-envd WITHOUT a token,

@@ -42,6 +42,23 @@ static void edge_simple(int fd, int status, const char *reason, const char *err)
 	edge_json(fd, status, reason, o);
 }
 
+/* Nothing listens on a user port of a running sandbox [E2B, Cube]. */
+static void edge_port_closed(int fd, const char *id, int port)
+{
+	cJSON *o;
+
+	if (is_cube()) {
+		edge_simple(fd, 404, "Not Found", "not found");
+		return;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "sandboxId", id);
+	cJSON_AddStringToObject(o, "message", "The sandbox is running but port is not open");
+	cJSON_AddNumberToObject(o, "port", port);
+	cJSON_AddNumberToObject(o, "code", 502);
+	edge_json(fd, 502, "Bad Gateway", o);
+}
+
 static void copy_value(char *dst, size_t n, const char *v, size_t len)
 {
 	while (len > 0 && (*v == ' ' || *v == '\t'))
@@ -201,7 +218,7 @@ static void splice_fds(int cfd, int ufd)
 
 static void *edge_conn(void *arg)
 {
-	int cfd = (int)(intptr_t)arg, ufd = -1, port = 0, envd_port = 0;
+	int cfd = (int)(intptr_t)arg, ufd = -1, port = 0, up_port = 0;
 	char *buf = malloc(EDGE_HEAD_MAX + 1), *up = NULL, *hend = NULL, id[80] = "";
 	size_t n = 0, up_len = 0, head_len;
 	struct edge_head h;
@@ -300,22 +317,7 @@ static void *edge_conn(void *arg)
 		}
 		goto out;
 	}
-	if (port != ENVD_PORT) {
-		pthread_mutex_unlock(&g.lock);
-		if (is_cube()) {
-			edge_simple(cfd, 404, "Not Found", "not found");
-		} else {
-			cJSON *o = cJSON_CreateObject();
-
-			cJSON_AddStringToObject(o, "sandboxId", id);
-			cJSON_AddStringToObject(o, "message", "The sandbox is running but port is not open");
-			cJSON_AddNumberToObject(o, "port", port);
-			cJSON_AddNumberToObject(o, "code", 502);
-			edge_json(cfd, 502, "Bad Gateway", o);
-		}
-		goto out;
-	}
-	if (!is_cube() && sb->envd_token[0] && !envd_auth_exempt(h.method, h.path) &&
+	if (port == ENVD_PORT && !is_cube() && sb->envd_token[0] && !envd_auth_exempt(h.method, h.path) &&
 	    (!h.has_access_token || strcmp(h.access_token, sb->envd_token) != 0)) {
 		cJSON *o = cJSON_CreateObject();
 
@@ -355,7 +357,8 @@ static void *edge_conn(void *arg)
 			goto out;
 		}
 	}
-	envd_port = sb->envd_port;
+	/* The fake's sandboxes run on the host: a user port is the host's own. */
+	up_port = port == ENVD_PORT ? sb->envd_port : port;
 	if (is_cube() && sb->timeout_s >= 0)
 		set_expiry_locked(sb, expiry_after(sb->timeout_s)); /* idle window [Cube] */
 	pthread_mutex_unlock(&g.lock);
@@ -366,18 +369,21 @@ static void *edge_conn(void *arg)
 													: NULL;
 		struct fault f;
 
-		if (route && take_edge_fault(route, &f)) {
+		if (port == ENVD_PORT && route && take_edge_fault(route, &f)) {
 			if (edge_envd_fault(cfd, f.envd, buf, head_len, n) < 0)
 				edge_simple(cfd, 500, "Internal Server Error", "unknown envd fault");
 			goto out;
 		}
 	}
-	ufd = connect_local(envd_port);
+	ufd = connect_local(up_port);
 	if (ufd < 0) {
-		edge_simple(cfd, 502, "Bad Gateway", "upstream unreachable");
+		if (port == ENVD_PORT)
+			edge_simple(cfd, 502, "Bad Gateway", "upstream unreachable");
+		else
+			edge_port_closed(cfd, id, port);
 		goto out;
 	}
-	vlog("edge: %s %s → sandbox %s (envd :%d)", h.method, h.path, id, envd_port);
+	vlog("edge: %s %s → sandbox %s (port %d at :%d)", h.method, h.path, id, port, up_port);
 	if (write_all(ufd, up, up_len) < 0 || (n > head_len && write_all(ufd, buf + head_len, n - head_len) < 0))
 		goto out;
 	free(buf);

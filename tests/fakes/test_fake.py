@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.parse
@@ -81,6 +82,47 @@ class Fake(FakeE2B):
         payload = resp.read()
         conn.close()
         return resp.status, payload
+
+
+def closed_port():
+    """A loopback port nothing listens on (the kernel's pick, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PortServer:
+    """A loopback server answering one fixed HTTP answer per connection, with the request it got."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.requests = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.requests.append(data.decode("latin-1"))
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nport-ok")
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(10)
 
 
 def wait_pid_exit(pid, seconds):
@@ -411,10 +453,19 @@ class CloudTests(unittest.TestCase):
         tok = {"X-Access-Token": sb["envdAccessToken"]}
         # E2B exempts envd's port from the traffic token
         self.assertEqual(self.fake.edge("POST", "/process.Process/List", sid, b"{}", tok)[0], 200)
-        self.assertEqual(self.fake.edge("GET", "/", sid, port=8080)[0], 403)
-        status, _ = self.fake.edge("GET", "/", sid, port=8080,
-                                   headers={"e2b-traffic-access-token": sb["trafficAccessToken"]})
+        traffic = {"e2b-traffic-access-token": sb["trafficAccessToken"]}
+        server = PortServer()
+        try:
+            self.assertEqual(self.fake.edge("GET", "/", sid, port=server.port)[0], 403)
+            self.assertEqual(self.fake.edge("GET", "/x", sid, port=server.port, headers=traffic),
+                             (200, b"port-ok"))
+            self.assertEqual(len(server.requests), 1)
+            self.assertTrue(server.requests[0].startswith("GET /x HTTP/1.1\r\n"), server.requests[0])
+        finally:
+            server.close()
+        status, body = self.fake.edge("GET", "/", sid, port=closed_port(), headers=traffic)
         self.assertEqual(status, 502)
+        self.assertIn(b"port is not open", body)
         self.assertEqual(self.fake.edge("GET", "/health", "nosuchsandbox")[0], 502)
         self.fake.json("DELETE", f"/sandboxes/{sid}")
 
@@ -563,8 +614,16 @@ class CubeTests(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(self.fake.edge("POST", "/process.Process/List", sid, b"{}",
                                         {"e2b-traffic-access-token": traffic})[0], 200)
-        self.assertEqual(self.fake.edge("GET", "/", sid, port=8080,
+        self.assertEqual(self.fake.edge("GET", "/", sid, port=closed_port(),
                                         headers={"e2b-traffic-access-token": traffic})[0], 404)
+        server = PortServer()
+        try:
+            self.assertEqual(self.fake.edge("GET", "/", sid, port=server.port)[0], 403)
+            self.assertEqual(self.fake.edge("GET", "/", sid, port=server.port,
+                                            headers={"cube-traffic-access-token": traffic},
+                                            host=f"{server.port}-{sid}.cube.app"), (200, b"port-ok"))
+        finally:
+            server.close()
         self.assertEqual(self.fake.json("DELETE", f"/sandboxes/{sid}")[0], 204)
         self.assertEqual(self.fake.edge("GET", "/health", sid)[0], 404)
 

@@ -318,3 +318,66 @@ def test_envd_endpoint(ctx):
             sb.envd_endpoint()
         sb.resume()
         assert sb.envd_endpoint().access_token == ep.access_token
+
+
+def test_port_endpoint(ctx, fake):
+    # A local sandbox's ports are exposed, not routed by a platform.
+    with hangar.Sandbox.create(ctx) as sb:
+        with pytest.raises(hangar.UnsupportedError):
+            sb.port_endpoint(8000)
+    # A server on the host is a port of the fake's sandboxes (they run on the
+    # host): reached at the endpoint with its headers, and only with them.
+    import http.client
+    import http.server
+    import threading
+    import urllib.parse
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with hangar.Sandbox.create(hangar.Context(settings=fake.settings), provider="e2b") as sb:
+            ep = sb.port_endpoint(port)
+            assert ep.url == fake.settings["HANGAR_E2B_SANDBOX_URL"]
+            assert f"E2b-Sandbox-Port: {port}" in ep.headers
+            assert f"E2b-Sandbox-Id: {sb.id}" in ep.headers
+            assert any(h.startswith("e2b-traffic-access-token: ") for h in ep.headers)
+            with pytest.raises(hangar.InvalidArgumentError):
+                sb.port_endpoint(0)
+
+            def get(headers):
+                u = urllib.parse.urlsplit(ep.url)
+                c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+                c.request("GET", "/", headers=dict(h.split(": ", 1) for h in headers))
+                r = c.getresponse()
+                return r.status, r.read()
+
+            assert get(ep.headers) == (200, b"hello")
+            assert get([h for h in ep.headers if not h.startswith("e2b-traffic")])[0] == 403
+            sb.pause()
+            with pytest.raises(hangar.PausedError):
+                sb.port_endpoint(port)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_port_endpoint_by_domain(fake):
+    # Without a sandbox URL, a port is the platform's <port>-<id>.<domain> over
+    # https, on E2B's own domains too (where envd is the shared sandbox.<domain>).
+    settings = {k: v for k, v in fake.settings.items() if k != "HANGAR_E2B_SANDBOX_URL"}
+    with hangar.Sandbox.create(hangar.Context(settings=settings), provider="e2b") as sb:
+        assert sb.envd_endpoint().url == "https://sandbox.e2b.app"
+        ep = sb.port_endpoint(3000)
+        assert ep.url == f"https://3000-{sb.id}.e2b.app"
+        assert f"E2b-Sandbox-Port: 3000" in ep.headers

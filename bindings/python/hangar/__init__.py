@@ -22,7 +22,7 @@ from ._types import (CAP_FORK, CAP_FS_PAUSE, CAP_HOT_RESUME, CAP_IMAGES, CAP_KER
                      SESSION_ACTIVE, SESSION_ARCHIVED, SESSION_PARKED, SESSION_SUSPENDED, SETTING_DEFAULT,
                      SETTING_ENVIRONMENT, SETTING_EXPLICIT, SIGKILL, SIGTERM, STDERR, STDOUT, CheckpointInfo,
                      EnvdEndpoint, EnvironmentInfo, ExecResult, FileInfo, ImageInfo, ImageProgress, LogEntry,
-                     Metric, Output, ProviderInfo, PublishResult, ReapResult, SandboxInfo,
+                     Metric, Output, PortEndpoint, ProviderInfo, PublishResult, ReapResult, SandboxInfo,
                      SessionInfo, Setting, SnapshotInfo, TemplateInfo, TierInfo)
 from .checkpoint import Checkpoint
 from .commands import Commands, Pty, PtySize
@@ -44,7 +44,7 @@ __all__ = [
     "Context", "default_context", "Sandbox", "Commands", "Files", "Pty", "PtySize", "WatchHandle",
     "FilesystemEvent", "EVENT_CREATE", "EVENT_WRITE", "EVENT_REMOVE", "EVENT_CHMOD", "Process", "Session", "Checkpoint", "ForkResult", "SessionForkResult",
     "ExecResult", "Output", "SandboxInfo", "FileInfo", "Metric", "LogEntry", "Setting", "TierInfo",
-    "EnvdEndpoint", "EnvironmentInfo", "PublishResult", "TemplateInfo", "ImageInfo", "ImageProgress", "ProviderInfo",
+    "EnvdEndpoint", "PortEndpoint", "EnvironmentInfo", "PublishResult", "TemplateInfo", "ImageInfo", "ImageProgress", "ProviderInfo",
     "SessionInfo", "CheckpointInfo", "ReapResult", "SnapshotInfo",
     "HangarError", "InvalidArgumentError", "NoMemoryError", "ConfigError", "UnavailableError", "CapacityError",
     "CreateError", "GoneError", "PausedError", "FileError", "TooLargeError", "DeadlineError", "RefusedError",

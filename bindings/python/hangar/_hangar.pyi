@@ -292,6 +292,8 @@ def py_sandbox_provider_name(sb: _Sandbox) -> str: ...
 def py_sandbox_get_info(sb: _Sandbox) -> _SandboxInfoDict: ...
 # (url, socket_path, access_token, headers)
 def py_sandbox_envd_endpoint(sb: _Sandbox) -> Tuple[str, str, str, List[str]]: ...
+# (url, headers)
+def py_sandbox_port_endpoint(sb: _Sandbox, port: int) -> Tuple[str, List[str]]: ...
 def py_sandbox_list(ctx: _Ctx, provider: Optional[str], fn: Callable[[_SandboxInfoDict], object]) -> int: ...
 # (exit_code, timed_out, stdout, stderr, stdout_bytes, stderr_bytes, duration_us, oom_killed)
 def py_sandbox_exec(sb: _Sandbox, command: str, timeout_sec: int, cwd: Optional[str], user: Optional[str],
@@ -466,6 +468,7 @@ HANGAR_NETWORK_DEFAULT: int
 HANGAR_NETWORK_OFF: int
 HANGAR_NETWORK_ON: int
 HANGAR_OK: int
+HANGAR_PORT_ENDPOINT_VERSION: int
 HANGAR_PROCESS_OPTS_VERSION: int
 HANGAR_PUBLISH_OPTS_VERSION: int
 HANGAR_PUBLISH_RESULT_VERSION: int

@@ -266,6 +266,16 @@ class EnvdEndpoint:
 
 
 @dataclass(frozen=True)
+class PortEndpoint:
+    """Where a sandbox's port answers on a platform that routes ports (Sandbox.port_endpoint())."""
+
+    url: str
+    """http://HOST:PORT or https://HOST[:PORT]: connect there and send HOST[:PORT] as Host."""
+    headers: List[str]
+    """"Name: value" lines every request must carry (the platform's traffic token: a secret)."""
+
+
+@dataclass(frozen=True)
 class PublishResult:
     """What Context.publish_environment() did on one provider of the environment's tier."""
 

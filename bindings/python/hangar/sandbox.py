@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union, overload
 
 from . import _hangar as _h
 from ._types import (NETWORK_DEFAULT, NETWORK_OFF, NETWORK_ON, EnvdEndpoint, Env, ExecResult, FileInfo, LogEntry,
-                     Metric, SandboxInfo, _pairs)
+                     Metric, PortEndpoint, SandboxInfo, _pairs)
 from .commands import Commands, Pty
 from .context import Context, _Adopt, _context, _ctx_and_id, _Handle
 from .errors import GoneError, _from_code
@@ -175,6 +175,19 @@ class Sandbox:
         with self._handle as p:
             url, socket_path, token, headers = _h.py_sandbox_envd_endpoint(p)
         return EnvdEndpoint(url=url, socket_path=socket_path, access_token=token, headers=list(headers))
+
+    def port_endpoint(self, port: int) -> PortEndpoint:
+        """Where a TCP port of the sandbox answers and what each request must carry, as last known.
+
+        For a trusted caller that forwards requests itself (a proxy), on a
+        platform that routes ports: the headers carry the platform's
+        secret, never to be handed to the sandbox's users. Raises
+        UnsupportedError where ports are exposed by expose_port() instead
+        (local sandboxes), PausedError while the sandbox is paused.
+        """
+        with self._handle as p:
+            url, headers = _h.py_sandbox_port_endpoint(p, port)
+        return PortEndpoint(url=url, headers=list(headers))
 
     # ---- commands -------------------------------------------------------------------
 

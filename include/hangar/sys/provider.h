@@ -3,7 +3,8 @@
  *
  * A provider implements the lifecycle of its sandboxes (create, connect,
  * pause, resume, kill, timeouts, list) and says where each sandbox's envd is
- * and which credentials it takes. Commands, files and terminals then go
+ * and which credentials it takes (and, on a platform that routes the
+ * sandbox's ports itself, where those are). Commands, files and terminals then go
  * through the library's own envd client, the same for every provider.
  *
  * The table is versioned: it starts with version and size, slots are only
@@ -250,6 +251,15 @@ HANGAR_EXTERN(int) hangar_sys_sandbox_set_envd_ca_file(hangar_sys_sandbox *sb, c
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_access_token(hangar_sys_sandbox *sb, const char *token);
 /** One more header sent with every envd request (e.g. a traffic token). */
 HANGAR_EXTERN(int) hangar_sys_sandbox_add_header(hangar_sys_sandbox *sb, const char *name, const char *value);
+/**
+ * Where the sandbox's TCP ports answer when the platform routes them itself,
+ * for hangar_sandbox_port_endpoint(): an http(s) URL in which every {port}
+ * stands for the port ("https://{port}-ID.example.com"). Without one, ports
+ * are the provider's expose_port's.
+ */
+HANGAR_EXTERN(int) hangar_sys_sandbox_set_port_url(hangar_sys_sandbox *sb, const char *url);
+/** One more header sent with every request to a port of the sandbox; {port} in value stands for the port. */
+HANGAR_EXTERN(int) hangar_sys_sandbox_add_port_header(hangar_sys_sandbox *sb, const char *name, const char *value);
 /** The user commands run as by default (sent as Basic auth); default "user". */
 HANGAR_EXTERN(int) hangar_sys_sandbox_set_user(hangar_sys_sandbox *sb, const char *user);
 /** Template (image) name, for information. */

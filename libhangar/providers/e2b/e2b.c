@@ -316,8 +316,9 @@ static const struct hangar_setting_def e2b_settings[] = {
  * Not offered, and said why: the platforms route a sandbox's port at
  * <port>-<id>.<domain>, but every sandbox is created with public traffic off
  * (see the top of this file), so that host answers 403 to a request without
- * the traffic token, which never leaves the library. A bare host name would
- * reach nothing.
+ * the traffic token, which is given only to a trusted caller
+ * (hangar_sandbox_port_endpoint(), from the description envd.c makes), never
+ * in an address anyone may print. A bare host name would reach nothing.
  */
 static int e2b_expose_port(void *state, const char *id, uint32_t port, hangar_buf *out_addr)
 {

@@ -14,6 +14,9 @@
 #include "e2b.h"
 
 #define TRAFFIC_HEADER "e2b-traffic-access-token"
+#define TEXT_(x) #x
+#define TEXT(x) TEXT_(x)
+#define ENVD_PORT_TEXT TEXT(ENVD_PORT)
 
 static int e2b_own_domain(const char *d)
 {
@@ -25,8 +28,8 @@ static int e2b_own_domain(const char *d)
 	return 0;
 }
 
-/* Replaces every {sandbox_id} and {port} in tmpl. NULL when out of memory. */
-static char *fill_url(const char *tmpl, const char *id)
+/* Replaces every {sandbox_id} in tmpl, and every {port} by port. NULL when out of memory. */
+static char *fill_url(const char *tmpl, const char *id, const char *port)
 {
 	struct hbuf b = HBUF_INIT;
 
@@ -36,7 +39,7 @@ static char *fill_url(const char *tmpl, const char *id)
 				goto fail;
 			tmpl += 12;
 		} else if (!strncmp(tmpl, "{port}", 6)) {
-			if (hbuf_printf(&b, "%d", ENVD_PORT) < 0)
+			if (hbuf_puts(&b, port) < 0)
 				goto fail;
 			tmpl += 6;
 		} else {
@@ -52,37 +55,62 @@ fail:
 }
 
 /*
- * Where the sandbox's envd is: the override with
- * its placeholders filled, or one URL routed by header; else E2B's shared
- * host routed by header on E2B's own domains, else 49983-<id>.<domain>.
- * E2b-Sandbox-Id and E2b-Sandbox-Port go with every request, as the SDKs do.
+ * Where port of the sandbox is: the override with its placeholders filled
+ * (port may be the library's "{port}" placeholder, left for it to fill), or
+ * <port>-<id>.<domain>; for envd's port only, E2B's shared host routed by
+ * header on E2B's own domains. NULL when out of memory.
+ */
+static char *port_url(struct e2b *e, const char *id, const char *domain, const char *port)
+{
+	char *url = NULL;
+
+	if (e->sandbox_url)
+		return fill_url(e->sandbox_url, id, port);
+	if (!strcmp(port, ENVD_PORT_TEXT) && e2b_own_domain(domain)) {
+		if (asprintf(&url, "https://sandbox.%s", domain) < 0)
+			return NULL;
+	} else if (asprintf(&url, "https://%s-%s.%s", port, id, domain) < 0) {
+		return NULL;
+	}
+	return url;
+}
+
+/*
+ * Where the sandbox's envd is (port_url()), and where its user ports are,
+ * for a trusted caller of the library (hangar_sandbox_port_endpoint()):
+ * the platform's edge routes every port. E2b-Sandbox-Id and
+ * E2b-Sandbox-Port go with every request, as the SDKs do.
  */
 int e2b_describe_envd(struct e2b *e, const char *id, const char *answer_domain, hangar_sys_sandbox *out)
 {
 	const char *domain = answer_domain ? answer_domain : e->domain;
-	char port[16], *url = NULL;
+	char *url, *ports;
 	int rc;
 
 	if (answer_domain && !e2b_valid_domain(answer_domain))
 		return hangar_sys_error(HANGAR_EPROTOCOL, 0, 0, "e2b: the control API answered a malformed domain");
-	if (e->sandbox_url)
-		url = fill_url(e->sandbox_url, id);
-	else if (e2b_own_domain(domain)) {
-		if (asprintf(&url, "https://sandbox.%s", domain) < 0)
-			url = NULL;
-	} else if (asprintf(&url, "https://%d-%s.%s", ENVD_PORT, id, domain) < 0)
-		url = NULL;
-	if (!url)
+	url = port_url(e, id, domain, ENVD_PORT_TEXT);
+	ports = port_url(e, id, domain, "{port}");
+	if (!url || !ports) {
+		free(url);
+		free(ports);
 		return e2b_oom();
+	}
 	rc = hangar_sys_sandbox_set_envd_url(out, url);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_set_port_url(out, ports);
 	free(url);
+	free(ports);
 	if (rc == 0 && e->ca_file)
 		rc = hangar_sys_sandbox_set_envd_ca_file(out, e->ca_file);
-	snprintf(port, sizeof(port), "%d", ENVD_PORT);
 	if (rc == 0)
 		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Id", id);
 	if (rc == 0)
-		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Port", port);
+		rc = hangar_sys_sandbox_add_header(out, "E2b-Sandbox-Port", ENVD_PORT_TEXT);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_add_port_header(out, "E2b-Sandbox-Id", id);
+	if (rc == 0)
+		rc = hangar_sys_sandbox_add_port_header(out, "E2b-Sandbox-Port", "{port}");
 	return rc;
 }
 
@@ -131,8 +159,11 @@ int e2b_describe(struct e2b *e, const char *id, const cJSON *j, hangar_sys_sandb
 	}
 	if (rc == 0 && envd_token)
 		rc = hangar_sys_sandbox_set_access_token(out, envd_token);
+	/* Public traffic is off: the platform's edge wants it on every port (on Cube, envd's too). */
 	if (rc == 0 && traffic)
 		rc = hangar_sys_sandbox_add_header(out, TRAFFIC_HEADER, traffic);
+	if (rc == 0 && traffic)
+		rc = hangar_sys_sandbox_add_port_header(out, TRAFFIC_HEADER, traffic);
 	if (sealed.ptr)
 		explicit_bzero(sealed.ptr, sealed.size);
 	hangar_buf_dispose(&sealed);
