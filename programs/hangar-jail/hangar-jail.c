@@ -349,10 +349,18 @@ int main(int argc, char **argv)
 	mark("jail");
 	if (j.daemon && detach() < 0)
 		return 1;
-	cgroup_warm_up();
 	if (take_token(&j) < 0)
 		return 2;
-	if (watch_signals(&j) < 0 || record_pid(&j) < 0 || read_meta(&j) < 0)
+	if (watch_signals(&j) < 0)
+		return 1;
+	/*
+	 * After SIGCHLD is blocked: the warm-up's exit must stay pending for
+	 * supervise() to reap. Ignored by default before that, it would leave
+	 * a zombie as the jail's first child, where the library looks for the
+	 * sandbox (lstate_first_child).
+	 */
+	cgroup_warm_up();
+	if (record_pid(&j) < 0 || read_meta(&j) < 0)
 		return 1;
 	mark("jail-ready");
 	if (open_channels(&j) < 0 || confine(&j) < 0 || describe_sandbox(&j) < 0) {
