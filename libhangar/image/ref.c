@@ -191,8 +191,10 @@ int img_ref_parse(const char *ref, struct img_ref *r, char *err, size_t errlen)
 		return refuse(err, errlen, "longer than 255 bytes once completed (registry/name)");
 	if (!r->tag[0] && !r->digest[0])
 		strcpy(r->tag, "latest");
-	snprintf(r->normal, sizeof(r->normal), "%s/%s%s%s%s%s", r->registry, r->name, r->tag[0] ? ":" : "", r->tag,
-		 r->digest[0] ? "@" : "", r->digest);
+	w = snprintf(r->normal, sizeof(r->normal), "%s/%s%s%s%s%s", r->registry, r->name, r->tag[0] ? ":" : "",
+		     r->tag, r->digest[0] ? "@" : "", r->digest);
+	if (w < 0 || (size_t)w >= sizeof(r->normal))
+		return refuse(err, errlen, "longer than a reference can be once completed");
 	return 0;
 }
 
