@@ -494,6 +494,8 @@ static void on_fork(const hangar_session_fork_result *r, void *payload)
 	struct forks *f = payload;
 
 	f->method = r->method;
+	if (r->error)
+		fprintf(stderr, "fork %u failed: %d, %s\n", r->index, r->error, r->message ? r->message : "");
 	if (r->error || f->ok >= 8) {
 		f->failed++;
 		return;

@@ -128,6 +128,7 @@ cp -r "$kernel/modules" "$work/initramfs/modules"
 # The guest's second stage runs from the shared directory, and the command,
 # with this environment and working directory, is a script there.
 cp "$busybox" "$here/init" "$work/shared/"
+echo "$deadline" >"$work/shared/deadline"
 {
 	export -p
 	printf 'cd %q || exit 1\nexec' "$PWD"
