@@ -25,6 +25,13 @@
  * the OOM killer's count (oom_kills), by which a command killed for memory
  * is reported as such.
  *
+ * Version 5 adds deleting a snapshot (snapshot_delete). Version 6 adds
+ * releasing one, so that it goes with the last sandbox made from it
+ * (snapshot_release), and listing them (snapshot_list). The setters of a
+ * sandbox's port routing (hangar_sys_sandbox_set_port_url() and
+ * hangar_sys_sandbox_add_port_header()) need no new slot: a provider of any
+ * version may call them wherever it fills a hangar_sys_sandbox.
+ *
  * Provider functions report failures by returning a negative HANGAR_E* code
  * after describing it with hangar_sys_error(); what control flow needs (a
  * Retry-After, an unreachable peer) goes in fields, through
