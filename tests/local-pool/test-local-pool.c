@@ -35,22 +35,56 @@
 #define WAIT_MS 60000
 #define MAX_IDS 16
 
-static char state_dir[64];
+/*
+ * Each test's state directory is made under one root the runner's own
+ * process makes and, after the last test, clears: a test that fails exits
+ * at once, without its teardown, and would otherwise leave its sandboxes
+ * running.
+ */
+static char root_dir[64], state_dir[96];
+
+static void clear_dir(const char *dir)
+{
+	hangar_ctx *ctx = NULL;
+
+	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", dir) == 0)
+		kill_local_leftovers(ctx, dir);
+	hangar_ctx_unref(ctx);
+}
+
+static void make_root(void)
+{
+	snprintf(root_dir, sizeof(root_dir), "/tmp/hangar-pool-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(root_dir));
+}
+
+static void clear_root(void)
+{
+	char path[sizeof(state_dir)], cmd[sizeof(root_dir) + 16];
+	struct dirent *e;
+	DIR *d = opendir(root_dir);
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%.16s", root_dir, e->d_name) > 0)
+			clear_dir(path);
+	if (d)
+		closedir(d);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", root_dir);
+}
 
 static void setup(void)
 {
-	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-pool-XXXXXX");
+	snprintf(state_dir, sizeof(state_dir), "%s/t-XXXXXX", root_dir);
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
 }
 
 static void teardown(void)
 {
-	hangar_ctx *ctx = NULL;
-	char cmd[PATH_MAX];
+	char cmd[sizeof(state_dir) + 16];
 
-	if (hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0)
-		kill_local_leftovers(ctx, state_dir);
-	hangar_ctx_unref(ctx);
+	clear_dir(state_dir);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", state_dir);
@@ -876,6 +910,7 @@ Suite *pool_suite(void)
 	Suite *s = suite_create("local-pool");
 	TCase *tc = tcase_create("pool");
 
+	tcase_add_unchecked_fixture(tc, make_root, clear_root);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, claim_rotates_token);
