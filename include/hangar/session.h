@@ -105,7 +105,9 @@ HANGAR_EXTERN(int) hangar_session_opts_init(hangar_session_opts *opts, uint32_t 
  * held by no other session.
  *
  * @return 0, HANGAR_EINVAL (also: a bad id or label, or opts->sandbox
- *         paused or another session's), HANGAR_EEXISTS (the id is taken),
+ *         paused or another session's), HANGAR_EBUSY (another create
+ *         is taking opts->sandbox at this moment; Retry-After 1 second),
+ *         HANGAR_EEXISTS (the id is taken),
  *         HANGAR_EGONE (opts->sandbox is gone), HANGAR_EOS (the state
  *         store), or what hangar_sandbox_create() returns; on a failure no
  *         session is left behind, and no sandbox but opts->sandbox, which

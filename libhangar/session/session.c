@@ -513,8 +513,58 @@ static int check_adopted(hangar_ctx *ctx, hangar_sandbox *sb)
 	return 0;
 }
 
+/*
+ * Two creates adopting one sandbox at once would each find it free before
+ * either recorded it: the check and the record are made under a lease
+ * named for the sandbox, held by this call alone (its new session's id
+ * makes the holder unique among threads of one process). A caller that
+ * dies holding it holds it ADOPT_LEASE_US at most.
+ */
+#define ADOPT_LEASE_US (30 * 1000000LL)
+
+struct adopt_lease {
+	char name[96];
+	char holder[192];
+	int held;
+};
+
+static int adopt_lease_take(hangar_ctx *ctx, struct adopt_lease *l, const char *sandbox_id, const char *session_id)
+{
+	char proc[96];
+	int rc;
+
+	hproc_identity(proc, sizeof(proc));
+	if (snprintf(l->name, sizeof(l->name), "session-adopt:%.64s", sandbox_id) < 0 ||
+	    snprintf(l->holder, sizeof(l->holder), "%.95s/%.90s", proc, session_id) < 0)
+		return herr(HANGAR_EINVAL, HANGAR_ERRCAT_ARGUMENT, "invalid argument: opts->sandbox");
+	if ((rc = store_lease_acquire(ctx, l->name, l->holder, clock_wall_us(), ADOPT_LEASE_US, &l->held)) != 0)
+		return rc;
+	if (!l->held) {
+		rc = herr(HANGAR_EBUSY, HANGAR_ERRCAT_ARGUMENT, "opts->sandbox %s is being taken by another session",
+			  sandbox_id);
+		herr_retry_after(1);
+		return rc;
+	}
+	return 0;
+}
+
+static void adopt_lease_give(hangar_ctx *ctx, struct adopt_lease *l)
+{
+	hangar_sys_saved_error saved;
+	int released = 0;
+
+	if (!l->held)
+		return;
+	hangar_sys_error_save(&saved);
+	if (store_lease_release(ctx, l->name, l->holder, &released) != 0 || !released)
+		hangar_sys_log(ctx, HANGAR_LOG_WARNING, "lease %s was not released: it runs out by itself", l->name);
+	hangar_sys_error_restore(&saved);
+	l->held = 0;
+}
+
 int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_session_opts *opts)
 {
+	struct adopt_lease adopt = { .held = 0 };
 	hangar_session_opts o;
 	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
 	struct store_session row = { 0 };
@@ -566,7 +616,8 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 	row.state = HANGAR_SESSION_SUSPENDED;
 	row.flags = o.flags;
 	row.created_us = row.updated_us = clock_wall_us();
-	if (o.sandbox && (rc = check_adopted(ctx, o.sandbox)) != 0)
+	if (o.sandbox && ((rc = adopt_lease_take(ctx, &adopt, hangar_sandbox_id(o.sandbox), row.id)) != 0 ||
+			  (rc = check_adopted(ctx, o.sandbox)) != 0))
 		goto out;
 	/* The record first, so a taken id fails before any sandbox exists. */
 	if ((rc = store_session_put(ctx, &row)) != 0)
@@ -602,6 +653,7 @@ int hangar_session_create(hangar_session **out, hangar_ctx *ctx, const hangar_se
 	if (rc == 0)
 		herr_clear();
 out:
+	adopt_lease_give(ctx, &adopt);
 	hangar_sandbox_unref(sb);
 	if (spec) {
 		sodium_memzero(spec, strlen(spec));

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1697,6 +1698,80 @@ START_TEST(stopped_supervisor_strands_nothing)
 }
 END_TEST
 
+/* One of the racers of adoptions_race: a session for the shared sandbox, once both threads are ready. */
+struct adopter {
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	pthread_barrier_t *start;
+	hangar_session *s;
+	int rc;
+	char message[256];
+};
+
+static void *adopt_racer(void *arg)
+{
+	struct adopter *a = arg;
+	hangar_session_opts so = HANGAR_SESSION_OPTS_INIT;
+
+	so.workspace = "/workspace";
+	so.sandbox = a->sb;
+	pthread_barrier_wait(a->start);
+	a->rc = hangar_session_create(&a->s, a->ctx, &so);
+	snprintf(a->message, sizeof(a->message), "%s", a->rc ? hangar_error_last()->message : "");
+	return NULL;
+}
+
+/*
+ * Two threads adopting one sandbox at the same moment: one session gets
+ * it, the other is refused (another session's, or being taken), never
+ * both. Each round is a fresh sandbox.
+ */
+START_TEST(adoptions_race)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_create_opts co = HANGAR_CREATE_OPTS_INIT;
+
+	co.provider = "local";
+	co.timeout_sec = 120;
+	co.network = HANGAR_NETWORK_OFF;
+	for (int round = 0; round < 4; round++) {
+		pthread_barrier_t start;
+		struct adopter a[2];
+		pthread_t t[2];
+		hangar_sandbox *sb = NULL;
+		int won = 0;
+
+		ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &co), 0);
+		ck_assert_int_eq(pthread_barrier_init(&start, NULL, 2), 0);
+		for (int i = 0; i < 2; i++) {
+			a[i] = (struct adopter){ ctx, sb, &start, NULL, -1, "" };
+			ck_assert_int_eq(pthread_create(&t[i], NULL, adopt_racer, &a[i]), 0);
+		}
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&start);
+		for (int i = 0; i < 2; i++) {
+			if (a[i].rc == 0) {
+				won++;
+				continue;
+			}
+			ck_assert_msg(a[i].rc == HANGAR_EINVAL || a[i].rc == HANGAR_EBUSY, "round %d: %d %s", round,
+				      a[i].rc, a[i].message);
+			ck_assert_msg(strstr(a[i].message, "another session's") || strstr(a[i].message, "being taken"),
+				      "round %d: %s", round, a[i].message);
+		}
+		ck_assert_msg(won == 1, "round %d: %d sessions took sandbox %s", round, won, hangar_sandbox_id(sb));
+		for (int i = 0; i < 2; i++)
+			if (a[i].s) {
+				ck_assert_int_eq(hangar_session_delete(a[i].s), 0);
+				hangar_session_unref(a[i].s);
+			}
+		hangar_sandbox_unref(sb);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /*
  * A sandbox made without a session becomes one's (opts->sandbox): the
  * session is active with that very sandbox, suspends and resumes it like
@@ -1806,6 +1881,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, records);
 	tcase_add_test(tc, delete_keeps_a_forks_base);
 	tcase_add_test(tc, adopted_sandbox);
+	tcase_add_test(tc, adoptions_race);
 	suite_add_tcase(s, tc);
 	return s;
 }
