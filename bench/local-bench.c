@@ -1467,7 +1467,7 @@ static void bench_idle_memory(const struct config *cfg)
 		printf("  processes each       %d..%d (hangar-jail and all its descendants)\n", procs_min, procs_max);
 		printf("  mean VmRSS           %7.2f MiB  (counts shared pages once per process)\n", rss / measured / 1024);
 		printf("  mean RssAnon         %7.2f MiB  (anonymous resident pages)\n", anon / measured / 1024);
-		printf("  mean Pss             %7.2f MiB  (min %.2f, max %.2f)  <- compared with the goal of <= 3 MiB\n",
+		printf("  mean Pss             %7.2f MiB  (min %.2f, max %.2f)  <- compared with the goal of <= 1.5 MiB\n",
 		       pss / measured / 1024, pss_min / 1024, pss_max / 1024);
 	} else {
 		printf("  nothing measured (create failures %d)%s%s\n", fail, first[0] ? "; first failure: " : "", first);
