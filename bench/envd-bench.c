@@ -847,6 +847,50 @@ static int fork_true(double *ms)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/*
+ * A sandbox's envd is started fresh for every create, and nothing answers
+ * for the sandbox until it says ready: exec to the ready line, each start
+ * a new process killed once it answered, beside fork+exec of /bin/true to
+ * its exit (the cost of any new process here).
+ */
+static int bench_daemon_start(const struct config *cfg, const char *workdir)
+{
+	int rounds = cfg->calls < 30 ? cfg->calls : 30, fail = 0;
+	double *v = calloc((size_t)rounds, sizeof(double)), *f = calloc((size_t)rounds, sizeof(double));
+	size_t nv = 0, nf = 0;
+	struct stats s, sf;
+
+	if (!v || !f) {
+		fprintf(stderr, "envd-bench: out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < rounds + 2; i++) {
+		double t0 = now_ms(), ms;
+		int port = 0;
+		pid_t pid = daemon_start(cfg->daemon, workdir, &port);
+
+		if (pid < 0) {
+			fail++;
+			continue;
+		}
+		ms = now_ms() - t0;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		g_daemon = -1;
+		if (i >= 2)
+			v[nv++] = ms;
+		if (fork_true(&ms) == 0 && i >= 2)
+			f[nf++] = ms;
+	}
+	stats_of(v, nv, &s);
+	stats_of(f, nf, &sf);
+	table_row("daemon exec -> ready line", &s, fail, "a fresh daemon each time, 2 warm-ups");
+	table_row("  fork+execve+waitpid /bin/true", &sf, 0, "the same rounds: any process's cost here");
+	free(v);
+	free(f);
+	return fail ? 1 : 0;
+}
+
 static int bench_start(const struct config *cfg, int port)
 {
 	size_t n = (size_t)cfg->calls, reqlen;
@@ -1487,6 +1531,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "envd-bench: the daemon did not stop cleanly on SIGTERM\n");
 		failures++;
 	}
+	failures += bench_daemon_start(&cfg, g_tmpdir);
 	remove_temp_files();
 	printf("\n%s\n", failures ? "some requests failed (see the fail column)" : "all requests succeeded");
 	return failures ? 1 : 0;
