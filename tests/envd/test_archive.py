@@ -747,8 +747,8 @@ def test_a_users_worker_is_that_user_and_holds_nothing_of_the_daemon(make_envd, 
 
 
 def _run_worker(args, user=None, pass_pipes=True):
-    """Runs hangar-envd --archive-worker by hand; its exit status."""
-    from conftest import envd_binary
+    """Runs the worker (hangar-envd-archive --archive-worker) by hand; its exit status."""
+    from conftest import worker_binary
     fds, keep = [], []
     if pass_pipes:
         for _ in range(3):
@@ -762,7 +762,7 @@ def _run_worker(args, user=None, pass_pipes=True):
                 os.dup2(fd, 3 + i)
 
     try:
-        p = subprocess.run([envd_binary(), "--archive-worker", *args], capture_output=True, timeout=30,
+        p = subprocess.run([worker_binary(), "--archive-worker", *args], capture_output=True, timeout=30,
                            preexec_fn=arrange, pass_fds=keep,
                            user=user.pw_uid if user else None, group=user.pw_gid if user else None,
                            extra_groups=[] if user else None)
