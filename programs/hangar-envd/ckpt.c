@@ -113,9 +113,9 @@ int ckpt_init(const char *argv0)
 {
 	char self[PATH_MAX];
 	ssize_t n;
-	int loader, envd;
+	int loader;
 
-	if (envd_runtime_fds(&loader, &libdir_fd, &envd)) {
+	if (envd_runtime_fds(&loader, &libdir_fd)) {
 		program_fd = open_worker_beside(envd_runtime_program());
 		if (program_fd < 0)
 			return -1;

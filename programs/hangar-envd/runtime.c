@@ -35,8 +35,8 @@
 
 #include "envd.h"
 
-/* O_PATH descriptors, opened at start-up: the loader, its library directory, hangar-envd. */
-static int loader_fd = -1, libdir_fd = -1, program_fd = -1;
+/* O_PATH descriptors, opened at start-up: the loader and its library directory. */
+static int loader_fd = -1, libdir_fd = -1;
 /* hangar-envd's program as the loader mapped it: its checkpoint worker is beside it (ckpt.c). */
 static char program_path[PATH_MAX];
 
@@ -95,8 +95,7 @@ int envd_runtime_init(const char *loader)
 			loader_fd >= 0 && libdir_fd >= 0 ? "not a regular file" : strerror(errno));
 		return -1;
 	}
-	if (own_program(program_path, sizeof(program_path)) < 0 ||
-	    (program_fd = open(program_path, O_PATH | O_CLOEXEC)) < 0) {
+	if (own_program(program_path, sizeof(program_path)) < 0) {
 		fprintf(stderr, "hangar-envd: cannot find its own program under -loader: %s\n", strerror(errno));
 		return -1;
 	}
@@ -106,15 +105,14 @@ int envd_runtime_init(const char *loader)
 	return 0;
 }
 
-int envd_runtime_fds(int *loader, int *libdir, int *program)
+int envd_runtime_fds(int *loader, int *libdir)
 {
 	*loader = loader_fd;
 	*libdir = libdir_fd;
-	*program = program_fd;
 	return loader_fd >= 0 ? 1 : 0;
 }
 
 const char *envd_runtime_program(void)
 {
-	return program_fd >= 0 ? program_path : NULL;
+	return loader_fd >= 0 ? program_path : NULL;
 }
