@@ -728,6 +728,9 @@ def test_a_users_worker_is_that_user_and_holds_nothing_of_the_daemon(make_envd, 
         with open(f"/proc/{kid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         assert argv[1:3] == [b"--archive-worker", b"restore"], argv
+        # The worker program beside the daemon, not the daemon again.
+        from conftest import worker_binary
+        assert os.path.samefile(f"/proc/{kid}/exe", worker_binary()), os.readlink(f"/proc/{kid}/exe")
         st = _proc_status(kid)
         assert st["Uid"] == [str(as_user.pw_uid)] * 4 and st["Gid"] == [str(as_user.pw_gid)] * 4, st
         assert int(st["CapEff"][0], 16) == 0 and int(st["CapPrm"][0], 16) == 0, st
