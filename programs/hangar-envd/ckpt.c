@@ -2,14 +2,15 @@
  * The checkpoint endpoints' HTTP side (ckpt.h): request checks, the worker
  * each request runs in, and the pipes between them.
  *
- * The worker is hangar-envd itself, executed again in a mode of its own
- * (--archive-worker) as the request user. Between the clone and the exec the
- * child only makes system calls: it switches users, arranges its
- * descriptors and executes, sharing the daemon's memory while the parent
- * thread waits. Any lock another thread of the daemon held at that moment
- * (the allocator's, libarchive's, the sanitizers') is never touched there,
+ * The worker is a program of its own, hangar-envd-archive (ckpt_worker.c),
+ * installed beside hangar-envd and executed as the request user. Between
+ * the clone and the exec the child only makes system calls: it switches
+ * users, arranges its descriptors and executes, sharing the daemon's memory
+ * while the parent thread waits. Any lock another thread of the daemon held
+ * at that moment (the allocator's, the sanitizers') is never touched there,
  * and libarchive, libzstd and the directory walks run in a fresh process
- * that holds no state of the daemon's: not its token, not its locks.
+ * that holds no state of the daemon's: not its token, not its locks, and
+ * the daemon never loads those libraries at all.
  */
 #define _GNU_SOURCE
 #include "ckpt.h"
@@ -19,7 +20,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <linux/capability.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <sched.h>
@@ -42,45 +42,6 @@
 #define CAPTURE_PIPE (1024 * 1024)
 
 /* ---- notes --------------------------------------------------------------- */
-
-void ckpt_note_send(int fd, const struct ckpt_note *n)
-{
-	ssize_t w;
-
-	do
-		w = write(fd, n, sizeof(*n));
-	while (w < 0 && errno == EINTR);
-}
-
-int ckpt_fail(struct ckpt_note *n, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (n->status && n->status != 200)
-		return -1;
-	n->status = status;
-	va_start(ap, fmt);
-	vsnprintf(n->message, sizeof(n->message), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-void ckpt_quote_name(const char *name, char *out, size_t max)
-{
-	size_t n = 0;
-
-	for (const unsigned char *s = (const unsigned char *)name; *s; s++) {
-		if (n + 8 >= max) {
-			memcpy(out + n, "...", 4);
-			return;
-		}
-		if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
-			n += (size_t)snprintf(out + n, max - n, *s == '"' || *s == '\\' ? "\\%c" : "\\x%02x", *s);
-		else
-			out[n++] = (char)*s;
-	}
-	out[n] = '\0';
-}
 
 /* Reads one note; 0, or -1 when the child closed the pipe without one. */
 static int note_read(int fd, struct ckpt_note *n)
@@ -105,38 +66,80 @@ static int note_read(int fd, struct ckpt_note *n)
 /* ---- the worker ----------------------------------------------------------- */
 
 /*
- * hangar-envd itself, opened at start-up: each request's worker is a fresh
- * execution of it, whatever becomes of the file's name later (an upgrade
+ * What a worker is executed from, opened at start-up: the worker's program,
+ * or under -loader the loader. Each request's worker is a fresh execution
+ * of the file opened then, whatever becomes of its name later (an upgrade
  * replacing it, a mount namespace without it).
  */
-static int self_exe = -1;
+static int exec_fd = -1;
 
 /*
- * Under -loader (runtime.c), /proc/self/exe is the loader: a worker is the
- * loader again, given hangar-envd's library directory and program as
+ * Under -loader (runtime.c), a worker is the loader again, given the
+ * daemon's library directory (which holds the worker's libraries too: the
+ * jail stages both programs' runtime) and the worker's program as
  * /proc/self/fd/N of two descriptors it inherits. The worker's user may not
  * be able to reach them by name (/run/hangar is the daemon's alone), and
  * its own descriptors are always its to open.
  */
 static int libdir_fd = -1, program_fd = -1;
 
+/* CKPT_WORKER_NAME in the directory of the program at path, opened O_PATH. -1 with errno. */
+static int open_worker_beside(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	char worker[PATH_MAX];
+	struct stat st;
+	int n, fd;
+
+	if (!slash) {
+		errno = ENOENT;
+		return -1;
+	}
+	n = snprintf(worker, sizeof(worker), "%.*s/" CKPT_WORKER_NAME, (int)(slash - path), path);
+	if (n < 0 || (size_t)n >= sizeof(worker)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(worker, O_PATH | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = ENOEXEC;
+		return -1;
+	}
+	return fd;
+}
+
 int ckpt_init(const char *argv0)
 {
-	if (envd_runtime_fds(&self_exe, &libdir_fd, &program_fd))
+	char self[PATH_MAX];
+	ssize_t n;
+	int loader;
+
+	if (envd_runtime_fds(&loader, &libdir_fd)) {
+		program_fd = open_worker_beside(envd_runtime_program());
+		if (program_fd < 0)
+			return -1;
+		exec_fd = loader;
 		return 0;
-	self_exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
-	if (self_exe < 0 && argv0 && strchr(argv0, '/'))
-		self_exe = open(argv0, O_PATH | O_CLOEXEC);
-	return self_exe < 0 ? -1 : 0;
+	}
+	/* The path the kernel executed, symbolic links resolved; else the one we were started as. */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		exec_fd = open_worker_beside(self);
+	} else if (argv0 && strchr(argv0, '/')) {
+		exec_fd = open_worker_beside(argv0);
+	} else {
+		errno = ENOENT;
+	}
+	return exec_fd < 0 ? -1 : 0;
 }
 
 int ckpt_available(void)
 {
-	return self_exe >= 0;
+	return exec_fd >= 0;
 }
 
-#define WORKER_FLAG "--archive-worker"
-#define WORKER_ENV_PREFIX "HANGAR_ARCHIVE_ENV_"
 #define WORKER_MAX_FDS 3
 
 /* Everything the worker's first moments need, prepared before it exists. */
@@ -144,7 +147,7 @@ struct worker_start {
 	char **argv, **envp;
 	const int *keep;              /* become 3, 4, ... in the worker */
 	int nkeep;
-	int loader;                   /* 1: self_exe is the loader (ckpt_init) */
+	int loader;                   /* 1: exec_fd is the loader (ckpt_init) */
 	int high[WORKER_MAX_FDS + 3]; /* scratch, written by the child */
 	int switch_user;
 	uid_t uid;
@@ -182,7 +185,7 @@ __attribute__((no_sanitize_address)) static int worker_child(void *arg)
 	for (int i = 0; i < n; i++)
 		if ((s->high[i] = fcntl(s->keep[i], F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
 			_exit(125);
-	if ((s->high[n] = fcntl(self_exe, F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
+	if ((s->high[n] = fcntl(exec_fd, F_DUPFD_CLOEXEC, exe_at + 1)) < 0)
 		_exit(125);
 	if (s->loader && ((s->high[n + 1] = fcntl(libdir_fd, F_DUPFD_CLOEXEC, exe_at + 1)) < 0 ||
 			  (s->high[n + 2] = fcntl(program_fd, F_DUPFD_CLOEXEC, exe_at + 1)) < 0))
@@ -219,7 +222,7 @@ static char **worker_env(const struct envd_user *u)
 	if (!user)
 		return NULL;
 	for (char **e = user; *e; e++, count++)
-		bytes += sizeof(WORKER_ENV_PREFIX) + strlen(*e);
+		bytes += sizeof(CKPT_WORKER_ENV_PREFIX) + strlen(*e);
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
 		const char *v = getenv(keep[i]);
 
@@ -236,7 +239,7 @@ static char **worker_env(const struct envd_user *u)
 	p = (char *)(list + count + 1);
 	for (char **e = user; *e; e++) {
 		list[k++] = p;
-		p += sprintf(p, WORKER_ENV_PREFIX "%s", *e) + 1;
+		p += sprintf(p, CKPT_WORKER_ENV_PREFIX "%s", *e) + 1;
 	}
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
 		const char *v = getenv(keep[i]);
@@ -252,10 +255,10 @@ static char **worker_env(const struct envd_user *u)
 }
 
 /*
- * Starts a worker: hangar-envd run again in its archive-worker mode as u,
- * for good, with the descriptors in keep as 3, 4, ... and nothing else but
- * 0-2. args are the worker's arguments after the mode's name. The parent
- * gets the pid, or -1 with errno set.
+ * Starts a worker: hangar-envd-archive run as u, for good, with the
+ * descriptors in keep as 3, 4, ... and nothing else but 0-2. args are the
+ * worker's arguments after the mode's name. The parent gets the pid, or -1
+ * with errno set.
  */
 static pid_t spawn_worker(const struct envd_user *u, const char *kind, const char *const *args, int nargs,
 			  const int *keep, int nkeep)
@@ -270,8 +273,8 @@ static pid_t spawn_worker(const struct envd_user *u, const char *kind, const cha
 	pid_t pid = -1;
 	int e, argc = 0;
 
-	if (self_exe < 0 || nkeep > WORKER_MAX_FDS || nargs > 8) {
-		errno = self_exe < 0 ? ENOEXEC : EINVAL;
+	if (exec_fd < 0 || nkeep > WORKER_MAX_FDS || nargs > 8) {
+		errno = exec_fd < 0 ? ENOEXEC : EINVAL;
 		return -1;
 	}
 	s.uid = envd_cfg.is_root ? u->uid : getuid();
@@ -280,19 +283,19 @@ static pid_t spawn_worker(const struct envd_user *u, const char *kind, const cha
 	s.groups = groups;
 	snprintf(uid, sizeof(uid), "%u", (unsigned)s.uid);
 	snprintf(gid, sizeof(gid), "%u", (unsigned)s.gid);
-	argv[argc++] = "hangar-envd";
+	argv[argc++] = CKPT_WORKER_NAME;
 	if (s.loader) {
-		/* The loader's options, then hangar-envd's own command line. */
+		/* The loader's options, then the worker's own command line. */
 		snprintf(libdir, sizeof(libdir), "/proc/self/fd/%d", 3 + nkeep);
 		snprintf(program, sizeof(program), "/proc/self/fd/%d", 3 + nkeep + 1);
 		argv[argc++] = "--library-path";
 		argv[argc++] = libdir;
 		argv[argc++] = "--inhibit-cache";
 		argv[argc++] = "--argv0";
-		argv[argc++] = "hangar-envd";
+		argv[argc++] = CKPT_WORKER_NAME;
 		argv[argc++] = program;
 	}
-	argv[argc++] = WORKER_FLAG;
+	argv[argc++] = CKPT_WORKER_FLAG;
 	argv[argc++] = (char *)kind;
 	argv[argc++] = uid;
 	argv[argc++] = gid;
@@ -319,118 +322,6 @@ static pid_t spawn_worker(const struct envd_user *u, const char *kind, const cha
 	free(s.envp);
 	errno = e;
 	return pid;
-}
-
-/* ---- the worker's side ------------------------------------------------------ */
-
-static int worker_refuse(const char *why)
-{
-	fprintf(stderr, "hangar-envd: " WORKER_FLAG " is internal to hangar-envd: %s\n", why);
-	return 2;
-}
-
-static int parse_id(const char *s, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || !*s || *end || s[0] == '-' || v > 0xfffffffeUL)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
-/* Whether the process holds any capability (effective or permitted). */
-static int has_caps(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d) < 0)
-		return 1;
-	return (d[0].effective | d[1].effective | d[0].permitted | d[1].permitted) != 0;
-}
-
-int ckpt_is_worker(int argc, char **argv)
-{
-	return argc > 1 && strcmp(argv[1], WORKER_FLAG) == 0;
-}
-
-int ckpt_worker_main(int argc, char **argv)
-{
-	struct envd_user user = { 0 };
-	unsigned uid, gid;
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
-	int restore, nfds;
-	sigset_t none;
-	size_t nenv = 0;
-	char **env;
-
-	/* capture UID GID USER PATH auto|all; restore UID GID USER PATH replace|merge zstd|tar */
-	if (argc < 3 || (strcmp(argv[2], "capture") != 0 && strcmp(argv[2], "restore") != 0))
-		return worker_refuse("unknown mode");
-	restore = strcmp(argv[2], "restore") == 0;
-	if (argc != (restore ? 9 : 8) || parse_id(argv[3], &uid) < 0 || parse_id(argv[4], &gid) < 0 ||
-	    strlen(argv[5]) >= sizeof(user.name) || argv[6][0] != '/' || strlen(argv[6]) >= PATH_MAX)
-		return worker_refuse("bad arguments");
-	if (restore ? (strcmp(argv[7], "replace") != 0 && strcmp(argv[7], "merge") != 0) ||
-			      (strcmp(argv[8], "zstd") != 0 && strcmp(argv[8], "tar") != 0)
-		    : strcmp(argv[7], "auto") != 0 && strcmp(argv[7], "all") != 0)
-		return worker_refuse("bad arguments");
-	/* It only ever runs as whom it was started as, and does no more than
-	 * they could: the daemon switched users before the exec. */
-	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != uid || eu != uid || su != uid ||
-	    rg != gid || eg != gid || sg != gid)
-		return worker_refuse("not started as the user it names");
-	if (uid != 0 && has_caps())
-		return worker_refuse("holds capabilities");
-	/* The daemon's pipes, and only pipes. */
-	nfds = restore ? 3 : 2;
-	for (int fd = 3; fd < 3 + nfds; fd++) {
-		struct stat st;
-
-		if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-			return worker_refuse("not started by hangar-envd");
-	}
-	/* Under a loader, the descriptors it was given (ckpt_init): nothing of the worker's. */
-	if (syscall(SYS_close_range, (unsigned)(3 + nfds), ~0U, 0) < 0)
-		for (int fd = 3 + nfds; fd < 65536; fd++)
-			close(fd);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	umask(022);
-	snprintf(user.name, sizeof(user.name), "%s", argv[5]);
-	user.uid = uid;
-	user.gid = gid;
-
-	/* git's environment, as the daemon prepared it. */
-	for (char **e = environ; *e; e++)
-		nenv += strncmp(*e, WORKER_ENV_PREFIX, sizeof(WORKER_ENV_PREFIX) - 1) == 0;
-	env = calloc(nenv + 1, sizeof(char *));
-	if (!env)
-		return 1;
-	nenv = 0;
-	for (char **e = environ; *e; e++)
-		if (strncmp(*e, WORKER_ENV_PREFIX, sizeof(WORKER_ENV_PREFIX) - 1) == 0)
-			env[nenv++] = *e + sizeof(WORKER_ENV_PREFIX) - 1;
-
-	/* _exit: the kernel frees the rest, and no exit handler of a
-	 * library runs in a process that is the user's. */
-	if (restore) {
-		struct ckpt_restore_args a = { .user = &user, .path = argv[6], .merge = strcmp(argv[7], "merge") == 0,
-					       .zstd = strcmp(argv[8], "zstd") == 0, .data_fd = 3, .go_fd = 4,
-					       .note_fd = 5 };
-
-		_exit(ckpt_restore_child(&a));
-	} else {
-		struct ckpt_capture_args a = { .user = &user, .path = argv[6], .select_all = strcmp(argv[7], "all") == 0,
-					       .data_fd = 3, .note_fd = 4, .envp = env };
-
-		_exit(ckpt_capture_child(&a));
-	}
 }
 
 static void close_fd(int *fd)

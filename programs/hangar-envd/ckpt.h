@@ -2,12 +2,14 @@
  * The checkpoint endpoints under /hangar/v1/: capture of a workspace as a
  * zstd-compressed tar stream, and restore of such a stream into a workspace.
  *
- * Each request is served by a worker process started for it: hangar-envd
- * executed again (--archive-worker) as the request user entirely (uid, gid,
- * groups, no capabilities unless the user is root), so everything it reads,
- * writes, follows or removes is what that user could from a shell. The
- * daemon only moves bytes between the connection and the worker's pipes,
- * and answers with what the worker reports.
+ * Each request is served by a worker process started for it: the program
+ * hangar-envd-archive, installed beside hangar-envd, executed as the request
+ * user entirely (uid, gid, groups, no capabilities unless the user is root),
+ * so everything it reads, writes, follows or removes is what that user could
+ * from a shell. The daemon only moves bytes between the connection and the
+ * worker's pipes, and answers with what the worker reports. Only the worker
+ * links libarchive and libzstd: the daemon, one per sandbox, does not carry
+ * their relocations.
  */
 #pragma once
 
@@ -23,21 +25,29 @@ struct MHD_Response;
 #define CKPT_MAX_MEMBERS 1000000
 #define CKPT_MAX_NAME 4096
 
+/* The worker's program, in the directory of hangar-envd's own. */
+#define CKPT_WORKER_NAME "hangar-envd-archive"
+/* Its first argument, then capture|restore and the request's (ckpt_worker_main). */
+#define CKPT_WORKER_FLAG "--archive-worker"
+/* The user's environment (for git) reaches the worker under this prefix. */
+#define CKPT_WORKER_ENV_PREFIX "HANGAR_ARCHIVE_ENV_"
+
 /*
- * At start-up, before any thread: opens the daemon's own executable for the
- * workers. -1 when it cannot be found; the endpoints are then not served
- * (ckpt_available() is 0) and clients use their fallback.
+ * At start-up, before any thread: opens the worker's program (CKPT_WORKER_NAME
+ * beside the daemon's own, or under -loader beside the program runtime.c
+ * found). -1 with errno when it cannot be opened; the endpoints are then not
+ * served (ckpt_available() is 0) and clients use their fallback.
  */
 int ckpt_init(const char *argv0);
-/* 1 when ckpt_init() found the executable, so the archive endpoints are served. */
+/* 1 when ckpt_init() found the worker, so the archive endpoints are served. */
 int ckpt_available(void);
 
 /*
- * The worker mode: ckpt_is_worker() says whether argv asks for it (checked
- * first thing in main), ckpt_worker_main() runs it and does not return when
- * the arguments and the process are what hangar-envd starts a worker with;
- * it returns 2 (with a message on stderr) otherwise. It never changes
- * credentials itself: it does what the user running it could anyway.
+ * The worker (ckpt_worker.c, hangar-envd-archive's main): ckpt_is_worker()
+ * says whether argv asks for it, ckpt_worker_main() runs it and does not
+ * return when the arguments and the process are what hangar-envd starts a
+ * worker with; it returns 2 (with a message on stderr) otherwise. It never
+ * changes credentials itself: it does what the user running it could anyway.
  */
 int ckpt_is_worker(int argc, char **argv);
 int ckpt_worker_main(int argc, char **argv);

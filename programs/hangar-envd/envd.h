@@ -67,13 +67,16 @@ void envd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void envd_runtime_lock_nss(void);
 /*
  * -loader PATH: the daemon runs under that dynamic loader, its libraries in
- * PATH's directory. Opens the loader, the directory and the daemon's own
- * program, for workers started the same way. NULL: nothing to do. 0, or -1
+ * PATH's directory. Opens the loader and the directory, and finds the
+ * daemon's own program, for checkpoint workers (found beside it) started
+ * the same way. NULL: nothing to do. 0, or -1
  * said.
  */
 int envd_runtime_init(const char *loader);
 /* The descriptors envd_runtime_init opened (O_PATH); 1 when there is a loader, else 0. */
-int envd_runtime_fds(int *loader, int *libdir, int *program);
+int envd_runtime_fds(int *loader, int *libdir);
+/* Under -loader, the path of hangar-envd's own program; else NULL. */
+const char *envd_runtime_program(void);
 
 /* ---- what a Start request runs (plan.c) ------------------------------ */
 

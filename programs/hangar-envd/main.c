@@ -465,7 +465,9 @@ static int set_default_user(const char *user)
 static void prepare_process(const char *argv0, sigset_t *stop)
 {
 	if (ckpt_init(argv0) < 0)
-		fprintf(stderr, "hangar-envd: cannot open its own executable (%s): checkpoint endpoints off\n",
+		fprintf(stderr,
+			"hangar-envd: cannot open its checkpoint worker " CKPT_WORKER_NAME
+			" beside its own program (%s): checkpoint endpoints off\n",
 			strerror(errno));
 	/* Connection threads come and go; one malloc arena keeps their memory from piling up. */
 	mallopt(M_ARENA_MAX, 1);
@@ -533,11 +535,8 @@ int main(int argc, char **argv)
 	sigset_t stop;
 	int rc;
 
-	/* Before any name is looked up, in the daemon and in its workers. */
+	/* Before any name is looked up (the checkpoint worker's main does the same). */
 	envd_runtime_lock_nss();
-	/* A checkpoint request's worker (ckpt.h), started by the daemon. */
-	if (ckpt_is_worker(argc, argv))
-		return ckpt_worker_main(argc, argv);
 	if ((rc = parse_flags(&c, argc, argv)) != KEEP_GOING)
 		return rc;
 	if (envd_runtime_init(c.loader) < 0)

@@ -1,5 +1,6 @@
 /*
- * hangar-envd's own runtime: what it loads, and how it starts itself again.
+ * hangar-envd's own runtime: what it loads, and where its checkpoint worker
+ * (hangar-envd-archive, ckpt.c) starts from.
  *
  * In a sandbox whose root is an image, the image's /lib may be musl's, or
  * there may be no libc at all, so hangar-envd brings the host's dynamic
@@ -12,9 +13,10 @@
  * Two things in the image could still put code into this process:
  *  - the Name Service Switch, which loads libnss_NAME for every NAME
  *    /etc/nsswitch.conf names, searching the image's /lib among other
- *    places. hangar-envd asks for the files backend of every database
- *    before anything looks a name up (envd_runtime_lock_nss), which glibc
- *    has built in: no module is loaded, whatever nsswitch.conf says.
+ *    places. hangar-envd and its worker ask for the files backend of every
+ *    database before anything looks a name up (envd_runtime_lock_nss in
+ *    nss.c), which glibc has built in: no module is loaded, whatever
+ *    nsswitch.conf says.
  *  - /etc/ld.so.preload and /etc/ld.so.cache, read by the loader before
  *    main(): the jail hides the image's preload list from it and the
  *    loader is started with --inhibit-cache (see hangar-jail's add_envd).
@@ -24,7 +26,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <nss.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,20 +35,10 @@
 
 #include "envd.h"
 
-/* Every database glibc's Name Service Switch knows. */
-static const char *const nss_databases[] = {
-	"aliases", "ethers", "group", "gshadow", "hosts", "initgroups", "netgroup",
-	"networks", "passwd", "protocols", "publickey", "rpc", "services", "shadow",
-};
-
-void envd_runtime_lock_nss(void)
-{
-	for (size_t i = 0; i < sizeof(nss_databases) / sizeof(nss_databases[0]); i++)
-		__nss_configure_lookup(nss_databases[i], "files");
-}
-
-/* O_PATH descriptors, opened at start-up: the loader, its library directory, hangar-envd. */
-static int loader_fd = -1, libdir_fd = -1, program_fd = -1;
+/* O_PATH descriptors, opened at start-up: the loader and its library directory. */
+static int loader_fd = -1, libdir_fd = -1;
+/* hangar-envd's program as the loader mapped it: its checkpoint worker is beside it (ckpt.c). */
+static char program_path[PATH_MAX];
 
 /*
  * The file this code was mapped from, as the kernel says (/proc/self/maps):
@@ -84,7 +75,7 @@ static int own_program(char *out, size_t outsz)
 
 int envd_runtime_init(const char *loader)
 {
-	char dir[PATH_MAX], program[PATH_MAX];
+	char dir[PATH_MAX];
 	struct stat st;
 	char *slash;
 
@@ -104,8 +95,7 @@ int envd_runtime_init(const char *loader)
 			loader_fd >= 0 && libdir_fd >= 0 ? "not a regular file" : strerror(errno));
 		return -1;
 	}
-	if (own_program(program, sizeof(program)) < 0 ||
-	    (program_fd = open(program, O_PATH | O_CLOEXEC)) < 0) {
+	if (own_program(program_path, sizeof(program_path)) < 0) {
 		fprintf(stderr, "hangar-envd: cannot find its own program under -loader: %s\n", strerror(errno));
 		return -1;
 	}
@@ -115,10 +105,14 @@ int envd_runtime_init(const char *loader)
 	return 0;
 }
 
-int envd_runtime_fds(int *loader, int *libdir, int *program)
+int envd_runtime_fds(int *loader, int *libdir)
 {
 	*loader = loader_fd;
 	*libdir = libdir_fd;
-	*program = program_fd;
 	return loader_fd >= 0 ? 1 : 0;
+}
+
+const char *envd_runtime_program(void)
+{
+	return loader_fd >= 0 ? program_path : NULL;
 }

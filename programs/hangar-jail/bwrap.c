@@ -301,6 +301,8 @@ static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 	add(a, "--tmpfs");
 	add(a, "/run/hangar");
 	if (s->image || s->userns || strncmp(s->envd, "/usr/", 5) != 0) {
+		char worker[PATH_MAX];
+
 		envd_inside = "/run/hangar/hangar-envd";
 		add(a, "--ro-bind");
 		if (s->userns)
@@ -308,6 +310,21 @@ static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 		else
 			add(a, s->envd);
 		add(a, envd_inside);
+		/*
+		 * Its checkpoint worker beside it, where hangar-envd looks for it
+		 * (a hangar-envd under /usr/ seen in place finds its own beside
+		 * it). Without one the sandbox starts anyway and has no
+		 * checkpoints: --ro-bind-try, since the stage binds it only if it
+		 * was there.
+		 */
+		if (envd_worker_path(s->envd, worker, sizeof(worker)) == 0) {
+			add(a, "--ro-bind-try");
+			if (s->userns)
+				addf(a, "%s/envd-archive", files_at(s));
+			else
+				add(a, worker);
+			add(a, "/run/hangar/" ENVD_WORKER_NAME);
+		}
 	}
 	if (s->image && add_envd_runtime(a, s, &rt) < 0) {
 		errno = ENOEXEC;

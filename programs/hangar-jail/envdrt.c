@@ -1,15 +1,18 @@
 /*
  * hangar-envd's own runtime, for a sandbox whose root is an image: the
- * host's dynamic loader and every library hangar-envd needs, which the
- * image may not have (a musl image, a static busybox root with no libc).
+ * host's dynamic loader and every library hangar-envd or its checkpoint
+ * worker (hangar-envd-archive, beside it) needs, which the image may not
+ * have (a musl image, a static busybox root with no libc).
  *
  * Found once per jail, on the host, before the sandbox exists: the loader
  * is the program interpreter hangar-envd's ELF header names, the libraries
- * what that loader resolves for it (`LOADER --list ENVD`, run with an empty
- * environment), each by the name hangar-envd's objects ask for. Nothing is
- * ever read from inside the sandbox. add_envd (bwrap.c) and the stage bind
- * them read-only under /run/hangar/lib, and start hangar-envd through the
- * loader with that directory as its only library path.
+ * what that loader resolves for both programs (`LOADER --list ENVD`, then
+ * `LOADER --list WORKER`, each run with an empty environment), each by the
+ * name their objects ask for, once. Nothing is ever read from inside the
+ * sandbox. add_envd (bwrap.c) and the stage bind them read-only under
+ * /run/hangar/lib, and start hangar-envd through the loader with that
+ * directory as its only library path; hangar-envd starts its workers
+ * through the same loader and directory.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,8 +73,8 @@ static int read_interp(const char *path, char *out, size_t outsz)
 }
 
 /*
- * The loader's --list output for envd, at most LIST_MAX bytes, into a
- * malloc'd string. NULL said.
+ * The loader's --list output for the program envd, at most LIST_MAX bytes,
+ * into a malloc'd string. NULL said.
  */
 static char *list_needed(const char *loader, const char *envd)
 {
@@ -82,7 +86,7 @@ static char *list_needed(const char *loader, const char *envd)
 	pid_t pid;
 
 	if (!buf || pipe2(p, O_CLOEXEC) < 0) {
-		say("cannot list hangar-envd's libraries: %s", strerror(errno));
+		say("cannot list %s's libraries: %s", envd, strerror(errno));
 		free(buf);
 		return NULL;
 	}
@@ -131,7 +135,11 @@ static int plain_name(const char *name, size_t len)
 	       !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-/* One line of --list: "NAME => PATH (ADDR)" is a library; the vDSO and the loader itself are not. 0, or -1 said. */
+/*
+ * One line of --list: "NAME => PATH (ADDR)" is a library; the vDSO and the
+ * loader itself are not. A name already listed (both programs need libc) is
+ * kept once. 0, or -1 said.
+ */
 static int add_line(char *line)
 {
 	char *arrow = strstr(line, " => "), *path, *end;
@@ -152,8 +160,11 @@ static int add_line(char *line)
 		say("hangar-envd needs %.*s, which the host's loader cannot find (%s)", (int)len, line, path);
 		return -1;
 	}
+	for (size_t i = 0; i < runtime.n; i++)
+		if (strlen(runtime.libs[i].name) == len && memcmp(runtime.libs[i].name, line, len) == 0)
+			return 0;
 	if (runtime.n == ENVD_RUNTIME_MAX) {
-		say("hangar-envd needs more than %d libraries", ENVD_RUNTIME_MAX);
+		say("hangar-envd and its worker need more than %d libraries", ENVD_RUNTIME_MAX);
 		return -1;
 	}
 	memcpy(runtime.libs[runtime.n].name, line, len);
@@ -163,9 +174,39 @@ static int add_line(char *line)
 	return 0;
 }
 
+int envd_worker_path(const char *envd, char *out, size_t outsz)
+{
+	const char *slash = strrchr(envd, '/');
+	struct stat st;
+	int n;
+
+	if (!slash)
+		return -1;
+	n = snprintf(out, outsz, "%.*s/" ENVD_WORKER_NAME, (int)(slash - envd), envd);
+	if (n < 0 || (size_t)n >= outsz || stat(out, &st) < 0 || !S_ISREG(st.st_mode))
+		return -1;
+	return 0;
+}
+
+/* The libraries the program at path needs, added to runtime. 0, or -1 said. */
+static int add_program(const char *path)
+{
+	char *list = list_needed(runtime.loader, path), *line, *save = NULL;
+
+	if (!list)
+		return -1;
+	for (line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (add_line(line) < 0) {
+			free(list);
+			return -1;
+		}
+	free(list);
+	return 0;
+}
+
 const struct envd_runtime *envd_runtime_find(const char *envd)
 {
-	char *list, *line, *save = NULL;
+	char worker[PATH_MAX], interp[PATH_MAX];
 	const char *base;
 
 	if (resolved && strcmp(envd, envd_path) == 0)
@@ -180,16 +221,25 @@ const struct envd_runtime *envd_runtime_find(const char *envd)
 		return NULL;
 	}
 	memcpy(runtime.loader_name, base, strlen(base) + 1);
-	list = list_needed(runtime.loader, envd);
-	if (!list)
+	if (add_program(envd) < 0) {
+		runtime.n = 0;
 		return NULL;
-	for (line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (add_line(line) < 0) {
-			free(list);
-			runtime.n = 0;
-			return NULL;
+	}
+	/*
+	 * The checkpoint worker runs through the same loader and directory. A
+	 * worker missing, built for another loader or needing what the host
+	 * lacks is left out and the sandbox starts anyway: its checkpoint
+	 * requests then fail, and nothing else does.
+	 */
+	if (envd_worker_path(envd, worker, sizeof(worker)) == 0) {
+		size_t envd_n = runtime.n;
+
+		if (read_interp(worker, interp, sizeof(interp)) < 0 || strcmp(interp, runtime.loader) != 0 ||
+		    add_program(worker) < 0) {
+			say("%s cannot run through %s: sandboxes have no checkpoints", worker, runtime.loader);
+			runtime.n = envd_n;
 		}
-	free(list);
+	}
 	snprintf(envd_path, sizeof(envd_path), "%s", envd);
 	resolved = 1;
 	return &runtime;

@@ -304,10 +304,18 @@ struct envd_runtime {
 	size_t n;
 };
 /*
- * The loader and libraries hangar-envd at envd (a host path) needs, found
- * on the host the first time and kept for the jail's life. NULL said.
+ * The loader and libraries hangar-envd at envd (a host path) and its
+ * checkpoint worker beside it need, found on the host the first time and
+ * kept for the jail's life. NULL said.
  */
 const struct envd_runtime *envd_runtime_find(const char *envd);
+/* hangar-envd's checkpoint worker, in the directory of envd (ckpt.h in hangar-envd). */
+#define ENVD_WORKER_NAME "hangar-envd-archive"
+/*
+ * The worker's path beside envd into out: 0 when it is a regular file there,
+ * -1 when not (the sandbox then starts without it, and has no checkpoints).
+ */
+int envd_worker_path(const char *envd, char *out, size_t outsz);
 
 /* ---- stage.c: the sandbox's files, staged for bwrap ---- */
 

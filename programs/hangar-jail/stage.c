@@ -8,6 +8,7 @@
  *   STAGE/etc   its /etc (etc.c): the shared template, the sandbox's own
  *               files (dir/rootfs/etc) bound over their placeholders
  *   STAGE/envd  hangar-envd
+ *   STAGE/envd-archive  its checkpoint worker, when there is one beside it
  *   STAGE/lib   image sandboxes: hangar-envd's loader and libraries (envdrt.c)
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
  *               writes nothing to the host's disk and runs out of space at
@@ -40,7 +41,7 @@
 
 /* What the stage binds, opened before it is mounted. */
 struct sources {
-	int etc, envd;
+	int etc, envd, worker; /* worker: -1 when hangar-envd has none beside it */
 	int own[8]; /* dir/rootfs/etc's files, etc_own()'s names */
 	size_t n_own;
 	const struct envd_runtime *rt; /* image sandboxes: lib[0] the loader, then rt->libs */
@@ -49,7 +50,7 @@ struct sources {
 
 static void close_sources(struct sources *f)
 {
-	int *all[] = { &f->etc, &f->envd };
+	int *all[] = { &f->etc, &f->envd, &f->worker };
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (*all[i] >= 0) {
@@ -103,6 +104,7 @@ static int open_sources(struct sources *f, const struct jail_spec *s)
 {
 	const char *template = etc_template(), *const *names;
 	size_t n = s->image ? 0 : etc_own(s->meta->network, &names);
+	char worker[PATH_MAX];
 	int bad = 0;
 
 	/* An image's /etc is its own (image.c): only the host's /usr needs the template. */
@@ -120,6 +122,9 @@ static int open_sources(struct sources *f, const struct jail_spec *s)
 	f->etc = s->image ? open_in_dir(s->dir, "rootfs/etc", O_DIRECTORY)
 			  : open(template, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
 	f->envd = open(s->envd, O_PATH | O_CLOEXEC);
+	/* No worker: the sandbox starts without checkpoints, as bwrap.c's add_envd says. */
+	if (envd_worker_path(s->envd, worker, sizeof(worker)) == 0)
+		f->worker = open(worker, O_PATH | O_CLOEXEC);
 	if (bad || f->etc < 0 || f->envd < 0) {
 		int e = errno;
 
@@ -259,7 +264,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 {
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
-	struct sources f = { .etc = -1, .envd = -1, .n_own = 0 };
+	struct sources f = { .etc = -1, .envd = -1, .worker = -1, .n_own = 0 };
 	int snap = -1;
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
@@ -276,7 +281,8 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		return -1;
 	}
 	if (bind_fd(f.etc, at, "etc", 0) < 0 || bind_own(&f, at, s) < 0 || bind_host_dirs(at, s) < 0 ||
-	    bind_fd(f.envd, at, "envd", 1) < 0 || bind_runtime(&f, at) < 0) {
+	    bind_fd(f.envd, at, "envd", 1) < 0 || (f.worker >= 0 && bind_fd(f.worker, at, "envd-archive", 1) < 0) ||
+	    bind_runtime(&f, at) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_sources(&f);
 		return -1;

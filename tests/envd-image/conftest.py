@@ -74,19 +74,26 @@ def program_interpreter(path):
     raise AssertionError(f"{path} names no program interpreter")
 
 
+def worker_of(envd):
+    """hangar-envd's checkpoint worker, beside it."""
+    return os.path.join(os.path.dirname(envd), "hangar-envd-archive")
+
+
 def envd_runtime(envd):
-    """(loader, [(name, host path)]): what add_envd binds under /run/hangar/lib."""
+    """(loader, [(name, host path)]): what add_envd binds under /run/hangar/lib, for envd and its worker."""
     loader = program_interpreter(envd)
-    out = subprocess.run([loader, "--list", envd], capture_output=True, text=True, env={}, check=True).stdout
-    libs = []
-    for line in out.splitlines():
-        if " => " not in line:
-            continue
-        name, rest = line.strip().split(" => ", 1)
-        path = rest.split(" (", 1)[0]
-        assert path.startswith("/"), f"the host's loader cannot find {name}"
-        libs.append((name, path))
-    return loader, libs
+    libs = {}
+    for program in [envd] + [worker_of(envd)] * os.path.exists(worker_of(envd)):
+        out = subprocess.run([loader, "--list", program], capture_output=True, text=True, env={},
+                             check=True).stdout
+        for line in out.splitlines():
+            if " => " not in line:
+                continue
+            name, rest = line.strip().split(" => ", 1)
+            path = rest.split(" (", 1)[0]
+            assert path.startswith("/"), f"the host's loader cannot find {name}"
+            libs.setdefault(name, path)
+    return loader, list(libs.items())
 
 
 def bwrap_argv(root, envd, extra):
@@ -95,7 +102,9 @@ def bwrap_argv(root, envd, extra):
     argv = ["bwrap", "--bind", root, "/", "--proc", "/proc", "--dev", "/dev",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
             "--perms", "0700", "--size", "65536", "--tmpfs", "/run/hangar",
-            "--ro-bind", envd, "/run/hangar/hangar-envd", "--perms", "0755", "--dir", "/run/hangar/lib",
+            "--ro-bind", envd, "/run/hangar/hangar-envd",
+            "--ro-bind-try", worker_of(envd), "/run/hangar/hangar-envd-archive",
+            "--perms", "0755", "--dir", "/run/hangar/lib",
             "--ro-bind", loader, inside]
     for name, path in libs:
         argv += ["--ro-bind", path, "/run/hangar/lib/" + name]

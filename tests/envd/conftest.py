@@ -32,15 +32,20 @@ def envd_binary():
     return path
 
 
+def worker_binary():
+    """hangar-envd-archive, the checkpoint worker, where hangar-envd looks for it: beside it."""
+    return os.path.join(os.path.dirname(envd_binary()), "hangar-envd-archive")
+
+
 class Daemon:
-    def __init__(self, args, token=None, pass_fds=(), env=None):
+    def __init__(self, args, token=None, pass_fds=(), env=None, binary=None):
         self.token = token
         self.args = args
         self.log = tempfile.TemporaryFile()
         rfd, wfd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [envd_binary(), "-addr", "127.0.0.1", "-port", "0", "-ready-fd", str(wfd)] + args,
+                [binary or envd_binary(), "-addr", "127.0.0.1", "-port", "0", "-ready-fd", str(wfd)] + args,
                 pass_fds=(wfd,) + tuple(pass_fds),
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
@@ -97,10 +102,10 @@ class Daemon:
 
 @pytest.fixture
 def make_envd(tmp_path):
-    """Factory: make_envd(token=True, user=..., workdir=..., env={...}, extra=[...])."""
+    """Factory: make_envd(token=True, user=..., workdir=..., env={...}, extra=[...], binary=PATH)."""
     daemons = []
 
-    def start(token=False, user=None, workdir=None, env=None, extra=()):
+    def start(token=False, user=None, workdir=None, env=None, extra=(), binary=None):
         args = []
         tok = None
         if token:
@@ -117,7 +122,7 @@ def make_envd(tmp_path):
         for k, v in (env or {}).items():
             args += ["-env", f"{k}={v}"]
         args += list(extra)
-        d = Daemon(args, token=tok)
+        d = Daemon(args, token=tok, binary=binary)
         daemons.append(d)
         return d
 

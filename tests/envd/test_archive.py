@@ -728,6 +728,9 @@ def test_a_users_worker_is_that_user_and_holds_nothing_of_the_daemon(make_envd, 
         with open(f"/proc/{kid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         assert argv[1:3] == [b"--archive-worker", b"restore"], argv
+        # The worker program beside the daemon, not the daemon again.
+        from conftest import worker_binary
+        assert os.path.samefile(f"/proc/{kid}/exe", worker_binary()), os.readlink(f"/proc/{kid}/exe")
         st = _proc_status(kid)
         assert st["Uid"] == [str(as_user.pw_uid)] * 4 and st["Gid"] == [str(as_user.pw_gid)] * 4, st
         assert int(st["CapEff"][0], 16) == 0 and int(st["CapPrm"][0], 16) == 0, st
@@ -747,8 +750,8 @@ def test_a_users_worker_is_that_user_and_holds_nothing_of_the_daemon(make_envd, 
 
 
 def _run_worker(args, user=None, pass_pipes=True):
-    """Runs hangar-envd --archive-worker by hand; its exit status."""
-    from conftest import envd_binary
+    """Runs the worker (hangar-envd-archive --archive-worker) by hand; its exit status."""
+    from conftest import worker_binary
     fds, keep = [], []
     if pass_pipes:
         for _ in range(3):
@@ -762,7 +765,7 @@ def _run_worker(args, user=None, pass_pipes=True):
                 os.dup2(fd, 3 + i)
 
     try:
-        p = subprocess.run([envd_binary(), "--archive-worker", *args], capture_output=True, timeout=30,
+        p = subprocess.run([worker_binary(), "--archive-worker", *args], capture_output=True, timeout=30,
                            preexec_fn=arrange, pass_fds=keep,
                            user=user.pw_uid if user else None, group=user.pw_gid if user else None,
                            extra_groups=[] if user else None)

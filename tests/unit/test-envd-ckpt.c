@@ -1,6 +1,6 @@
 /*
  * hangar-envd's checks of restore member names and the quoting of names in
- * error messages (ckpt_restore.c, ckpt.c). The endpoints themselves are
+ * error messages (ckpt_restore.c, ckpt_worker.c). The endpoints themselves are
  * tested against a real daemon in tests/envd/test_archive.py.
  */
 #define _GNU_SOURCE
