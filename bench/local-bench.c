@@ -722,28 +722,41 @@ out:
  * flight are counted so the clean-up can wait for them: a sandbox still
  * being created is not listed yet and would be left behind.
  */
+/* Before a call that makes sandboxes: 0, or -1 once a signal asked us to stop. */
+static int flight_enter(void)
+{
+	int stopping;
+
+	pthread_mutex_lock(&g_flight_lock);
+	stopping = g_stopping;
+	if (!stopping)
+		g_inflight++;
+	pthread_mutex_unlock(&g_flight_lock);
+	return stopping ? -1 : 0;
+}
+
+static void flight_leave(void)
+{
+	pthread_mutex_lock(&g_flight_lock);
+	if (--g_inflight == 0)
+		pthread_cond_broadcast(&g_flight_done);
+	pthread_mutex_unlock(&g_flight_lock);
+}
+
 static int create_sandbox_env(hangar_sandbox **out, const char *const *env)
 {
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
 	int rc;
 
 	*out = NULL;
-	pthread_mutex_lock(&g_flight_lock);
-	if (g_stopping) {
-		pthread_mutex_unlock(&g_flight_lock);
+	if (flight_enter() < 0)
 		return HANGAR_ECREATE;
-	}
-	g_inflight++;
-	pthread_mutex_unlock(&g_flight_lock);
 	o.provider = "local";
 	o.timeout_sec = SANDBOX_LIFETIME_SEC;
 	o.template_id = g_template;
 	o.env = env;
 	rc = hangar_sandbox_create(out, g_ctx, &o);
-	pthread_mutex_lock(&g_flight_lock);
-	if (--g_inflight == 0)
-		pthread_cond_broadcast(&g_flight_done);
-	pthread_mutex_unlock(&g_flight_lock);
+	flight_leave();
 	return rc;
 }
 
@@ -1625,7 +1638,16 @@ static void bench_fork(const struct config *cfg)
 	co.template_id = g_template;
 	so.create = &co;
 	so.workspace = "/workspace";
-	if ((rc = hangar_session_create(&s, g_ctx, &so)) != 0 || (rc = hangar_session_sandbox(&sb, s)) != 0) {
+	/* Counted as creates in flight, as the forks below are: a signal's clean-up waits for them. */
+	if (flight_enter() < 0) {
+		fail = cfg->fork_runs;
+		goto out;
+	}
+	rc = hangar_session_create(&s, g_ctx, &so);
+	if (rc == 0)
+		rc = hangar_session_sandbox(&sb, s);
+	flight_leave();
+	if (rc != 0) {
 		note_failure(first, sizeof(first), "session", rc);
 		fail = cfg->fork_runs;
 		goto out;
@@ -1640,8 +1662,11 @@ static void bench_fork(const struct config *cfg)
 		double t0 = now_ms(), t1;
 		int bad = 0;
 
+		if (flight_enter() < 0)
+			break;
 		rc = hangar_session_fork(s, (uint32_t)cfg->forks, on_fork, &f);
 		t1 = now_ms();
+		flight_leave();
 		if (rc != 0) {
 			note_failure(first, sizeof(first), "hangar_session_fork", rc);
 			bad = 1;
