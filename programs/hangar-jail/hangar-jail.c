@@ -356,8 +356,8 @@ int main(int argc, char **argv)
 	/*
 	 * After SIGCHLD is blocked: the warm-up's exit must stay pending for
 	 * supervise() to reap. Ignored by default before that, it would leave
-	 * a zombie as the jail's first child, where the library looks for the
-	 * sandbox (lstate_first_child).
+	 * a zombie as the jail's first child for good. (The library looks past
+	 * it for the sandbox: lstate_jail_child.)
 	 */
 	cgroup_warm_up();
 	if (record_pid(&j) < 0 || read_meta(&j) < 0)

@@ -11,13 +11,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "providers/local/lstate.h"
 #include "providers/local/usage.h"
 
 #define ID "sb-0123456789abcdef"
@@ -240,9 +244,11 @@ START_TEST(processes_counted_without_cgroup)
 	if (jail == 0) {
 		/* Each waits for EOF on the pipe, which comes when the test closes its end. */
 		close(p[1]);
-		if (fork() == 0) /* "bwrap" */
+		if (fork() == 0) { /* "bwrap", named as the exec'd one is */
+			prctl(PR_SET_NAME, "bwrap");
 			for (int i = 0; i < 2 && fork() != 0; i++)
 				;
+		}
 		_exit(read(p[0], &c, 1) < 0);
 	}
 	for (int tries = 0; tries < 200; tries++) {
@@ -259,6 +265,73 @@ START_TEST(processes_counted_without_cgroup)
 }
 END_TEST
 
+/* Whether /proc/PID/FILE holds want, polled for up to about 10 s. */
+static int proc_says(pid_t pid, const char *file, const char *want)
+{
+	struct timespec pause = { 0, 2 * 1000 * 1000 };
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "re");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		if (strstr(buf, want))
+			return 1;
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
+
+/*
+ * The jail's first child may be its cgroup warm-up, a fork of its own that
+ * runs for a moment or waits to be reaped: the sandbox's bwrap is found past
+ * it. Here this process is the jail, with a fork of itself first (_i 0:
+ * running, 1: a zombie) and an exec'd program second.
+ */
+START_TEST(jail_child_skips_own_forks)
+{
+	int hold[2];
+	pid_t own, exec_d;
+
+	ck_assert_int_eq(pipe(hold), 0);
+	own = fork();
+	ck_assert_int_ge(own, 0);
+	if (own == 0) {
+		char c;
+
+		close(hold[1]);
+		if (_i == 0)
+			while (read(hold[0], &c, 1) < 0 && errno == EINTR)
+				;
+		_exit(0);
+	}
+	close(hold[0]);
+	if (_i == 1)
+		ck_assert_msg(proc_says(own, "stat", ") Z "), "the fork did not become a zombie");
+	exec_d = fork();
+	ck_assert_int_ge(exec_d, 0);
+	if (exec_d == 0) {
+		execlp("sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_msg(proc_says(exec_d, "comm", "sleep"), "sleep did not start");
+	/* The hazard is there: the first child is the fork... */
+	ck_assert_int_eq(lstate_first_child(getpid()), own);
+	/* ...and the sandbox's process is found past it. */
+	ck_assert_int_eq(lstate_jail_child(getpid()), exec_d);
+	kill(exec_d, SIGKILL);
+	close(hold[1]);
+	waitpid(exec_d, NULL, 0);
+	waitpid(own, NULL, 0);
+	/* No child that is not a fork of its own: none. */
+	ck_assert_int_eq(lstate_jail_child(getpid()), 0);
+}
+END_TEST
+
 static Suite *usage_suite(void)
 {
 	Suite *s = suite_create("local-usage");
@@ -272,6 +345,7 @@ static Suite *usage_suite(void)
 	tcase_add_test(tc, v1_files_and_removal);
 	tcase_add_test(tc, limits_that_do_not_hold);
 	tcase_add_test(tc, processes_counted_without_cgroup);
+	tcase_add_loop_test(tc, jail_child_skips_own_forks, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

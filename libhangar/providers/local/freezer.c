@@ -113,7 +113,7 @@ static int signal_sandbox(int jail_pid, int sig)
 	DIR *d;
 	int bwrap, inner, count = 0;
 
-	bwrap = lstate_first_child(jail_pid);
+	bwrap = lstate_jail_child(jail_pid);
 	if (bwrap <= 0)
 		return -ESRCH;
 	inner = lstate_first_child(bwrap);

@@ -501,6 +501,46 @@ int lstate_first_child(int pid)
 	return child;
 }
 
+/* pid's command name (/proc/PID/comm) into out, without its newline. 0, or -1. */
+static int read_comm(int pid, char *out, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, out, size - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	return 0;
+}
+
+int lstate_jail_child(int jail_pid)
+{
+	char path[64], own[32], comm[32];
+	int child, found = 0;
+	FILE *f;
+
+	if (read_comm(jail_pid, own, sizeof(own)) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail_pid, jail_pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	/* A fork that has not exec'd has its parent's name; bwrap is exec'd. */
+	while (!found && fscanf(f, "%d", &child) == 1)
+		if (read_comm(child, comm, sizeof(comm)) == 0 && strcmp(comm, own) != 0)
+			found = child;
+	fclose(f);
+	return found;
+}
+
 /* ---- the creation's timeline ------------------------------------------------------ */
 
 int lstate_timeline_open(const char *dir)

@@ -112,3 +112,10 @@ int lstate_jail_pid(const char *dir);
 int lstate_is_jail(int pid, const char *id);
 /* The first child of pid's main thread (/proc/PID/task/PID/children), or 0. */
 int lstate_first_child(int pid);
+/*
+ * The jail's child that runs the sandbox (bwrap): its first child that is
+ * not a fork of the jail itself. The jail's first child may be its cgroup
+ * warm-up (a fork that never execs), still running or not yet reaped for a
+ * moment after the create. 0 when there is none.
+ */
+int lstate_jail_child(int jail_pid);

@@ -135,11 +135,9 @@ static int new_snapshot_dir(const struct local *l, char *id, char *tmp)
 /* The sandbox's pid 1 on the host: the jail's child (bwrap), then bwrap's child. 0 when none. */
 static int sandbox_init(int jail_pid)
 {
-	int pid = jail_pid;
+	int pid = lstate_jail_child(jail_pid);
 
-	for (int depth = 0; depth < 2 && pid > 0; depth++)
-		pid = lstate_first_child(pid);
-	return pid;
+	return pid > 0 ? lstate_first_child(pid) : 0;
 }
 
 /* What copy_all copies, and where it failed. */
@@ -194,7 +192,7 @@ static int open_upper(int jail_pid)
 {
 	char path[PATH_MAX];
 	struct stat st;
-	int bwrap = lstate_first_child(jail_pid);
+	int bwrap = lstate_jail_child(jail_pid);
 
 	/* The jail's stage_dir(): /run when the host has it, else /tmp. */
 	snprintf(path, sizeof(path), "/proc/%d/root/%s/rw/upper", bwrap,

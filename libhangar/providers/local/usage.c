@@ -113,11 +113,9 @@ static long long single(const char *cg, const char *file)
 /* The sandbox's pid 1 on the host: the jail's child (bwrap), then bwrap's child. 0 when none. */
 static int sandbox_init(int jail_pid)
 {
-	int pid = jail_pid;
+	int pid = lstate_jail_child(jail_pid);
 
-	for (int depth = 0; depth < 2 && pid > 0; depth++)
-		pid = lstate_first_child(pid);
-	return pid;
+	return pid > 0 ? lstate_first_child(pid) : 0;
 }
 
 #define TREE_MAX 65536
@@ -195,7 +193,7 @@ int usage_metric(const char *dir, const char *id, int jail_pid, hangar_sandbox_m
 		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	} else if (jail_pid > 0) {
 		/* No pids cgroup counts them: bwrap and everything below it, as RLIMIT_NPROC does. */
-		long long used = tree_tasks(lstate_first_child(jail_pid));
+		long long used = tree_tasks(lstate_jail_child(jail_pid));
 
 		m->pids_used = used > 0 && used <= UINT32_MAX ? (uint32_t)used : 0;
 	}
