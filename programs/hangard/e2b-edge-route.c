@@ -165,15 +165,15 @@ static int signature_matches(struct request *r, const char *url, const char *met
 
 /* ---- the request's sandbox ---- */
 
-int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port)
+int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port,
+	       struct e2b_record *rec)
 {
 	const char *host = request_header(r, MHD_HTTP_HEADER_HOST);
 	const char *hid = request_header(r, "E2b-Sandbox-Id"), *hport = request_header(r, "E2b-Sandbox-Port");
 	const char *target = request_target(r);
 	char expected[E2B_TOKEN_LEN + 1], traffic[E2B_TOKEN_LEN + 1];
 	unsigned hp = 0;
-	int by_host;
-	struct e2b_record rec;
+	int by_host, rc;
 
 	id[0] = '\0';
 	*port = 0;
@@ -210,13 +210,15 @@ int edge_route(struct request *r, const char *url, const char *method, char id[6
 	}
 
 	/* The token of this sandbox, before anything reaches it. */
-	memset(&rec, 0, sizeof(rec));
-	if (e2b_record_get(id, &rec) < 0) {
+	memset(rec, 0, sizeof(*rec));
+	e2b_lock();
+	rc = e2b_record_get(id, rec);
+	e2b_unlock();
+	if (rc < 0) {
 		edge_reply(r, url, 500, "the sandbox's record cannot be read");
 		return -1;
 	}
-	e2b_tokens(id, rec.generation, expected, traffic);
-	e2b_record_dispose(&rec);
+	e2b_tokens(id, rec->generation, expected, traffic);
 	const char *presented = request_header(r, *port == EDGE_ENVD_PORT ? "X-Access-Token" : "e2b-traffic-access-token");
 	int ok = token_matches(presented, *port == EDGE_ENVD_PORT ? expected : traffic);
 	/* Without the header, a signed file URL; envd then gets its own token
@@ -226,6 +228,7 @@ int edge_route(struct request *r, const char *url, const char *method, char id[6
 	sodium_memzero(expected, sizeof(expected));
 	sodium_memzero(traffic, sizeof(traffic));
 	if (!ok) {
+		e2b_record_dispose(rec);
 		edge_reply(r, url, 401,
 			   *port == EDGE_ENVD_PORT
 				   ? "unauthorized access, please provide a valid access token (X-Access-Token)"

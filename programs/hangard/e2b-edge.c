@@ -61,6 +61,7 @@ struct edge {
 	/* What to forward, fixed before the thread starts. */
 	char id[65];
 	unsigned port;
+	struct e2b_record rec;      /* the sandbox's record, as the token was checked against it */
 	char *head;                 /* the request line and headers, up to the body's framing */
 	int body_chunked;           /* the body goes up chunked (its length is not known) */
 	int has_body;
@@ -111,6 +112,7 @@ static void edge_unref(struct edge *e)
 	pthread_mutex_unlock(&edges_lock);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
+	e2b_record_dispose(&e->rec);
 	free(e->head);
 	free(e->upq);
 	free(e->downq);
@@ -647,8 +649,8 @@ static unsigned resolve_platform_port(struct edge *e, hangar_sandbox *sb, struct
 static unsigned resolve(struct edge *e, struct target *t, char *msg, size_t cap)
 {
 	hangar_sandbox *sb = NULL;
-	/* The E2B id's sandbox now: a restore gives it another. */
-	int rc = e2b_resolve(e->id, NULL, &sb);
+	/* The E2B id's sandbox when the request came: a restore gives it another. */
+	int rc = e2b_resolve_record(e->id, &e->rec, &sb);
 	unsigned status = 0;
 
 	if (rc == 1) {
@@ -885,8 +887,9 @@ int edge_begin(struct request *r, const char *url, const char *method, struct ed
 	unsigned port;
 	struct edge *e;
 	struct headbuf h = { 0 };
+	struct e2b_record rec;
 	const char *target = request_target(r), *cl, *te;
-	int routed = edge_route(r, url, method, id, &port);
+	int routed = edge_route(r, url, method, id, &port, &rec);
 
 	*out = NULL;
 	if (routed <= 0)
@@ -894,9 +897,11 @@ int edge_begin(struct request *r, const char *url, const char *method, struct ed
 
 	e = calloc(1, sizeof(*e));
 	if (!e) {
+		e2b_record_dispose(&rec);
 		edge_reply(r, url, 500, "out of memory");
 		return 1;
 	}
+	e->rec = rec;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	e->refs = 2;   /* the request's, the thread's */

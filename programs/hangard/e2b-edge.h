@@ -80,12 +80,16 @@ int edge_hop_header(const char *name);
 
 struct request;
 
+struct e2b_record;
+
 /*
  * The sandbox and port the request is for, and whether its token lets it
- * reach them: 1 with id and port filled, 0 when the request is hangard's
- * own API, -1 after answering a refusal (400, 401, 500, 503).
+ * reach them: 1 with id, port and *rec (the sandbox's record, the caller's
+ * to dispose of) filled, 0 when the request is hangard's own API, -1 after
+ * answering a refusal (400, 401, 500, 503).
  */
-int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port);
+int edge_route(struct request *r, const char *url, const char *method, char id[65], unsigned *port,
+	       struct e2b_record *rec);
 /* An answer of the edge itself: Connect's error for envd's RPCs, else E2B's. */
 void edge_reply(struct request *r, const char *url, unsigned status, const char *msg);
 

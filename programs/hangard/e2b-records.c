@@ -390,6 +390,20 @@ void e2b_records_sweep(int64_t before_s, int (*alive)(const char *id, void *payl
 
 /* ---- from an E2B id to its sandbox ---- */
 
+int e2b_resolve_record(const char *e2b_id, const struct e2b_record *rec, hangar_sandbox **sb)
+{
+	int rc;
+
+	*sb = NULL;
+	if (rec->paused == E2B_PAUSED_SESSION && rec->session_id)
+		return 1; /* suspended: a parked sandbox is the session's to take back, none is ours */
+	rc = hangar_sandbox_attach(sb, hangard->ctx, NULL, e2b_record_sandbox(rec, e2b_id));
+	/* Its id is the SDK's, whichever sandbox serves it now. */
+	if (rc == HANGAR_ENOTFOUND && rec->sandbox_id)
+		rc = HANGAR_EGONE;
+	return rc;
+}
+
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
 {
 	struct e2b_record own;
@@ -401,17 +415,7 @@ int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
 	e2b_lock();
 	rc = e2b_record_get(e2b_id, rec);
 	e2b_unlock();
-	if (rc < 0) {
-		rc = HANGAR_EOS;
-	} else if (rec->paused == E2B_PAUSED_SESSION && rec->session_id) {
-		/* Suspended: a parked sandbox is the session's to take back, none is ours. */
-		rc = 1;
-	} else {
-		rc = hangar_sandbox_attach(sb, hangard->ctx, NULL, e2b_record_sandbox(rec, e2b_id));
-		/* Its id is the SDK's, whichever sandbox serves it now. */
-		if (rc == HANGAR_ENOTFOUND && rec->sandbox_id)
-			rc = HANGAR_EGONE;
-	}
+	rc = rc < 0 ? HANGAR_EOS : e2b_resolve_record(e2b_id, rec, sb);
 	if (rec == &own)
 		e2b_record_dispose(&own);
 	return rc;
