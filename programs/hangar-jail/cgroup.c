@@ -83,16 +83,18 @@ void freezer_setup(struct freezer *f, const char *id)
 /*
  * Moving a process between cgroup v1 cgroups takes the kernel's lock for
  * every migration, and the first writer of that lock after a quiet spell
- * waits for an RCU grace period: 6 to 13 ms, most of the child's "cgroups"
- * step on such a host. Writers coming within a grace period of the last one
- * pass at once. So the jail starts, first thing, a short-lived process that
- * makes a migration changing nothing (itself into the cgroup it is already
- * in) and exits: the wait passes during the rest of the set-up (the freezer
- * and limit cgroups, the ids, the seccomp filter, bwrap's command line), and
- * the child's moves come within the window. A process, not a thread: the
- * jail forks later, and stays single-threaded so that its children can.
- * Nothing depends on it: should it fail, or come late, the child's moves
- * wait as they would have. The jail reaps it with its other children.
+ * waits for an RCU grace period: 6 to 20 ms. Writers coming within a grace
+ * period of the last one pass at once. So the jail starts, first thing, a
+ * short-lived process that makes a migration changing nothing (itself into
+ * the cgroup it is already in) and exits, and the child's moves come within
+ * the window. The waiting move holds cgroup_mutex, which making the freezer
+ * cgroup needs too: only the steps before that (meta.json, the sockets)
+ * overlap the wait, and on an idle host most of it remains; a hierarchy
+ * mounted with favordynmods is what removes it (hangar(1), Start-up cost).
+ * A process, not a thread: the jail forks later, and stays single-threaded
+ * so that its children can. Nothing depends on it: should it fail, or come
+ * late, the child's moves wait as they would have. The jail reaps it with
+ * its other children.
  */
 static char warm_procs[PATH_MAX];
 
