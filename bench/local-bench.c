@@ -1766,6 +1766,59 @@ out:
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+/* ---- the host's cgroups ------------------------------------------------------------ */
+
+/*
+ * Which cgroup hierarchies the host mounts (type "cgroup" is a v1 hierarchy,
+ * "cgroup2" the v2 one, both a hybrid), from /proc/self/mounts, and whether
+ * any of them has the favordynmods option. Why it matters: a create moves
+ * the sandbox's processes into its cgroups, and every such move takes the
+ * kernel's cgroup threadgroup lock as a writer. On a host with v1
+ * hierarchies each create then waits one RCU grace period (6 to 20 ms) in
+ * those moves, unless some hierarchy is mounted with favordynmods: the
+ * kernel then keeps the lock in the mode where a writer does not wait. The
+ * creates of a. and c. of two hosts only compare when this line is the same.
+ */
+static void cgroup_mode(char *out, size_t size)
+{
+	FILE *f = fopen("/proc/self/mounts", "re");
+	char line[4096], favor[1024] = "";
+	int v1 = 0, v2 = 0;
+
+	if (!f) {
+		snprintf(out, size, "unknown (/proc/self/mounts: %s)", strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char dir[1024], type[32], opts[2048], *tok, *save = NULL;
+
+		/* device, mount point, type, options: the fields are separated by spaces (escaped in the names) */
+		if (sscanf(line, "%*s %1023s %31s %2047s", dir, type, opts) != 3)
+			continue;
+		if (strcmp(type, "cgroup") == 0)
+			v1 = 1;
+		else if (strcmp(type, "cgroup2") == 0)
+			v2 = 1;
+		else
+			continue;
+		for (tok = strtok_r(opts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, "favordynmods") == 0 && !favor[0])
+				snprintf(favor, sizeof(favor), "%s", dir);
+	}
+	fclose(f);
+	if (!v1 && !v2)
+		snprintf(out, size, "none mounted");
+	else if (favor[0])
+		snprintf(out, size, "%s, favordynmods on (%.255s)", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2", favor);
+	else if (v1)
+		snprintf(out, size,
+			 "%s, favordynmods off: each create waits an RCU grace period in its cgroup moves"
+			 " (see README, Performance)",
+			 v2 ? "v1+v2 hybrid" : "v1");
+	else
+		snprintf(out, size, "pure v2, favordynmods off");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -1803,6 +1856,7 @@ int main(int argc, char **argv)
 	const char *envd = getenv("HANGAR_ENVD_PATH"), *jail = getenv("HANGAR_JAIL_PATH");
 	pthread_t sigthr;
 	struct utsname u;
+	char cgroups[512];
 	sigset_t set;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -1888,6 +1942,8 @@ int main(int argc, char **argv)
 	       cpus, geteuid() == 0 ? "root" : "not root (unprivileged jails: figures differ)");
 	printf("  hangar-envd %s\n  hangar-jail %s\n  state dir   %s (removed at the end)\n", envd,
 	       jail && *jail ? jail : "(installed)", g_state);
+	cgroup_mode(cgroups, sizeof(cgroups));
+	printf("  cgroups     %s\n", cgroups);
 	printf("  times in ms, nearest-rank percentiles, warm-ups not counted\n");
 	fflush(stdout);
 
