@@ -1393,8 +1393,42 @@ struct mem {
 	int procs;
 };
 
-/* Sums the memory of pid and all its descendants. */
-static int tree_mem(int root, const struct proc *p, size_t np, struct mem *m)
+/* One kind of process (its comm): totals over every sandbox measured. */
+struct kind {
+	char comm[32];
+	double procs, pss, dirty; /* kB */
+};
+
+#define MAX_KINDS 64
+
+struct kinds {
+	struct kind k[MAX_KINDS];
+	size_t n;
+};
+
+/* The kind named comm, added if new; the last slot takes every kind past it. */
+static struct kind *kind_of(struct kinds *ks, const char *comm)
+{
+	size_t i;
+
+	for (i = 0; i < ks->n; i++)
+		if (strcmp(ks->k[i].comm, comm) == 0)
+			return &ks->k[i];
+	if (ks->n == MAX_KINDS)
+		return &ks->k[MAX_KINDS - 1];
+	snprintf(ks->k[ks->n].comm, sizeof(ks->k[ks->n].comm), "%.15s", ks->n == MAX_KINDS - 1 ? "(others)" : comm);
+	return &ks->k[ks->n++];
+}
+
+static int kind_by_pss(const void *a, const void *b)
+{
+	const struct kind *x = a, *y = b;
+
+	return x->pss < y->pss ? 1 : x->pss > y->pss ? -1 : strcmp(x->comm, y->comm);
+}
+
+/* Sums the memory of pid and all its descendants, and adds each process to its kind in ks. */
+static int tree_mem(int root, const struct proc *p, size_t np, struct mem *m, struct kinds *ks)
 {
 	int *tree = malloc(np * sizeof(int) + sizeof(int));
 	size_t nt = 0;
@@ -1410,13 +1444,21 @@ static int tree_mem(int root, const struct proc *p, size_t np, struct mem *m)
 	for (size_t i = 0; i < nt; i++) {
 		long rss = proc_kb(tree[i], "status", "VmRSS"), anon = proc_kb(tree[i], "status", "RssAnon");
 		long pss = proc_kb(tree[i], "smaps_rollup", "Pss");
+		long dirty = proc_kb(tree[i], "smaps_rollup", "Private_Dirty");
+		char path[64], comm[32];
+		struct kind *k;
 
-		if (rss < 0 || anon < 0 || pss < 0)
+		snprintf(path, sizeof(path), "/proc/%d/comm", tree[i]);
+		if (rss < 0 || anon < 0 || pss < 0 || dirty < 0 || read_line_file(path, comm, sizeof(comm)) < 0)
 			continue; /* gone, or a kernel thread */
 		m->rss += (double)rss;
 		m->anon += (double)anon;
 		m->pss += (double)pss;
 		m->procs++;
+		k = kind_of(ks, comm[0] ? comm : "?");
+		k->procs++;
+		k->pss += (double)pss;
+		k->dirty += (double)dirty;
 	}
 	free(tree);
 	return 0;
@@ -1428,10 +1470,11 @@ static void bench_idle_memory(const struct config *cfg)
 	hangar_sandbox **sb = calloc((size_t)n, sizeof(*sb));
 	struct proc *p = malloc(MAX_PIDS * sizeof(*p));
 	double rss = 0, anon = 0, pss = 0, pss_min = 1e18, pss_max = 0;
+	struct kinds *ks = calloc(1, sizeof(*ks));
 	char first[512] = "";
 	size_t np;
 
-	if (!sb || !p) {
+	if (!sb || !p || !ks) {
 		fprintf(stderr, "local-bench: out of memory\n");
 		exit(1);
 	}
@@ -1456,7 +1499,7 @@ static void bench_idle_memory(const struct config *cfg)
 		if (!sb[i])
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/jail.pid", g_local, hangar_sandbox_id(sb[i]));
-		if (read_line_file(path, pid, sizeof(pid)) < 0 || atoi(pid) <= 0 || tree_mem(atoi(pid), p, np, &m) < 0 ||
+		if (read_line_file(path, pid, sizeof(pid)) < 0 || atoi(pid) <= 0 || tree_mem(atoi(pid), p, np, &m, ks) < 0 ||
 		    m.procs == 0) {
 			note_failure(first, sizeof(first), "no jail pid or processes", 0);
 			continue;
@@ -1482,6 +1525,12 @@ static void bench_idle_memory(const struct config *cfg)
 		printf("  mean RssAnon         %7.2f MiB  (anonymous resident pages)\n", anon / measured / 1024);
 		printf("  mean Pss             %7.2f MiB  (min %.2f, max %.2f)  <- compared with the goal of <= 1.5 MiB\n",
 		       pss / measured / 1024, pss_min / 1024, pss_max / 1024);
+		/* Where the Pss goes: the kinds' Pss add up to the mean Pss above. */
+		qsort(ks->k, ks->n, sizeof(ks->k[0]), kind_by_pss);
+		printf("  %-30s %5s %11s %19s\n", "by process (mean per sandbox)", "n", "Pss KiB", "Private_Dirty KiB");
+		for (size_t i = 0; i < ks->n; i++)
+			printf("    %-28.28s %5.1f %11.0f %19.0f\n", ks->k[i].comm, ks->k[i].procs / measured,
+			       ks->k[i].pss / measured, ks->k[i].dirty / measured);
 	} else {
 		printf("  nothing measured (create failures %d)%s%s\n", fail, first[0] ? "; first failure: " : "", first);
 	}
@@ -1494,6 +1543,7 @@ static void bench_idle_memory(const struct config *cfg)
 	(void)made;
 	free(sb);
 	free(p);
+	free(ks);
 }
 
 /* ---- e: disk of sandboxes of one image --------------------------------------------- */
@@ -1716,6 +1766,59 @@ out:
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+/* ---- the host's cgroups ------------------------------------------------------------ */
+
+/*
+ * Which cgroup hierarchies the host mounts (type "cgroup" is a v1 hierarchy,
+ * "cgroup2" the v2 one, both a hybrid), from /proc/self/mounts, and whether
+ * any of them has the favordynmods option. Why it matters: a create moves
+ * the sandbox's processes into its cgroups, and every such move takes the
+ * kernel's cgroup threadgroup lock as a writer. On a host with v1
+ * hierarchies each create then waits one RCU grace period (6 to 20 ms) in
+ * those moves, unless some hierarchy is mounted with favordynmods: the
+ * kernel then keeps the lock in the mode where a writer does not wait. The
+ * creates of a. and c. of two hosts only compare when this line is the same.
+ */
+static void cgroup_mode(char *out, size_t size)
+{
+	FILE *f = fopen("/proc/self/mounts", "re");
+	char line[4096], favor[1024] = "";
+	int v1 = 0, v2 = 0;
+
+	if (!f) {
+		snprintf(out, size, "unknown (/proc/self/mounts: %s)", strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char dir[1024], type[32], opts[2048], *tok, *save = NULL;
+
+		/* device, mount point, type, options: the fields are separated by spaces (escaped in the names) */
+		if (sscanf(line, "%*s %1023s %31s %2047s", dir, type, opts) != 3)
+			continue;
+		if (strcmp(type, "cgroup") == 0)
+			v1 = 1;
+		else if (strcmp(type, "cgroup2") == 0)
+			v2 = 1;
+		else
+			continue;
+		for (tok = strtok_r(opts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, "favordynmods") == 0 && !favor[0])
+				snprintf(favor, sizeof(favor), "%s", dir);
+	}
+	fclose(f);
+	if (!v1 && !v2)
+		snprintf(out, size, "none mounted");
+	else if (favor[0])
+		snprintf(out, size, "%s, favordynmods on (%.255s)", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2", favor);
+	else if (v1)
+		snprintf(out, size,
+			 "%s, favordynmods off: each create waits an RCU grace period in its cgroup moves"
+			 " (see README, Performance)",
+			 v2 ? "v1+v2 hybrid" : "v1");
+	else
+		snprintf(out, size, "pure v2, favordynmods off");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -1753,6 +1856,7 @@ int main(int argc, char **argv)
 	const char *envd = getenv("HANGAR_ENVD_PATH"), *jail = getenv("HANGAR_JAIL_PATH");
 	pthread_t sigthr;
 	struct utsname u;
+	char cgroups[512];
 	sigset_t set;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -1838,6 +1942,8 @@ int main(int argc, char **argv)
 	       cpus, geteuid() == 0 ? "root" : "not root (unprivileged jails: figures differ)");
 	printf("  hangar-envd %s\n  hangar-jail %s\n  state dir   %s (removed at the end)\n", envd,
 	       jail && *jail ? jail : "(installed)", g_state);
+	cgroup_mode(cgroups, sizeof(cgroups));
+	printf("  cgroups     %s\n", cgroups);
 	printf("  times in ms, nearest-rank percentiles, warm-ups not counted\n");
 	fflush(stdout);
 
