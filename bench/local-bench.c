@@ -1773,11 +1773,12 @@ out:
  * "cgroup2" the v2 one, both a hybrid), from /proc/self/mounts, and whether
  * any of them has the favordynmods option. Why it matters: a create moves
  * the sandbox's processes into its cgroups, and every such move takes the
- * kernel's cgroup threadgroup lock as a writer. On a host with v1
- * hierarchies each create then waits one RCU grace period (6 to 20 ms) in
- * those moves, unless some hierarchy is mounted with favordynmods: the
- * kernel then keeps the lock in the mode where a writer does not wait. The
- * creates of a. and c. of two hosts only compare when this line is the same.
+ * kernel's cgroup threadgroup lock as a writer (one lock for every
+ * hierarchy, v1 and v2). After a quiet spell each create then waits one RCU
+ * grace period (6 to 20 ms) in those moves, unless some hierarchy is
+ * mounted with favordynmods: the kernel then keeps the lock in the mode
+ * where a writer does not wait. The creates of a. and c. of two hosts only
+ * compare when this line is the same.
  */
 static void cgroup_mode(char *out, size_t size)
 {
@@ -1810,13 +1811,11 @@ static void cgroup_mode(char *out, size_t size)
 		snprintf(out, size, "none mounted");
 	else if (favor[0])
 		snprintf(out, size, "%s, favordynmods on (%.255s)", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2", favor);
-	else if (v1)
+	else
 		snprintf(out, size,
 			 "%s, favordynmods off: each create waits an RCU grace period in its cgroup moves"
-			 " (see README, Performance)",
-			 v2 ? "v1+v2 hybrid" : "v1");
-	else
-		snprintf(out, size, "pure v2, favordynmods off");
+			 " (hangar(1), Start-up cost)",
+			 v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2");
 }
 
 static void usage(FILE *f)
