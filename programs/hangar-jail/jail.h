@@ -368,6 +368,31 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 #define NET_GW "10.0.2.2"
 #define NET_DNS_ADDR "10.0.2.3"
 pid_t net_setup(int info_fd, const char *slirp, int64_t deadline_ms);
+/* Enters netns (first its owner userns, when >= 0): raw system calls, for a child. 0 or -1. */
+int net_enter(int userns, int netns);
+
+/* ---- routes.c: the sandbox's routes, over rtnetlink ---- */
+
+enum net_route_kind {
+	NET_ROUTE_LINK,         /* dst on the link (NET_IF), no gateway */
+	NET_ROUTE_BLACKHOLE,    /* dst unreachable */
+	NET_ROUTE_VIA,          /* dst through gateway on NET_IF */
+};
+struct net_route {
+	enum net_route_kind kind;
+	int replace;            /* replace a route to dst, else add (and fail if there is one) */
+	uint32_t dst, gateway;  /* network byte order */
+	int prefix;
+};
+/* The host's addresses and HANGAR_JAIL_NET_ALLOW's ranges included. */
+#define NET_ROUTES_MAX 512
+/*
+ * In a child in the sandbox's network namespace (net_enter): removes the
+ * main table's routes the kernel made (`ip route flush proto kernel`), then
+ * adds routes in order. 0, or -1 with the failure said.
+ */
+int net_routes_apply(const struct net_route *routes, size_t n, const char *ifname, int userns, int netns);
+
 /* As root of the sandbox's user namespace: its network namespace, loopback up, every port free to bind. 0, or -1 said. */
 int own_netns(void);
 /* Refuses network on to a sandbox of one uid, which slirp4netns cannot configure. 0, or -1 said with errno. */

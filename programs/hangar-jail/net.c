@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -51,92 +50,13 @@ static const char *const blocked[] = {
 	"224.0.0.0/4", "240.0.0.0/4",
 };
 
-/*
- * In a child about to run `ip`: enters the sandbox's network namespace (and
- * first its owner, userns >= 0, for an unprivileged caller) and keeps
- * CAP_NET_ADMIN there across the exec even when its uid inside is not 0,
- * as it is not when bubblewrap mapped the caller alone: what nsenter cannot
- * do, since it would become uid 0 there, which such a namespace lacks.
- * Raw system calls only (after fork). 0 or -1.
- */
-static int enter_netns(int userns, int netns)
+int net_enter(int userns, int netns)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-
+	/* Entering a user namespace gives every capability in it: enough for
+	 * the routes, whatever the caller's uid is there. */
 	if (userns >= 0 && syscall(SYS_setns, userns, CLONE_NEWUSER) < 0)
 		return -1;
-	if (syscall(SYS_setns, netns, CLONE_NEWNET) < 0)
-		return -1;
-	if (userns < 0)
-		return 0; /* host root: keeps its capabilities */
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) < 0)
-		return -1;
-	d[CAP_TO_INDEX(CAP_NET_ADMIN)].inheritable |= CAP_TO_MASK(CAP_NET_ADMIN);
-	if (syscall(SYS_capset, &h, d) < 0 ||
-	    syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_ADMIN, 0, 0) < 0)
-		return -1;
-	return 0;
-}
-
-/*
- * Runs argv with input on stdin and up to size-1 bytes of stdout in out,
- * in the network namespace netns when it is >= 0 (see enter_netns); its exit
- * status or -1.
- */
-static int run(char *const argv[], const char *input, char *out, size_t size, int userns, int netns)
-{
-	int in[2], res[2], status;
-	size_t have = 0;
-	pid_t pid;
-
-	if (pipe2(in, O_CLOEXEC) < 0)
-		return -1;
-	if (pipe2(res, O_CLOEXEC) < 0) {
-		close(in[0]);
-		close(in[1]);
-		return -1;
-	}
-	pid = fork();
-	if (pid == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		dup2(in[0], 0);
-		dup2(res[1], 1);
-		if (netns >= 0 && enter_netns(userns, netns) < 0)
-			_exit(126);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	close(in[0]);
-	close(res[1]);
-	if (pid < 0) {
-		close(in[1]);
-		close(res[0]);
-		return -1;
-	}
-	if (input && write(in[1], input, strlen(input)) < 0)
-		say("%s: %s", argv[0], strerror(errno));
-	close(in[1]);
-	for (;;) {
-		ssize_t n = out && have + 1 < size ? read(res[0], out + have, size - 1 - have) : 0;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-	}
-	if (out)
-		out[have] = '\0';
-	close(res[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return (int)syscall(SYS_setns, netns, CLONE_NEWNET);
 }
 
 /* The sandbox's pid 1 from bwrap's --info-fd JSON ({"child-pid": N, ...}), within deadline. */
@@ -330,55 +250,74 @@ static pid_t start_slirp(const char *slirp, int child, int *netfd, int *ownerfd,
 	return p;
 }
 
+/* One route, in network byte order. */
+static int route_add(struct net_route *v, size_t *n, size_t cap, const char *cidr, enum net_route_kind kind,
+		     int replace)
+{
+	char addr[INET_ADDRSTRLEN];
+	const char *slash = strchr(cidr, '/');
+	size_t len = slash ? (size_t)(slash - cidr) : strlen(cidr);
+
+	if (*n == cap || len >= sizeof(addr))
+		return -1;
+	memcpy(addr, cidr, len);
+	addr[len] = '\0';
+	v[*n] = (struct net_route){ .kind = kind, .replace = replace, .prefix = slash ? atoi(slash + 1) : 32 };
+	if (inet_pton(AF_INET, addr, &v[*n].dst) != 1 || v[*n].prefix < 0 || v[*n].prefix > 32 ||
+	    inet_pton(AF_INET, NET_GW, &v[*n].gateway) != 1)
+		return -1;
+	(*n)++;
+	return 0;
+}
+
 /*
- * The `ip -batch` script that restricts the sandbox's routes: the gateway
- * and the resolver alone on the link, every blocked range and the host's
- * own addresses blackholed, HANGAR_JAIL_NET_ALLOW routed again. Its length
- * (size or more: it did not fit).
+ * The routes that restrict the sandbox: the gateway and the resolver alone
+ * on the link, every blocked range and the host's own addresses
+ * blackholed, HANGAR_JAIL_NET_ALLOW routed again. Their number, or -1 when
+ * they do not fit.
  */
-static size_t route_script(char *script, size_t size)
+static int route_list(struct net_route *v, size_t cap)
 {
 	const char *allow = getenv("HANGAR_JAIL_NET_ALLOW");
 	struct ifaddrs *ifs = NULL;
 	size_t n = 0;
+	int rc = 0;
 
-	n += (size_t)snprintf(script + n, size - n,
-			      "route flush proto kernel\nroute add %s/32 dev %s\nroute add %s/32 dev %s\n", NET_GW, NET_IF,
-			      NET_DNS_ADDR, NET_IF);
+	rc |= route_add(v, &n, cap, NET_GW, NET_ROUTE_LINK, 0);
+	rc |= route_add(v, &n, cap, NET_DNS_ADDR, NET_ROUTE_LINK, 0);
 	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
-		n += (size_t)snprintf(script + n, size - n, "route add blackhole %s\n", blocked[i]);
+		rc |= route_add(v, &n, cap, blocked[i], NET_ROUTE_BLACKHOLE, 0);
 	if (getifaddrs(&ifs) == 0) {
-		for (struct ifaddrs *i = ifs; i && n < size - 128; i = i->ifa_next) {
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
 			char a[INET_ADDRSTRLEN];
 
 			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
 				continue;
 			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof(a));
-			n += (size_t)snprintf(script + n, size - n, "route replace blackhole %s/32\n", a);
+			rc |= route_add(v, &n, cap, a, NET_ROUTE_BLACKHOLE, 1);
 		}
 		freeifaddrs(ifs);
 	}
-	while (allow && *allow && n < size - 128) {
+	while (allow && *allow) {
 		char cidr[64];
 		size_t len = strcspn(allow, ",");
 
 		snprintf(cidr, sizeof(cidr), "%.*s", (int)(len < 63 ? len : 63), allow);
 		if (valid_cidr(cidr))
-			n += (size_t)snprintf(script + n, size - n, "route replace %s via %s dev %s\n", cidr, NET_GW,
-					      NET_IF);
+			rc |= route_add(v, &n, cap, cidr, NET_ROUTE_VIA, 1);
 		else
 			say("HANGAR_JAIL_NET_ALLOW: \"%s\" is not an IPv4 CIDR range; ignored", cidr);
 		allow += len;
 		if (*allow == ',')
 			allow++;
 	}
-	return n;
+	return rc ? -1 : (int)n;
 }
 
 pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 {
-	char script[8192];
-	char *ip_batch[] = { "ip", "-batch", "-", NULL };
+	struct net_route routes[NET_ROUTES_MAX];
+	int n_routes;
 	int child = read_child_pid(info_fd, deadline), netfd = -1, ownerfd = -1;
 	pid_t p;
 
@@ -393,8 +332,8 @@ pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
 	if (p < 0)
 		return -1;
 	mark("net-slirp");
-	if (route_script(script, sizeof(script)) >= sizeof(script) ||
-	    run(ip_batch, script, NULL, 0, ownerfd, netfd) != 0) {
+	n_routes = route_list(routes, NET_ROUTES_MAX);
+	if (n_routes < 0 || net_routes_apply(routes, (size_t)n_routes, NET_IF, ownerfd, netfd) < 0) {
 		say("cannot restrict the sandbox's routes");
 		kill(p, SIGKILL);
 		waitpid(p, NULL, 0);
