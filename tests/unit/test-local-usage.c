@@ -80,6 +80,22 @@ static void teardown(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
+/* Ids and tokens: hex of the length asked, fresh each time, nothing past a bound. */
+START_TEST(random_hex_ids)
+{
+	char a[2 * 32 + 1], b[2 * 32 + 1], id[3 + 16 + 1] = "sb-", big[2 * 65 + 1];
+
+	ck_assert_int_eq(lstate_random_hex(a, 32), 0);
+	ck_assert_int_eq(lstate_random_hex(b, 32), 0);
+	ck_assert_uint_eq(strlen(a), 64);
+	ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 64);
+	ck_assert_str_ne(a, b);
+	ck_assert_int_eq(lstate_random_hex(id + 3, 8), 0);
+	ck_assert_msg(lstate_valid_id(id), "%s is not a sandbox id", id);
+	ck_assert_int_eq(lstate_random_hex(big, 65), -EINVAL);
+}
+END_TEST
+
 START_TEST(v2_limits_read)
 {
 	struct usage_limits u;
@@ -338,6 +354,7 @@ static Suite *usage_suite(void)
 	TCase *tc = tcase_create("cgroups");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, random_hex_ids);
 	tcase_add_test(tc, v2_limits_read);
 	tcase_add_test(tc, v2_metric);
 	tcase_add_test(tc, v2_oom_kills_and_events);

@@ -253,26 +253,13 @@ static void stop_jail(const char *dir, const char *id)
 
 static int new_id(char *id)
 {
-	unsigned char rnd[8];
-
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -errno;
 	memcpy(id, "sb-", 3);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(id + 3 + 2 * i, 3, "%02x", rnd[i]);
-	return 0;
+	return lstate_random_hex(id + 3, 8);
 }
 
 static int new_token(char *hex /* 65 */)
 {
-	unsigned char rnd[32];
-
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -errno;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
-	explicit_bzero(rnd, sizeof(rnd));
-	return 0;
+	return lstate_random_hex(hex, 32);
 }
 
 static char **strv_dup(char *const *v)

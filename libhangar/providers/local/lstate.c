@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,25 @@
 #include "util/sjson.h"
 
 #define META_MAX (256 * 1024)
+
+int lstate_random_hex(char *out, size_t n)
+{
+	unsigned char rnd[64];
+	static const char digits[] = "0123456789abcdef";
+
+	if (n > sizeof(rnd))
+		return -EINVAL;
+	errno = 0;
+	if (getrandom(rnd, n, 0) != (ssize_t)n)
+		return errno ? -errno : -EIO;
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[rnd[i] >> 4];
+		out[2 * i + 1] = digits[rnd[i] & 15];
+	}
+	out[2 * n] = '\0';
+	explicit_bzero(rnd, n);
+	return 0;
+}
 
 int lstate_valid_id(const char *id)
 {

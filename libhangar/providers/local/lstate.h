@@ -67,6 +67,9 @@ struct lmeta {
 /* 1 when id is "sb-" followed by 16 lowercase hex digits. */
 int lstate_valid_id(const char *id);
 
+/* n random bytes from the kernel as 2n lowercase hex digits and a NUL in out. 0 or -errno. */
+int lstate_random_hex(char *out, size_t n);
+
 /* Reads dir/meta.json into m (zeroed first). 0 or -errno (-EINVAL: malformed). */
 int lstate_meta_read(const char *dir, struct lmeta *m);
 /* Writes m to dir/meta.json atomically. 0 or -errno. */

@@ -337,14 +337,7 @@ static int pooled_token(const char *dir, const char *id, int pid, char *buf /* T
 
 static int random_token(char *hex /* 65 */)
 {
-	unsigned char rnd[32];
-
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -1;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
-	explicit_bzero(rnd, sizeof(rnd));
-	return 0;
+	return lstate_random_hex(hex, 32) < 0 ? -1 : 0;
 }
 
 /* hand_over(): envd refused the caller's variables, as every pooled sandbox's would. */

@@ -108,18 +108,15 @@ static int write_record(const char *dir, const char *id, const char *name, const
 /* A new snapshot's id, and its directory laid out under .new-<id> in tmp (DIR_MAX). 0 or -errno. */
 static int new_snapshot_dir(const struct local *l, char *id, char *tmp)
 {
-	unsigned char rnd[8];
 	char path[PATH_MAX];
-	int fd;
+	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/snapshots", l->root);
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -errno;
 	memcpy(id, LSNAP_PREFIX, 5);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(id + 5 + 2 * i, 3, "%02x", rnd[i]);
+	if ((rc = lstate_random_hex(id + 5, 8)) < 0)
+		return rc;
 	snap_dir(tmp, DIR_MAX, l, ".new-", id);
 	if (mkdir(tmp, 0700) < 0)
 		return -errno;
