@@ -11,6 +11,7 @@
  * never into a URL, a log line or an error message.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +179,9 @@ static char *encode(const char *v)
  * SWEEP_ABORTS aborts, and SWEEP_BUDGET_MS for all the sweep's requests.
  * A page is parsed whole, strictly, before any of it is acted on: an answer
  * that is not a well-formed listing ends the sweep and aborts nothing from
- * it. A sweep that fails is a warning; the write goes on.
+ * it. A sweep that fails is a warning; the write goes on. Before the
+ * listing, the sweep retries the aborts that failed earlier in this process
+ * (see remember_failed_abort), which need no listing and no age.
  */
 #define STALE_UPLOAD_SECONDS 86400
 #define SWEEP_PAGE 100
@@ -279,6 +282,119 @@ static int abort_stale(struct s3_store *s, const char *key, const char *id)
 	return rc;
 }
 
+/*
+ * Uploads whose own abort failed (the service unreachable or refusing for a
+ * moment): their writer knows they are dead, so the next sweep in this
+ * process aborts them first, whatever their age, rather than leaving them a
+ * day. Kept in the process only, so that nothing written outside the store
+ * can name an upload for a sweep to abort; a process that ends first leaves
+ * them to the day-old rule. Bounded: past FAILED_ABORTS_MAX the oldest is
+ * forgotten, and said.
+ */
+#define FAILED_ABORTS_MAX 64
+
+struct failed_abort {
+	char *where;            /* endpoint and bucket: the service the upload is in */
+	char *key, *id;
+};
+
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct failed_abort failed[FAILED_ABORTS_MAX];
+static size_t n_failed;
+
+static char *store_where(const struct s3_store *s)
+{
+	char *w = NULL;
+
+	return asprintf(&w, "%s %s", s->endpoint, s->bucket) < 0 ? NULL : w;
+}
+
+static void failed_free(struct failed_abort *f)
+{
+	free(f->where);
+	free(f->key);
+	free(f->id);
+	memset(f, 0, sizeof(*f));
+}
+
+static void remember_failed_abort(struct s3_store *s, const char *key, const char *id)
+{
+	struct failed_abort f = { store_where(s), strdup(key), strdup(id) }, dropped = { 0 };
+
+	if (!f.where || !f.key || !f.id) {
+		failed_free(&f);
+		return;
+	}
+	pthread_mutex_lock(&failed_lock);
+	if (n_failed == FAILED_ABORTS_MAX) {
+		dropped = failed[0];
+		memmove(failed, failed + 1, (FAILED_ABORTS_MAX - 1) * sizeof(failed[0]));
+		n_failed--;
+	}
+	failed[n_failed++] = f;
+	pthread_mutex_unlock(&failed_lock);
+	if (dropped.key)
+		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
+			       "s3: more than %d aborts failed; the upload of %s is left to the day-old sweep",
+			       FAILED_ABORTS_MAX, dropped.key);
+	failed_free(&dropped);
+}
+
+/* Takes out (into *out) the first remembered upload of this store, if any. 1, or 0 when none. */
+static int take_failed_abort(struct s3_store *s, const char *where, struct failed_abort *out)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&failed_lock);
+	for (size_t i = 0; i < n_failed; i++) {
+		if (strcmp(failed[i].where, where) != 0 || !own_key(s, failed[i].key))
+			continue;
+		*out = failed[i];
+		memmove(failed + i, failed + i + 1, (n_failed - i - 1) * sizeof(failed[0]));
+		n_failed--;
+		found = 1;
+		break;
+	}
+	pthread_mutex_unlock(&failed_lock);
+	return found;
+}
+
+/* Retries the aborts of this store that failed before; one that fails again is kept. */
+static int retry_failed_aborts(struct s3_store *s, long deadline, int *aborted)
+{
+	char *where = store_where(s);
+	struct failed_abort f, again[FAILED_ABORTS_MAX];
+	size_t n_again = 0;
+	int rc = 0;
+
+	if (!where)
+		return herr(HANGAR_ENOMEM, HANGAR_ERRCAT_OS, "out of memory");
+	while (*aborted < SWEEP_ABORTS && n_again < FAILED_ABORTS_MAX && take_failed_abort(s, where, &f)) {
+		long left = deadline - mono_ms();
+
+		if (left <= 0 || rc < 0) {
+			again[n_again++] = f;
+			continue;
+		}
+		s->timeout_ms = left < s->timeout_ms ? left : s->timeout_ms;
+		if ((rc = abort_stale(s, f.key, f.id)) == 0) {
+			(*aborted)++;
+			hangar_sys_log(s->base.ctx, HANGAR_LOG_INFO,
+				       "s3 store %s: aborted the upload of %s/%s whose own abort had failed", s->base.url,
+				       s->bucket, f.key);
+			failed_free(&f);
+		} else {
+			again[n_again++] = f;
+		}
+	}
+	for (size_t i = 0; i < n_again; i++) {
+		remember_failed_abort(s, again[i].key, again[i].id);
+		failed_free(&again[i]);
+	}
+	free(where);
+	return rc;
+}
+
 static int sweep_pages(struct s3_store *s, long deadline, int *aborted)
 {
 	char *key_marker = NULL, *id_marker = NULL;
@@ -343,11 +459,14 @@ static int sweep_pages(struct s3_store *s, long deadline, int *aborted)
 static void sweep_stale_uploads(struct s3_store *s)
 {
 	hangar_sys_saved_error saved;
-	long timeout = s->timeout_ms;
+	long timeout = s->timeout_ms, deadline = mono_ms() + SWEEP_BUDGET_MS;
 	int aborted = 0;
 
 	hangar_sys_error_save(&saved);
-	if (sweep_pages(s, mono_ms() + SWEEP_BUDGET_MS, &aborted) < 0)
+	if (retry_failed_aborts(s, deadline, &aborted) < 0)
+		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING, "%s; the upload stays for the next sweep",
+			       hangar_error_last()->message);
+	else if (sweep_pages(s, deadline, &aborted) < 0)
 		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
 			       "%s; the sweep of unfinished uploads stopped (%d aborted), the write goes on",
 			       hangar_error_last()->message, aborted);
@@ -474,11 +593,13 @@ static void abort_upload(struct s3_store *s, struct s3_writer *w)
 	rc = request(s, "DELETE", w->key, query, NULL, 0, NULL, NULL, &rs);
 	if (rc == 0 && rs.status != 204 && rs.status != 200 && rs.status != 404)
 		rc = s3_fail(s, "aborting the upload of", w->key, &rs);
-	if (rc < 0)
+	if (rc < 0) {
 		hangar_sys_log(s->base.ctx, HANGAR_LOG_WARNING,
-		     "%s; the parts of the unfinished upload %s stay until a capture's sweep a day on, or the "
-		     "bucket's lifecycle, removes them",
+		     "%s; the parts of the unfinished upload %s stay until the next capture's sweep in this "
+		     "process, or the sweep of any capture a day on, or the bucket's lifecycle, removes them",
 		     hangar_error_last()->message, w->upload_id);
+		remember_failed_abort(s, w->key, w->upload_id);
+	}
 	s3_response_free(&rs);
 	hangar_sys_error_restore(&saved);
 }

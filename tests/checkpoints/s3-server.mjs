@@ -26,6 +26,7 @@
 // Test controls under /-/ (unsigned, loopback only):
 //   GET  /-/log                 one line per request: METHOD URL STATUS
 //   POST /-/fail-part?n=N       the upload of part N answers 500 (once)
+//   POST /-/fail-abort?times=N  the next N AbortMultipartUpload answer 500
 //   GET  /-/uploads             how many multipart uploads are unfinished
 //   POST /-/age-upload?uploadId=ID&seconds=N  (or key=KEY: all its uploads)
 //                               backdates the upload's Initiated time by N s
@@ -237,6 +238,7 @@ function pendingUploads() {
 
 const log = [];
 const failParts = new Set();
+let failAborts = 0;
 
 const server = new S3rver({
   address: '127.0.0.1',
@@ -259,6 +261,9 @@ server.middleware.unshift(async (ctx, next) => {
       badList = String(ctx.query.kind);
       badListTimes = ctx.query.times === undefined ? 1 : Number(ctx.query.times);
       ctx.body = 'ok\n';
+    } else if (ctx.path === '/-/fail-abort' && ctx.method === 'POST') {
+      failAborts = Number(ctx.query.times ?? 1);
+      ctx.body = 'ok\n';
     } else if (ctx.path === '/-/fail-part' && ctx.method === 'POST') {
       failParts.add(String(ctx.query.n));
       ctx.body = 'ok\n';
@@ -278,6 +283,9 @@ server.middleware.unshift(async (ctx, next) => {
     } else if (ctx.method === 'GET' && ctx.query.uploads !== undefined &&
                (ctx.path === `/${bucket}` || ctx.path === `/${bucket}/`)) {
       listUploads(ctx);
+    } else if (ctx.method === 'DELETE' && ctx.query.uploadId !== undefined && failAborts > 0) {
+      failAborts--;
+      s3error(ctx, 500, 'InternalError', 'We encountered an internal error. Please try again.');
     } else if (ctx.method === 'DELETE' && ctx.query.uploadId !== undefined) {
       abortUpload(ctx);
     } else {

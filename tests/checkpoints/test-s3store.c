@@ -570,6 +570,48 @@ START_TEST(stale_upload_swept)
 }
 END_TEST
 
+/* A writer whose own abort failed: the next capture in the process aborts
+ * that upload at once, young as it is, and another store's sweep does not. */
+START_TEST(failed_abort_retried)
+{
+	unsigned char *data = pattern(2 * PART + 5, 11);
+	struct blob_writer *w;
+	struct blobstore *other;
+	char *log;
+
+	free(control("/-/fail-abort?times=2", 1));
+	must(blob_write_begin(&w, bs, "unlucky"), "begin");
+	must(blob_write(w, data, 2 * PART + 5), "write");
+	logged[0] = '\0';
+	blob_write_abort(w);
+	ck_assert_ptr_nonnull(strstr(logged, "HTTP 500"));
+	ck_assert_ptr_nonnull(strstr(logged, "unfinished upload"));
+	ck_assert_int_eq(pending_uploads(), 1);
+	/* A store of another prefix is not the one to abort it. */
+	other = open_store(ctx, "s3://" BUCKET "/other");
+	put(other, "x", (const unsigned char *)"x", 1);
+	blobstore_free(other);
+	ck_assert_int_eq(pending_uploads(), 1);
+	/* The next capture's sweep: the abort fails again (the second 500),
+	 * and the capture goes on; the one after aborts it. */
+	capture_like("next", 0);
+	ck_assert_int_eq(pending_uploads(), 1);
+	logged[0] = '\0';
+	capture_like("after", 0);
+	ck_assert_int_eq(pending_uploads(), 0);
+	ck_assert_ptr_nonnull(strstr(logged, "whose own abort had failed"));
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/unlucky?uploadId="), 3);
+	free(log);
+	/* Once aborted it is forgotten: a later sweep sends nothing for it. */
+	capture_like("last", 0);
+	log = control("/-/log", 0);
+	ck_assert_int_eq(count_lines(log, "DELETE /" BUCKET "/checkpoints/v1/unlucky?uploadId="), 3);
+	free(log);
+	free(data);
+}
+END_TEST
+
 /* More uploads than one page: the sweep follows the markers to the end.
  * Nested stores' uploads, however many, are one entry each (a common
  * prefix), and a page ending on one goes on after all under it. */
@@ -781,6 +823,7 @@ static Suite *s3_suite(void)
 	tcase_add_test(tc, settings_checked);
 	tcase_add_test(tc, sealed_through_s3);
 	tcase_add_test(tc, stale_upload_swept);
+	tcase_add_test(tc, failed_abort_retried);
 	tcase_add_test(tc, stale_uploads_paged);
 	tcase_add_test(tc, hostile_listing_aborts_nothing);
 	suite_add_tcase(s, tc);
