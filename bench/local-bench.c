@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -839,15 +841,49 @@ static void steps_print(struct steps *st)
 	}
 }
 
+/*
+ * The floor a local sandbox stands on: a bare bubblewrap jail of the same
+ * shape (new user, pid, network, ipc, uts and cgroup namespaces, the host's
+ * /usr and /etc read-only, its own /proc, /dev and /tmp) running `true`,
+ * started and waited for. No supervisor, no cgroups, no network helper, no
+ * envd: what a create costs on top of it is the ratio printed. The time of
+ * one run in ms, or -1 when bwrap could not be run or failed.
+ */
+extern char **environ;
+
+static double bare_bwrap_ms(void)
+{
+	const char *bwrap = getenv("HANGAR_BWRAP_PATH");
+	char *const argv[] = {
+		(char *)(bwrap && *bwrap ? bwrap : "bwrap"), "--unshare-all", "--die-with-parent",
+		"--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/",
+		"/usr/bin/true", NULL,
+	};
+	double t0 = now_ms();
+	int status;
+	pid_t pid;
+
+	if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) != 0)
+		return -1;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? now_ms() - t0 : -1;
+}
+
 static void bench_create_first(const struct config *cfg)
 {
 	int n = cfg->creates, fail = 0, kill_fail = 0, got = 0;
 	double *total = calloc((size_t)n, sizeof(double)), *create = calloc((size_t)n, sizeof(double));
-	double *exec = calloc((size_t)n, sizeof(double));
+	double *exec = calloc((size_t)n, sizeof(double)), *bare = calloc((size_t)n, sizeof(double));
 	char first[512] = "";
-	struct stats s_total, s_create, s_exec;
+	struct stats s_total, s_create, s_exec, s_bare;
+	int bare_got = 0, bare_fail = 0;
 
-	if (!total || !create || !exec) {
+	if (!total || !create || !exec || !bare) {
 		fprintf(stderr, "local-bench: out of memory\n");
 		exit(1);
 	}
@@ -858,8 +894,14 @@ static void bench_create_first(const struct config *cfg)
 	for (int i = 0; i < cfg->create_warmups + n; i++) {
 		int timed = i >= cfg->create_warmups, rc;
 		hangar_sandbox *sb = NULL;
-		double t0, t1, t2;
+		double t0, t1, t2, b;
 
+		/* The bare jail in the same rounds, so that both see the same load. */
+		b = bare_bwrap_ms();
+		if (timed && b >= 0)
+			bare[bare_got++] = b;
+		else if (timed)
+			bare_fail++;
 		t0 = now_ms();
 		rc = create_sandbox(&sb);
 		t1 = now_ms();
@@ -892,12 +934,20 @@ static void bench_create_first(const struct config *cfg)
 	    first);
 	row("  create alone", &s_create, fail, "until the sandbox answers");
 	row("  first exec alone", &s_exec, fail, "first connection to the new envd");
+	stats_of(bare, (size_t)bare_got, &s_bare);
+	row("bare bubblewrap jail running `true`", &s_bare, bare_fail, "bwrap --unshare-all, host /usr and /etc");
+	if (s_bare.n > 0 && s_total.n > 0)
+		row("  create + exec / bare", NULL, 0, "p50 %.1fx (+%.3f ms), p95 %.1fx", s_total.p50 / s_bare.p50,
+		    s_total.p50 - s_bare.p50, s_total.p95 / s_bare.p95);
+	if (bare_fail)
+		g_failed = 1;
 	if (kill_fail)
 		row("  kill failures", NULL, 0, "%d", kill_fail);
 	steps_print(&st);
 	free(total);
 	free(create);
 	free(exec);
+	free(bare);
 }
 
 /* ---- b: exec through the library against a raw Start --------------------------- */
