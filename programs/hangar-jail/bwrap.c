@@ -70,6 +70,9 @@ static void add_namespaces(struct argv *a, const struct jail_spec *s)
 
 	add(a, s->bwrap);
 	add(a, "--unshare-pid");
+	/* pid 1 is hangar-envd-init (init_main.c), not a second bwrap. */
+	if (s->init[0])
+		add(a, "--as-pid-1");
 	add(a, "--unshare-ipc");
 	add(a, "--unshare-uts");
 	add(a, "--unshare-cgroup-try");
@@ -317,7 +320,7 @@ static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 		 * checkpoints: --ro-bind-try, since the stage binds it only if it
 		 * was there.
 		 */
-		if (envd_worker_path(s->envd, worker, sizeof(worker)) == 0) {
+		if (envd_beside_path(s->envd, ENVD_WORKER_NAME, worker, sizeof(worker)) == 0) {
 			add(a, "--ro-bind-try");
 			if (s->userns)
 				addf(a, "%s/envd-archive", files_at(s));
@@ -330,6 +333,15 @@ static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 		errno = ENOEXEC;
 		return -ENOEXEC;
 	}
+	if (s->init[0]) {
+		/* Static: it needs nothing of the image or the host's /usr. */
+		add(a, "--ro-bind");
+		if (s->userns)
+			addf(a, "%s/envd-init", files_at(s));
+		else
+			add(a, s->init);
+		add(a, "/run/hangar/" ENVD_INIT_NAME);
+	}
 	add(a, "--remount-ro");
 	add(a, "/run/hangar");
 	add_etc(a, etc);
@@ -341,6 +353,8 @@ static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
 	add(a, "--setenv");
 	add(a, "PATH");
 	add(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	if (s->init[0])
+		add(a, "/run/hangar/" ENVD_INIT_NAME);
 	add_envd_program(a, rt, envd_inside);
 	add(a, "-listen-fd");
 	addf(a, "%d", s->listen_fd);

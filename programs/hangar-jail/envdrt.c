@@ -174,7 +174,7 @@ static int add_line(char *line)
 	return 0;
 }
 
-int envd_worker_path(const char *envd, char *out, size_t outsz)
+int envd_beside_path(const char *envd, const char *name, char *out, size_t outsz)
 {
 	const char *slash = strrchr(envd, '/');
 	struct stat st;
@@ -182,7 +182,7 @@ int envd_worker_path(const char *envd, char *out, size_t outsz)
 
 	if (!slash)
 		return -1;
-	n = snprintf(out, outsz, "%.*s/" ENVD_WORKER_NAME, (int)(slash - envd), envd);
+	n = snprintf(out, outsz, "%.*s/%s", (int)(slash - envd), envd, name);
 	if (n < 0 || (size_t)n >= outsz || stat(out, &st) < 0 || !S_ISREG(st.st_mode))
 		return -1;
 	return 0;
@@ -231,7 +231,7 @@ const struct envd_runtime *envd_runtime_find(const char *envd)
 	 * lacks is left out and the sandbox starts anyway: its checkpoint
 	 * requests then fail, and nothing else does.
 	 */
-	if (envd_worker_path(envd, worker, sizeof(worker)) == 0) {
+	if (envd_beside_path(envd, ENVD_WORKER_NAME, worker, sizeof(worker)) == 0) {
 		size_t envd_n = runtime.n;
 
 		if (read_interp(worker, interp, sizeof(interp)) < 0 || strcmp(interp, runtime.loader) != 0 ||

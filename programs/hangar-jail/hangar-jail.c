@@ -286,6 +286,8 @@ static int describe_sandbox(struct jail *j)
 		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1],
 		.inner_fd = inner_fd,
 	};
+	if (envd_beside_path(j->envd, ENVD_INIT_NAME, j->spec.init, sizeof(j->spec.init)) < 0)
+		j->spec.init[0] = '\0';
 	if (j->meta.image.digest[0]) {
 		j->spec.image = &j->meta.image;
 		j->spec.user = j->meta.image.user[0] ? j->meta.image.user : "user";

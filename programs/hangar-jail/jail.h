@@ -275,6 +275,7 @@ struct jail_spec {
 	int seccomp_fd;           /* the filter (seccomp_filter_fd) */
 	int info_fd;              /* network on: bwrap's --info-fd; -1: off */
 	int inner_fd;             /* userns: where the child puts the commands' namespace */
+	char init[PATH_MAX];      /* hangar-envd-init on the host, the sandbox's pid 1; "": bwrap's own */
 	/*
 	 * The image the root is made of (image.c); NULL: the host's /usr, the
 	 * `local` template. With an image, hangar-envd runs through a loader
@@ -311,11 +312,14 @@ struct envd_runtime {
 const struct envd_runtime *envd_runtime_find(const char *envd);
 /* hangar-envd's checkpoint worker, in the directory of envd (ckpt.h in hangar-envd). */
 #define ENVD_WORKER_NAME "hangar-envd-archive"
+/* The sandbox's pid 1, in the directory of envd (init_main.c in hangar-envd). */
+#define ENVD_INIT_NAME "hangar-envd-init"
 /*
- * The worker's path beside envd into out: 0 when it is a regular file there,
- * -1 when not (the sandbox then starts without it, and has no checkpoints).
+ * The path of the program name beside envd into out: 0 when it is a regular
+ * file there, -1 when not. Without the worker the sandbox starts and has no
+ * checkpoints; without the init, bwrap's own pid 1 takes its place.
  */
-int envd_worker_path(const char *envd, char *out, size_t outsz);
+int envd_beside_path(const char *envd, const char *name, char *out, size_t outsz);
 
 /* ---- stage.c: the sandbox's files, staged for bwrap ---- */
 

@@ -9,6 +9,7 @@
  *               files (dir/rootfs/etc) bound over their placeholders
  *   STAGE/envd  hangar-envd
  *   STAGE/envd-archive  its checkpoint worker, when there is one beside it
+ *   STAGE/envd-init  the sandbox's pid 1, when there is one beside it
  *   STAGE/lib   image sandboxes: hangar-envd's loader and libraries (envdrt.c)
  *   STAGE/rw    a tmpfs of disk_mb: workspace/, home/, tmp/, so a sandbox
  *               writes nothing to the host's disk and runs out of space at
@@ -41,7 +42,7 @@
 
 /* What the stage binds, opened before it is mounted. */
 struct sources {
-	int etc, envd, worker; /* worker: -1 when hangar-envd has none beside it */
+	int etc, envd, worker, init; /* worker, init: -1 when hangar-envd has none beside it */
 	int own[8]; /* dir/rootfs/etc's files, etc_own()'s names */
 	size_t n_own;
 	const struct envd_runtime *rt; /* image sandboxes: lib[0] the loader, then rt->libs */
@@ -50,7 +51,7 @@ struct sources {
 
 static void close_sources(struct sources *f)
 {
-	int *all[] = { &f->etc, &f->envd, &f->worker };
+	int *all[] = { &f->etc, &f->envd, &f->worker, &f->init };
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (*all[i] >= 0) {
@@ -123,9 +124,12 @@ static int open_sources(struct sources *f, const struct jail_spec *s)
 			  : open(template, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
 	f->envd = open(s->envd, O_PATH | O_CLOEXEC);
 	/* No worker: the sandbox starts without checkpoints, as bwrap.c's add_envd says. */
-	if (envd_worker_path(s->envd, worker, sizeof(worker)) == 0)
+	if (envd_beside_path(s->envd, ENVD_WORKER_NAME, worker, sizeof(worker)) == 0)
 		f->worker = open(worker, O_PATH | O_CLOEXEC);
-	if (bad || f->etc < 0 || f->envd < 0) {
+	/* The init was found when bwrap's command line named it: it must be there. */
+	if (s->init[0])
+		f->init = open(s->init, O_PATH | O_CLOEXEC);
+	if (bad || f->etc < 0 || f->envd < 0 || (s->init[0] && f->init < 0)) {
 		int e = errno;
 
 		close_sources(f);
@@ -264,7 +268,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 {
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
-	struct sources f = { .etc = -1, .envd = -1, .worker = -1, .n_own = 0 };
+	struct sources f = { .etc = -1, .envd = -1, .worker = -1, .init = -1, .n_own = 0 };
 	int snap = -1;
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
@@ -282,6 +286,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 	}
 	if (bind_fd(f.etc, at, "etc", 0) < 0 || bind_own(&f, at, s) < 0 || bind_host_dirs(at, s) < 0 ||
 	    bind_fd(f.envd, at, "envd", 1) < 0 || (f.worker >= 0 && bind_fd(f.worker, at, "envd-archive", 1) < 0) ||
+	    (f.init >= 0 && bind_fd(f.init, at, "envd-init", 1) < 0) ||
 	    bind_runtime(&f, at) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_sources(&f);

@@ -72,6 +72,42 @@ START_TEST(open_by_handle_at_fails)
 }
 END_TEST
 
+/*
+ * The sandbox's pid 1 is hangar-envd-init, not a second bwrap: it reaps what
+ * a command leaves orphaned, and nothing inside can end it (it has no
+ * signal handler, and pid 1 takes no such signal from its own namespace;
+ * commands run in a namespace below it anyway).
+ */
+START_TEST(pid_one_reaps_and_holds)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "user", "cat /proc/1/comm", "hangar-envd-ini"); /* comm keeps 15 bytes */
+	/* An orphan: the shell is gone before its child ends, which pid 1 then reaps. */
+	sh(sb, "user", "sh -c 'sleep 0.3 & exit 0'", &o);
+	ck_assert_int_eq(o.exit_code, 0);
+	expect(sb, "user",
+	       "for i in $(seq 200); do"
+	       "  z=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l);"
+	       "  [ \"$z\" = 0 ] && ! pgrep -x sleep >/dev/null && { echo reaped; exit 0; };"
+	       "  sleep 0.05; done; echo \"left: $z zombies\"; ps -eo pid,ppid,stat,comm",
+	       "reaped");
+	/* Root in the sandbox signals pid 1 and envd's parent: the sandbox goes on. */
+	sh(sb, "root", "kill -KILL 1; kill -TERM 1; kill -STOP 1; true", &o);
+	expect(sb, "user", "echo alive", "alive");
+	expect(sb, "user", "cat /proc/1/comm", "hangar-envd-ini");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(proc_is_read_only)
 {
 	hangar_ctx *ctx;
@@ -1458,6 +1494,7 @@ static Suite *isolation_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, open_by_handle_at_fails, 0, 2);
+	tcase_add_loop_test(tc, pid_one_reaps_and_holds, 0, 2);
 	tcase_add_loop_test(tc, proc_is_read_only, 0, 2);
 	tcase_add_loop_test(tc, no_nested_user_namespaces, 0, 2);
 	tcase_add_loop_test(tc, keyring_not_shared, 0, 2);
