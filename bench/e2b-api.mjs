@@ -113,6 +113,8 @@ async function edgeAgainstEnvd(hd) {
         `the edge adds ${p(diff)} ms (p50 of the pairs' differences)`);
     };
     await paired("commands.run('true')", () => sb.commands.run('true'), () => direct.commands.run('true'));
+    console.log("  (the straight envd runs outside a jail, where `bash -l` reads the host's own profile: this pair also\n" +
+      "   weighs the jail against the host; /health below is the edge's own cost)");
     await paired('/health (isRunning)', () => sb.isRunning(), () => direct.isRunning());
   } finally {
     await sb.kill();
