@@ -992,11 +992,12 @@ START_TEST(inside_the_jail)
 	expect_output(sb, "cat /etc/shadow | wc -c", "0");
 	expect_output(sb, "ls /run/hangar 2>/dev/null || echo hidden", "hidden");
 	expect_output(sb, "grep -c : /proc/net/dev", "1");
-	/* Its own pid namespace: envd is pid 2 under bwrap, and only a handful of processes. */
+	/* Its own pid namespace: envd is pid 2 under hangar-envd-init, and only a handful of processes. */
 	n = run(sb, "ps -e --no-headers | wc -l");
 	ck_assert_msg(atoi(n) > 0 && atoi(n) < 10, "%s processes", n);
 	free(n);
-	expect_output(sb, "cat /proc/1/comm", "bwrap");
+	expect_output(sb, "cat /proc/1/comm", "hangar-envd-ini"); /* comm keeps 15 bytes */
+	expect_output(sb, "cat /proc/2/comm", "hangar-envd");
 	if (geteuid() == 0)
 		expect_output(sb, "grep NoNewPrivs /proc/self/status | tr -d '\\t'", "NoNewPrivs:1");
 	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
