@@ -111,7 +111,16 @@ static int flush_kernel_routes(int fd, uint32_t *seq)
 
 			if (m->nlmsg_seq != *seq)
 				continue;
-			if (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR) {
+			if (m->nlmsg_type == NLMSG_ERROR) {
+				/* A dump the kernel refused: the on-link routes would stay. */
+				const struct nlmsgerr *e = NLMSG_DATA(m);
+
+				errno = m->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error ? -e->error : EPROTO;
+				rc = -1;
+				done = 1;
+				break;
+			}
+			if (m->nlmsg_type == NLMSG_DONE) {
 				done = 1;
 				break;
 			}
