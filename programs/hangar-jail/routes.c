@@ -124,9 +124,16 @@ static int flush_kernel_routes(int fd, uint32_t *seq)
 				done = 1;
 				break;
 			}
-			if (m->nlmsg_type != RTM_NEWROUTE || m->nlmsg_len > sizeof(struct rt_req) ||
+			if (m->nlmsg_type != RTM_NEWROUTE || m->nlmsg_len < NLMSG_LENGTH(sizeof(*r)) ||
 			    r->rtm_table != RT_TABLE_MAIN || r->rtm_protocol != RTPROT_KERNEL)
 				continue;
+			/* One to remove that a request cannot hold: failing beats leaving it. */
+			if (m->nlmsg_len > sizeof(struct rt_req)) {
+				errno = EMSGSIZE;
+				rc = -1;
+				done = 1;
+				break;
+			}
 			grown = realloc(doomed, (n_doomed + 1) * sizeof(*doomed));
 			if (!grown) {
 				rc = -1;
