@@ -4,24 +4,26 @@
  * library's uniform commands (`timeout -k 5s Ns bash -lc CMD`, and
  * `/bin/bash` for terminals) behave the same in any image:
  *
- *  - `timeout` not on PATH, or wrapping a `bash` that is not (an image's
- *    own timeout, busybox's, would run bash as asked): hangar-envd is the
- *    timeout. It runs the command
+ *  - `timeout` with only the options it knows (-k, -s), or not on PATH:
+ *    hangar-envd is the timeout, whether the root has one or not (one
+ *    program fewer per command; and an image's own timeout, busybox's,
+ *    would run a bash that may not be there). It runs the command
  *    itself and, N after the start, sends it and its process group SIGTERM
  *    (or -s SIGNAL) and SIGCONT; -k G later, SIGKILL. The command's end is
  *    what coreutils' timeout would end with: exit status 124 when the
  *    command ended after the signal, "signal: killed" once SIGKILL was sent
  *    (timeout kills itself with its group: 137 to a shell), else the
  *    command's own status. Only -k/--kill-after and -s/--signal are taken,
- *    as coreutils spells them; any other option fails the command as a
- *    missing program does (127), saying so.
+ *    as coreutils spells them; with any other option the root's timeout
+ *    runs, and without one the command fails as a missing program does
+ *    (127), saying so.
  *  - `bash` not on PATH: `sh` from PATH, with the same arguments (-lc, -i
  *    and -l mean the same to dash and busybox ash).
  *  - an absolute path to bash (`/bin/bash`, as terminals ask) that does not
  *    exist: the user's login shell from /etc/passwd when it is an
  *    executable file whose name ends in "sh", else /bin/sh.
- * argv[0] is then the stand-in's name (`echo $0` says `sh`). A program that
- * exists is always run as asked.
+ * argv[0] is then the stand-in's name (`echo $0` says `sh`). Any other
+ * program that exists is run as asked.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -216,22 +218,19 @@ int envd_exec_plan(struct envd_exec_plan *p, char *const *argv, char *const *env
 	p->path = envd_resolve_command(argv[0], envp);
 	if (!strcmp(argv[0], "timeout")) {
 		struct envd_exec_plan probe = { 0 };
-		int at = parse_timeout(&probe, argv);
-		char *wrapped = at > 0 && is_bash(argv[at]) ? envd_resolve_command(argv[at], envp) : NULL;
 
 		/*
-		 * The image's own timeout (busybox has one) would run bash as asked,
-		 * which the image may not have: then hangar-envd is the timeout too,
-		 * so that bash's stand-in applies.
+		 * The daemon is the timeout whenever it takes the options: one
+		 * program fewer to start for every command the library runs (about
+		 * a millisecond), and bash's stand-in applies where an image's own
+		 * timeout (busybox's) would run a bash that is not there. Options
+		 * only coreutils knows go to the image's timeout, if it has one.
 		 */
-		if (!p->path || (at > 0 && is_bash(argv[at]) && !wrapped)) {
+		if (parse_timeout(&probe, argv) > 0 || !p->path) {
 			from = parse_timeout(p, argv);
-			if (from < 0) {
-				free(wrapped);
+			if (from < 0)
 				return 0;
-			}
 		}
-		free(wrapped);
 	}
 	free(p->path);
 	p->path = NULL;

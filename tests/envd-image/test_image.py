@@ -100,6 +100,32 @@ def test_a_program_that_exists_is_run_as_asked(image):
     assert out == "this is bash\nsh\n", out
 
 
+def with_timeout(root):
+    """A timeout of the image's own that says so, then runs its command as coreutils' would."""
+    path = os.path.join(root, "bin/timeout")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\necho "the image\'s timeout" >&2\nwhile [ "${1#-}" != "$1" ]; do shift; done\n'
+                'shift\nexec "$@"\n')
+    os.chmod(path, 0o755)
+
+
+def test_envd_is_the_timeout_even_where_the_root_has_one(image):
+    # One program fewer per command: the image's timeout is not started for options envd takes.
+    d = image("busybox", with_timeout)
+    out, err, end = uniform(d.client, 'echo ok; exit 3')
+    assert out == "ok\n" and "the image's timeout" not in err, (out, err)
+    assert end["exitCode"] == 3 and end["exited"], end
+    out, err, end = start(d.client, "timeout", ["-s", "KILL", "5s", "sh", "-c", "echo $0"])
+    assert out == "sh\n" and "the image's timeout" not in err, (out, err)
+
+
+def test_options_only_coreutils_knows_go_to_the_roots_timeout(image):
+    d = image("busybox", with_timeout)
+    out, err, end = start(d.client, "timeout", ["--foreground", "5s", "sh", "-c", "echo ran; exit 4"])
+    assert out == "ran\n" and "the image's timeout" in err, (out, err)
+    assert end["exitCode"] == 4, end
+
+
 def test_timeout_term_gives_124_in_time(image):
     d = image("busybox")
     t0 = time.monotonic()
