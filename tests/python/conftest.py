@@ -40,6 +40,38 @@ def test_package_is_the_one_under_test():
         assert os.path.realpath(hangar.__file__).startswith(os.path.realpath(want))
 
 
+def _live_jails():
+    """(pid, sandbox directory) of each hangar-jail supervising a sandbox of this run's state directory."""
+    mine = os.path.join(_STATE.name, "")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"/hangar-jail") and len(argv) > 2 and argv[1] == b"-dir" \
+                and argv[2].decode(errors="replace").startswith(mine):
+            found.append((int(entry), argv[2].decode(errors="replace")))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_sandbox_outlives_the_suite():
+    """Every test kills what it starts: a jail still running at the end fails the run (and is stopped)."""
+    yield
+    left = _live_jails()
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if left:
+        pytest.fail("sandboxes still running after the suite: " + ", ".join(d for _, d in left))
+
+
 def wait_for(what, cond, timeout=30.0, interval=0.02):
     """Polls cond() until it is true or the deadline passes."""
     deadline = time.monotonic() + timeout

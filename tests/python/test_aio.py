@@ -512,7 +512,9 @@ def test_the_handle_and_the_input_are_held_while_the_command_runs(ctx):
             assert sb.sync._handle.ptr is None
             data.extend(b"second\n")
         finally:
-            async with await AsyncSandbox.attach(ctx, sb.id):
-                pass  # kills it
+            # An attached handle's with-block leaves the sandbox running: kill it, or its
+            # `sleep 300` keeps it (and its jail) alive past the suite for its whole lifetime.
+            async with await AsyncSandbox.attach(ctx, sb.id) as again:
+                await again.kill()
 
     run(main())
