@@ -217,19 +217,22 @@ int envd_exec_plan(struct envd_exec_plan *p, char *const *argv, char *const *env
 		return -1;
 	p->path = envd_resolve_command(argv[0], envp);
 	if (!strcmp(argv[0], "timeout")) {
-		struct envd_exec_plan probe = { 0 };
-
 		/*
 		 * The daemon is the timeout whenever it takes the options: one
 		 * program fewer to start for every command the library runs (about
 		 * a millisecond), and bash's stand-in applies where an image's own
 		 * timeout (busybox's) would run a bash that is not there. Options
-		 * only coreutils knows go to the image's timeout, if it has one.
+		 * only coreutils knows go to the image's timeout, if it has one;
+		 * without one, the command fails with why.
 		 */
-		if (parse_timeout(&probe, argv) > 0 || !p->path) {
-			from = parse_timeout(p, argv);
-			if (from < 0)
-				return 0;
+		from = parse_timeout(p, argv);
+		if (from < 0 && !p->path)
+			return 0;
+		if (from < 0) {
+			p->term_sig = 0;
+			p->term_ns = p->kill_ns = 0;
+			p->why[0] = '\0';
+			from = 0;
 		}
 	}
 	free(p->path);
