@@ -25,6 +25,13 @@ struct cJSON;
 /* The most layers one image may have. */
 #define IMG_MAX_LAYERS 1000u
 
+/*
+ * Loads libarchive if it is not yet (archive-dl.c: it is not linked, see
+ * util/dl.h); 0, or HANGAR_EOS reported naming it. Called before a reader
+ * is made. Thread-safe.
+ */
+int img_archive_load(void);
+
 /* ---- the store's directory (store.c) -------------------------------------------- */
 
 struct img_store {

@@ -211,11 +211,14 @@ static struct archive *open_archive(int fd)
 
 int img_classify(int fd, const char *path, enum img_kind *kind)
 {
-	struct archive *a = open_archive(fd);
+	struct archive *a;
 	struct archive_entry *e;
 	int manifest = 0, layout = 0, index = 0, r;
 	char name[IMG_MAX_NAME + 1];
 
+	if ((r = img_archive_load()) != 0)
+		return r;
+	a = open_archive(fd);
 	if (!a)
 		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a tar archive (plain, gzip or zstd)", path);
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
@@ -266,7 +269,7 @@ static int add_member(struct img_source *s, const char *name, const char *link, 
 /* Copies an image archive's files into files_dir (dirfd-relative to the store), each checked. */
 int img_extract(struct img_store *st, int fd, const char *path, const char *files_dir, struct img_source *s)
 {
-	struct archive *a = open_archive(fd);
+	struct archive *a;
 	struct archive_entry *e;
 	char name[IMG_MAX_NAME + 1], target[IMG_MAX_NAME * 2 + 2];
 	uint64_t total = 0;
@@ -275,6 +278,9 @@ int img_extract(struct img_store *st, int fd, const char *path, const char *file
 
 	s->archive = 1;
 	s->label = path;
+	if ((rc = img_archive_load()) != 0)
+		return rc;
+	a = open_archive(fd);
 	if (!a)
 		return herr(HANGAR_EREFUSED, HANGAR_ERRCAT_ARGUMENT, "%s is not a tar archive", path);
 	s->dirfd = openat(st->dirfd, files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

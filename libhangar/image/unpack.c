@@ -791,6 +791,8 @@ int img_unpack(int rootfd, struct img_unpack *u)
 		/* A window past 128 MiB is refused rather than allocated. */
 		ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax, 27);
 	}
+	if ((rc = img_archive_load()) != 0)
+		goto out;
 	a = archive_read_new();
 	if (!a || archive_read_support_format_tar(a) != ARCHIVE_OK ||
 	    archive_read_support_filter_none(a) != ARCHIVE_OK) {

@@ -42,6 +42,10 @@ static void curl_init_once(void)
 
 int net_global_init(void)
 {
+	const char *why;
+
+	if (!curl_loaded(&why))
+		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "%s (libhangar loads libcurl for HTTP)", why);
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
 		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "cannot initialise libcurl: %s",

@@ -5,7 +5,8 @@
  * curl (tests/abi/check-http-layer.py fails the build's tests if it does).
  *
  * What every request gets, whoever makes it:
- *  - libcurl initialised once per process, thread-safely (net_global_init);
+ *  - libcurl loaded (curl-dl.c: not linked, see util/dl.h) and initialised
+ *    once per process, thread-safely, on the first request (net_global_init);
  *  - HTTP/1.1 over http or https only, redirects never followed (a 3xx is an
  *    answer like any other, so a credential is never carried to another host);
  *  - no compression offered and none undone by curl: an answer whose
@@ -151,8 +152,14 @@ struct net_request {
 	void *headers_;                 /* private: see net_header_add */
 };
 
-/* Initialises libcurl once for the process; 0, or HANGAR_EOS reported. Thread-safe. */
+/*
+ * Loads and initialises libcurl once for the process; 0, or HANGAR_EOS
+ * reported (naming the library when it cannot be loaded). Thread-safe.
+ */
 int net_global_init(void);
+
+/* 1 when libcurl is loaded (loading it now if need be), else 0 with *why set (curl-dl.c). Thread-safe. */
+int curl_loaded(const char **why);
 
 /*
  * A pool of idle easy handles and a DNS cache shared among them. A handle

@@ -5,6 +5,12 @@
 
 #include "db.h"
 
+/*
+ * 1 when libpq is loaded (loading it now if need be), else 0 with *why set
+ * (pq-dl.c: libpq is not linked, see util/dl.h). Thread-safe.
+ */
+int pq_loaded(const char **why);
+
 /* The most parameters one statement may have ($1 .. $DB_MAX_PARAMS). */
 #define DB_MAX_PARAMS 32
 

@@ -225,6 +225,7 @@ int db_check_store_url(const char *setting, const char *value)
 {
 	PQconninfoOption *opts;
 	char *err = NULL, *secret[2];
+	const char *why;
 	struct pg tmp = { 0 };
 	int rc = 0;
 
@@ -233,6 +234,8 @@ int db_check_store_url(const char *setting, const char *value)
 	if (!db_url_is_postgres(value))
 		return herr(HANGAR_ECONFIG, HANGAR_ERRCAT_CONFIG,
 			    "%s must be empty (SQLite in the state directory) or a postgresql:// URL", setting);
+	if (!pq_loaded(&why))
+		return herr(HANGAR_EOS, HANGAR_ERRCAT_OS, "%s names PostgreSQL, but %s", setting, why);
 	find_secret(value, secret);
 	opts = PQconninfoParse(value, &err);
 	for (PQconninfoOption *o = opts; o && o->keyword && !rc; o++)
