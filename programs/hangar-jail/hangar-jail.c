@@ -283,7 +283,8 @@ static int describe_sandbox(struct jail *j)
 		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
 		.shm_mb = j->lim.shm_mb, .disk_mb = j->lim.disk_mb,
 		.ready_fd = j->ready_fd, .token_fd = j->envd_token, .listen_fd = j->envd_listen,
-		.seccomp_fd = seccomp_fd, .info_fd = j->net_info[1],
+		/* With a user namespace of our own, the child makes the network namespace: no info needed. */
+		.seccomp_fd = seccomp_fd, .info_fd = userns ? -1 : j->net_info[1],
 		.inner_fd = inner_fd,
 	};
 	if (envd_beside_path(j->envd, ENVD_INIT_NAME, j->spec.init, sizeof(j->spec.init)) < 0)
@@ -311,14 +312,20 @@ fail:
  */
 static int start_sandbox(struct jail *j)
 {
-	j->bwrap_pid = spawn_bwrap(j);
+	int rc;
+
+	j->bwrap_pid = spawn_bwrap(j, &j->ns_ready);
 	mark("spawned");
 	close(j->spec.inner_fd);
 	close(j->envd_listen); /* envd's now */
 	lstate_meta_clear(&j->meta);
 	argv_free(&j->argv);
 	close(j->spec.seccomp_fd);
-	if (net_start(j) < 0) {
+	rc = net_start(j);
+	if (j->ns_ready >= 0)
+		close(j->ns_ready);
+	j->ns_ready = -1;
+	if (rc < 0) {
 		close(j->ready_fd);
 		close(j->envd_token);
 		jail_teardown(j, 0);
@@ -348,7 +355,7 @@ int main(int argc, char **argv)
 	j.ready_fd = j.token_fd = j.sfd = j.tfd = j.lfd = j.pfd = -1;
 	j.envd_listen = j.envd_token = j.image_lock = -1;
 	j.freezer = (struct freezer)FREEZER_NONE;
-	j.net_info[0] = j.net_info[1] = -1;
+	j.net_info[0] = j.net_info[1] = j.ns_ready = -1;
 	j.ids = (struct uid_range)UID_RANGE_NONE;
 	j.bwrap_pid = j.slirp = -1;
 	j.born_us = clock_wall_us();

@@ -363,15 +363,17 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 
 /*
  * NET_DNS_ADDR is the sandbox's resolver (slirp4netns forwards it to the
- * host's). net_setup reads the sandbox's pid from bwrap's info fd, starts
- * slirp4netns on its network namespace and restricts its routes;
- * slirp4netns's pid (the caller's child, to kill at teardown), or -1 with a
- * message said.
+ * host's). net_setup finds the sandbox's network namespace, starts
+ * slirp4netns on it and restricts its routes: with ns_ready >= 0 (the jail's
+ * own user namespace, spawn_bwrap), the namespace is the child's, pid, made
+ * when ns_ready says so, before bwrap runs; else bwrap makes it, and its
+ * child's pid comes on info_fd. slirp4netns's pid (the caller's child, to
+ * kill at teardown), or -1 with a message said.
  */
 #define NET_IF "tap0"
 #define NET_GW "10.0.2.2"
 #define NET_DNS_ADDR "10.0.2.3"
-pid_t net_setup(int info_fd, const char *slirp, int64_t deadline_ms);
+pid_t net_setup(int info_fd, int ns_ready, pid_t pid, const char *slirp, int64_t deadline_ms);
 /* Enters netns (first its owner userns, when >= 0): raw system calls, for a child. 0 or -1. */
 int net_enter(int userns, int netns);
 
@@ -430,7 +432,8 @@ struct jail {
 	struct limits lim;           /* what the library asked for */
 	struct limit_cgroups lcg;    /* memory, pids, cpu */
 	const char *slirp_path;      /* network on: slirp4netns */
-	int net_info[2];             /* network on: bwrap's --info-fd, read by net_setup */
+	int net_info[2];             /* network on, no user namespace of our own: bwrap's --info-fd, read by net_setup */
+	int ns_ready;                /* with one: the child's word that the network namespace is made (spawn_bwrap) */
 	struct uid_range ids;        /* the host ids behind the sandbox's (userns.c) */
 	struct jail_spec spec;       /* bwrap's command line */
 	struct argv argv;            /* bwrap's command line, built */
@@ -439,8 +442,14 @@ struct jail {
 	int64_t born_us;             /* wall clock at the jail's start: the lifetime's origin until one is recorded */
 };
 
-/* spawn.c: forks the child that joins j's cgroups and namespaces and runs bwrap (j->argv). Its pid, or -1 with errno. */
-pid_t spawn_bwrap(const struct jail *j);
+/*
+ * spawn.c: forks the child that joins j's cgroups and namespaces and runs
+ * bwrap (j->argv). Its pid, or -1 with errno. With a user namespace of the
+ * jail's own (j->ids), *ns_ready is a pipe where the child writes one byte
+ * once it has made the sandbox's network namespace (the caller's to close);
+ * else -1.
+ */
+pid_t spawn_bwrap(const struct jail *j, int *ns_ready);
 
 /* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info pipe. 0, or -1 said. */
 int net_prepare(struct jail *j);

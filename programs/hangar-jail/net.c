@@ -314,19 +314,34 @@ static int route_list(struct net_route *v, size_t cap)
 	return rc ? -1 : (int)n;
 }
 
-pid_t net_setup(int info_fd, const char *slirp, int64_t deadline)
+pid_t net_setup(int info_fd, int ns_ready, pid_t pid, const char *slirp, int64_t deadline)
 {
 	struct net_route routes[NET_ROUTES_MAX];
 	int n_routes;
-	int child = read_child_pid(info_fd, deadline), netfd = -1, ownerfd = -1;
+	int child = -1, netfd = -1, ownerfd = -1;
 	pid_t p;
 
-	if (child <= 0) {
-		say("bwrap did not report the sandbox's pid");
-		return -1;
+	if (ns_ready >= 0) {
+		/*
+		 * The child made the namespace, loopback up, before it runs bwrap,
+		 * which makes none: slirp4netns configures it while bwrap sets the
+		 * sandbox up. The child's pid stays bwrap's. A child that died
+		 * instead wrote nothing: EOF.
+		 */
+		if (wait_ready(ns_ready, deadline) < 0) {
+			say("the sandbox's network namespace was not made");
+			return -1;
+		}
+		child = pid;
+	} else {
+		child = read_child_pid(info_fd, deadline);
+		if (child <= 0) {
+			say("bwrap did not report the sandbox's pid");
+			return -1;
+		}
+		if (wait_loopback(child, deadline) < 0)
+			return -1;
 	}
-	if (wait_loopback(child, deadline) < 0)
-		return -1;
 	mark("net-loopback");
 	p = start_slirp(slirp, child, &netfd, &ownerfd, deadline);
 	if (p < 0)
@@ -436,7 +451,8 @@ int net_start(struct jail *j)
 	 * command ever sees the network before its routes are restricted.
 	 */
 	if (j->bwrap_pid > 0)
-		j->slirp = net_setup(j->net_info[0], j->slirp_path, clock_mono_ms() + NET_DEADLINE_MS);
+		j->slirp = net_setup(j->net_info[0], j->ns_ready, j->bwrap_pid, j->slirp_path,
+				     clock_mono_ms() + NET_DEADLINE_MS);
 	/*
 	 * net_info[0] stays open for the jail's life: bubblewrap writes its
 	 * --info-fd in several writes, the last ones after the child's pid

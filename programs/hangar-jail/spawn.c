@@ -17,8 +17,13 @@
 #include "jail.h"
 #include "lstate.h"
 
-/* The parent's half of the user namespace: waits for the child's unshare, maps range onto it, lets it go on. */
-static void map_child(pid_t pid, const struct uid_range *range, int up[2], int down[2])
+/*
+ * The parent's half of the user namespace: waits for the child's unshare,
+ * maps range onto it, lets it go on. up[0] is left in *ns_ready, where the
+ * child writes once more when its network namespace is made (or closes it
+ * by dying), or closed with -1 there when the child was not let go on.
+ */
+static void map_child(pid_t pid, const struct uid_range *range, int up[2], int down[2], int *ns_ready)
 {
 	int ok;
 
@@ -33,8 +38,13 @@ static void map_child(pid_t pid, const struct uid_range *range, int up[2], int d
 	/* Either way the child goes on: on failure it reads EOF and exits. */
 	if (ok && write(down[1], "g", 1) != 1)
 		ok = 0;
-	close(up[0]);
 	close(down[1]);
+	if (ok) {
+		*ns_ready = up[0];
+	} else {
+		close(up[0]);
+		*ns_ready = -1;
+	}
 }
 
 /* The descriptors bwrap keeps across its exec (close-on-exec until now). 0, or -1 said. */
@@ -72,6 +82,13 @@ static int enter_namespaces(const struct jail *j, const struct uid_range *range,
 		return -1;
 	}
 	if (inner_userns(range, j->spec.inner_fd) < 0 || own_netns() < 0)
+		return -1;
+	/*
+	 * The network namespace is there: with network on, the jail starts
+	 * slirp4netns on it while bwrap starts (net.c). Off, the jail reads
+	 * nothing more here (and may have closed its end).
+	 */
+	if (j->spec.meta->network && write(up[1], "n", 1) != 1)
 		return -1;
 	close(up[1]);
 	close(down[0]);
@@ -145,7 +162,7 @@ static pid_t fork_into_cgroup(const struct freezer *f)
 	return pid;
 }
 
-pid_t spawn_bwrap(const struct jail *j)
+pid_t spawn_bwrap(const struct jail *j, int *ns_ready)
 {
 	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
 	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
@@ -160,7 +177,8 @@ pid_t spawn_bwrap(const struct jail *j)
 		pid = fork();
 	if (pid == 0)
 		run_bwrap(j, range, up, down, 0);
+	*ns_ready = -1;
 	if (pid > 0 && range)
-		map_child(pid, range, up, down);
+		map_child(pid, range, up, down, ns_ready);
 	return pid;
 }
