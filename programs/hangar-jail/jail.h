@@ -44,11 +44,12 @@ void addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2,
 /* Frees every string and the vector, and leaves a empty. */
 void argv_free(struct argv *a);
 
-/* ---- seccomp.c ---- */
+/* ---- seccomp-fd.c ---- */
 
 /*
- * The sandbox's seccomp filter, compiled to classic BPF in a memfd
- * positioned at its start (for bwrap --seccomp), or -1 with errno.
+ * The sandbox's seccomp filter (seccomp.c), compiled to classic BPF at
+ * build time, in a memfd positioned at its start (for bwrap --seccomp), or
+ * -1 with errno.
  */
 int seccomp_filter_fd(void);
 
