@@ -248,16 +248,16 @@ static int send_all(int fd, const char *p, size_t n)
 /*
  * Sends envd, over envd.sock, the request that replaces its token old with
  * fresh and gives it the caller's variables, env, in one step (POST
- * /hangar/v1/token; both or neither take effect). The status envd answered
- * (204: done), or -1 when it did not answer.
+ * /hangar/v1/token; both or neither take effect). The connection to read
+ * the answer from (envd_answer), or -1 when it could not be sent.
  */
-static int rotate_envd(const char *dir, const char *old, const char *fresh, const char *const *env)
+static int rotate_envd_send(const char *dir, const char *old, const char *fresh, const char *const *env)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = TOKEN_DEADLINE_MS / 1000 };
-	char req[3 * TOKEN_MAX], buf[256], *body = vars_body(env);
-	size_t have = 0, len = body ? strlen(body) : 0;
-	int fd = -1, n, status = -1, sent;
+	char req[3 * TOKEN_MAX], *body = vars_body(env);
+	size_t len = body ? strlen(body) : 0;
+	int fd = -1, n, sent;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s/envd.sock", (int)(sizeof(sa.sun_path) - 11), dir);
 	n = snprintf(req, sizeof(req),
@@ -276,12 +276,26 @@ static int rotate_envd(const char *dir, const char *old, const char *fresh, cons
 		explicit_bzero(body, len); /* the caller's variables may be secrets */
 		free(body);
 	}
-	if (sent)
-		local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
-	if (fd >= 0)
+	if (!sent && fd >= 0) {
 		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Reads envd's answer to rotate_envd_send on fd (-1: none) and closes it: the status (204: done), or -1. */
+static int envd_answer(int fd)
+{
+	char buf[256];
+	size_t have = 0;
+	int status = -1;
+
+	if (fd < 0)
+		return -1;
+	local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + TOKEN_DEADLINE_MS, NULL, &have);
+	close(fd);
 	buf[have] = '\0';
-	if (!sent || sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
 		return -1;
 	return status;
 }
@@ -295,26 +309,35 @@ static int answered(const char *buf, size_t have)
 /*
  * Tells the jail its token is fresh now (it serves it on jail.sock to the
  * library's other processes), on ports.sock, which reads a request line
- * before it answers. 0, or -1.
+ * before it answers. The connection to read its answer from (jail_answer),
+ * or -1.
  */
-static int rotate_jail(const char *dir, const char *id, int pid, const char *old, const char *fresh)
+static int rotate_jail_send(const char *dir, const char *id, int pid, const char *old, const char *fresh)
 {
-	char req[2 * TOKEN_MAX + 16], buf[64];
-	int n = snprintf(req, sizeof(req), "rotate %s %s\n", old, fresh), rc = -1, fd;
-	size_t have = 0;
+	char req[2 * TOKEN_MAX + 16];
+	int n = snprintf(req, sizeof(req), "rotate %s %s\n", old, fresh), fd = -1;
 
-	if (n > 0 && n < (int)sizeof(req) && local_jail_connect(dir, id, pid, "ports.sock", &fd) == 0) {
-		if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n) {
-			int64_t deadline = clock_mono_ms() + PORTS_DEADLINE_MS;
-
-			local_read_until(fd, buf, sizeof(buf) - 1, deadline, answered, &have);
-			buf[have] = '\0';
-			rc = strcmp(buf, "ok\n") == 0 ? 0 : -1;
-		}
+	if (n > 0 && n < (int)sizeof(req) && local_jail_connect(dir, id, pid, "ports.sock", &fd) == 0 &&
+	    send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
 		close(fd);
+		fd = -1;
 	}
 	explicit_bzero(req, sizeof(req));
-	return rc;
+	return fd;
+}
+
+/* Reads the jail's answer to rotate_jail_send on fd (-1: none) and closes it: 0 when it took the token, or -1. */
+static int jail_answer(int fd)
+{
+	char buf[64];
+	size_t have = 0;
+
+	if (fd < 0)
+		return -1;
+	local_read_until(fd, buf, sizeof(buf) - 1, clock_mono_ms() + PORTS_DEADLINE_MS, answered, &have);
+	close(fd);
+	buf[have] = '\0';
+	return strcmp(buf, "ok\n") == 0 ? 0 : -1;
 }
 
 /* The token a pooled sandbox was started with, asked of its jail: 0, or -1. */
@@ -353,7 +376,7 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 {
 	char dir[DIR_MAX], path[PATH_MAX], old[TOKEN_MAX + 1], fresh[65];
 	struct lmeta m;
-	int pid = 0, rc = -1, envd_status = -1;
+	int pid = 0, rc = -1, envd_status = -1, jail_ok = 0;
 
 	if (local_find_alive(l, id, dir, sizeof(dir), &pid) != 0)
 		return -1; /* dead or past its idle lifetime: never handed out */
@@ -365,9 +388,20 @@ static int hand_over(struct local *l, const char *id, const struct hangar_create
 		return -1;
 	}
 	ltokens_forget(&l->tokens, id);
-	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0 &&
-	    (envd_status = rotate_envd(dir, old, fresh, opts->env)) == 204 && rotate_jail(dir, id, pid, old, fresh) == 0 &&
-	    lstate_meta_set_env(&m, opts->env) == 0) {
+	if (pooled_token(dir, id, pid, old) == 0 && random_token(fresh) == 0) {
+		/*
+		 * envd and the jail are asked at once, and neither waits for the
+		 * other's answer. Both must take the new token, or the sandbox is
+		 * killed (claim_one) and the old one, which the other may still
+		 * take, is never used again.
+		 */
+		int efd = rotate_envd_send(dir, old, fresh, opts->env);
+		int jfd = efd >= 0 ? rotate_jail_send(dir, id, pid, old, fresh) : -1;
+
+		envd_status = envd_answer(efd);
+		jail_ok = jail_answer(jfd) == 0;
+	}
+	if (envd_status == 204 && jail_ok && lstate_meta_set_env(&m, opts->env) == 0) {
 		/* The sandbox starts its life now, as the caller asked for it, with its variables. */
 		m.created_at_us = clock_wall_us();
 		m.timeout_sec = opts->timeout_sec > 0 ? opts->timeout_sec : 0;
