@@ -6,7 +6,9 @@ Every test session gets a state directory of its own; nothing here skips
 when a provider is broken: those tests fail.
 """
 
+import contextlib
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -159,3 +161,30 @@ def sandbox(target):
     ctx, provider = target
     with hangar.Sandbox.create(ctx, provider=provider) as sb:
         yield sb
+
+
+# The fake's sandboxes are hangar-envd processes on this host: a path in
+# their /tmp is one in the host's. What a test writes there goes under a
+# directory of its own that it removes through the same sandbox.
+
+
+def scratch_path(what):
+    """A path of the test's own under /tmp, unique to it."""
+    return f"/tmp/hangar-py-{what}-{secrets.token_hex(4)}"
+
+
+@contextlib.contextmanager
+def removed_after(sb, path):
+    """Yields path; removes it (a file or a tree) through sb at the end."""
+    try:
+        yield path
+    finally:
+        sb.files.remove(path)
+
+
+@pytest.fixture
+def scratch(sandbox):
+    """A directory of the test's own in the sandbox, removed through it after the test."""
+    with removed_after(sandbox, scratch_path("scratch")) as d:
+        sandbox.files.make_dir(d)
+        yield d

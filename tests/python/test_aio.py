@@ -1,6 +1,7 @@
 """hangar.aio: many sandboxes from one event loop, and cancellation that reaches the sandbox."""
 
 import asyncio
+import contextlib
 import gc
 import os
 import secrets
@@ -11,6 +12,7 @@ import pytest
 
 import hangar
 from hangar.aio import AsyncCheckpoint, AsyncSandbox, AsyncSession
+from conftest import scratch_path
 
 DEADLINE = 120
 
@@ -44,6 +46,15 @@ def idle(sb):
     return sb.sync._handle._busy == 0
 
 
+@contextlib.asynccontextmanager
+async def removed_after(sb, path):
+    """Yields path; removes it through sb at the end (the fake's sandboxes write the host's /tmp)."""
+    try:
+        yield path
+    finally:
+        await sb.files.remove(path)
+
+
 @pytest.fixture
 def async_target(target):
     return target
@@ -54,15 +65,15 @@ def test_create_run_and_the_async_with_block(async_target):
 
     async def main():
         sb = await AsyncSandbox.create(ctx, provider=provider)
-        async with sb:
+        async with sb, removed_after(sb, scratch_path("aio")) as d:
             assert sb.provider == provider and sb.sandbox_id == sb.id
             r = await sb.commands.run("echo hi; exit 4")
             assert r.exit_code == 4 and r.stdout == b"hi\n"
-            await sb.files.write("/tmp/aio.txt", "text")
-            assert await sb.files.read("/tmp/aio.txt") == "text"
-            assert await sb.files.read("/tmp/aio.txt", format="bytes") == b"text"
-            assert (await sb.exec("cat /tmp/aio.txt")).stdout == b"text"
-            assert [e.name for e in await sb.files.list("/tmp") if e.name == "aio.txt"] == ["aio.txt"]
+            await sb.files.write(f"{d}/aio.txt", "text")
+            assert await sb.files.read(f"{d}/aio.txt") == "text"
+            assert await sb.files.read(f"{d}/aio.txt", format="bytes") == b"text"
+            assert (await sb.exec(f"cat {d}/aio.txt")).stdout == b"text"
+            assert [e.name for e in await sb.files.list(d) if e.name == "aio.txt"] == ["aio.txt"]
             assert (await sb.info()).id == sb.id
             with pytest.raises(hangar.FileError):
                 await sb.files.read("/tmp/none")
@@ -127,10 +138,10 @@ def test_twenty_sandboxes_at_once_from_one_loop(ctx):
 
 def test_cancelling_a_long_exec_stops_it_in_the_sandbox(async_target):
     ctx, provider = async_target
-    marker = f"/tmp/aio-cancel-{secrets.token_hex(4)}"
+    marker = scratch_path("aio-cancel")
 
     async def main():
-        async with await AsyncSandbox.create(ctx, provider=provider) as sb:
+        async with await AsyncSandbox.create(ctx, provider=provider) as sb, removed_after(sb, marker):
             task = asyncio.ensure_future(sb.exec(f"sleep 300 & echo $$ $! > {marker}; wait"))
             await eventually("the command to start", lambda: sb.files.exists(marker))
             shell, child = (await sb.files.read(marker)).split()
@@ -154,10 +165,10 @@ async def _not(aw):
 
 def test_asyncio_timeout_around_calls(async_target):
     ctx, provider = async_target
-    marker = f"/tmp/aio-timeout-{secrets.token_hex(4)}"
+    marker = scratch_path("aio-timeout")
 
     async def main():
-        async with await AsyncSandbox.create(ctx, provider=provider) as sb:
+        async with await AsyncSandbox.create(ctx, provider=provider) as sb, removed_after(sb, marker):
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(1):
                     await sb.commands.run(f"echo $$ > {marker}; sleep 300")

@@ -216,16 +216,16 @@ def test_process_check_raises_what_on_output_raised(sandbox):
 # ---- copy_out's options -------------------------------------------------------------------
 
 
-def test_copy_out_limit(sandbox, tmp_path):
+def test_copy_out_limit(sandbox, scratch, tmp_path):
     data = secrets.token_bytes(1000)
-    sandbox.write_file("/tmp/limit.bin", data)
+    sandbox.write_file(f"{scratch}/limit.bin", data)
     with pytest.raises(hangar.TooLargeError):
-        sandbox.copy_out("/tmp/limit.bin", tmp_path / "small", limit=999)
+        sandbox.copy_out(f"{scratch}/limit.bin", tmp_path / "small", limit=999)
     assert os.listdir(tmp_path) == []  # neither the file nor its temporary
-    sandbox.copy_out("/tmp/limit.bin", tmp_path / "exact", limit=1000)
+    sandbox.copy_out(f"{scratch}/limit.bin", tmp_path / "exact", limit=1000)
     assert (tmp_path / "exact").read_bytes() == data
     with pytest.raises(hangar.InvalidArgumentError):
-        sandbox.copy_out("/tmp/limit.bin", tmp_path / "x", timeout=86401)
+        sandbox.copy_out(f"{scratch}/limit.bin", tmp_path / "x", timeout=86401)
 
 
 def test_copy_out_timeout_and_cancel(fake, tmp_path):

@@ -49,14 +49,14 @@ def test_run_passes_text_live(sandbox):
     assert "".join(tail) == "a\ufffd"
 
 
-def test_run_callback_exception_stops_the_command(sandbox):
+def test_run_callback_exception_stops_the_command(sandbox, scratch):
     class Stop(Exception):
         pass
 
     def boom(text):
         raise Stop(text)
 
-    marker = f"/tmp/ns-cb-{secrets.token_hex(4)}"
+    marker = f"{scratch}/ns-cb"
     with pytest.raises(Stop):
         sandbox.commands.run(f"echo $$ > {marker}; echo first; sleep 300", on_stdout=boom)
     pid = int(sandbox.files.read(marker))
@@ -88,8 +88,8 @@ def test_run_in_the_background_and_its_process(sandbox):
         sandbox.commands.run("sleep 300", background=True, cancel=lambda: True)
 
 
-def test_connect_kill_and_their_errors(sandbox):
-    p = sandbox.commands.run("echo $$ > /tmp/ns-pid; while :; do echo tick; sleep 0.2; done", background=True)
+def test_connect_kill_and_their_errors(sandbox, scratch):
+    p = sandbox.commands.run(f"echo $$ > {scratch}/ns-pid; while :; do echo tick; sleep 0.2; done", background=True)
     seen = []
     q = sandbox.commands.connect(p.pid, on_stdout=seen.append)
     wait_for("output through connect()", lambda: "tick\n" in "".join(seen))

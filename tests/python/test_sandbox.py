@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import hangar
-from conftest import wait_for
+from conftest import removed_after, scratch_path, wait_for
 
 
 def test_exec_result(sandbox):
@@ -96,14 +96,14 @@ def test_info_and_listing(target, sandbox):
     assert sandbox.id in {s.id for s in ctx.sandboxes(provider)}
 
 
-def test_pause_resume(sandbox):
-    sandbox.write_file("/tmp/kept", b"1")
+def test_pause_resume(sandbox, scratch):
+    sandbox.write_file(f"{scratch}/kept", b"1")
     sandbox.pause()
     assert sandbox.info().paused
     with pytest.raises(hangar.PausedError):
         sandbox.exec("true")
     sandbox.resume()
-    assert sandbox.read_file("/tmp/kept") == b"1"
+    assert sandbox.read_file(f"{scratch}/kept") == b"1"
 
 
 def test_with_block_kills_unless_kept(target):
@@ -200,22 +200,22 @@ def test_local_ports_and_no_fork(ctx):
 
 
 def test_cloud_fork_and_snapshot(cloud_ctx):
-    with hangar.Sandbox.create(cloud_ctx, provider="e2b") as sb:
-        sb.write_file("/tmp/m", b"mark")
+    with hangar.Sandbox.create(cloud_ctx, provider="e2b") as sb, removed_after(sb, scratch_path("m")) as m:
+        sb.write_file(m, b"mark")
         forks = sb.fork(2)
         assert [f.index for f in forks] == [0, 1]
         for f in forks:
             assert f.error is None and f.sandbox is not None
             with f.sandbox as child:
                 assert child.id != sb.id
-                assert child.read_file("/tmp/m") == b"mark"
+                assert child.read_file(m) == b"mark"
             # A fork is the caller's as a created sandbox is: the block kills it.
             with pytest.raises(hangar.GoneError):
                 hangar.Sandbox.attach(cloud_ctx, child.id)
         snap = sb.snapshot("py-snap")
         assert snap
         with hangar.Sandbox.create(cloud_ctx, provider="e2b", template=snap) as from_snap:
-            assert from_snap.read_file("/tmp/m") == b"mark"
+            assert from_snap.read_file(m) == b"mark"
 
 
 def test_settings_tiers_environments(ctx, tmp_path):
