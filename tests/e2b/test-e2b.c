@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,12 @@
 static const char *const flavours[] = { "cloud", "selfhosted", "cube" };
 
 static char state_dir[64];
+/*
+ * The fake's sandboxes are hangar-envd processes on this host: what a
+ * command writes to /tmp lands in the host's /tmp. Commands write under
+ * this directory instead (open to the sandbox's user), which teardown removes.
+ */
+static char scratch_dir[64];
 static pid_t fake_pid;
 static int api_port, edge_port;
 static const char *flavour;
@@ -206,16 +213,19 @@ static void setup(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-e2b-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	snprintf(scratch_dir, sizeof(scratch_dir), "/tmp/hangar-e2b-scratch-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(scratch_dir));
+	ck_assert_int_eq(chmod(scratch_dir, 01777), 0);
 }
 
 static void teardown(void)
 {
-	char cmd[128];
+	char cmd[192];
 
 	fake_stop();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", state_dir, scratch_dir);
 	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", state_dir);
+		fprintf(stderr, "could not remove %s or %s\n", state_dir, scratch_dir);
 }
 
 static void set(hangar_ctx *ctx, const char *name, const char *value)
@@ -329,7 +339,8 @@ START_TEST(t_create_exec)
 	free(out);
 
 	/* Exactly one login shell per command: a profile in a fresh HOME runs once. */
-	dir = run(sb, "mktemp -d");
+	snprintf(cmd, sizeof(cmd), "mktemp -d -p %s", scratch_dir);
+	dir = run(sb, cmd);
 	chomp(dir);
 	snprintf(cmd, sizeof(cmd), "printf 'echo x >> \"$HOME/profile-runs\"\\n' > %s/.bash_profile", dir);
 	free(run(sb, cmd));
@@ -462,7 +473,8 @@ START_TEST(t_pause_resume)
 	fake_start(flavours[_i], NULL);
 	ctx = new_ctx();
 	sb = create(ctx, 120);
-	dir = run(sb, "mktemp -d");
+	snprintf(cmd, sizeof(cmd), "mktemp -d -p %s", scratch_dir);
+	dir = run(sb, cmd);
 	chomp(dir);
 	snprintf(path, sizeof(path), "%s/n", dir);
 	snprintf(cmd, sizeof(cmd),
@@ -650,12 +662,13 @@ START_TEST(t_snapshot)
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
 	hangar_ctx *ctx;
 	hangar_sandbox *sb, *clone = NULL;
-	char *out;
+	char *out, cmd[160];
 
 	fake_start(flavours[_i], NULL);
 	ctx = new_ctx();
 	sb = create(ctx, 120);
-	free(run(sb, "echo kept > /tmp/snapshot-marker-$PPID || true"));
+	snprintf(cmd, sizeof(cmd), "echo kept > %s/snapshot-marker-$PPID || true", scratch_dir);
+	free(run(sb, cmd));
 	ck_assert_int_eq(hangar_sandbox_snapshot(&snap, sb, "snap-test"), 0);
 	ck_assert_uint_gt(snap.size, 0);
 	/* It goes on running after. */
