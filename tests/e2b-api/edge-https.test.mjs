@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { Fake, Hangard, closeTls, e2b, makeCa, tlsServer, waitFor } from './harness.mjs';
+import { Fake, Hangard, closeTls, e2b, makeCa, scratchPath, tlsServer, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 
@@ -39,13 +39,19 @@ after(async () => {
 });
 
 describe('an https envd verified with HANGARD_EDGE_CA_FILE', () => {
+  // The files the tests write, removed through the sandbox at the end.
+  const at = scratchPath('edge-https');
   let hd, sb;
   before(async () => {
     hd = await hangard({ HANGARD_EDGE_CA_FILE: good.ca });
     sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
   });
   after(async () => {
-    await sb?.kill();
+    try {
+      await sb?.files.remove(at);
+    } finally {
+      await sb?.kill();
+    }
   });
 
   test('commands run through the edge to the platform over TLS', async () => {
@@ -62,19 +68,19 @@ describe('an https envd verified with HANGARD_EDGE_CA_FILE', () => {
   test('files go up and come down whole, larger than any buffer of the edge', async () => {
     const big = Buffer.alloc(3 * 1024 * 1024 + 17);
     for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 11)) & 0xff;
-    await sb.files.write('/tmp/edge-https.bin', new Uint8Array(big).buffer);
-    const back = Buffer.from(await sb.files.read('/tmp/edge-https.bin', { format: 'bytes' }));
+    await sb.files.write(`${at}/edge-https.bin`, new Uint8Array(big).buffer);
+    const back = Buffer.from(await sb.files.read(`${at}/edge-https.bin`, { format: 'bytes' }));
     assert.equal(back.length, big.length);
     assert.ok(back.equals(big), 'the file came back as it went');
-    await sb.files.write('/tmp/edge-https.txt', 'over tls');
-    assert.equal(await sb.files.read('/tmp/edge-https.txt'), 'over tls');
-    assert.equal((await sb.commands.run('wc -c < /tmp/edge-https.bin')).stdout.trim(), String(big.length));
+    await sb.files.write(`${at}/edge-https.txt`, 'over tls');
+    assert.equal(await sb.files.read(`${at}/edge-https.txt`), 'over tls');
+    assert.equal((await sb.commands.run(`wc -c < ${at}/edge-https.bin`)).stdout.trim(), String(big.length));
   });
 
   test('a background command\'s output streams while it runs', async () => {
-    await sb.commands.run('rm -f /tmp/edge-https-fifo; mkfifo /tmp/edge-https-fifo');
+    await sb.commands.run(`mkdir -p ${at}; rm -f ${at}/fifo; mkfifo ${at}/fifo`);
     let out = '';
-    const bg = await sb.commands.run('echo ready; read line < /tmp/edge-https-fifo; echo "got $line"', {
+    const bg = await sb.commands.run(`echo ready; read line < ${at}/fifo; echo "got $line"`, {
       background: true,
       onStdout: (d) => {
         out += d;
@@ -83,7 +89,7 @@ describe('an https envd verified with HANGARD_EDGE_CA_FILE', () => {
     // The first line arrives while the command still waits on the fifo.
     await waitFor(() => out.includes('ready\n'), { what: 'the first line of the stream' });
     assert.ok(!out.includes('got'));
-    await sb.commands.run('echo hello > /tmp/edge-https-fifo');
+    await sb.commands.run(`echo hello > ${at}/fifo`);
     const res = await bg.wait();
     assert.equal(res.exitCode, 0);
     assert.equal(out, 'ready\ngot hello\n');
@@ -93,7 +99,7 @@ describe('an https envd verified with HANGARD_EDGE_CA_FILE', () => {
     // The fake's edge closes after each answer (Connection: close): each
     // request has a handshake of its own, and none fails for reusing one.
     for (let i = 0; i < 10; i++) {
-      assert.equal(await sb.files.read('/tmp/edge-https.txt'), 'over tls');
+      assert.equal(await sb.files.read(`${at}/edge-https.txt`), 'over tls');
       assert.equal((await sb.commands.run(`echo ${i}`)).stdout, `${i}\n`);
     }
   });

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { ADMIN_KEY, Fake, Hangard, e2b, waitFor } from './harness.mjs';
+import { ADMIN_KEY, Fake, Hangard, e2b, scratchPath, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 
@@ -22,15 +22,20 @@ async function exec(hd, id, command) {
  */
 async function throughTheEdge(hd) {
   const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+  const file = `${scratchPath('edge')}.txt`;
   try {
     assert.equal((await sb.commands.run('echo platform')).stdout, 'platform\n');
-    await sb.files.write('/tmp/edge-platform.txt', 'via the platform');
-    assert.equal((await exec(hd, sb.sandboxId, 'cat /tmp/edge-platform.txt')).stdout, 'via the platform');
-    assert.equal(await sb.files.read('/tmp/edge-platform.txt'), 'via the platform');
+    await sb.files.write(file, 'via the platform');
+    assert.equal((await exec(hd, sb.sandboxId, `cat ${file}`)).stdout, 'via the platform');
+    assert.equal(await sb.files.read(file), 'via the platform');
     const other = new Sandbox({ ...hd.edgeOpts(), sandboxId: sb.sandboxId, envdAccessToken: 'f'.repeat(64), envdVersion: '0.6.4' });
     await assert.rejects(other.commands.run('true'), e2b.AuthenticationError);
   } finally {
-    await sb.kill();
+    try {
+      await sb.files.remove(file);
+    } finally {
+      await sb.kill();
+    }
   }
 }
 
@@ -65,8 +70,9 @@ describe('on the cloud fake', () => {
   test('fork gives working sandboxes with the parent\'s metadata and their own tokens', async () => {
     const parent = await Sandbox.create({ ...hd.opts(), metadata: { family: 'f1' }, timeoutMs: 120_000 });
     const kids = [];
+    const mark = scratchPath('fork-mark');
     try {
-      await exec(hd, parent.sandboxId, 'echo inherited > /tmp/e2b-fork-mark');
+      await exec(hd, parent.sandboxId, `echo inherited > ${mark}`);
       const forks = await Sandbox.fork(parent.sandboxId, { ...hd.opts(), count: 2, timeoutMs: 90_000 });
       assert.equal(forks.length, 2);
       for (const f of forks) {
@@ -88,8 +94,12 @@ describe('on the cloud fake', () => {
       const listed = await Sandbox.list({ ...hd.opts(), query: { metadata: { family: 'f1' } } }).nextItems();
       assert.deepEqual(listed.map((s) => s.sandboxId).sort(), [...ids].sort());
     } finally {
-      for (const k of kids) await k.kill();
-      await parent.kill();
+      try {
+        await exec(hd, parent.sandboxId, `rm -f ${mark}`);
+      } finally {
+        for (const k of kids) await k.kill();
+        await parent.kill();
+      }
     }
   });
 
@@ -153,17 +163,25 @@ describe('on the cloud fake', () => {
   test('autoPause keeping the filesystem only: paused at the timeout, connect boots it with new tokens', async () => {
     const sb = await Sandbox.create({ ...hd.opts(), timeoutMs: 60_000,
       lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+    const kept = scratchPath('fs-autopause');
     try {
-      await exec(hd, sb.sandboxId, 'echo kept > /tmp/e2b-fs-autopause');
+      await exec(hd, sb.sandboxId, `echo kept > ${kept}`);
       await sb.setTimeout(1_000);
       await waitFor(async () => (await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json().state === 'paused',
         { timeoutMs: 20_000, intervalMs: 100, what: 'the filesystem pause at the timeout' });
       assert.equal((await Sandbox.getInfo(sb.sandboxId, hd.opts())).state, 'paused');
       const back = await Sandbox.connect(sb.sandboxId, { ...hd.opts(), timeoutMs: 60_000 });
       assert.notEqual(back.envdAccessToken, sb.envdAccessToken, 'a cold boot keeps the old tokens');
-      assert.equal((await exec(hd, sb.sandboxId, 'cat /tmp/e2b-fs-autopause')).stdout, 'kept\n');
+      assert.equal((await exec(hd, sb.sandboxId, `cat ${kept}`)).stdout, 'kept\n');
     } finally {
-      await sb.kill();
+      try {
+        // Through the sandbox, unless a failure above left it paused.
+        if ((await hd.v1('GET', `/v1/sandboxes/${sb.sandboxId}`)).json().state === 'running') {
+          await exec(hd, sb.sandboxId, `rm -f ${kept}`);
+        }
+      } finally {
+        await sb.kill();
+      }
     }
   });
 

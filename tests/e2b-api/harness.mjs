@@ -6,6 +6,7 @@
 // both suites witness the same client.
 
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -162,16 +163,30 @@ export class Hangard {
     await done;
   }
 
+  /** Stops, removes its directory (its sandboxes are left: another may share its state). */
+  async remove() {
+    await this.stop();
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+
   /** Kills every sandbox it still lists, stops, removes its directory. */
   async cleanup() {
     try {
       const r = await this.v1('GET', '/v1/sandboxes');
       if (r.status === 200) for (const sb of r.json().sandboxes) await this.v1('DELETE', `/v1/sandboxes/${sb.id}`);
     } finally {
-      await this.stop();
-      fs.rmSync(this.dir, { recursive: true, force: true });
+      await this.remove();
     }
   }
+}
+
+/**
+ * A path of a test's own under a sandbox's /tmp. The fake's sandboxes are
+ * hangar-envd processes on this host, whose /tmp is the host's: a test that
+ * writes there removes the path through the same sandbox at the end.
+ */
+export function scratchPath(what) {
+  return `/tmp/hangar-e2b-api-${what}-${crypto.randomBytes(4).toString('hex')}`;
 }
 
 export const FAKE_API_KEY = 'e2b_test_fedcba9876543210fedcba9876543210';

@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { Fake, Hangard, e2b, makeCa, waitFor } from './harness.mjs';
+import { Fake, Hangard, e2b, makeCa, scratchPath, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 const DOMAIN = 'sandbox.test';
@@ -59,10 +59,10 @@ async function platformTokens(fake) {
  */
 async function userPort(hd, fake) {
   const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+  const dir = scratchPath('ports');
   let server;
   try {
     const port = await freePort();
-    const dir = `/tmp/hangar-e2b-ports-${port}`;
     await sb.files.write(`${dir}/hello.txt`, `hello from port ${port}\n`);
     server = await sb.commands.run(`exec python3 -m http.server ${port} --bind 127.0.0.1 --directory ${dir}`, { background: true });
     const host = sb.getHost(port);
@@ -89,7 +89,11 @@ async function userPort(hd, fake) {
     for (const t of platform) for (const s of seen) assert.ok(!s.includes(t), 'a platform traffic token reached the client');
   } finally {
     await server?.kill().catch(() => {});
-    await sb.kill();
+    try {
+      await sb.files.remove(dir);
+    } finally {
+      await sb.kill();
+    }
   }
 }
 
@@ -122,10 +126,10 @@ while True:
  */
 async function streamed(hd) {
   const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+  const dir = scratchPath('stream');
   let server;
   try {
     const port = await freePort();
-    const dir = `/tmp/hangar-e2b-stream-${port}`;
     await sb.files.write(`${dir}/streamer.py`, STREAMER);
     server = await sb.commands.run(`exec python3 ${dir}/streamer.py ${port} ${dir}/release`, { background: true });
     const headers = { Host: sb.getHost(port), 'e2b-traffic-access-token': sb.trafficAccessToken };
@@ -154,7 +158,11 @@ async function streamed(hd) {
     assert.ok(!request.includes(sb.envdAccessToken), request);
   } finally {
     await server?.kill().catch(() => {});
-    await sb.kill();
+    try {
+      await sb.files.remove(dir);
+    } finally {
+      await sb.kill();
+    }
   }
 }
 

@@ -213,7 +213,7 @@ test('tokens survive a restart with the same HANGAR_SECRET_KEY', async () => {
     assert.equal(again.envdAccessToken, sb.envdAccessToken);
     assert.equal(again.trafficAccessToken, sb.trafficAccessToken);
   } finally {
-    await other.stop();
+    await other.remove();
     await sb.kill();
   }
 });
