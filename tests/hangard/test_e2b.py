@@ -90,6 +90,7 @@ def flavoured(request, make_fake, make_server, workdir):
 
 
 def test_sandbox_create_exec_files_delete_on_the_cloud_fake(cloud):
+    base = shared_dir("hangard-e2b-files-")
     sb = cloud.ok("POST", "/v1/sandboxes", {"timeout": 600, "env": {"WHO": "cloud"}}, status=201).json()
     sid = sb["id"]
     assert sb["provider"] == "e2b" and sb["state"] == "running", sb
@@ -97,15 +98,16 @@ def test_sandbox_create_exec_files_delete_on_the_cloud_fake(cloud):
         assert exec_ok(cloud, sid, "echo $WHO") == "cloud\n"
         out = cloud.ok("POST", f"/v1/sandboxes/{sid}/exec", {"command": "echo oops >&2; exit 3"}).json()
         assert out["exit_code"] == 3 and out["stderr"] == "oops\n", out
-        put = cloud.ok("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/in.txt", b"through the fake\n").json()
+        put = cloud.ok("PUT", f"/v1/sandboxes/{sid}/files?path={base}/in.txt", b"through the fake\n").json()
         assert put["bytes"] == 17, put
-        assert cloud.ok("GET", f"/v1/sandboxes/{sid}/files?path=/tmp/in.txt").body == b"through the fake\n"
+        assert cloud.ok("GET", f"/v1/sandboxes/{sid}/files?path={base}/in.txt").body == b"through the fake\n"
         assert cloud.ok("POST", f"/v1/sandboxes/{sid}/pause").json()["state"] == "paused"
         assert cloud.ok("POST", f"/v1/sandboxes/{sid}/resume").json()["state"] == "running"
-        assert exec_ok(cloud, sid, "cat /tmp/in.txt") == "through the fake\n"
+        assert exec_ok(cloud, sid, f"cat {base}/in.txt") == "through the fake\n"
         assert sid in [x["id"] for x in cloud.ok("GET", "/v1/sandboxes?provider=e2b").json()["sandboxes"]]
     finally:
         cloud.ok("DELETE", f"/v1/sandboxes/{sid}", status=204)
+        shutil.rmtree(base, ignore_errors=True)
     r = cloud.request("GET", f"/v1/sandboxes/{sid}")
     assert r.status in (404, 410), r
 

@@ -34,15 +34,16 @@ def log_has(server, msg, pred=lambda line: True):
     return [l for l in server.log_lines() if l.get("msg") == msg and pred(l)]
 
 
-def replicas(make_server, n, interval="1", lease="30", env=None):
-    state = tempfile.mkdtemp(dir=os.environ.get("TMPDIR", "/tmp"), prefix="hangard-reaper-")
+def replicas(make_server, workdir, n, interval="1", lease="30", env=None):
+    # Their state directory goes with the session's workdir.
+    state = tempfile.mkdtemp(dir=workdir, prefix="hangard-reaper-")
     e = {"HANGARD_REAPER_INTERVAL_SECONDS": interval, "HANGARD_REAPER_LEASE_SECONDS": lease}
     e.update(env or {})
     return [make_server(state_dir=state, env=e).start() for _ in range(n)]
 
 
-def test_one_replica_reaps_and_sigterm_hands_the_lease_over(make_server):
-    a, b = replicas(make_server, 2)
+def test_one_replica_reaps_and_sigterm_hands_the_lease_over(make_server, workdir):
+    a, b = replicas(make_server, workdir, 2)
     # Exactly one of them holds it, and keeps it over several passes.
     got = wait_for("a reaper leader", lambda: sorted(leaders(a, b)) == [0.0, 1.0] and leaders(a, b))
     holder, other = (a, b) if got[0] == 1.0 else (b, a)
@@ -60,8 +61,8 @@ def test_one_replica_reaps_and_sigterm_hands_the_lease_over(make_server):
     assert log_has(other, "reaper lease taken")
 
 
-def test_the_reaper_forgets_a_sandbox_that_expired(make_server):
-    (s,) = replicas(make_server, 1)
+def test_the_reaper_forgets_a_sandbox_that_expired(make_server, workdir):
+    (s,) = replicas(make_server, workdir, 1)
     wait_for("the lease", lambda: metric(s, "hangard_reaper_leader") == 1.0)
     sid = s.ok("POST", "/v1/sandboxes", {"timeout": 1}, status=201).json()["id"]
     try:
@@ -75,8 +76,8 @@ def test_the_reaper_forgets_a_sandbox_that_expired(make_server):
         s.request("DELETE", f"/v1/sandboxes/{sid}")
 
 
-def test_no_reaper_when_the_interval_is_0(make_server):
-    (s,) = replicas(make_server, 1, interval="0")
+def test_no_reaper_when_the_interval_is_0(make_server, workdir):
+    (s,) = replicas(make_server, workdir, 1, interval="0")
     # A request round trip later than the start: a reaper would have had its first pass.
     assert s.request("GET", "/livez", token=None).status == 200
     assert metric(s, "hangard_reaper_leader") == 0
@@ -106,11 +107,11 @@ def parked_reaped(server):
     return samples[("hangard_reaper_reaped_total", frozenset({"what": "parked"}.items()))]
 
 
-def test_the_reaper_unparks_a_session_parked_longer_than_hot_resume(make_server):
+def test_the_reaper_unparks_a_session_parked_longer_than_hot_resume(make_server, workdir):
     # a parks (hot resume for a day) and never reaps; b reaps, and for b no
     # sandbox may stay parked (HANGAR_SESSION_HOT_RESUME_MINUTES=0): what a
     # parked one past its time looks like, without waiting a minute for it.
-    (a,) = replicas(make_server, 1, interval="0")
+    (a,) = replicas(make_server, workdir, 1, interval="0")
     b = make_server(state_dir=a.state_dir, env={
         "HANGARD_REAPER_INTERVAL_SECONDS": "1", "HANGARD_REAPER_LEASE_SECONDS": "30",
         "HANGAR_SESSION_HOT_RESUME_MINUTES": "0"}).start()
