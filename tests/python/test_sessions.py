@@ -131,12 +131,15 @@ def test_session_fork_cancelled_keeps_nothing(ctx):
         asked = []
 
         def cancel():
+            # Asked once before the snapshot, then while the children are made
+            # and once more after: "yes" from the second ask on comes once the
+            # fork is under way, however fast the children are.
             asked.append(1)
-            return len(asked) > 3  # once the fork is under way
+            return len(asked) > 1
 
         with pytest.raises(hangar.CanceledError):
             s.fork(2, cancel=cancel)
-        assert len(asked) > 3
+        assert len(asked) >= 2
         assert sorted(i.id for i in hangar.Session.list(ctx)) == sessions
         assert [c.id for c in hangar.Checkpoint.list(ctx, session_id=s.id)] == checkpoints
         assert s.info().state == hangar.SESSION_ACTIVE
