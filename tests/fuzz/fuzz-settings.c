@@ -7,6 +7,7 @@
  * reads it (the tier plans, the e2b provider's initialisation).
  */
 #define _GNU_SOURCE
+#include <ftw.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,20 @@ static int tier_cb(const hangar_tier_info *info, void *payload)
 	return 0;
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* libFuzzer ends with exit() once its time is up: the scratch state directory goes with it. */
+static void remove_state_dir(void)
+{
+	nftw(state_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -51,6 +66,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-fuzz-settings-XXXXXX");
 	if (!mkdtemp(state_dir))
 		abort();
+	atexit(remove_state_dir);
 	return 0;
 }
 

@@ -8,7 +8,8 @@
 # fuzzers run at once (default: the number of CPUs), each for SECONDS of wall
 # time. Exits non-zero when any fuzzer finds a crash, leak or sanitizer
 # report; the reproducer is kept under $WORK/<name>/ (printed), to be copied
-# to regressions/<name>/.
+# to regressions/<name>/. When all pass, the scratch directory is removed
+# (FUZZ_WORK=DIR keeps it there).
 set -u
 secs=${1:-60}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,5 +64,11 @@ while [ $# -gt 0 ]; do
 		fi
 	done
 done
-echo "work directory: $work"
+# A pass keeps nothing (unless the caller named the work directory); a
+# failure keeps the reproducers where the messages above say.
+if [ -z "${status:-}" ] && [ -z "${FUZZ_WORK:-}" ]; then
+	rm -rf "$work"
+else
+	echo "work directory: $work"
+fi
 exit ${status:-0}
