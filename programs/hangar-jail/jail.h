@@ -365,16 +365,17 @@ int image_root_build(const struct jail_spec *s, const struct uid_range *r, const
 /*
  * NET_DNS_ADDR is the sandbox's resolver (slirp4netns forwards it to the
  * host's). net_setup finds the sandbox's network namespace, starts
- * slirp4netns on it and restricts its routes: with ns_ready >= 0 (the jail's
- * own user namespace, spawn_bwrap), the namespace is the child's, pid, made
- * when ns_ready says so, before bwrap runs; else bwrap makes it, and its
- * child's pid comes on info_fd. slirp4netns's pid (the caller's child, to
- * kill at teardown), or -1 with a message said.
+ * slirp4netns on it and restricts its routes: from_child (the jail's own
+ * user namespace), the namespace is the child's, pid, made when fd (the
+ * ns_ready of spawn_bwrap, -1 when the child was not let go on) says so,
+ * before bwrap runs; else bwrap makes it, and its child's pid comes on fd,
+ * bwrap's info fd. slirp4netns's pid (the caller's child, to kill at
+ * teardown), or -1 with a message said.
  */
 #define NET_IF "tap0"
 #define NET_GW "10.0.2.2"
 #define NET_DNS_ADDR "10.0.2.3"
-pid_t net_setup(int info_fd, int ns_ready, pid_t pid, const char *slirp, int64_t deadline_ms);
+pid_t net_setup(int fd, int from_child, pid_t pid, const char *slirp, int64_t deadline_ms);
 /* Enters netns (first its owner userns, when >= 0): raw system calls, for a child. 0 or -1. */
 int net_enter(int userns, int netns);
 

@@ -314,27 +314,27 @@ static int route_list(struct net_route *v, size_t cap)
 	return rc ? -1 : (int)n;
 }
 
-pid_t net_setup(int info_fd, int ns_ready, pid_t pid, const char *slirp, int64_t deadline)
+pid_t net_setup(int fd, int from_child, pid_t pid, const char *slirp, int64_t deadline)
 {
 	struct net_route routes[NET_ROUTES_MAX];
 	int n_routes;
 	int child = -1, netfd = -1, ownerfd = -1;
 	pid_t p;
 
-	if (ns_ready >= 0) {
+	if (from_child) {
 		/*
 		 * The child made the namespace, loopback up, before it runs bwrap,
 		 * which makes none: slirp4netns configures it while bwrap sets the
 		 * sandbox up. The child's pid stays bwrap's. A child that died
-		 * instead wrote nothing: EOF.
+		 * instead wrote nothing: EOF; one never let go on has no pipe.
 		 */
-		if (wait_ready(ns_ready, deadline) < 0) {
+		if (fd < 0 || wait_ready(fd, deadline) < 0) {
 			say("the sandbox's network namespace was not made");
 			return -1;
 		}
 		child = pid;
 	} else {
-		child = read_child_pid(info_fd, deadline);
+		child = read_child_pid(fd, deadline);
 		if (child <= 0) {
 			say("bwrap did not report the sandbox's pid");
 			return -1;
@@ -441,9 +441,17 @@ int net_prepare(struct jail *j)
 
 int net_start(struct jail *j)
 {
+	/* With a user namespace of our own, the child makes the network namespace and says so (spawn_bwrap). */
+	int from_child = j->spec.userns;
+
 	if (j->net_info[1] < 0)
 		return 0;
 	close(j->net_info[1]);
+	if (from_child) {
+		/* bwrap was given no --info-fd (describe_sandbox). */
+		close(j->net_info[0]);
+		j->net_info[0] = -1;
+	}
 	/*
 	 * bwrap goes on meanwhile and starts envd: the two start side by side.
 	 * Nothing else runs in the sandbox before the library has both envd's
@@ -451,11 +459,11 @@ int net_start(struct jail *j)
 	 * command ever sees the network before its routes are restricted.
 	 */
 	if (j->bwrap_pid > 0)
-		j->slirp = net_setup(j->net_info[0], j->ns_ready, j->bwrap_pid, j->slirp_path,
+		j->slirp = net_setup(from_child ? j->ns_ready : j->net_info[0], from_child, j->bwrap_pid, j->slirp_path,
 				     clock_mono_ms() + NET_DEADLINE_MS);
 	/*
-	 * net_info[0] stays open for the jail's life: bubblewrap writes its
-	 * --info-fd in several writes, the last ones after the child's pid
+	 * Else net_info[0] stays open for the jail's life: bubblewrap writes
+	 * its --info-fd in several writes, the last ones after the child's pid
 	 * that net_setup waited for, and a closed pipe there would kill it
 	 * with SIGPIPE. A few hundred bytes: the pipe holds them unread.
 	 */
