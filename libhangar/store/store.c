@@ -35,6 +35,7 @@ struct holder_memo {
 /* The store's per-context state (core/module.h). */
 struct store_state {
 	pthread_mutex_t mu;               /* db */
+	pthread_mutex_t open_mu;          /* held by the one thread opening db */
 	struct db *db;                    /* opened on first use */
 	struct holder_memo memo;          /* which provider holds which sandbox */
 };
@@ -126,30 +127,33 @@ static int open_db(hangar_ctx *ctx, struct db **out)
 
 /*
  * The context's database, opened on first use (again after a failed open).
- * Opened outside the module's lock: connecting to a server may take a
- * while, and the context's other users should not wait for it. Threads that
- * race to open keep the first connection made; migrations tolerate the race.
+ * One thread opens it while the context's other first users wait for that
+ * thread: they need the database anyway, and racing each other with a
+ * connection apiece only makes them queue for SQLite's file lock, where the
+ * busy timeout, not the work, decides who fails. Users after the first read
+ * it under the short lock alone. Other processes still race to migrate;
+ * migrations tolerate that.
  */
 struct db *store_db(hangar_ctx *ctx)
 {
 	struct store_state *st = hctx_module(ctx, &store_module);
-	struct db *db, *spare = NULL;
+	struct db *db;
 
 	pthread_mutex_lock(&st->mu);
 	db = st->db;
 	pthread_mutex_unlock(&st->mu);
 	if (db)
 		return db;
-	if (open_db(ctx, &db) != 0)
-		return NULL;
+	pthread_mutex_lock(&st->open_mu);
 	pthread_mutex_lock(&st->mu);
-	if (st->db)
-		spare = db;
-	else
-		st->db = db;
 	db = st->db;
 	pthread_mutex_unlock(&st->mu);
-	db_close(spare);
+	if (!db && open_db(ctx, &db) == 0) {
+		pthread_mutex_lock(&st->mu);
+		st->db = db;
+		pthread_mutex_unlock(&st->mu);
+	}
+	pthread_mutex_unlock(&st->open_mu);
 	return db;
 }
 
@@ -186,6 +190,7 @@ static int store_module_open(hangar_ctx *ctx, void *state)
 
 	(void)ctx;
 	pthread_mutex_init(&st->mu, NULL);
+	pthread_mutex_init(&st->open_mu, NULL);
 	pthread_mutex_init(&st->memo.mu, NULL);
 	return 0;
 }
@@ -197,6 +202,7 @@ static void store_module_close(hangar_ctx *ctx, void *state)
 	(void)ctx;
 	db_close(st->db);
 	pthread_mutex_destroy(&st->memo.mu);
+	pthread_mutex_destroy(&st->open_mu);
 	pthread_mutex_destroy(&st->mu);
 }
 
