@@ -160,6 +160,18 @@ struct MHD_Connection *request_connection(const struct request *r);
  * before it answers. */
 int request_abandoned(void *request);
 
+/* A request's id: 16 hex digits and the NUL. */
+#define REQUEST_ID_SIZE 17
+
+/*
+ * For a page libmicrohttpd makes itself (mhd-pages.c): the status its log
+ * line said it answers (0 when none did) and, into id, the request id that
+ * line carried, a fresh one when none did. Once per page.
+ */
+unsigned server_library_refusal(char id[REQUEST_ID_SIZE]);
+/* The JSON error for a request libmicrohttpd refuses with status. */
+cJSON *library_error_body(unsigned status);
+
 /* What a handler answers: exactly one of these, once. */
 void reply_json(struct request *r, unsigned status, cJSON *body);   /* takes body */
 void reply_text(struct request *r, unsigned status, const char *type, const char *text, size_t len);

@@ -46,7 +46,7 @@ struct request {
 	int fd;                  /* the connection's socket, -1 until begun */
 	size_t route;            /* index in hangard_routes, or SIZE_MAX */
 	char method[16];
-	char id[17];
+	char id[REQUEST_ID_SIZE];
 	int begun;               /* request_begin ran */
 	int e2b;                 /* under /e2b: errors in E2B's shape (e2b.c) */
 	char *bad_target;        /* why the raw target is refused, or NULL */
@@ -260,6 +260,51 @@ void reply_error(struct request *r, unsigned status, const char *kind, int code,
 	/* Every 503 says when to ask again (the OpenAPI document promises it). */
 	if (status == 503 && r->resp)
 		MHD_add_response_header(r->resp, "Retry-After", "1");
+}
+
+cJSON *library_error_body(unsigned status)
+{
+	cJSON *doc = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(doc, "error");
+	size_t limit = hangard->cfg->header_limit;
+	char msg[256];
+	const char *kind = "invalid";
+	int code = HANGAR_EINVAL;
+
+	switch (status) {
+	case 414:
+		kind = "uri_too_long";
+		code = HANGAR_ETOOLARGE;
+		snprintf(msg, sizeof(msg), "the request target is over twice the limit of %zu bytes", limit);
+		break;
+	case 431:
+		kind = "headers_too_large";
+		code = HANGAR_ETOOLARGE;
+		snprintf(msg, sizeof(msg), "the request line and headers are over twice the limit of %zu bytes", limit);
+		break;
+	case 413:
+		kind = "too_large";
+		code = HANGAR_ETOOLARGE;
+		snprintf(msg, sizeof(msg), "the declared body length is more than this server can take");
+		break;
+	case 505:
+		snprintf(msg, sizeof(msg), "the HTTP version is not supported: speak HTTP/1.0 or HTTP/1.1");
+		break;
+	case 500:
+		kind = "internal";
+		code = HANGAR_EOS;
+		snprintf(msg, sizeof(msg), "the HTTP server failed to handle the request");
+		break;
+	default:
+		snprintf(msg, sizeof(msg), "the request is not valid HTTP/1.1 (a malformed line, header or chunk, "
+					   "or no Host header)");
+		break;
+	}
+	if (!doc || !err)
+		return doc;
+	cJSON_AddStringToObject(err, "kind", kind);
+	sjson_add_int64(err, "code", code);
+	cJSON_AddStringToObject(err, "message", msg);
+	return doc;
 }
 
 void reply_hangar_error(struct request *r, int code)
@@ -497,10 +542,17 @@ static int open_upload(struct request *r)
 }
 
 /* A request's record, from its first line on (the target is not decoded yet). */
+static void new_request_id(char id[REQUEST_ID_SIZE])
+{
+	unsigned char raw[(REQUEST_ID_SIZE - 1) / 2];
+
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2hex(id, REQUEST_ID_SIZE, raw, sizeof(raw));
+}
+
 static struct request *request_new(struct MHD_Connection *conn, const char *target)
 {
 	struct request *r = calloc(1, sizeof(*r));
-	unsigned char raw[8];
 	char err[256];
 
 	if (!r)
@@ -511,8 +563,7 @@ static struct request *request_new(struct MHD_Connection *conn, const char *targ
 	r->route = SIZE_MAX;
 	r->start_us = clock_mono_us();
 	snprintf(r->method, sizeof(r->method), "-");
-	randombytes_buf(raw, sizeof(raw));
-	sodium_bin2hex(r->id, sizeof(r->id), raw, sizeof(raw));
+	new_request_id(r->id);
 	if (target && target_check(target, err, sizeof(err)) < 0)
 		r->bad_target = strdup(err);
 	r->target_len = target ? strlen(target) : 0;
@@ -744,9 +795,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return MHD_YES;
 }
 
-/* The status libmicrohttpd last said it answered on this thread: it logs
- * its own error answers just before it completes their request. */
+/*
+ * What libmicrohttpd last said it answered itself on this thread: it logs
+ * its own error answers just before it makes the page (mhd-pages.c) and
+ * completes their request. The id goes on the log line, on the page's
+ * X-Request-Id and on the request's line, so the three agree.
+ */
 static __thread unsigned mhd_status;
+static __thread char mhd_id[REQUEST_ID_SIZE];
+
+unsigned server_library_refusal(char id[REQUEST_ID_SIZE])
+{
+	if (!mhd_id[0])
+		new_request_id(mhd_id);
+	memcpy(id, mhd_id, REQUEST_ID_SIZE);
+	return mhd_status;
+}
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
@@ -779,8 +843,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		cJSON_AddStringToObject(line, "answered_by", "libmicrohttpd");
 		if (mhd_status)
 			cJSON_ReplaceItemInObject(line, "status", sjson_int64(mhd_status));
+		if (mhd_id[0])
+			cJSON_ReplaceItemInObject(line, "request_id", cJSON_CreateString(mhd_id));
 	}
 	mhd_status = 0;
+	mhd_id[0] = '\0';
 	log_line(line);
 	metrics_record(r->route, r->status, dur);
 
@@ -819,10 +886,14 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
 	const char *code = strstr(msg, "response code is ");
-	if (code)
-		mhd_status = (unsigned)strtoul(code + 17, NULL, 10);
 	line = cJSON_CreateObject();
 	cJSON_AddStringToObject(line, "msg", "http");
+	if (code) {
+		mhd_status = (unsigned)strtoul(code + 17, NULL, 10);
+		new_request_id(mhd_id);
+		cJSON_AddStringToObject(line, "request_id", mhd_id);
+		sjson_add_int64(line, "status", mhd_status);
+	}
 	cJSON_AddStringToObject(line, "detail", msg);
 	log_line(line);
 }

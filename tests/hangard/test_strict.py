@@ -4,6 +4,7 @@ integers come back exact; every refusal is the JSON error with a request id
 and a log line; a client that sends its whole body first reads the 413."""
 
 import json
+import os
 import signal
 import socket
 import re
@@ -263,6 +264,35 @@ def test_headers_and_targets_over_the_limit_are_answered_in_json(make_server):
         assert lines[i]["status"] == status and "answered_by" not in lines[i], lines[i]
 
 
+# Linked from libmicrohttpd's static archive, its own error pages are
+# replaced by hangard's (programs/hangard/mhd-pages.c); from the shared
+# library they stay its HTML (meson.build says which).
+LIBRARY_PAGES = os.environ.get("HANGARD_LIBRARY_PAGES") == "1"
+
+
+def raw_answer(s, data):
+    """Sends data on a connection of its own, reads until the server closes it."""
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as c:
+        try:
+            c.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered and closed while we still sent: read what it said
+        got = b""
+        while True:
+            try:
+                chunk = c.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+    return status, headers, body
+
+
 def test_headers_over_the_limit_are_logged_as_libmicrohttpd_answered_them(make_server):
     s = make_server(args=["-header-limit-bytes", "8192"]).start()
     r = s.request("GET", "/livez", token=None, headers={"X-Big": "y" * 20000})
@@ -272,6 +302,46 @@ def test_headers_over_the_limit_are_logged_as_libmicrohttpd_answered_them(make_s
         return [l for l in s.log_lines() if l.get("msg") == "request" and l.get("answered_by") == "libmicrohttpd"]
     got = wait_for("the log line of the 431", line)
     assert got[0]["status"] == 431 and re.fullmatch(r"[0-9a-f]{16}", got[0]["request_id"]), got
+    if LIBRARY_PAGES:
+        # The id the client saw is the one logged.
+        assert got[0]["request_id"] == r.header("X-Request-Id"), (got, r.headers)
+
+
+@pytest.mark.skipif(not LIBRARY_PAGES, reason="hangard links libmicrohttpd's shared library: its pages are HTML")
+def test_what_libmicrohttpd_refuses_itself_is_the_json_error_with_an_id(make_server):
+    s = make_server(args=["-header-limit-bytes", "8192"]).start()
+    big = "y" * 20000
+    cases = [
+        (431, "headers_too_large", f"GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n"),
+        (414, "uri_too_long", f"GET /livez?{big} HTTP/1.1\r\nHost: x\r\n\r\n"),
+        (400, "invalid", "GET /livez HTTP/1.1\r\nHost: x\r\nno colon in this line\r\n\r\n"),
+        (505, "invalid", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n"),
+    ]
+    seen = []
+    for status, kind, data in cases:
+        got, headers, body = raw_answer(s, data.encode())
+        what = (data[:60], got, headers, body[:200])
+        assert got == status, what
+        assert headers.get("content-type", "").startswith("application/json"), what
+        err = json.loads(body)["error"]
+        assert err["kind"] == kind and isinstance(err["code"], int) and err["code"] < 0, what
+        assert err["message"] and "<" not in err["message"], what
+        rid = headers.get("x-request-id", "")
+        assert re.fullmatch(r"[0-9a-f]{16}", rid), what
+        seen.append((rid, status))
+    assert len({rid for rid, _ in seen}) == len(seen), seen
+
+    # Each id is on libmicrohttpd's log line, with the status it answered.
+    def logged():
+        lines = {l.get("request_id"): l for l in s.log_lines() if l.get("msg") == "http" and "request_id" in l}
+        return lines if all(rid in lines for rid, _ in seen) else None
+    lines = wait_for("libmicrohttpd's log lines", logged)
+    for rid, status in seen:
+        assert lines[rid]["status"] == status, lines[rid]
+    # And hangard's own answers are untouched by the wrapping: still JSON, still served.
+    assert s.request("GET", "/livez", token=None).status == 200
+    r = s.request("GET", "/v1/no-such-route", token=None)
+    assert r.status == 404 and r.json()["error"]["kind"] == "no_route", r
 
 
 def test_requests_still_arriving_at_a_stop_are_logged_and_do_not_hold_it(make_server):
