@@ -188,6 +188,20 @@ out:
 	return rc;
 }
 
+int sess_save_give(struct sess_lease *l, struct store_session *row)
+{
+	int rc;
+
+	if (!l->held)
+		return sess_save(l->ctx, row);
+	row->updated_us = clock_wall_us();
+	stop_renewer(l);
+	rc = store_session_update_unlease(l->ctx, row, l->holder);
+	if (rc == 0)
+		l->held = 0;
+	return rc;
+}
+
 void sess_lease_give(struct sess_lease *l)
 {
 	hangar_sys_saved_error saved;

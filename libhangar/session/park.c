@@ -196,7 +196,7 @@ static int suspend_locked(hangar_session *s, const hangar_suspend_opts *o, struc
 		hangar_sys_log(ctx, HANGAR_LOG_INFO, "session %s: suspended at checkpoint %s, not parked: %s", row.id,
 		     row.checkpoint_id, reason);
 	}
-	if ((rc = sess_save(ctx, &row)) != 0)
+	if ((rc = sess_save_give(l, &row)) != 0)
 		goto out;
 	sess_event(ctx, row.state == HANGAR_SESSION_PARKED ? "session.parked" : "session.suspended", &row,
 		   reason[0] ? reason : NULL);
@@ -407,7 +407,7 @@ static int resume_locked(hangar_session *s, struct sess_lease *l, hangar_sandbox
 	sess_set(&row.sandbox_id, hangar_sandbox_id(sb));
 	sess_set(&row.parked_checkpoint_id, "");
 	row.parked_us = 0;
-	if ((rc = sess_save(ctx, &row)) != 0) {
+	if ((rc = sess_save_give(l, &row)) != 0) {
 		/* Not recorded: nobody would know of a new sandbox. A woken one stays for the next try. */
 		if (how != HANGAR_RESUME_HOT) {
 			hangar_sys_saved_error saved;
@@ -487,7 +487,7 @@ static int unpark(hangar_ctx *ctx, const char *id, const char *sandbox_id, const
 			sess_clear_sandbox(&row);
 			row.state = HANGAR_SESSION_SUSPENDED;
 			sess_set(&row.suspend_reason, why);
-			if ((rc = sess_save(ctx, &row)) == 0) {
+			if ((rc = sess_save_give(&l, &row)) == 0) {
 				gone = 1;
 				sess_event(ctx, "session.unparked", &row, why);
 			}

@@ -43,6 +43,13 @@ struct sess_lease {
 int sess_lease_take(struct sess_lease *l, hangar_ctx *ctx, const char *id, int wait);
 /* Stops renewing and gives the lease up (nothing when not held), keeping the thread's error. */
 void sess_lease_give(struct sess_lease *l);
+/*
+ * sess_save() of the row's last change under l, giving l up in the same
+ * write, so that a caller who sees the new state finds the session free
+ * (a suspend seen done, then a resume, must not meet the suspend's lease).
+ * On failure l is still held; sess_lease_give() stays the caller's either way.
+ */
+int sess_save_give(struct sess_lease *l, struct store_session *row);
 
 /* ---- records ---------------------------------------------------------------- */
 

@@ -54,7 +54,8 @@ int store_session_put(hangar_ctx *ctx, const struct store_session *s)
 	return rc < 0 ? rc : 0;
 }
 
-int store_session_update(hangar_ctx *ctx, const struct store_session *s)
+/* store_session_update, and with holder its lease given up in the same statement. */
+static int update_row(hangar_ctx *ctx, const struct store_session *s, const char *holder)
 {
 	struct db *db = store_db(ctx);
 	struct db_stmt *st;
@@ -62,20 +63,41 @@ int store_session_update(hangar_ctx *ctx, const struct store_session *s)
 
 	if (!db)
 		return hangar_error_last()->code;
+	/* SET's expressions all read the row as it was, so the lease's two
+	 * columns test the same holder. */
 	rc = db_prepare(db, &st,
-			"UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"
-			" parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"
-			" parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"
-			" last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20"
-			" WHERE id = $1 AND created_us = $17");
+			holder ? "UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"
+				 " parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"
+				 " parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"
+				 " last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20,"
+				 " lease_holder = CASE WHEN lease_holder = $21 THEN '' ELSE lease_holder END,"
+				 " lease_expires_us = CASE WHEN lease_holder = $21 THEN 0 ELSE lease_expires_us END"
+				 " WHERE id = $1 AND created_us = $17"
+			       : "UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"
+				 " parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"
+				 " parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"
+				 " last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20"
+				 " WHERE id = $1 AND created_us = $17");
 	if (rc)
 		return rc;
 	bind_row(st, s);
+	if (holder)
+		db_bind_text(st, NTEXT + 8, holder);
 	rc = db_step(st);
 	if (rc == DB_DONE && db_changes(st) == 0)
 		rc = herr(HANGAR_ENOTFOUND, HANGAR_ERRCAT_ARGUMENT, "no session %s", s->id);
 	db_finalize(st);
 	return rc < 0 ? rc : 0;
+}
+
+int store_session_update(hangar_ctx *ctx, const struct store_session *s)
+{
+	return update_row(ctx, s, NULL);
+}
+
+int store_session_update_unlease(hangar_ctx *ctx, const struct store_session *s, const char *holder)
+{
+	return update_row(ctx, s, holder);
 }
 
 void store_session_free(struct store_session *s)

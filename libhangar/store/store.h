@@ -106,6 +106,9 @@ int store_session_put(hangar_ctx *ctx, const struct store_session *s);
 /* Writes every column of s's row but id, created_us and the lease; HANGAR_ENOTFOUND
  * when the row is gone. */
 int store_session_update(hangar_ctx *ctx, const struct store_session *s);
+/* The same, and gives the lease up if holder holds it, in the same write:
+ * nobody sees the row's new state while the lease is still held. */
+int store_session_update_unlease(hangar_ctx *ctx, const struct store_session *s, const char *holder);
 /* The row of id (strings malloc'd: store_session_free), or HANGAR_ENOTFOUND. */
 int store_session_get(hangar_ctx *ctx, const char *id, struct store_session *out);
 /*

@@ -699,6 +699,57 @@ static int park_one(hangar_ctx *ctx, hangar_session **out, uint32_t flags)
 	return i.state;
 }
 
+/*
+ * A caller who sees a session's new state finds it free: the last write of
+ * a suspend or resume gives the lease up in the same statement. A trigger
+ * in the state store refuses any write that changes a session's state while
+ * leaving its lease held, so a suspend or resume that wrote its state and
+ * gave the lease up afterwards, as two writes, fails here.
+ */
+START_TEST(a_new_state_is_never_seen_under_a_held_lease)
+{
+	hangar_ctx *ctx = ctx_for(T_LOCAL);
+	hangar_session *s = session_for(ctx, T_LOCAL, 0);
+	hangar_suspend_opts no_park = HANGAR_SUSPEND_OPTS_INIT;
+	hangar_session_info i;
+	hangar_sandbox *sb;
+	char path[4400];
+	sqlite3 *db = NULL;
+
+	snprintf(path, sizeof(path), "%s/hangar.db", state_dir);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	ck_assert_int_eq(sqlite3_exec(db,
+				      "CREATE TRIGGER state_under_lease AFTER UPDATE OF state ON sessions"
+				      " WHEN OLD.state <> NEW.state AND NEW.lease_holder <> ''"
+				      " BEGIN SELECT RAISE(ABORT, 'a new state written under a held lease'); END;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+
+	sb = live(s);
+	sh_ok(sb, "/workspace", "printf 'kept\\n' > /workspace/kept");
+	hangar_sandbox_unref(sb);
+	suspend(s, NULL); /* parked */
+	info_of(s, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_PARKED);
+	sb = live(s);     /* hot */
+	hangar_sandbox_unref(sb);
+	no_park.flags = HANGAR_SUSPEND_NO_PARK;
+	ck_assert_msg(hangar_session_suspend(s, &no_park) == 0, "suspend: %s", hangar_error_last()->message);
+	info_of(s, &i);
+	ck_assert_int_eq(i.state, HANGAR_SESSION_SUSPENDED);
+	sb = live(s);     /* cold */
+	sh_ok(sb, "/workspace", "grep -qx kept /workspace/kept");
+	hangar_sandbox_unref(sb);
+
+	ck_assert_int_eq(sqlite3_exec(db, "DROP TRIGGER state_under_lease", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 START_TEST(cap_evicts_longest_parked)
 {
 	hangar_ctx *ctx = ctx_for(T_LOCAL);
@@ -1861,6 +1912,7 @@ static Suite *suite(void)
 	tc = tcase_create("bounds");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, a_new_state_is_never_seen_under_a_held_lease);
 	tcase_add_test(tc, cap_evicts_longest_parked);
 	tcase_add_test(tc, not_parked);
 	tcase_add_test(tc, full_fleet_evicts_parked);
