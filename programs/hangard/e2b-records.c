@@ -404,18 +404,55 @@ int e2b_resolve_record(const char *e2b_id, const struct e2b_record *rec, hangar_
 	return rc;
 }
 
+/* How long e2b_resolve() waits for a suspend's record to catch up with its session, and how often it looks. */
+#define SUSPEND_RECORD_WAIT_MS 10000
+#define SUSPEND_RECORD_TICK_MS 20
+
+int e2b_session_put_away(const char *session_id)
+{
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	hangar_session *s = NULL;
+	int yes = 0;
+
+	if (hangar_session_open(&s, hangard->ctx, session_id) == 0 && hangar_session_get_info(&info, s) == 0)
+		yes = info.state == HANGAR_SESSION_SUSPENDED || info.state == HANGAR_SESSION_PARKED;
+	hangar_session_unref(s);
+	return yes;
+}
+
+/*
+ * A suspend (autoPause, or a pause without memory) records the sandbox
+ * paused after the library's suspend returns. Between the two its sandbox
+ * is gone and its session suspended while its record still says running:
+ * a caller then waits the moment for the record rather than be told the
+ * sandbox is gone (and a connect would resume a session the suspend has
+ * yet to record).
+ */
+static int suspend_unrecorded(int rc, const struct e2b_record *rec)
+{
+	return (rc == HANGAR_EGONE || rc == HANGAR_ENOTFOUND) && rec->session_id && rec->paused == E2B_NOT_PAUSED &&
+	       e2b_session_put_away(rec->session_id);
+}
+
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
 {
 	struct e2b_record own;
+	int64_t deadline_ms = clock_mono_ms() + SUSPEND_RECORD_WAIT_MS;
 	int rc;
 
 	*sb = NULL;
 	if (!rec)
 		rec = &own;
-	e2b_lock();
-	rc = e2b_record_get(e2b_id, rec);
-	e2b_unlock();
-	rc = rc < 0 ? HANGAR_EOS : e2b_resolve_record(e2b_id, rec, sb);
+	for (;;) {
+		e2b_lock();
+		rc = e2b_record_get(e2b_id, rec);
+		e2b_unlock();
+		rc = rc < 0 ? HANGAR_EOS : e2b_resolve_record(e2b_id, rec, sb);
+		if (!suspend_unrecorded(rc, rec) || clock_mono_ms() >= deadline_ms)
+			break;
+		e2b_record_dispose(rec);
+		e2b_record_wait(SUSPEND_RECORD_TICK_MS);
+	}
 	if (rec == &own)
 		e2b_record_dispose(&own);
 	return rc;

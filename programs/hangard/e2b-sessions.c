@@ -162,7 +162,7 @@ int e2b_session_suspend(const char *e2b_id, hangar_sandbox *sb, hangar_cancel_fn
 	struct e2b_record rec;
 	hangar_session *s = NULL;
 	char sid[160];
-	int rc;
+	int rc, urc;
 
 	why[0] = '\0';
 	session_name(sid, e2b_id);
@@ -180,9 +180,12 @@ int e2b_session_suspend(const char *e2b_id, hangar_sandbox *sb, hangar_cancel_fn
 	opts.cancel_payload = cancel_payload;
 	rc = hangar_session_suspend(s, &opts);
 	hangar_session_unref(s);
-	if (rc < 0)
+	/* A suspend can fail and still leave the session suspended (its
+	 * sandbox was found gone): recorded so, a connect restores it. */
+	if (rc < 0 && !e2b_session_put_away(sid))
 		return rc;
-	return update(e2b_id, set_suspended, (void *)hangar_provider_name(hangar_sandbox_provider(sb)), NULL, why, cap);
+	urc = update(e2b_id, set_suspended, (void *)hangar_provider_name(hangar_sandbox_provider(sb)), NULL, why, cap);
+	return rc < 0 ? rc : urc;
 }
 
 struct resumed {

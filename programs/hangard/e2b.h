@@ -91,6 +91,8 @@ const char *e2b_record_sandbox(const struct e2b_record *rec, const char *e2b_id)
  * rec may be NULL; *rec is the caller's to dispose of either way.
  */
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb);
+/* Whether the library holds session_id suspended or parked. */
+int e2b_session_put_away(const char *session_id);
 /* The same from a record already read (the edge reads it once, for the
  * token and the forwarding alike). */
 int e2b_resolve_record(const char *e2b_id, const struct e2b_record *rec, hangar_sandbox **sb);

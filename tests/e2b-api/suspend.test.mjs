@@ -144,9 +144,13 @@ test('autoPause with keepMemory false suspends at the timeout; connect restores 
   try {
     await sb.files.write('/home/user/auto.txt', 'before the timeout');
     await sb.setTimeout(1_000);
-    await waitFor(async () => (await v1('GET', `/v1/sessions/e2b-${id}`)).json?.state === 'suspended',
-      { timeoutMs: 30_000, intervalMs: 100, what: 'the session suspend at the timeout' });
-    assert.equal((await Sandbox.getInfo(id, hd.opts())).state, 'paused');
+    // Waited for as an SDK user would: the sandbox reads paused (never
+    // not found, not even while the suspend records itself). By then the
+    // session is suspended and free, so the connect below never meets the
+    // suspend's lease.
+    await waitFor(async () => (await Sandbox.getInfo(id, hd.opts())).state === 'paused',
+      { timeoutMs: 30_000, intervalMs: 20, what: 'the pause at the timeout' });
+    assert.equal((await v1('GET', `/v1/sessions/e2b-${id}`)).json?.state, 'suspended');
     assert.deepEqual(await v1Sandboxes(), []);
     const back = await Sandbox.connect(id, { ...hd.edgeOpts(), timeoutMs: 60_000 });
     assert.equal(back.sandboxId, id);
