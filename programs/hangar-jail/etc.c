@@ -110,9 +110,17 @@ static int write_at(int dirfd, const char *name, const char *text)
 	return 0;
 }
 
-/* The sandbox's own files, written to DIR/rootfs/etc and bound over the template's placeholders. */
+/*
+ * The sandbox's own files, bound over the template's placeholders: staged,
+ * written by the child into the stage's memory file system (stage.c), else
+ * to DIR/rootfs/etc. Files made on the state directory's disk cost an inode
+ * each, and a disk file system where sandboxes come and go fast takes its
+ * time to find a free one.
+ */
 static const char *const own[] = { "passwd", "group", "hostname", "hosts", "resolv.conf" };
 #define OWN_COUNT(network) (sizeof(own) / sizeof(own[0]) - ((network) ? 0 : 1))
+#define OWN_MAX (sizeof(own) / sizeof(own[0]))
+static char *own_text[OWN_MAX];
 
 /* The template this jail uses (etc_template()), and its shared lock, held until the jail ends. */
 static char template_path[PATH_MAX];
@@ -424,43 +432,62 @@ size_t etc_own(int network, const char *const **names)
 	return OWN_COUNT(network);
 }
 
+const char *etc_own_text(size_t i)
+{
+	return i < OWN_MAX ? own_text[i] : NULL;
+}
+
+/* The text of each own file into own_text, as etc_build writes them. 0 or -errno. */
+static int own_texts(const char *id, unsigned uid, unsigned gid, int network)
+{
+	int n[OWN_MAX];
+
+	n[0] = asprintf(&own_text[0],
+			"root:x:0:0:root:/root:/bin/bash\n"
+			"user:x:%u:%u:user:/home/user:/bin/bash\n"
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+			uid, gid);
+	n[1] = asprintf(&own_text[1], "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n", gid);
+	n[2] = asprintf(&own_text[2], "%s\n", id);
+	n[3] = asprintf(&own_text[3], "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+			id);
+	/* With network, the resolver slirp4netns forwards to the host's (net.c). */
+	n[4] = network ? asprintf(&own_text[4], "nameserver " NET_DNS_ADDR "\n") : 0;
+	for (size_t i = 0; i < OWN_MAX; i++)
+		if (n[i] < 0) {
+			own_text[i] = NULL;
+			return -ENOMEM;
+		}
+	return 0;
+}
+
 int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int network, int stage, struct argv *a)
 {
-	char path[PATH_MAX], root[PATH_MAX], text[1024];
+	char path[PATH_MAX], root[PATH_MAX];
 	const char *slash = strrchr(dir, '/');
 	struct host_etc h = { 0 };
-	int out, rc = 0;
+	int rc;
 
 	if (!slash || (size_t)(slash - dir) >= sizeof(root))
 		return -EINVAL;
 	memcpy(root, dir, (size_t)(slash - dir));
 	root[slash - dir] = '\0';
 	snprintf(path, sizeof(path), "%s/rootfs/etc", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	out = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (out < 0)
-		return -errno;
-	snprintf(text, sizeof(text),
-		 "root:x:0:0:root:/root:/bin/bash\n"
-		 "user:x:%u:%u:user:/home/user:/bin/bash\n"
-		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		 uid, gid);
-	rc = write_at(out, "passwd", text);
-	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\nnogroup:x:65534:\n", gid);
-	if (rc == 0)
-		rc = write_at(out, "group", text);
-	snprintf(text, sizeof(text), "%s\n", id);
-	if (rc == 0)
-		rc = write_at(out, "hostname", text);
-	snprintf(text, sizeof(text), "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		 id);
-	if (rc == 0)
-		rc = write_at(out, "hosts", text);
-	/* With network, the resolver slirp4netns forwards to the host's (net.c). */
-	if (rc == 0 && network)
-		rc = write_at(out, "resolv.conf", "nameserver " NET_DNS_ADDR "\n");
-	close(out);
+	rc = own_texts(id, uid, gid, network);
+	if (rc == 0 && !stage) {
+		char top[PATH_MAX];
+		int out;
+
+		snprintf(top, sizeof(top), "%s/rootfs", dir);
+		if ((mkdir(top, 0755) < 0 && errno != EEXIST) || (mkdir(path, 0755) < 0 && errno != EEXIST))
+			return -errno;
+		out = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (out < 0)
+			return -errno;
+		for (size_t i = 0; rc == 0 && i < OWN_COUNT(network); i++)
+			rc = write_at(out, own[i], own_text[i]);
+		close(out);
+	}
 	if (rc == 0)
 		rc = host_etc_read(&h);
 	if (rc == 0)

@@ -149,10 +149,11 @@ int inner_userns(const struct uid_range *r, int at);
 /*
  * The sandbox's /etc (etc.c): the shared template for the host's /etc as it
  * is now (built under dir's parent when missing, and held for the jail's
- * life), with the sandbox's own users, groups, names and resolver written to
- * dir/rootfs/etc and bound over it, and the host's subdirectories bound
- * read-only. Appends those binds to a; staged (stage.c), the child makes the
- * template and own-file binds at STAGE/etc and a binds that. 0 or -errno.
+ * life), with the sandbox's own users, groups, names and resolver bound
+ * over it, and the host's subdirectories bound read-only. Appends those
+ * binds to a, the own files written to dir/rootfs/etc; staged (stage.c),
+ * the child writes the own files into the stage, makes the template and
+ * own-file binds at STAGE/etc, and a binds that. 0 or -errno.
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, int stage,
 	      struct argv *a);
@@ -160,8 +161,10 @@ int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_
 size_t etc_host_dirs(char *const **names);
 /* The template etc_build chose (a directory), or NULL before. */
 const char *etc_template(void);
-/* The names of the sandbox's own files in dir/rootfs/etc, in *names; how many there are. */
+/* The names of the sandbox's own /etc files, in *names; how many there are. */
 size_t etc_own(int network, const char *const **names);
+/* The text of own file i (etc_own's order) once etc_build made them, or NULL. */
+const char *etc_own_text(size_t i);
 
 /* ---- limits.c: memory, process and CPU limits in cgroups (v2 where the controller is there, else v1), or RLIMIT_NPROC ---- */
 

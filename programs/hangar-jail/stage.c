@@ -6,7 +6,9 @@
  * own, at STAGE (a directory every uid can cross, unlike a state directory
  * under /root, which the sandbox's unprivileged ids could not reach):
  *   STAGE/etc   its /etc (etc.c): the shared template, the sandbox's own
- *               files (dir/rootfs/etc) bound over their placeholders
+ *               files (STAGE/own) bound over their placeholders; an image
+ *               sandbox's is an empty directory (its /etc is the image's)
+ *   STAGE/own   the sandbox's own /etc files, written here (etc_own_text)
  *   STAGE/envd  hangar-envd
  *   STAGE/envd-archive  its checkpoint worker, when there is one beside it
  *   STAGE/envd-init  the sandbox's pid 1, when there is one beside it
@@ -42,9 +44,7 @@
 
 /* What the stage binds, opened before it is mounted. */
 struct sources {
-	int etc, envd, worker, init; /* worker, init: -1 when hangar-envd has none beside it */
-	int own[8]; /* dir/rootfs/etc's files, etc_own()'s names */
-	size_t n_own;
+	int etc, envd, worker, init; /* etc, worker, init: -1 when there is none (etc: an image's) */
 	const struct envd_runtime *rt; /* image sandboxes: lib[0] the loader, then rt->libs */
 	int lib[ENVD_RUNTIME_MAX + 1];
 };
@@ -62,11 +62,6 @@ static void close_sources(struct sources *f)
 		if (f->lib[i] >= 0) {
 			close(f->lib[i]);
 			f->lib[i] = -1;
-		}
-	for (size_t i = 0; i < f->n_own; i++)
-		if (f->own[i] >= 0) {
-			close(f->own[i]);
-			f->own[i] = -1;
 		}
 }
 
@@ -90,38 +85,21 @@ static int open_runtime(struct sources *f, const struct jail_spec *s)
 	return 0;
 }
 
-static int open_in_dir(const char *dir, const char *rest, int flags)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, rest) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | flags);
-}
-
 static int open_sources(struct sources *f, const struct jail_spec *s)
 {
-	const char *template = etc_template(), *const *names;
-	size_t n = s->image ? 0 : etc_own(s->meta->network, &names);
+	const char *template = etc_template();
 	char worker[PATH_MAX];
 	int bad = 0;
 
 	/* An image's /etc is its own (image.c): only the host's /usr needs the template. */
-	if (n > sizeof(f->own) / sizeof(f->own[0]) || (!s->image && !template)) {
+	if (!s->image && !template) {
 		errno = EINVAL;
 		return -1;
 	}
-	for (f->n_own = 0; f->n_own < n; f->n_own++) {
-		char rest[300];
-
-		snprintf(rest, sizeof(rest), "rootfs/etc/%s", names[f->n_own]);
-		f->own[f->n_own] = open_in_dir(s->dir, rest, 0);
-		bad |= f->own[f->n_own] < 0;
+	if (!s->image) {
+		f->etc = open(template, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
+		bad |= f->etc < 0;
 	}
-	f->etc = s->image ? open_in_dir(s->dir, "rootfs/etc", O_DIRECTORY)
-			  : open(template, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
 	f->envd = open(s->envd, O_PATH | O_CLOEXEC);
 	/* No worker: the sandbox starts without checkpoints, as bwrap.c's add_envd says. */
 	if (envd_beside_path(s->envd, ENVD_WORKER_NAME, worker, sizeof(worker)) == 0)
@@ -129,7 +107,7 @@ static int open_sources(struct sources *f, const struct jail_spec *s)
 	/* The init was found when bwrap's command line named it: it must be there. */
 	if (s->init[0])
 		f->init = open(s->init, O_PATH | O_CLOEXEC);
-	if (bad || f->etc < 0 || f->envd < 0 || (s->init[0] && f->init < 0)) {
+	if (bad || f->envd < 0 || (s->init[0] && f->init < 0)) {
 		int e = errno;
 
 		close_sources(f);
@@ -183,19 +161,44 @@ static int bind_runtime(const struct sources *f, const char *at)
 	return 0;
 }
 
-/* The sandbox's own /etc files over the template's placeholders at STAGE/etc. 0, or -1 with errno. */
-static int bind_own(const struct sources *f, const char *at, const struct jail_spec *s)
+/*
+ * The sandbox's own /etc files, written to STAGE/own (the stage's memory file
+ * system: no inode of the state directory's disk per file) and bound over
+ * the template's placeholders at STAGE/etc. 0, or -1 with errno.
+ */
+static int bind_own(const char *at, const struct jail_spec *s)
 {
 	const char *const *names;
-	char src[64], dst[PATH_MAX];
+	char own[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
+	size_t n;
 
 	if (s->image)
 		return 0;
-	etc_own(s->meta->network, &names);
-	for (size_t i = 0; i < f->n_own; i++) {
-		snprintf(src, sizeof(src), "/proc/self/fd/%d", f->own[i]);
-		if (snprintf(dst, sizeof(dst), "%s/etc/%s", at, names[i]) >= (int)sizeof(dst)) {
+	n = etc_own(s->meta->network, &names);
+	if (snprintf(own, sizeof(own), "%s/own", at) >= (int)sizeof(own) || mkdir(own, 0755) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const char *text = etc_own_text(i);
+		size_t len = text ? strlen(text) : 0;
+		ssize_t w;
+		int fd;
+
+		if (!text) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (snprintf(src, sizeof(src), "%s/%s", own, names[i]) >= (int)sizeof(src) ||
+		    snprintf(dst, sizeof(dst), "%s/etc/%s", at, names[i]) >= (int)sizeof(dst)) {
 			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return -1;
+		w = write(fd, text, len);
+		if (close(fd) < 0 || w != (ssize_t)len) {
+			if (w >= 0)
+				errno = EIO;
 			return -1;
 		}
 		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
@@ -245,6 +248,17 @@ static int bind_host_dirs(const char *at, const struct jail_spec *s)
 	return 0;
 }
 
+static int mkdir_in(const char *at, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return mkdir(path, 0755);
+}
+
 static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
 {
 	char path[PATH_MAX];
@@ -268,7 +282,7 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 {
 	const char *at = stage_dir();
 	char rw[PATH_MAX], opts[64];
-	struct sources f = { .etc = -1, .envd = -1, .worker = -1, .init = -1, .n_own = 0 };
+	struct sources f = { .etc = -1, .envd = -1, .worker = -1, .init = -1 };
 	int snap = -1;
 	/*
 	 * The sandbox's envd (its namespace's root) and root (top of that
@@ -284,7 +298,8 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (bind_fd(f.etc, at, "etc", 0) < 0 || bind_own(&f, at, s) < 0 || bind_host_dirs(at, s) < 0 ||
+	if ((f.etc >= 0 ? bind_fd(f.etc, at, "etc", 0) : mkdir_in(at, "etc")) < 0 || bind_own(at, s) < 0 ||
+	    bind_host_dirs(at, s) < 0 ||
 	    bind_fd(f.envd, at, "envd", 1) < 0 || (f.worker >= 0 && bind_fd(f.worker, at, "envd-archive", 1) < 0) ||
 	    (f.init >= 0 && bind_fd(f.init, at, "envd-init", 1) < 0) ||
 	    bind_runtime(&f, at) < 0) {

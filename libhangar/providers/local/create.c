@@ -51,19 +51,13 @@ static void log_tail(int fd, char *out, size_t size)
 }
 
 /*
- * Lays out the sandbox's directory (still under its temporary name). The
- * jail writes its /etc there; what the sandbox writes lives in file systems
- * of its own (memory, limited in size), never here.
+ * Lays out the sandbox's directory (still under its temporary name): its
+ * record. What the sandbox writes lives in file systems of its own (memory,
+ * limited in size), never here, and the jail keeps the sandbox's /etc
+ * files in memory too where it can (hangar-jail's etc.c).
  */
 static int lay_out(const char *dir, const struct lmeta *m)
 {
-	static const char *const dirs[] = { "rootfs", "rootfs/etc" };
-	char path[PATH_MAX];
-
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]) >= (int)sizeof(path) || mkdir(path, 0755) < 0)
-			return -errno;
-	}
 	return lstate_meta_write(dir, m);
 }
 
