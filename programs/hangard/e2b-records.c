@@ -120,6 +120,13 @@ void e2b_unlock(void)
 	pthread_mutex_unlock(&records_lock);
 }
 
+void e2b_record_wake(void)
+{
+	pthread_mutex_lock(&records_lock);
+	pthread_cond_broadcast(&records_changed);
+	pthread_mutex_unlock(&records_lock);
+}
+
 void e2b_record_wait(int ms)
 {
 	struct timespec at;
@@ -428,10 +435,13 @@ int e2b_session_put_away(const char *session_id)
  * sandbox is gone (and a connect would resume a session the suspend has
  * yet to record).
  */
-static int suspend_unrecorded(int rc, const struct e2b_record *rec)
+static int suspend_unrecorded(const char *e2b_id, int rc, const struct e2b_record *rec)
 {
-	return (rc == HANGAR_EGONE || rc == HANGAR_ENOTFOUND) && rec->session_id && rec->paused == E2B_NOT_PAUSED &&
-	       e2b_session_put_away(rec->session_id);
+	if ((rc != HANGAR_EGONE && rc != HANGAR_ENOTFOUND) || !rec->session_id || rec->paused != E2B_NOT_PAUSED)
+		return 0;
+	/* Suspending here (its sandbox destroyed, its session not yet
+	 * recorded), or by another process that has recorded the session. */
+	return e2b_suspending(e2b_id) || e2b_session_put_away(rec->session_id);
 }
 
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
@@ -448,7 +458,7 @@ int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
 		rc = e2b_record_get(e2b_id, rec);
 		e2b_unlock();
 		rc = rc < 0 ? HANGAR_EOS : e2b_resolve_record(e2b_id, rec, sb);
-		if (!suspend_unrecorded(rc, rec) || clock_mono_ms() >= deadline_ms)
+		if (!suspend_unrecorded(e2b_id, rc, rec) || clock_mono_ms() >= deadline_ms)
 			break;
 		e2b_record_dispose(rec);
 		e2b_record_wait(SUSPEND_RECORD_TICK_MS);

@@ -155,8 +155,64 @@ static int set_suspended(struct e2b_record *rec, void *payload)
 	return 1;
 }
 
+/*
+ * The sandboxes this process is suspending now. Between the suspend's
+ * destroying the sandbox and its recording the pause, the sandbox is gone
+ * while its record says running: e2b_resolve() waits that moment out for
+ * the ids listed here.
+ */
+#define SUSPENDING_MAX 64
+static pthread_mutex_t suspending_lock = PTHREAD_MUTEX_INITIALIZER;
+static char suspending[SUSPENDING_MAX][65]; /* an id: 1 to 64 characters (e2b_id_ok) */
+
+static int suspending_add(const char *e2b_id)
+{
+	pthread_mutex_lock(&suspending_lock);
+	for (int i = 0; i < SUSPENDING_MAX; i++)
+		if (!suspending[i][0]) {
+			snprintf(suspending[i], sizeof(suspending[i]), "%s", e2b_id);
+			pthread_mutex_unlock(&suspending_lock);
+			return i;
+		}
+	pthread_mutex_unlock(&suspending_lock);
+	return -1; /* more at once than listed: those are not waited for */
+}
+
+static void suspending_remove(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&suspending_lock);
+	suspending[slot][0] = '\0';
+	pthread_mutex_unlock(&suspending_lock);
+	e2b_record_wake();
+}
+
+int e2b_suspending(const char *e2b_id)
+{
+	int yes = 0;
+
+	pthread_mutex_lock(&suspending_lock);
+	for (int i = 0; i < SUSPENDING_MAX && !yes; i++)
+		yes = strcmp(suspending[i], e2b_id) == 0;
+	pthread_mutex_unlock(&suspending_lock);
+	return yes;
+}
+
+static int suspend_recorded(const char *e2b_id, hangar_sandbox *sb, hangar_cancel_fn cancel, void *cancel_payload,
+			    char *why, size_t cap);
+
 int e2b_session_suspend(const char *e2b_id, hangar_sandbox *sb, hangar_cancel_fn cancel, void *cancel_payload,
 			char *why, size_t cap)
+{
+	int slot = suspending_add(e2b_id), rc = suspend_recorded(e2b_id, sb, cancel, cancel_payload, why, cap);
+
+	suspending_remove(slot);
+	return rc;
+}
+
+static int suspend_recorded(const char *e2b_id, hangar_sandbox *sb, hangar_cancel_fn cancel, void *cancel_payload,
+			    char *why, size_t cap)
 {
 	hangar_suspend_opts opts = HANGAR_SUSPEND_OPTS_INIT;
 	struct e2b_record rec;

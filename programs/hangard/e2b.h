@@ -80,6 +80,10 @@ void e2b_record_dispose(struct e2b_record *rec);
  * delete); without the lock held. Changes by another replica are seen
  * only by looking again. */
 void e2b_record_wait(int ms);
+/* Wakes every e2b_record_wait(). */
+void e2b_record_wake(void);
+/* Whether this process is suspending e2b_id now (e2b_session_suspend). */
+int e2b_suspending(const char *e2b_id);
 /* The hangar sandbox the record of e2b_id names now. */
 const char *e2b_record_sandbox(const struct e2b_record *rec, const char *e2b_id);
 
