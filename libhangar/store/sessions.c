@@ -54,6 +54,13 @@ int store_session_put(hangar_ctx *ctx, const struct store_session *s)
 	return rc < 0 ? rc : 0;
 }
 
+/* Every column of a row but id, created_us and the lease. */
+#define UPDATE_ROW                                                                                            \
+	"UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"               \
+	" parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"                \
+	" parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"                   \
+	" last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20"
+
 /* store_session_update, and with holder its lease given up in the same statement. */
 static int update_row(hangar_ctx *ctx, const struct store_session *s, const char *holder)
 {
@@ -66,18 +73,10 @@ static int update_row(hangar_ctx *ctx, const struct store_session *s, const char
 	/* SET's expressions all read the row as it was, so the lease's two
 	 * columns test the same holder. */
 	rc = db_prepare(db, &st,
-			holder ? "UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"
-				 " parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"
-				 " parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"
-				 " last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20,"
-				 " lease_holder = CASE WHEN lease_holder = $21 THEN '' ELSE lease_holder END,"
-				 " lease_expires_us = CASE WHEN lease_holder = $21 THEN 0 ELSE lease_expires_us END"
-				 " WHERE id = $1 AND created_us = $17"
-			       : "UPDATE sessions SET environment = $2, workspace = $3, user_name = $4, labels_json = $5,"
-				 " parent_id = $6, fork_group = $7, provider = $8, sandbox_id = $9, checkpoint_id = $10,"
-				 " parked_checkpoint_id = $11, last_reason = $12, suspend_reason = $13, state = $14,"
-				 " last_resume = $15, flags = $16, updated_us = $18, parked_us = $19, spec = $20"
-				 " WHERE id = $1 AND created_us = $17");
+			holder ? UPDATE_ROW ", lease_holder = CASE WHEN lease_holder = $21 THEN '' ELSE lease_holder END,"
+					    " lease_expires_us = CASE WHEN lease_holder = $21 THEN 0 ELSE lease_expires_us END"
+					    " WHERE id = $1 AND created_us = $17"
+			       : UPDATE_ROW " WHERE id = $1 AND created_us = $17");
 	if (rc)
 		return rc;
 	bind_row(st, s);

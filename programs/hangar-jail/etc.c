@@ -96,7 +96,7 @@ static int copy_file(int src_dir, const char *name, int dst_dir, const struct st
 	return rc;
 }
 
-static int write_at(int dirfd, const char *name, const char *text)
+int write_text_at(int dirfd, const char *name, const char *text)
 {
 	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	size_t len = strlen(text);
@@ -258,7 +258,7 @@ static int template_fill(int dir, const struct host_etc *h, int network)
 	int in = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < OWN_COUNT(network); i++)
-		rc = write_at(dir, own[i], "");
+		rc = write_text_at(dir, own[i], "");
 	for (size_t i = 0; rc == 0 && i < h->n; i++) {
 		const struct entry *e = &h->e[i];
 
@@ -485,7 +485,7 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 		if (out < 0)
 			return -errno;
 		for (size_t i = 0; rc == 0 && i < OWN_COUNT(network); i++)
-			rc = write_at(out, own[i], own_text[i]);
+			rc = write_text_at(out, own[i], own_text[i]);
 		close(out);
 	}
 	if (rc == 0)

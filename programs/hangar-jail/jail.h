@@ -161,6 +161,8 @@ int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_
 size_t etc_host_dirs(char *const **names);
 /* The template etc_build chose (a directory), or NULL before. */
 const char *etc_template(void);
+/* Writes text to dirfd/name (made 0644, or emptied first). 0 or -errno. */
+int write_text_at(int dirfd, const char *name, const char *text);
 /* The names of the sandbox's own /etc files, in *names; how many there are. */
 size_t etc_own(int network, const char *const **names);
 /* The text of own file i (etc_own's order) once etc_build made them, or NULL. */

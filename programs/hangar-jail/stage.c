@@ -161,6 +161,17 @@ static int bind_runtime(const struct sources *f, const char *at)
 	return 0;
 }
 
+static int mkdir_in(const char *at, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return mkdir(path, 0755);
+}
+
 /*
  * The sandbox's own /etc files, written to STAGE/own (the stage's memory file
  * system: no inode of the state directory's disk per file) and bound over
@@ -169,42 +180,28 @@ static int bind_runtime(const struct sources *f, const char *at)
 static int bind_own(const char *at, const struct jail_spec *s)
 {
 	const char *const *names;
-	char own[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
+	char src[PATH_MAX], dst[PATH_MAX];
 	size_t n;
+	int own, r = 0;
 
 	if (s->image)
 		return 0;
 	n = etc_own(s->meta->network, &names);
-	if (snprintf(own, sizeof(own), "%s/own", at) >= (int)sizeof(own) || mkdir(own, 0755) < 0)
+	if (mkdir_in(at, "own") < 0 || snprintf(src, sizeof(src), "%s/own", at) >= (int)sizeof(src) ||
+	    (own = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		const char *text = etc_own_text(i);
-		size_t len = text ? strlen(text) : 0;
-		ssize_t w;
-		int fd;
-
-		if (!text) {
-			errno = EINVAL;
-			return -1;
-		}
-		if (snprintf(src, sizeof(src), "%s/%s", own, names[i]) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/etc/%s", at, names[i]) >= (int)sizeof(dst)) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-		if (fd < 0)
-			return -1;
-		w = write(fd, text, len);
-		if (close(fd) < 0 || w != (ssize_t)len) {
-			if (w >= 0)
-				errno = EIO;
-			return -1;
-		}
-		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-			return -1;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = etc_own_text(i) ? write_text_at(own, names[i], etc_own_text(i)) : -EINVAL;
+		if (r == 0 && (snprintf(src, sizeof(src), "%s/own/%s", at, names[i]) >= (int)sizeof(src) ||
+			       snprintf(dst, sizeof(dst), "%s/etc/%s", at, names[i]) >= (int)sizeof(dst)))
+			r = -ENAMETOOLONG;
+		if (r == 0 && mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			r = -errno;
 	}
-	return 0;
+	close(own);
+	if (r < 0)
+		errno = -r;
+	return r < 0 ? -1 : 0;
 }
 
 /*
@@ -246,17 +243,6 @@ static int bind_host_dirs(const char *at, const struct jail_spec *s)
 		    mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 			return -1;
 	return 0;
-}
-
-static int mkdir_in(const char *at, const char *name)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return mkdir(path, 0755);
 }
 
 static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t mode)
