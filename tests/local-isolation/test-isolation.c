@@ -230,6 +230,12 @@ START_TEST(host_paths_unreachable)
 		/* No shadow file of any kind, and only the sandbox's own users. */
 		expect(sb, "root", "ls /etc | grep -c -e shadow -e gshadow -e subuid -e subgid -e sudoers || true", "0");
 		expect(sb, "root", "cut -d: -f1 /etc/passwd | tr '\\n' ' '", "root user nobody ");
+		/* Its own files (made in the stage's memory) are not the sandbox's root's to change or uncover. */
+		expect(sb, "root",
+		       "for f in passwd group hosts hostname; do { echo x >> /etc/$f; } 2>/dev/null && echo wrote $f;"
+		       " rm -f /etc/$f 2>/dev/null && echo removed $f; umount /etc/$f 2>/dev/null && echo unmounted $f;"
+		       " done; cut -d: -f1 /etc/passwd | tr '\\n' ' '",
+		       "root user nobody ");
 		/* Sandbox root is no host uid that owns anything: the host's root-only files stay closed. */
 		expect(sb, "root", "stat -c %U /usr/bin/env", "nobody");
 	}
