@@ -38,13 +38,17 @@ int subids_parse(const char *s, unsigned min, unsigned *start, unsigned *count)
 
 int subids_own(const char *file, unsigned min, unsigned *start, unsigned *count)
 {
-	struct passwd *pw = getpwuid(geteuid());
-	char line[512], uid[32];
+	struct passwd pwbuf, *pw = NULL;
+	char line[512], uid[32], names[1024];
 	FILE *f = fopen(file, "re");
 	int found = -1;
 
 	if (!f)
 		return -1;
+	/* getpwuid_r: a fork's children are made from threads at once, and
+	 * getpwuid's one static answer can change under another's feet. */
+	if (getpwuid_r(geteuid(), &pwbuf, names, sizeof(names), &pw) != 0)
+		pw = NULL;
 	snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
 	while (found < 0 && fgets(line, sizeof(line), f)) {
 		char *colon = strchr(line, ':');
