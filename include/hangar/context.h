@@ -18,6 +18,8 @@
  *   HANGAR_LOCAL_NETWORK             "on" or "off": network inside local sandboxes ("on")
  *   HANGAR_LOCAL_FREEZER             how local sandboxes pause: "auto", "v2" or "v1"
  *                                    (a cgroup freezer), "none" (SIGSTOP) ("auto")
+ *   HANGAR_LOCAL_ETC                 how a local sandbox's /etc is mounted: "auto" (an
+ *                                    overlay, else binds) or "binds" ("auto")
  *   HANGAR_LOCAL_MEMORY_MB           a local sandbox's memory limit in MiB (2048)
  *   HANGAR_LOCAL_PIDS                a local sandbox's process limit (512)
  *   HANGAR_LOCAL_CPUS                a local sandbox's CPU quota in CPUs (2)

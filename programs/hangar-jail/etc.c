@@ -10,8 +10,8 @@
  *     (network on) or does not exist (off);
  *   - the host's other world-readable regular files (up to COPY_MAX) and
  *     symbolic links are copies;
- *   - the host's subdirectories are bound read-only over empty mount points
- *     (a directory keeps its mount when files in it are replaced).
+ *   - the host's subdirectories show as they are on the host (a directory
+ *     keeps showing when files in it are replaced).
  *
  * Copying the host's files and making the mount points took most of a
  * create's time (about 20 ms of directory and file creation on a disk), and
@@ -20,12 +20,21 @@
  * it was: ROOT/.etc/<fingerprint>-<on|off>, where the fingerprint covers each
  * entry's name, type, mode, size, inode, change and modification times
  * (and a link's target), and the network (on or off: resolv.conf or not) names
- * it too. A host change makes
- * a new template for the sandboxes started after it; a running sandbox
- * keeps the /etc it started with, as before. Only what is the sandbox's own
- * is written per sandbox, in DIR/rootfs/etc (passwd, group, hostname,
- * hosts, resolv.conf), and bound over the template's empty placeholders of
- * those names.
+ * it too. A host change makes a new template for the sandboxes started after
+ * it; a running sandbox keeps the copies it started with. Only what is the
+ * sandbox's own is written per sandbox (passwd, group, hostname, hosts,
+ * resolv.conf): into the stage's memory (stage.c), else DIR/rootfs/etc.
+ *
+ * How they are put together:
+ *   - staged, where overlayfs can be mounted: one read-only overlay of the
+ *     own files, with a whiteout over every name hidden from the host's
+ *     (etc_hidden: the names above, whether the host has them or not, and
+ *     what the template leaves out), over the template, over the host's
+ *     /etc. The host's directories show through, and so does a file the
+ *     host adds to the top of /etc while the sandbox runs, under the host's
+ *     permissions; one mount where binds took some tens;
+ *   - else binds: the own files over the template's empty placeholders, the
+ *     host's subdirectories over its empty mount points (etc_host_dirs).
  *
  * A template is built under a temporary name and renamed into place, so a
  * name in ROOT/.etc is always a whole template. Each jail holds a shared
@@ -136,6 +145,8 @@ struct host_etc {
 	struct entry *e;
 	size_t n, cap;
 	uint64_t fingerprint;
+	char **dropped; /* entries left out of a template: unreadable, too big, neither file, link nor directory */
+	size_t n_dropped, cap_dropped;
 };
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -172,6 +183,29 @@ static void host_etc_free(struct host_etc *h)
 	free(h->e);
 	h->e = NULL;
 	h->n = h->cap = 0;
+	for (size_t i = 0; i < h->n_dropped; i++)
+		free(h->dropped[i]);
+	free(h->dropped);
+	h->dropped = NULL;
+	h->n_dropped = h->cap_dropped = 0;
+}
+
+/* Notes name as an entry of the host's /etc a template leaves out. 0 or -ENOMEM. */
+static int host_etc_drop(struct host_etc *h, const char *name)
+{
+	if (h->n_dropped == h->cap_dropped) {
+		size_t cap = h->cap_dropped ? 2 * h->cap_dropped : 16;
+		char **nd = realloc(h->dropped, cap * sizeof(*nd));
+
+		if (!nd)
+			return -ENOMEM;
+		h->dropped = nd;
+		h->cap_dropped = cap;
+	}
+	if (!(h->dropped[h->n_dropped] = strdup(name)))
+		return -ENOMEM;
+	h->n_dropped++;
+	return 0;
 }
 
 /*
@@ -194,15 +228,17 @@ static int host_etc_read(struct host_etc *h)
 	while ((de = readdir(d))) {
 		struct entry e = { 0 };
 
-		if (is_skipped(de->d_name) || strlen(de->d_name) >= sizeof(e.name) ||
-		    fstatat(in, de->d_name, &e.st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (is_skipped(de->d_name) || fstatat(in, de->d_name, &e.st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISLNK(e.st.st_mode)) {
 			char target[PATH_MAX];
 			ssize_t n = readlinkat(in, de->d_name, target, sizeof(target) - 1);
 
-			if (n <= 0)
+			if (n <= 0) {
+				if ((rc = host_etc_drop(h, de->d_name)) < 0)
+					break;
 				continue;
+			}
 			target[n] = '\0';
 			if (!(e.target = strdup(target))) {
 				rc = -ENOMEM;
@@ -210,6 +246,8 @@ static int host_etc_read(struct host_etc *h)
 			}
 		} else if (!S_ISDIR(e.st.st_mode) &&
 			   !(S_ISREG(e.st.st_mode) && (e.st.st_mode & S_IROTH) && e.st.st_size <= COPY_MAX)) {
+			if ((rc = host_etc_drop(h, de->d_name)) < 0)
+				break;
 			continue;
 		}
 		memcpy(e.name, de->d_name, strlen(de->d_name) + 1);
@@ -399,9 +437,13 @@ out:
 	return rc;
 }
 
-/* Staged: the host's subdirectories the stage binds into the sandbox's /etc (etc_host_dirs). */
-static char **host_dirs;
-static size_t n_host_dirs;
+/*
+ * Staged: the host's subdirectories the stage binds into the sandbox's /etc
+ * when it cannot lay the template over the host's /etc (etc_host_dirs), and
+ * the names it hides from the host's /etc when it can (etc_hidden).
+ */
+static char **host_dirs, **hidden;
+static size_t n_host_dirs, n_hidden;
 
 size_t etc_host_dirs(char *const **names)
 {
@@ -409,14 +451,43 @@ size_t etc_host_dirs(char *const **names)
 	return n_host_dirs;
 }
 
-/* Keeps the names of h's directories for the stage. 0 or -ENOMEM. */
-static int keep_host_dirs(const struct host_etc *h)
+size_t etc_hidden(char *const **names)
 {
+	*names = hidden;
+	return n_hidden;
+}
+
+/* Whether name is one of the sandbox's own files (network: resolv.conf is). */
+static int is_own(const char *name, int network)
+{
+	for (size_t i = 0; i < OWN_COUNT(network); i++)
+		if (!strcmp(name, own[i]))
+			return 1;
+	return 0;
+}
+
+/*
+ * Keeps the names of h's directories, and the names the sandbox never sees
+ * of the host's /etc: every name it never shows (skipped) that is not its
+ * own, whether the host has it now or makes it later, and what h left out.
+ * 0 or -ENOMEM.
+ */
+static int keep_names(const struct host_etc *h, int network)
+{
+	size_t n_skipped = sizeof(skipped) / sizeof(skipped[0]);
+
 	host_dirs = calloc(h->n ? h->n : 1, sizeof(*host_dirs));
-	if (!host_dirs)
+	hidden = calloc(n_skipped + h->n_dropped, sizeof(*hidden));
+	if (!host_dirs || !hidden)
 		return -ENOMEM;
 	for (size_t i = 0; i < h->n; i++)
 		if (S_ISDIR(h->e[i].st.st_mode) && !(host_dirs[n_host_dirs++] = strdup(h->e[i].name)))
+			return -ENOMEM;
+	for (size_t i = 0; i < n_skipped; i++)
+		if (!is_own(skipped[i], network) && !(hidden[n_hidden++] = strdup(skipped[i])))
+			return -ENOMEM;
+	for (size_t i = 0; i < h->n_dropped; i++)
+		if (!(hidden[n_hidden++] = strdup(h->dropped[i])))
 			return -ENOMEM;
 	return 0;
 }
@@ -493,7 +564,7 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 	if (rc == 0)
 		rc = template_get(root, &h, network);
 	if (rc == 0 && stage)
-		rc = keep_host_dirs(&h);
+		rc = keep_names(&h, network);
 	if (rc < 0) {
 		host_etc_free(&h);
 		return rc;

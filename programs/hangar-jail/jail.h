@@ -152,13 +152,19 @@ int inner_userns(const struct uid_range *r, int at);
  * life), with the sandbox's own users, groups, names and resolver bound
  * over it, and the host's subdirectories bound read-only. Appends those
  * binds to a, the own files written to dir/rootfs/etc; staged (stage.c),
- * the child writes the own files into the stage, makes the template and
- * own-file binds at STAGE/etc, and a binds that. 0 or -errno.
+ * the child writes the own files into the stage, lays STAGE/etc out (an
+ * overlay of them over the template over the host's /etc, or binds), and
+ * a binds that. 0 or -errno.
  */
 int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, int stage,
 	      struct argv *a);
-/* Staged (etc_build's stage): the names of the host's /etc subdirectories the stage binds. How many. */
+/*
+ * Staged (etc_build's stage): the names of the host's /etc subdirectories,
+ * which the stage binds when it cannot lay /etc out as an overlay. How many.
+ */
 size_t etc_host_dirs(char *const **names);
+/* Staged: the names of the host's /etc the overlay hides (whiteouts over them). How many. */
+size_t etc_hidden(char *const **names);
 /* The template etc_build chose (a directory), or NULL before. */
 const char *etc_template(void);
 /* Writes text to dirfd/name (made 0644, or emptied first). 0 or -errno. */

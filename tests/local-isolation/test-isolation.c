@@ -236,6 +236,12 @@ START_TEST(host_paths_unreachable)
 		       " rm -f /etc/$f 2>/dev/null && echo removed $f; umount /etc/$f 2>/dev/null && echo unmounted $f;"
 		       " done; cut -d: -f1 /etc/passwd | tr '\\n' ' '",
 		       "root user nobody ");
+		/* Nor is /etc itself (one overlay, or the binds): not remounted, unmounted or written. */
+		expect(sb, "root",
+		       "mount -o remount,rw /etc 2>/dev/null && echo remounted; umount -l /etc 2>/dev/null && echo unmounted;"
+		       " touch /etc/planted 2>/dev/null && echo planted; mknod /etc/passwd- c 0 0 2>/dev/null && echo made;"
+		       " ls -A /etc | grep -c -x -e planted -e passwd- -e .pwd.lock -e shadow || true",
+		       "0");
 		/* Sandbox root is no host uid that owns anything: the host's root-only files stay closed. */
 		expect(sb, "root", "stat -c %U /usr/bin/env", "nobody");
 	}

@@ -72,6 +72,7 @@ static const char *const jail_settings[][2] = {
 	{ "HANGAR_LOCAL_NET_ALLOW", "HANGAR_JAIL_NET_ALLOW" },
 	{ "HANGAR_LOCAL_SUBIDS", "HANGAR_JAIL_SUBIDS" },
 	{ "HANGAR_LOCAL_CGROUP", "HANGAR_JAIL_CGROUP" },
+	{ "HANGAR_LOCAL_ETC", "HANGAR_JAIL_ETC" },
 };
 #define JAIL_SETTINGS (sizeof(jail_settings) / sizeof(jail_settings[0]))
 

@@ -290,6 +290,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "network inside local sandboxes", NULL },
 	{ "HANGAR_LOCAL_FREEZER", HANGAR_SETTING_TYPE_CHOICE, 0, "auto", 0, 0, "auto|v2|v1|none",
 	  "how local sandboxes pause: cgroup freezer v2 or v1, none (SIGSTOP), auto", NULL },
+	{ "HANGAR_LOCAL_ETC", HANGAR_SETTING_TYPE_CHOICE, 0, "auto", 0, 0, "auto|binds",
+	  "how a local sandbox's /etc is mounted: one overlay (auto, binds where it cannot be) or binds", NULL },
 	{ "HANGAR_LOCAL_MEMORY_MB", HANGAR_SETTING_TYPE_INT, 0, "2048", 16, 1LL << 22, NULL,
 	  "memory limit of each local sandbox, MiB", NULL },
 	{ "HANGAR_LOCAL_PIDS", HANGAR_SETTING_TYPE_INT, 0, "512", 8, 1LL << 22, NULL,

@@ -53,7 +53,7 @@ static __thread int filling;
 static const char *const key_settings[] = {
 	"HANGAR_LOCAL_FREEZER", "HANGAR_LOCAL_MEMORY_MB", "HANGAR_LOCAL_PIDS", "HANGAR_LOCAL_CPUS",
 	"HANGAR_LOCAL_DISK_MB", "HANGAR_LOCAL_UID_RANGE", "HANGAR_LOCAL_NET_ALLOW", "HANGAR_LOCAL_SUBIDS",
-	"HANGAR_LOCAL_CGROUP",
+	"HANGAR_LOCAL_CGROUP", "HANGAR_LOCAL_ETC",
 };
 
 static int64_t pool_size(const struct local *l)
