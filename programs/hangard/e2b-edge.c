@@ -581,13 +581,6 @@ out:
 	return rc;
 }
 
-struct target {
-	char hostport[300];
-	int tls;               /* hostport is an https envd's */
-	char socket_path[4096];
-	char *extra;           /* header lines the sandbox's endpoint asks for */
-};
-
 /* Adds lines ("Name: value") to h and hands h to t as its extra header
  * lines: 0, or 500 after filling msg. */
 static unsigned take_lines(struct target *t, struct headbuf *h, const char *const *lines, char *msg, size_t cap)
@@ -730,11 +723,21 @@ static void forward(struct edge *e)
 	struct up u = { .fd = -1 };
 
 	t.hostport[0] = t.socket_path[0] = '\0';
-	status = resolve(e, &t, msg, sizeof(msg));
+	/*
+	 * A platform's envd URL and tokens, kept a moment (e2b-edge-cache.c):
+	 * finding them asks the platform's control API. A local sandbox's
+	 * socket is found every time, from its files: the library knows at once
+	 * when it is paused, which its frozen envd would not say. A user port's
+	 * is found every time too.
+	 */
+	int cached = e->port == EDGE_ENVD_PORT && edge_cache_get(e->id, &e->rec, &t) == 0;
+	status = cached ? 0 : resolve(e, &t, msg, sizeof(msg));
 	if (status) {
 		answer_error(e, status, msg);
 		goto done;
 	}
+	if (!cached && e->port == EDGE_ENVD_PORT && !t.socket_path[0])
+		edge_cache_put(e->id, &e->rec, &t);
 	char key[4200];
 	snprintf(key, sizeof(key), "%s%s", t.tls ? "https://" : "", t.socket_path[0] ? t.socket_path : t.hostport);
 	int keepable = e->port == EDGE_ENVD_PORT;
@@ -742,6 +745,7 @@ static void forward(struct edge *e)
 		if (t.tls) {
 			char why[400];
 			if (up_connect_tls(&u, t.hostport, EDGE_CONNECT_MS, why, sizeof(why)) < 0) {
+				edge_cache_drop(e->id);
 				/* Nothing went up: the handshake or its verification failed. */
 				snprintf(msg, sizeof(msg), "The sandbox %s cannot be reached over TLS: %s", e->id, why);
 				answer_error(e, 502, msg);
@@ -752,6 +756,7 @@ static void forward(struct edge *e)
 		}
 	}
 	if (u.fd < 0) {
+		edge_cache_drop(e->id);
 		snprintf(msg, sizeof(msg), "The sandbox %s does not answer on port %u", e->id, e->port);
 		answer_error(e, 502, msg);
 		goto done;
@@ -782,6 +787,7 @@ static void forward(struct edge *e)
 	}
 	int reusable = 0;
 	if (relay_answer(e, &u, &reusable) < 0) {
+		edge_cache_drop(e->id);
 		snprintf(msg, sizeof(msg), "The sandbox %s gave no valid answer in time", e->id);
 		answer_error(e, 502, msg);
 	}

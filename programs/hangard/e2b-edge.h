@@ -76,11 +76,37 @@ int up_take(const char *key, struct up *u);
  * forwarded): Connection, Keep-Alive, Transfer-Encoding, ... */
 int edge_hop_header(const char *name);
 
+/* ---- where a sandbox's envd is (e2b-edge.c, kept by e2b-edge-cache.c) ------ */
+
+/* Where a request goes upstream, with the headers the sandbox's endpoint asks for. */
+struct target {
+	char hostport[300];
+	int tls;               /* hostport is an https envd's */
+	char socket_path[4096];
+	char *extra;           /* header lines the sandbox's endpoint asks for (tokens among them); malloc'd */
+};
+
+struct e2b_record;
+
+/*
+ * The envd target of a platform's sandbox (the e2b provider's) found for
+ * E2B sandbox id under record rec, kept for EDGE_CACHE_MS: finding it asks
+ * the platform's control API, a round trip to the platform on every
+ * request otherwise. A kept target is used only while the record says the
+ * same (the sandbox behind the id, its tokens' generation, how it is
+ * paused); the platform's own edge answers for a sandbox it paused or
+ * ended meanwhile, as it would have.
+ */
+#define EDGE_CACHE_MS 1000
+/* 0 with t filled (t->extra the caller's to free), or -1: none kept. */
+int edge_cache_get(const char *id, const struct e2b_record *rec, struct target *t);
+void edge_cache_put(const char *id, const struct e2b_record *rec, const struct target *t);
+/* Forgets id's target: its sandbox did not answer there. */
+void edge_cache_drop(const char *id);
+
 /* ---- the request's sandbox (e2b-edge-route.c) ------------------------------ */
 
 struct request;
-
-struct e2b_record;
 
 /*
  * The sandbox and port the request is for, and whether its token lets it

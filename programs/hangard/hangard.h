@@ -315,6 +315,8 @@ void edge_log_fields(struct edge *e, cJSON *line);
 void edge_request_done(struct edge *e);
 /* hangard stops: every forwarding ends. */
 void edge_close_all(void);
+/* hangard stopped: the envd targets the edge kept, tokens and all, are wiped (e2b-edge-cache.c). */
+void edge_cache_clear(void);
 
 /* ---- handlers --------------------------------------------------------------- */
 

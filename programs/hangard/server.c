@@ -1066,6 +1066,7 @@ void server_stop(struct server *srv)
 		free(workers);
 		free(tls_cert_pem);
 		free(tls_key_pem);
+		edge_cache_clear(); /* the sandboxes' tokens it holds */
 	}
 	/* Otherwise a worker is still inside the library: stopping the daemon
 	 * under a suspended connection is undefined, so the process exits with

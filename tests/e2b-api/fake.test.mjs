@@ -3,9 +3,10 @@
 // forks, snapshots) and what one flavour has and the other lacks.
 
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
 
-import { ADMIN_KEY, Fake, Hangard, e2b, scratchPath, waitFor } from './harness.mjs';
+import { ADMIN_KEY, FAKE_API_KEY, Fake, Hangard, e2b, scratchPath, waitFor } from './harness.mjs';
 
 const { Sandbox } = e2b;
 
@@ -51,6 +52,43 @@ describe('on the cloud fake', () => {
   });
 
   test('commands and files go through the edge to the platform', () => throughTheEdge(hd));
+
+  test('the edge asks the platform where a sandbox is once, not on every request', async () => {
+    const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+    const api = (method, url, body) => fetch(`http://127.0.0.1:${fake.api}${url}`, {
+      method, headers: { 'X-API-Key': FAKE_API_KEY, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    try {
+      assert.equal((await api('GET', `/sandboxes/${sb.sandboxId}`)).status, 200, 'the platform knows the sandbox by its id');
+      // The platform's next look-up of a sandbox fails; the edge's second request must not need one.
+      let judged = false;
+      for (let attempt = 0; attempt < 5 && !judged; attempt++) {
+        assert.equal(await sb.isRunning(), true);
+        const t0 = performance.now();
+        assert.equal((await api('POST', '/_fake/faults', { route: 'get', status: 500, count: 1 })).status, 204);
+        const running = await sb.isRunning();
+        // Only a request well within the moment a target is kept says anything about keeping it.
+        judged = performance.now() - t0 < 400;
+        if (judged) assert.equal(running, true, 'the edge looked the sandbox up again');
+        const check = await api('GET', `/sandboxes/${sb.sandboxId}`);
+        if (judged) assert.equal(check.status, 500, 'the fault was taken by a look-up of the edge');
+        await api('DELETE', '/_fake/faults');
+      }
+      assert.ok(judged, 'no request came soon enough after another to judge');
+    } finally {
+      await api('DELETE', '/_fake/faults');
+      await sb.kill();
+    }
+  });
+
+  test('a sandbox killed behind the edge\'s back fails through it at once', async () => {
+    const sb = await Sandbox.create({ ...hd.edgeOpts(), timeoutMs: 120_000 });
+    assert.equal((await sb.commands.run('echo kept')).stdout, 'kept\n');
+    assert.equal((await hd.v1('DELETE', `/v1/sandboxes/${sb.sandboxId}`)).status, 204);
+    await assert.rejects(sb.commands.run('true'), e2b.SandboxNotFoundError);
+    assert.equal(await sb.isRunning(), false);
+  });
 
   test('create, pause and connect run on the e2b provider', async () => {
     const sb = await Sandbox.create({ ...hd.opts(), metadata: { on: 'cloud' }, timeoutMs: 120_000 });

@@ -197,16 +197,21 @@ export const FAKE_API_KEY = 'e2b_test_fedcba9876543210fedcba9876543210';
  * e2b: env() is what that hangard needs to reach it.
  */
 export class Fake {
-  /** tlsEdge: {cert, key} (PEM files) serves the edge over https, as E2B's is. */
-  constructor(flavour, { tlsEdge = null } = {}) {
+  /**
+   * tlsEdge: {cert, key} (PEM files) serves the edge over https, as E2B's is;
+   * sandboxUser: the user its sandboxes' commands run as (the fake's own by default).
+   */
+  constructor(flavour, { tlsEdge = null, sandboxUser = null } = {}) {
     this.flavour = flavour;
     this.tlsEdge = tlsEdge;
+    this.sandboxUser = sandboxUser;
     this.edgeBytes = 0;   // bytes that came through the https edge, after its handshake
   }
 
   async start() {
     this.child = spawn(need('FAKE_E2B'), ['--flavour', this.flavour, '--envd', need('HANGAR_ENVD_PATH'),
-      '--ready-fd', '3', '--api-key', FAKE_API_KEY], { stdio: ['ignore', 'ignore', 'inherit', 'pipe'] });
+      '--ready-fd', '3', '--api-key', FAKE_API_KEY, ...(this.sandboxUser ? ['--sandbox-user', this.sandboxUser] : [])],
+      { stdio: ['ignore', 'ignore', 'inherit', 'pipe'] });
     const line = await readyLine(this.child);
     const m = /^ready (\d+) (\d+)/.exec(line);
     if (!m) throw new Error(`the e2b fake (${this.flavour}) did not start: ${line}`);
