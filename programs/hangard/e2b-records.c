@@ -431,17 +431,23 @@ int e2b_session_put_away(const char *session_id)
  * A suspend (autoPause, or a pause without memory) records the sandbox
  * paused after the library's suspend returns. Between the two its sandbox
  * is gone and its session suspended while its record still says running:
- * a caller then waits the moment for the record rather than be told the
- * sandbox is gone (and a connect would resume a session the suspend has
- * yet to record).
+ * a caller is then never told the sandbox is gone (and a connect would
+ * resume a session the suspend has yet to record). While this process
+ * suspends it, the caller waits the moment for the record; once the
+ * session is put away (another replica's suspend, or one a killed hangard
+ * left there), the caller writes the record as the suspend would have.
+ * 0: the sandbox is what rc says; SUSPEND_WAIT; SUSPEND_SETTLED (read the
+ * record again).
  */
+enum { SUSPEND_WAIT = 1, SUSPEND_SETTLED };
+
 static int suspend_unrecorded(const char *e2b_id, int rc, const struct e2b_record *rec)
 {
 	if ((rc != HANGAR_EGONE && rc != HANGAR_ENOTFOUND) || !rec->session_id || rec->paused != E2B_NOT_PAUSED)
 		return 0;
-	/* Suspending here (its sandbox destroyed, its session not yet
-	 * recorded), or by another process that has recorded the session. */
-	return e2b_suspending(e2b_id) || e2b_session_put_away(rec->session_id);
+	if (e2b_suspending(e2b_id))
+		return SUSPEND_WAIT;
+	return e2b_session_settle(e2b_id, rec->session_id) == 1 ? SUSPEND_SETTLED : 0;
 }
 
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
@@ -454,14 +460,18 @@ int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb)
 	if (!rec)
 		rec = &own;
 	for (;;) {
+		int unrecorded;
+
 		e2b_lock();
 		rc = e2b_record_get(e2b_id, rec);
 		e2b_unlock();
 		rc = rc < 0 ? HANGAR_EOS : e2b_resolve_record(e2b_id, rec, sb);
-		if (!suspend_unrecorded(e2b_id, rc, rec) || clock_mono_ms() >= deadline_ms)
+		unrecorded = suspend_unrecorded(e2b_id, rc, rec);
+		if (!unrecorded || clock_mono_ms() >= deadline_ms)
 			break;
 		e2b_record_dispose(rec);
-		e2b_record_wait(SUSPEND_RECORD_TICK_MS);
+		if (unrecorded == SUSPEND_WAIT)
+			e2b_record_wait(SUSPEND_RECORD_TICK_MS);
 	}
 	if (rec == &own)
 		e2b_record_dispose(&own);

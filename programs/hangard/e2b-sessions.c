@@ -244,6 +244,42 @@ static int suspend_recorded(const char *e2b_id, hangar_sandbox *sb, hangar_cance
 	return rc < 0 ? rc : urc;
 }
 
+/* set_suspended() for a record still naming session_id and running: a suspend's unwritten last step. */
+struct settling {
+	const char *session_id, *provider;
+};
+
+static int set_settled(struct e2b_record *rec, void *payload)
+{
+	const struct settling *x = payload;
+
+	if (rec->paused != E2B_NOT_PAUSED || !rec->session_id || strcmp(rec->session_id, x->session_id) != 0)
+		return 0;
+	return set_suspended(rec, (void *)x->provider);
+}
+
+int e2b_session_settle(const char *e2b_id, const char *session_id)
+{
+	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
+	hangar_session *s = NULL;
+	struct e2b_record after;
+	char why[256];
+	int rc = 0;
+
+	if (hangar_session_open(&s, hangard->ctx, session_id) == 0 && hangar_session_get_info(&info, s) == 0 &&
+	    (info.state == HANGAR_SESSION_SUSPENDED || info.state == HANGAR_SESSION_PARKED)) {
+		struct settling x = { session_id, info.provider };
+
+		rc = update(e2b_id, set_settled, &x, &after, why, sizeof(why));
+		if (rc == 0) {
+			rc = after.paused == E2B_PAUSED_SESSION;
+			e2b_record_dispose(&after);
+		}
+	}
+	hangar_session_unref(s);
+	return rc;
+}
+
 struct resumed {
 	const char *e2b_id, *sandbox_id;
 };

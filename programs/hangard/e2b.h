@@ -97,6 +97,14 @@ const char *e2b_record_sandbox(const struct e2b_record *rec, const char *e2b_id)
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb);
 /* Whether the library holds session_id suspended or parked. */
 int e2b_session_put_away(const char *session_id);
+/*
+ * A suspend's last step for e2b_id, when its session (session_id) is put
+ * away and its record still says running: the record says suspended, as
+ * the suspend would have written it (a hangard killed between the two, or
+ * another replica about to write the same). 1 when the record was
+ * settled, 0 when nothing was to be done, HANGAR_EOS.
+ */
+int e2b_session_settle(const char *e2b_id, const char *session_id);
 /* The same from a record already read (the edge reads it once, for the
  * token and the forwarding alike). */
 int e2b_resolve_record(const char *e2b_id, const struct e2b_record *rec, hangar_sandbox **sb);

@@ -157,7 +157,7 @@ export class Hangard {
   }
 
   async stop() {
-    if (!this.child || this.child.exitCode !== null) return;
+    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
     const done = new Promise((r) => this.child.once('exit', r));
     this.child.kill('SIGTERM');
     await done;
@@ -252,7 +252,7 @@ export class Fake {
 
   async stop() {
     await closeTls(this.tlsServer);
-    if (!this.child || this.child.exitCode !== null) return;
+    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
     const done = new Promise((r) => this.child.once('exit', r));
     this.child.kill('SIGTERM');
     await done;

@@ -217,3 +217,35 @@ test('where the library may park it, connect takes the same machine back, proces
     await hot.cleanup();
   }
 });
+
+test('a suspend whose hangard was killed before its record was written is settled, not lost', async () => {
+  const first = await storeEnv(new Hangard(), { HANGAR_SESSION_HOT_RESUME_MINUTES: '0' }).start();
+  let second;
+  try {
+    const sb = await Sandbox.create({ ...first.edgeOpts(), timeoutMs: 120_000 });
+    const id = sb.sandboxId;
+    await sb.files.write('/home/user/kept.txt', 'written before the crash');
+    assert.equal(await sb.pause({ keepMemory: false }), true);
+    // What a hangard killed between the session's suspend and the record's write leaves:
+    // the session suspended, the record still running.
+    const exited = new Promise((r) => first.child.once('exit', r));
+    first.child.kill('SIGKILL');
+    await exited;
+    const file = path.join(first.stateDir, 'e2b', `${id}.json`);
+    const rec = JSON.parse(fs.readFileSync(file, 'utf8'));
+    assert.equal(rec.paused, 'session');
+    rec.paused = '';
+    fs.writeFileSync(file, JSON.stringify(rec));
+
+    second = await new Hangard({ stateDir: first.stateDir, env: { ...first.extraEnv } }).start();
+    // Neither gone nor running: paused, as the suspend would have recorded it, and connect restores it.
+    assert.equal((await Sandbox.getInfo(id, second.opts())).state, 'paused');
+    assert.equal(JSON.parse(fs.readFileSync(file, 'utf8')).paused, 'session');
+    const back = await Sandbox.connect(id, { ...second.edgeOpts(), timeoutMs: 120_000 });
+    assert.equal(await back.files.read('/home/user/kept.txt'), 'written before the crash');
+    assert.equal(await Sandbox.kill(id, second.opts()), true);
+  } finally {
+    await second?.cleanup();
+    await first.remove();
+  }
+});
