@@ -374,9 +374,9 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		say("cannot make a mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (stage_etc(at, s, &f) < 0 || bind_fd(f.envd, at, "envd", 1) < 0 || (f.worker >= 0 && bind_fd(f.worker, at, "envd-archive", 1) < 0) ||
-	    (f.init >= 0 && bind_fd(f.init, at, "envd-init", 1) < 0) ||
-	    bind_runtime(&f, at) < 0) {
+	if (stage_etc(at, s, &f) < 0 || bind_fd(f.envd, at, "envd", 1) < 0 ||
+	    (f.worker >= 0 && bind_fd(f.worker, at, "envd-archive", 1) < 0) ||
+	    (f.init >= 0 && bind_fd(f.init, at, "envd-init", 1) < 0) || bind_runtime(&f, at) < 0) {
 		say("cannot stage the sandbox's files: %s", strerror(errno));
 		close_sources(&f);
 		return -1;

@@ -20,15 +20,18 @@ static struct kept_target {
 	int64_t generation;
 	enum e2b_paused paused;
 	int64_t until_us;      /* 0: a free slot */
-	struct target t;
+	/* A platform's target: a host and port, never a socket path (struct target's). */
+	char hostport[sizeof(((struct target *)0)->hostport)];
+	int tls;
+	char *extra;
 } cache[EDGE_CACHE_SIZE];
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void wipe(struct kept_target *k)
 {
-	if (k->t.extra) {
-		explicit_bzero(k->t.extra, strlen(k->t.extra));
-		free(k->t.extra);
+	if (k->extra) {
+		explicit_bzero(k->extra, strlen(k->extra));
+		free(k->extra);
 	}
 	free(k->sandbox_id);
 	explicit_bzero(k, sizeof(*k));
@@ -61,9 +64,11 @@ int edge_cache_get(const char *id, const struct e2b_record *rec, struct target *
 		k = NULL;
 	}
 	if (k) {
-		*t = k->t;
-		t->extra = k->t.extra ? strdup(k->t.extra) : NULL;
-		rc = k->t.extra && !t->extra ? -1 : 0;
+		memcpy(t->hostport, k->hostport, sizeof(k->hostport));
+		t->tls = k->tls;
+		t->socket_path[0] = '\0';
+		t->extra = k->extra ? strdup(k->extra) : NULL;
+		rc = k->extra && !t->extra ? -1 : 0;
 	}
 	pthread_mutex_unlock(&cache_lock);
 	return rc;
@@ -74,7 +79,7 @@ void edge_cache_put(const char *id, const struct e2b_record *rec, const struct t
 	struct kept_target *k, *oldest = NULL;
 	int64_t now = clock_mono_us();
 
-	if (strlen(id) >= sizeof(cache[0].id))
+	if (strlen(id) >= sizeof(cache[0].id) || t->socket_path[0])
 		return;
 	pthread_mutex_lock(&cache_lock);
 	k = find(id);
@@ -92,9 +97,10 @@ void edge_cache_put(const char *id, const struct e2b_record *rec, const struct t
 	k->sandbox_id = rec->sandbox_id ? strdup(rec->sandbox_id) : NULL;
 	k->generation = rec->generation;
 	k->paused = rec->paused;
-	k->t = *t;
-	k->t.extra = t->extra ? strdup(t->extra) : NULL;
-	if ((rec->sandbox_id && !k->sandbox_id) || (t->extra && !k->t.extra))
+	memcpy(k->hostport, t->hostport, sizeof(k->hostport));
+	k->tls = t->tls;
+	k->extra = t->extra ? strdup(t->extra) : NULL;
+	if ((rec->sandbox_id && !k->sandbox_id) || (t->extra && !k->extra))
 		wipe(k); /* out of memory: nothing kept */
 	else
 		k->until_us = now + (int64_t)EDGE_CACHE_MS * 1000;

@@ -736,8 +736,8 @@ static void forward(struct edge *e)
 		answer_error(e, status, msg);
 		goto done;
 	}
-	if (!cached && e->port == EDGE_ENVD_PORT && !t.socket_path[0])
-		edge_cache_put(e->id, &e->rec, &t);
+	if (!cached && e->port == EDGE_ENVD_PORT)
+		edge_cache_put(e->id, &e->rec, &t); /* a platform's only: a socket path is not kept */
 	char key[4200];
 	snprintf(key, sizeof(key), "%s%s", t.tls ? "https://" : "", t.socket_path[0] ? t.socket_path : t.hostport);
 	int keepable = e->port == EDGE_ENVD_PORT;

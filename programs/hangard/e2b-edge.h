@@ -98,7 +98,7 @@ struct e2b_record;
  * ended meanwhile, as it would have.
  */
 #define EDGE_CACHE_MS 1000
-/* 0 with t filled (t->extra the caller's to free), or -1: none kept. */
+/* 0 with t filled (t->extra the caller's to free), or -1: none kept. put keeps no socket path's target. */
 int edge_cache_get(const char *id, const struct e2b_record *rec, struct target *t);
 void edge_cache_put(const char *id, const struct e2b_record *rec, const struct target *t);
 /* Forgets id's target: its sandbox did not answer there. */
