@@ -1822,13 +1822,16 @@ out:
  * Which cgroup hierarchies the host mounts (type "cgroup" is a v1 hierarchy,
  * "cgroup2" the v2 one, both a hybrid), from /proc/self/mounts, and whether
  * any of them has the favordynmods option. Why it matters: a create moves
- * the sandbox's processes into its cgroups, and every such move takes the
- * kernel's cgroup threadgroup lock as a writer (one lock for every
- * hierarchy, v1 and v2). After a quiet spell each create then waits one RCU
- * grace period (6 to 20 ms) in those moves, unless some hierarchy is
- * mounted with favordynmods: the kernel then keeps the lock in the mode
- * where a writer does not wait. The creates of a. and c. of two hosts only
- * compare when this line is the same.
+ * the sandbox's processes into its cgroup v1 limits, and every such move
+ * takes the kernel's cgroup threadgroup lock as a writer (one lock for
+ * every hierarchy, v1 and v2). After a quiet spell each create then waits
+ * one RCU grace period (6 to 20 ms) in those moves, unless some hierarchy
+ * is mounted with favordynmods: the kernel then keeps the lock in the mode
+ * where a writer does not wait. Beside a cgroup v2 (hybrid), a root
+ * caller's jail makes the moves while bubblewrap and envd start (the
+ * `limits-held` step); with v1 alone they come before. On pure v2 the
+ * sandbox is born in its cgroup and moves nowhere. The creates of a. and
+ * c. of two hosts only compare when this line is the same.
  */
 static void cgroup_mode(char *out, size_t size)
 {
@@ -1861,11 +1864,14 @@ static void cgroup_mode(char *out, size_t size)
 		snprintf(out, size, "none mounted");
 	else if (favor[0])
 		snprintf(out, size, "%s, favordynmods on (%.255s)", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2", favor);
+	else if (v1 && v2)
+		snprintf(out, size, "v1+v2 hybrid, favordynmods off: the moves into the v1 limits wait an RCU grace"
+				    " period, beside the start for root (hangar(1), Start-up cost)");
+	else if (v1)
+		snprintf(out, size, "v1, favordynmods off: each create waits an RCU grace period in its cgroup moves"
+				    " (hangar(1), Start-up cost)");
 	else
-		snprintf(out, size,
-			 "%s, favordynmods off: each create waits an RCU grace period in its cgroup moves"
-			 " (hangar(1), Start-up cost)",
-			 v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2");
+		snprintf(out, size, "pure v2, favordynmods off: sandboxes are born in their cgroups");
 }
 
 static void usage(FILE *f)

@@ -100,6 +100,15 @@ __attribute__((no_sanitize_address)) int envd_inner_enter(void)
 	if (syscall(SYS_setns, envd_cfg.inner_userns, (long)CLONE_NEWUSER) < 0 ||
 	    syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
 		return -1;
+	/*
+	 * A cgroup namespace of its own, rooted where it is now: the sandbox's
+	 * cgroups. The daemon's (bwrap's) may be rooted higher, at the jail's:
+	 * the jail can move the sandbox into its cgroup v1 limits after bwrap
+	 * made it (hangar-jail's adopt.c). Only a kernel without cgroup
+	 * namespaces (EINVAL) goes on without.
+	 */
+	if (syscall(SYS_unshare, (long)CLONE_NEWCGROUP) < 0 && errno != EINVAL)
+		return -1;
 	/* Entering gave every capability in the namespace: keep no more than the daemon holds. */
 	for (int cap = 0; cap <= envd_cfg.cap_last && cap < 64; cap++)
 		if (!(envd_cfg.caps >> cap & 1) && syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)

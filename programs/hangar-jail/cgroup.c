@@ -114,7 +114,18 @@ void cgroup_warm_up(void)
 {
 	/* The hierarchies a child may be moved in: the limits' (v1 beside a v2 freezer too), the v1 freezer. */
 	static const char *const v1[] = { "memory", "pids", "cpu", "freezer" };
+	const char *want = getenv("HANGAR_JAIL_FREEZER");
 	size_t i;
+
+	/*
+	 * A root jail with a cgroup v2 freezer has its child born there and
+	 * moved into its v1 limits beside bwrap's start (adopt.c): the wait
+	 * is off the create's path, and one started here would only hold up
+	 * the making of the sandbox's cgroups.
+	 */
+	if (geteuid() == 0 && (!want || !*want || !strcmp(want, "auto") || !strcmp(want, "v2")) &&
+	    (exists("/sys/fs/cgroup/cgroup.controllers") || exists("/sys/fs/cgroup/unified/cgroup.controllers")))
+		return;
 
 	for (i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
 		if (own_v1_procs(v1[i]) == 0 && exists(warm_procs))

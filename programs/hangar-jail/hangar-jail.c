@@ -312,16 +312,27 @@ fail:
  */
 static int start_sandbox(struct jail *j)
 {
-	int rc;
+	int rc = 0, born_in = 0;
 
-	j->bwrap_pid = spawn_bwrap(j, &j->ns_ready);
+	j->bwrap_pid = spawn_bwrap(j, &j->ns_ready, &born_in);
 	mark("spawned");
+	/* Its v1 limits: the adopter moves it there beside bwrap's start, or the child joined them already. */
+	if (j->bwrap_pid > 0 && limits_adopt_wanted(&j->lcg, born_in)) {
+		j->adopter = limits_adopt(&j->lcg, &j->freezer, j->bwrap_pid, j->ready_fd);
+		if (j->adopter < 0) {
+			say("cannot start moving the sandbox into its limit cgroups: %s", strerror(errno));
+			rc = -1;
+		}
+	} else if (j->bwrap_pid > 0 && limits_say_held(j->ready_fd) < 0) {
+		say("cannot write to the ready pipe: %s", strerror(errno));
+	}
 	close(j->spec.inner_fd);
 	close(j->envd_listen); /* envd's now */
 	lstate_meta_clear(&j->meta);
 	argv_free(&j->argv);
 	close(j->spec.seccomp_fd);
-	rc = net_start(j);
+	if (rc == 0)
+		rc = net_start(j);
 	if (j->ns_ready >= 0)
 		close(j->ns_ready);
 	j->ns_ready = -1;
@@ -331,7 +342,7 @@ static int start_sandbox(struct jail *j)
 		jail_teardown(j, 0);
 		return -1;
 	}
-	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
+	/* Only envd (and the adopter) keep the ready pipe: the library sees EOF if they die first. */
 	close(j->ready_fd);
 	close(j->envd_token);
 	if (j->bwrap_pid < 0) {
@@ -358,6 +369,7 @@ int main(int argc, char **argv)
 	j.net_info[0] = j.net_info[1] = j.ns_ready = -1;
 	j.ids = (struct uid_range)UID_RANGE_NONE;
 	j.bwrap_pid = j.slirp = -1;
+	j.adopter = -1;
 	j.born_us = clock_wall_us();
 
 	parse_args(&j, argc, argv);

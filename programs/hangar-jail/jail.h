@@ -22,6 +22,8 @@
  * nothing before timeline_open().
  */
 void timeline_open(const char *dir);
+/* The timeline's descriptor, or -1, for a child that closes the rest. */
+int timeline_descriptor(void);
 void mark(const char *phase);
 
 /* Says "hangar-jail: <message>" on stderr, which the library keeps as the sandbox's log. */
@@ -222,6 +224,7 @@ int own_cgroup(const char *controller, char *out, size_t size);
 int limits_join(const struct limit_cgroups *c, pid_t pid);
 /* Removes the v1 cgroups once empty. */
 void limits_remove(const struct limit_cgroups *c);
+
 /* Writes dir/limits for the library. 0 or -errno. */
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);
 
@@ -252,6 +255,19 @@ void freezer_thaw(const struct freezer *f);
 void freezer_kill(const struct freezer *f, int64_t deadline);
 /* Removes the cgroup, and its hangar/ parent once no other sandbox is in it. */
 void freezer_remove(const struct freezer *f);
+
+/* ---- adopt.c: the cgroup v1 limits joined beside bwrap's start ---- */
+
+/* Whether the adopter moves the child (born_in: in the freezer's cgroup v2) into c's v1 cgroups. */
+int limits_adopt_wanted(const struct limit_cgroups *c, int born_in);
+/*
+ * Forks the adopter, which moves every process of the sandbox (f's cgroup
+ * v2) into c's v1 cgroups and then says "limits" on ready_fd, or kills the
+ * sandbox (bwrap) saying why. A pidfd of the adopter, or -1 with errno.
+ */
+int limits_adopt(const struct limit_cgroups *c, const struct freezer *f, pid_t bwrap, int ready_fd);
+/* Says "limits" on ready_fd: the sandbox's processes are held by its limits. 0 or -1. */
+int limits_say_held(int ready_fd);
 
 /* ---- token.c: envd's access token, in memory only ---- */
 
@@ -452,6 +468,7 @@ struct jail {
 	struct argv argv;            /* bwrap's command line, built */
 	pid_t bwrap_pid;             /* -1: not started */
 	pid_t slirp;                 /* network on: slirp4netns, the sandbox's way out; -1: none */
+	int adopter;                 /* a pidfd of the adopter (adopt.c) until the jail ends; -1: none */
 	int64_t born_us;             /* wall clock at the jail's start: the lifetime's origin until one is recorded */
 };
 
@@ -460,9 +477,11 @@ struct jail {
  * bwrap (j->argv). Its pid, or -1 with errno. With a user namespace of the
  * jail's own (j->ids), *ns_ready is a pipe where the child writes one byte
  * once it has made the sandbox's network namespace (the caller's to close);
- * else -1.
+ * else -1. *born_in says whether the child was born in the freezer's cgroup
+ * v2; then it leaves its v1 limits to the adopter when limits_adopt_wanted
+ * says so, and joins them itself otherwise.
  */
-pid_t spawn_bwrap(const struct jail *j, int *ns_ready);
+pid_t spawn_bwrap(const struct jail *j, int *ns_ready, int *born_in);
 
 /* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info pipe. 0, or -1 said. */
 int net_prepare(struct jail *j);

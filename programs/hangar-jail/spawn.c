@@ -97,7 +97,8 @@ static int enter_namespaces(const struct jail *j, const struct uid_range *range,
 
 /*
  * In the child: the sandbox's cgroups (unless it was born in the freezer's,
- * born_in), then (range) its namespaces, then bwrap.
+ * born_in, and the adopter moves it into its v1 limits: adopt.c), then
+ * (range) its namespaces, then bwrap.
  */
 static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const struct uid_range *range, int up[2],
 						int down[2], int born_in)
@@ -110,7 +111,7 @@ static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const stru
 	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
 	if (!born_in && freezer_join(&j->freezer) < 0)
 		_exit(126);
-	if (limits_join(&j->lcg, getpid()) < 0) {
+	if (!limits_adopt_wanted(&j->lcg, born_in) && limits_join(&j->lcg, getpid()) < 0) {
 		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
 		_exit(126);
 	}
@@ -162,7 +163,7 @@ static pid_t fork_into_cgroup(const struct freezer *f)
 	return pid;
 }
 
-pid_t spawn_bwrap(const struct jail *j, int *ns_ready)
+pid_t spawn_bwrap(const struct jail *j, int *ns_ready, int *born_in)
 {
 	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
 	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
@@ -173,6 +174,7 @@ pid_t spawn_bwrap(const struct jail *j, int *ns_ready)
 	pid = fork_into_cgroup(&j->freezer);
 	if (pid == 0)
 		run_bwrap(j, range, up, down, 1);
+	*born_in = pid != -2;
 	if (pid == -2)
 		pid = fork();
 	if (pid == 0)

@@ -143,6 +143,18 @@ void jail_teardown(struct jail *j, int bwrap_done)
 	forget_token();
 	/* A frozen task cannot die: thaw first. */
 	freezer_thaw(&j->freezer);
+	if (j->adopter >= 0) {
+		/* Before the sandbox's processes die: it must not move one into a cgroup being removed. */
+		struct pollfd p = { j->adopter, POLLIN, 0 };
+		int64_t left;
+
+		syscall(SYS_pidfd_send_signal, j->adopter, SIGKILL, NULL, 0);
+		left = deadline - clock_mono_ms();
+		if (left > 0)
+			poll(&p, 1, (int)left);
+		close(j->adopter);
+		j->adopter = -1;
+	}
 	if (!bwrap_done && j->bwrap_pid > 0)
 		kill_bwrap(j->bwrap_pid, deadline);
 	ports_stop();

@@ -111,6 +111,11 @@ void timeline_open(const char *dir)
 		timeline_fd = lstate_timeline_open(dir);
 }
 
+int timeline_descriptor(void)
+{
+	return timeline_fd;
+}
+
 void mark(const char *phase)
 {
 	lstate_timeline_mark(timeline_fd, phase);

@@ -215,6 +215,124 @@ START_TEST(memory_cgroup_below_the_callers)
 }
 END_TEST
 
+/* ---- every process held: the v1 limits joined beside bwrap's start ---------------------- */
+
+/* Whether a child of pid's is a hangar-jail: the jail's adopter (its other children are bwrap and slirp4netns). */
+static int has_jail_child(int pid)
+{
+	char path[96], comm[64];
+	FILE *f;
+	int child, found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (!found && fscanf(f, "%d", &child) == 1) {
+		FILE *c;
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", child);
+		c = fopen(path, "re");
+		found = c && fgets(comm, sizeof(comm), c) && !strncmp(comm, "hangar-jail", 11);
+		if (c)
+			fclose(c);
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * pid is in each v1 cgroup the record rec names ("memory v1 /sys/fs/cgroup/
+ * memory/X" wants "4:memory:/X"). How many it checked.
+ */
+static int held_by_record(int pid, const char *rec)
+{
+	static const char *const controllers[] = { "memory", "pids", "cpu" };
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(controllers) / sizeof(controllers[0]); i++) {
+		char key[64], root[64], want[PATH_MAX], got[PATH_MAX];
+		const char *at;
+		size_t len;
+
+		snprintf(key, sizeof(key), "\n%s v1 ", controllers[i]);
+		at = strstr(rec, key);
+		if (!at)
+			continue;
+		at += strlen(key);
+		len = strcspn(at, "\n");
+		snprintf(root, sizeof(root), "/sys/fs/cgroup/%s", controllers[i]);
+		ck_assert_msg(len > strlen(root) && !strncmp(at, root, strlen(root)), "record: %s", rec);
+		snprintf(want, sizeof(want), "%.*s", (int)(len - strlen(root)), at + strlen(root));
+		v1_path(pid, controllers[i], got, sizeof(got));
+		ck_assert_msg(!strcmp(got, want), "process %d is in %s cgroup %s, not the sandbox's %s", pid,
+			      controllers[i], got, want);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The moment a create returns, every process of the sandbox (its cgroup v2,
+ * or the jail's descendants but slirp4netns) is in each v1 cgroup its
+ * limits record names: where the child is born in its cgroup v2, the jail
+ * moves the processes into the v1 limits beside bwrap's start (adopt.c),
+ * and the sandbox is not handed out before they all are. The process that
+ * moved them is gone. Network off and on, for a root caller and an
+ * unprivileged one (who joins them before bwrap, when it has any).
+ */
+START_TEST(every_process_held)
+{
+	hangar_ctx *ctx;
+
+	if (!caller(_i))
+		return;
+	ctx = new_ctx();
+	for (int k = 0; k < 4; k++) {
+		hangar_sandbox *sb = create(ctx, k % 2 ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
+		char rec[8192], cg[PATH_MAX + 16], procs[PATH_MAX + 32];
+		int pid, pids = 0, checked = 0, jail = jail_of(sb);
+		struct out o;
+		FILE *f;
+
+		sandbox_file(sb, "limits", rec, sizeof(rec));
+		sandbox_file(sb, "cgroup", cg, sizeof(cg));
+		if (strncmp(cg, "v2 ", 3) != 0 || !strstr(rec, " v1 ")) {
+			/* No cgroup v2 to find them by, or no v1 limit: the pid 1 test above covers this host. */
+			hangar_sandbox_kill(sb);
+			hangar_sandbox_unref(sb);
+			continue;
+		}
+		cg[strcspn(cg, "\n")] = '\0';
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg + 3);
+		f = fopen(procs, "re");
+		ck_assert_msg(f != NULL, "%s: %s", procs, strerror(errno));
+		while (fscanf(f, "%d", &pid) == 1) {
+			checked += held_by_record(pid, rec);
+			pids++;
+		}
+		fclose(f);
+		/* bwrap, the namespace's pid 1 and envd at least, each in every v1 cgroup recorded. */
+		ck_assert_msg(pids >= 3 && checked >= pids, "%d processes, %d checks", pids, checked);
+		/* A command and what it leaves running are in them too. */
+		sh(sb, "user", "sleep 60 >/dev/null 2>&1 & echo started", &o);
+		ck_assert_int_eq(o.exit_code, 0);
+		f = fopen(procs, "re");
+		ck_assert_ptr_nonnull(f);
+		while (fscanf(f, "%d", &pid) == 1)
+			held_by_record(pid, rec);
+		fclose(f);
+		/* The adopter is gone once its word is said: wait for its exit, within a deadline. */
+		for (int tries = 0; tries < 500 && has_jail_child(jail); tries++)
+			usleep(2000);
+		ck_assert_msg(!has_jail_child(jail), "jail %d still has a hangar-jail child", jail);
+		hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- ids: one range per sandbox ------------------------------------------------------ */
 
 struct extent {
@@ -535,6 +653,7 @@ static Suite *limits_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, memory_cgroup_below_the_callers);
+	tcase_add_loop_test(tc, every_process_held, 0, 2);
 	tcase_add_loop_test(tc, ids_disjoint, 0, 2);
 	tcase_add_loop_test(tc, process_limit_both_callers, 0, 2);
 	tcase_add_loop_test(tc, process_limit_per_sandbox, 0, 2);
