@@ -17,8 +17,11 @@
  * one reading lists exactly the processes it moved the round before. Then
  * every process is in place: nothing but the adopter moves them, a process
  * listed is moved whatever its parent did, and one forked since by a process
- * in place is born in place. (Memory a process was charged before its move
- * stays charged to the jail's cgroup: bwrap's and envd's start.)
+ * in place is born in place. What bwrap and envd took before their move
+ * (some 0.7 MiB of memory) stays charged to the jail's cgroup, which holds
+ * the sandbox's when the caller's cgroup can: recent kernels refuse to
+ * move cgroup v1 charges (move_charge_at_immigrate). The sandbox's own
+ * usage and limit count what it takes once held.
  *
  * A move names its process by pid, and a pid can name another process once
  * its own has ended. So each is held by a pidfd, checked to be in the
