@@ -36,6 +36,7 @@
 #include <hangar/hangar.h>
 
 #include "jail-test.h"
+#include "leftovers.h"
 
 /* A Python probe that prints "errno N" for a raw system call (numbers per architecture). */
 #define PY_SYSCALL                                                                                        \
@@ -253,11 +254,15 @@ START_TEST(host_paths_unreachable)
 }
 END_TEST
 
-/* The host ids behind sb's user namespace, as the host sees them: its bwrap's uid_map (the jail's first child). */
+/*
+ * The host ids behind sb's user namespace, as the host sees them: its
+ * bwrap's uid_map (the jail's child named bwrap; another, the adopter, may
+ * still be ending after the create).
+ */
 static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
 {
 	char path[PATH_MAX];
-	int jail = 0, bwrap = 0;
+	int jail = 0, bwrap;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, hangar_sandbox_id(sb));
@@ -265,11 +270,8 @@ static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
 	fclose(f);
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", jail, jail);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%d", &bwrap), 1);
-	fclose(f);
+	bwrap = proc_child_named(jail, "bwrap");
+	ck_assert_int_gt(bwrap, 0);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", bwrap);
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);

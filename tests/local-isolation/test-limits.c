@@ -33,6 +33,7 @@
 #include <hangar/hangar.h>
 
 #include "jail-test.h"
+#include "leftovers.h"
 
 /* The caller for loop index unprivileged: `user`, or root (this suite's root tests need root). */
 static int caller(int unprivileged)
@@ -81,7 +82,7 @@ static int jail_of(hangar_sandbox *sb)
 
 static int init_of(hangar_sandbox *sb)
 {
-	int pid = first_child(first_child(jail_of(sb)));
+	int pid = first_child(proc_child_named(jail_of(sb), "bwrap"));
 
 	ck_assert_int_gt(pid, 0);
 	return pid;
@@ -217,30 +218,6 @@ END_TEST
 
 /* ---- every process held: the v1 limits joined beside bwrap's start ---------------------- */
 
-/* Whether a child of pid's is a hangar-jail: the jail's adopter (its other children are bwrap and slirp4netns). */
-static int has_jail_child(int pid)
-{
-	char path[96], comm[64];
-	FILE *f;
-	int child, found = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (!found && fscanf(f, "%d", &child) == 1) {
-		FILE *c;
-
-		snprintf(path, sizeof(path), "/proc/%d/comm", child);
-		c = fopen(path, "re");
-		found = c && fgets(comm, sizeof(comm), c) && !strncmp(comm, "hangar-jail", 11);
-		if (c)
-			fclose(c);
-	}
-	fclose(f);
-	return found;
-}
-
 /*
  * pid is in each v1 cgroup the record rec names ("memory v1 /sys/fs/cgroup/
  * memory/X" wants "4:memory:/X"). How many it checked.
@@ -323,9 +300,9 @@ START_TEST(every_process_held)
 			held_by_record(pid, rec);
 		fclose(f);
 		/* The adopter is gone once its word is said: wait for its exit, within a deadline. */
-		for (int tries = 0; tries < 500 && has_jail_child(jail); tries++)
+		for (int tries = 0; tries < 500 && proc_child_named(jail, "hangar-jail"); tries++)
 			usleep(2000);
-		ck_assert_msg(!has_jail_child(jail), "jail %d still has a hangar-jail child", jail);
+		ck_assert_msg(!proc_child_named(jail, "hangar-jail"), "jail %d still has a hangar-jail child", jail);
 		hangar_sandbox_kill(sb);
 		hangar_sandbox_unref(sb);
 	}

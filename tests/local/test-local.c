@@ -835,29 +835,6 @@ START_TEST(dead_supervisor_means_gone)
 }
 END_TEST
 
-/* The pid of the child named comm of pid (from its children file in /proc), or 0. */
-static int child_named(int pid, const char *comm)
-{
-	char path[PATH_MAX], name[64];
-	int kid, found = 0;
-	FILE *f, *c;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	f = fopen(path, "re");
-	while (f && !found && fscanf(f, "%d", &kid) == 1) {
-		snprintf(path, sizeof(path), "/proc/%d/comm", kid);
-		c = fopen(path, "re");
-		if (c && fgets(name, sizeof(name), c) && !strncmp(name, comm, strlen(comm)) &&
-		    name[strlen(comm)] == '\n')
-			found = kid;
-		if (c)
-			fclose(c);
-	}
-	if (f)
-		fclose(f);
-	return found;
-}
-
 START_TEST(killed_jail_leaves_no_network_helper)
 {
 	hangar_ctx *ctx = new_ctx();
@@ -872,7 +849,7 @@ START_TEST(killed_jail_leaves_no_network_helper)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
 	fclose(f);
-	slirp = child_named(jail, "slirp4netns");
+	slirp = proc_child_named(jail, "slirp4netns");
 	ck_assert_msg(slirp > 0, "network on: the jail runs slirp4netns");
 	fd = (int)syscall(SYS_pidfd_open, slirp, 0);
 	ck_assert_int_ge(fd, 0);
