@@ -228,6 +228,7 @@ static void setup(void)
 	dir = temp_dir();
 	ck_assert_int_eq(chmod(dir, 0777), 0); /* the fakes' sandboxes run as the test user */
 	snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
+	leftovers_watch(state_dir, dir);
 	logged[0] = '\0';
 	fake_pid = 0;
 }

@@ -45,6 +45,7 @@ void setup(void)
 	/* Named after the test program, so a leftover says whose it is. */
 	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-%.20s-XXXXXX", program_invocation_short_name);
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	leftovers_watch(state_dir, state_dir);
 }
 
 void teardown(void)

@@ -39,6 +39,7 @@ static void setup(void)
 {
 	snprintf(state_dir, sizeof(state_dir), "/tmp/hangar-snap-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	leftovers_watch(state_dir, state_dir);
 }
 
 static void teardown(void)

@@ -287,6 +287,7 @@ static void setup(void)
 	dir = temp_dir();
 	ck_assert_int_eq(chmod(dir, 0777), 0); /* the fakes' sandboxes run as the test user */
 	snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
+	leftovers_watch(state_dir, dir);
 	snprintf(fake_ws, sizeof(fake_ws), "%s/ws", dir);
 	fake_pid = 0;
 	curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -6,5 +6,16 @@
 /* Kills, through ctx, every local sandbox whose directory is in state_dir/local. */
 void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir);
 
+/*
+ * For a checked fixture's setup. Check's fork mode ends a test's process
+ * at its first failed assertion (_exit), without the teardown: this forks
+ * a watcher that waits for the calling process to end, however it ends,
+ * then kills every local sandbox left in state_dir (kill_local_leftovers,
+ * with HANGAR_ENVD_PATH and HANGAR_JAIL_PATH from the environment) and
+ * removes remove (when it is still there). A passing test's teardown has
+ * done both already, and the watcher finds nothing.
+ */
+void leftovers_watch(const char *state_dir, const char *remove);
+
 /* The pid of pid's child named comm (its /proc children and comm files), or 0. */
 int proc_child_named(int pid, const char *comm);
