@@ -295,16 +295,11 @@ static void setup(void)
 
 static void teardown(void)
 {
-	hangar_ctx *ctx = NULL;
+	hangar_ctx *ctx;
 
 	/* Kill the jails a failed test left running, before their directory goes. */
-	if (hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-		if (getenv("HANGAR_ENVD_PATH"))
-			hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", getenv("HANGAR_ENVD_PATH"));
-		if (getenv("HANGAR_JAIL_PATH"))
-			hangar_ctx_set(ctx, "HANGAR_JAIL_PATH", getenv("HANGAR_JAIL_PATH"));
+	if ((ctx = leftovers_ctx(state_dir)) != NULL)
 		kill_local_leftovers(ctx, state_dir);
-	}
 	hangar_ctx_unref(ctx);
 	fake_stop();
 	rm_tree(dir);

@@ -33,6 +33,21 @@ void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir)
 		closedir(d);
 }
 
+hangar_ctx *leftovers_ctx(const char *state_dir)
+{
+	hangar_ctx *ctx = NULL;
+
+	if (hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) != 0 || hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) != 0) {
+		hangar_ctx_unref(ctx);
+		return NULL;
+	}
+	if (getenv("HANGAR_ENVD_PATH"))
+		hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", getenv("HANGAR_ENVD_PATH"));
+	if (getenv("HANGAR_JAIL_PATH"))
+		hangar_ctx_set(ctx, "HANGAR_JAIL_PATH", getenv("HANGAR_JAIL_PATH"));
+	return ctx;
+}
+
 void leftovers_watch(const char *state_dir, const char *remove)
 {
 	int p[2];
@@ -56,14 +71,8 @@ void leftovers_watch(const char *state_dir, const char *remove)
 		if (stat(state_dir, &st) == 0 && geteuid() == 0 && st.st_uid != 0 &&
 		    (setgid(st.st_gid) < 0 || setuid(st.st_uid) < 0))
 			fprintf(stderr, "cannot become the owner of %s\n", state_dir);
-		if (access(state_dir, F_OK) == 0 && hangar_ctx_new(&ctx, HANGAR_CTX_NO_ENV) == 0 &&
-		    hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0) {
-			if (getenv("HANGAR_ENVD_PATH"))
-				hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", getenv("HANGAR_ENVD_PATH"));
-			if (getenv("HANGAR_JAIL_PATH"))
-				hangar_ctx_set(ctx, "HANGAR_JAIL_PATH", getenv("HANGAR_JAIL_PATH"));
+		if (access(state_dir, F_OK) == 0 && (ctx = leftovers_ctx(state_dir)) != NULL)
 			kill_local_leftovers(ctx, state_dir);
-		}
 		hangar_ctx_unref(ctx);
 		if (access(remove, F_OK) == 0 && snprintf(cmd, sizeof(cmd), "rm -rf '%s'", remove) < (int)sizeof(cmd) &&
 		    system(cmd) != 0)

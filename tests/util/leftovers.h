@@ -7,6 +7,13 @@
 void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir);
 
 /*
+ * A context (no settings from the environment) on state_dir, with
+ * HANGAR_ENVD_PATH and HANGAR_JAIL_PATH from the environment, to kill
+ * leftovers through; NULL when it cannot be made.
+ */
+hangar_ctx *leftovers_ctx(const char *state_dir);
+
+/*
  * For a checked fixture's setup. Check's fork mode ends a test's process
  * at its first failed assertion (_exit), without the teardown: this forks
  * a watcher that waits for the calling process to end, however it ends,
