@@ -69,38 +69,13 @@ int limits_say_held(int ready_fd)
 	return write(ready_fd, LIMITS_LINE, sizeof(LIMITS_LINE) - 1) == (ssize_t)(sizeof(LIMITS_LINE) - 1) ? 0 : -1;
 }
 
-/* The path of a cgroup v2 below the hierarchy's root, as /proc/PID/cgroup says it ("0::/hangar/sb-..."). */
-static const char *v2_relative(const char *path)
-{
-	static const char *const roots[] = { "/sys/fs/cgroup/unified", "/sys/fs/cgroup" };
-
-	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-		size_t n = strlen(roots[i]);
-
-		if (!strncmp(path, roots[i], n) && path[n] == '/')
-			return path + n;
-	}
-	return NULL;
-}
-
 /* Whether /proc/pid/cgroup puts pid in the cgroup v2 rel. */
 static int in_v2(pid_t pid, const char *rel)
 {
-	char path[64], line[PATH_MAX + 8];
-	int found = 0;
-	FILE *f;
+	char file[64], path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "0::", 3)) {
-			line[strcspn(line, "\n")] = '\0';
-			found = !strcmp(line + 3, rel);
-		}
-	fclose(f);
-	return found;
+	snprintf(file, sizeof(file), "/proc/%d/cgroup", (int)pid);
+	return proc_cgroup(file, NULL, path, sizeof(path)) == 0 && !strcmp(path, rel);
 }
 
 static int cmp_pid(const void *a, const void *b)
@@ -185,7 +160,7 @@ static void __attribute__((noreturn)) adopt(const struct limit_cgroups *c, const
 	static pid_t moved[ADOPT_MAX], listed[ADOPT_MAX];
 	int64_t deadline = clock_mono_ms() + ADOPT_DEADLINE_MS;
 	char procs[PATH_MAX + 32];
-	const char *rel = v2_relative(f->path);
+	const char *rel = freezer_v2_relative(f);
 	int nmoved = -1, n;
 
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", f->path);

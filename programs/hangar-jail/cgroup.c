@@ -58,25 +58,38 @@ static int setup_v2(struct freezer *f, const char *id, const char *v2root)
 	return try_cgroup(f, id, "v2", v2root, "cgroup.freeze");
 }
 
-void freezer_setup(struct freezer *f, const char *id)
+/* Where the cgroup v2 hierarchy is mounted (a hybrid host's unified one), or NULL. */
+static const char *v2_root(void)
+{
+	if (exists("/sys/fs/cgroup/cgroup.controllers"))
+		return "/sys/fs/cgroup";
+	if (exists("/sys/fs/cgroup/unified/cgroup.controllers"))
+		return "/sys/fs/cgroup/unified"; /* hybrid hierarchy */
+	return NULL;
+}
+
+/* Whether HANGAR_JAIL_FREEZER lets the freezer be of kind ("v2", "v1" or "none"). */
+static int freezer_allowed(const char *kind)
 {
 	const char *want = getenv("HANGAR_JAIL_FREEZER");
-	const char *v2root = NULL;
+
+	if (!want || !*want || !strcmp(want, "auto"))
+		return strcmp(kind, "none") != 0;
+	return !strcmp(want, kind);
+}
+
+void freezer_setup(struct freezer *f, const char *id)
+{
+	const char *v2root = v2_root();
 
 	snprintf(f->kind, sizeof(f->kind), "none");
 	f->path[0] = '\0';
-	if (!want || !*want)
-		want = "auto";
-	if (exists("/sys/fs/cgroup/cgroup.controllers"))
-		v2root = "/sys/fs/cgroup";
-	else if (exists("/sys/fs/cgroup/unified/cgroup.controllers"))
-		v2root = "/sys/fs/cgroup/unified"; /* hybrid hierarchy */
-	if (v2root && (!strcmp(want, "auto") || !strcmp(want, "v2")) && setup_v2(f, id, v2root) == 0)
+	if (v2root && freezer_allowed("v2") && setup_v2(f, id, v2root) == 0)
 		return;
-	if ((!strcmp(want, "auto") || !strcmp(want, "v1")) && exists("/sys/fs/cgroup/freezer/tasks") &&
+	if (freezer_allowed("v1") && exists("/sys/fs/cgroup/freezer/tasks") &&
 	    try_cgroup(f, id, "v1", "/sys/fs/cgroup/freezer", "freezer.state") == 0)
 		return;
-	if (strcmp(want, "none") != 0)
+	if (!freezer_allowed("none"))
 		say("no freezer cgroup available; pausing will stop processes with SIGSTOP");
 }
 
@@ -114,7 +127,6 @@ void cgroup_warm_up(void)
 {
 	/* The hierarchies a child may be moved in: the limits' (v1 beside a v2 freezer too), the v1 freezer. */
 	static const char *const v1[] = { "memory", "pids", "cpu", "freezer" };
-	const char *want = getenv("HANGAR_JAIL_FREEZER");
 	size_t i;
 
 	/*
@@ -123,8 +135,7 @@ void cgroup_warm_up(void)
 	 * is off the create's path, and one started here would only hold up
 	 * the making of the sandbox's cgroups.
 	 */
-	if (geteuid() == 0 && (!want || !*want || !strcmp(want, "auto") || !strcmp(want, "v2")) &&
-	    (exists("/sys/fs/cgroup/cgroup.controllers") || exists("/sys/fs/cgroup/unified/cgroup.controllers")))
+	if (geteuid() == 0 && freezer_allowed("v2") && v2_root())
 		return;
 
 	for (i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
@@ -146,6 +157,14 @@ void cgroup_warm_up(void)
 const char *freezer_v2(const struct freezer *f)
 {
 	return !strcmp(f->kind, "v2") ? f->path : NULL;
+}
+
+const char *freezer_v2_relative(const struct freezer *f)
+{
+	const char *root = freezer_v2(f) ? v2_root() : NULL;
+	size_t n = root ? strlen(root) : 0;
+
+	return root && !strncmp(f->path, root, n) && f->path[n] == '/' ? f->path + n : NULL;
 }
 
 void freezer_record(const struct freezer *f, const char *dir)

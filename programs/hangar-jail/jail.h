@@ -220,6 +220,8 @@ void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *i
  * its path is not absolute, has "..", or does not fit.
  */
 int own_cgroup(const char *controller, char *out, size_t size);
+/* The same from file, a process's cgroup file in /proc. */
+int proc_cgroup(const char *file, const char *controller, char *out, size_t size);
 /* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */
 int limits_join(const struct limit_cgroups *c, pid_t pid);
 /* Removes the v1 cgroups once empty. */
@@ -239,6 +241,8 @@ struct freezer {
 void freezer_setup(struct freezer *f, const char *id);
 /* The cgroup v2 path, for the limits to share, or NULL. */
 const char *freezer_v2(const struct freezer *f);
+/* The same below its hierarchy's root, as /proc/PID/cgroup names it ("/hangar/sb-..."), or NULL. */
+const char *freezer_v2_relative(const struct freezer *f);
 /* Writes dir/cgroup ("KIND PATH" or "none"), where the library finds it to pause the sandbox. */
 void freezer_record(const struct freezer *f, const char *dir);
 /* In the child: moves the calling process into the cgroup. 0, or -1 said. */

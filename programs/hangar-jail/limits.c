@@ -220,9 +220,9 @@ static int names_controller(char *list, const char *controller)
 	return 0;
 }
 
-int own_cgroup(const char *controller, char *out, size_t size)
+int proc_cgroup(const char *file, const char *controller, char *out, size_t size)
 {
-	char *text = lstate_read_file(limits_sys.self_cgroup, 1 << 20, NULL), *line, *save = NULL;
+	char *text = lstate_read_file(file, 1 << 20, NULL), *line, *save = NULL;
 	int r = -1;
 
 	if (!text)
@@ -245,6 +245,11 @@ int own_cgroup(const char *controller, char *out, size_t size)
 	}
 	free(text);
 	return r;
+}
+
+int own_cgroup(const char *controller, char *out, size_t size)
+{
+	return proc_cgroup(limits_sys.self_cgroup, controller, out, size);
 }
 
 /* Makes parent/hangar/id into out. 0 or -errno. */

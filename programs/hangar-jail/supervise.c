@@ -47,13 +47,9 @@ int reap(pid_t watch, int *status)
 	return got;
 }
 
-/* Waits until pid has exited (it is our child or reparented to us), with a deadline. */
-void wait_gone(pid_t pid, int64_t deadline)
+/* Waits until the process of pidfd fd has exited, with a deadline. */
+static void pidfd_gone(int fd, int64_t deadline)
 {
-	int fd = pidfd_open_(pid);
-
-	if (fd < 0)
-		return; /* already gone */
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		int64_t left = deadline - clock_mono_ms();
@@ -61,6 +57,16 @@ void wait_gone(pid_t pid, int64_t deadline)
 		if (left <= 0 || poll(&p, 1, (int)left) != 0)
 			break;
 	}
+}
+
+/* Waits until pid has exited (it is our child or reparented to us), with a deadline. */
+void wait_gone(pid_t pid, int64_t deadline)
+{
+	int fd = pidfd_open_(pid);
+
+	if (fd < 0)
+		return; /* already gone */
+	pidfd_gone(fd, deadline);
 	close(fd);
 }
 
@@ -124,11 +130,7 @@ static void kill_bwrap(pid_t bwrap, int64_t deadline)
 	kill(bwrap, SIGKILL);
 	wait_gone(bwrap, deadline);
 	if (fd >= 0) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - clock_mono_ms();
-
-		if (left > 0)
-			poll(&p, 1, (int)left);
+		pidfd_gone(fd, deadline);
 		close(fd);
 	}
 }
@@ -145,13 +147,8 @@ void jail_teardown(struct jail *j, int bwrap_done)
 	freezer_thaw(&j->freezer);
 	if (j->adopter >= 0) {
 		/* Before the sandbox's processes die: it must not move one into a cgroup being removed. */
-		struct pollfd p = { j->adopter, POLLIN, 0 };
-		int64_t left;
-
 		syscall(SYS_pidfd_send_signal, j->adopter, SIGKILL, NULL, 0);
-		left = deadline - clock_mono_ms();
-		if (left > 0)
-			poll(&p, 1, (int)left);
+		pidfd_gone(j->adopter, deadline);
 		close(j->adopter);
 		j->adopter = -1;
 	}
