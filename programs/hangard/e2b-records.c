@@ -415,7 +415,7 @@ int e2b_resolve_record(const char *e2b_id, const struct e2b_record *rec, hangar_
 #define SUSPEND_RECORD_WAIT_MS 10000
 #define SUSPEND_RECORD_TICK_MS 20
 
-int e2b_session_put_away(const char *session_id)
+int e2b_session_put_away(const char *session_id, char *provider, size_t size)
 {
 	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
 	hangar_session *s = NULL;
@@ -423,6 +423,8 @@ int e2b_session_put_away(const char *session_id)
 
 	if (hangar_session_open(&s, hangard->ctx, session_id) == 0 && hangar_session_get_info(&info, s) == 0)
 		yes = info.state == HANGAR_SESSION_SUSPENDED || info.state == HANGAR_SESSION_PARKED;
+	if (yes && provider)
+		snprintf(provider, size, "%s", info.provider ? info.provider : "");
 	hangar_session_unref(s);
 	return yes;
 }

@@ -238,7 +238,7 @@ static int suspend_recorded(const char *e2b_id, hangar_sandbox *sb, hangar_cance
 	hangar_session_unref(s);
 	/* A suspend can fail and still leave the session suspended (its
 	 * sandbox was found gone): recorded so, a connect restores it. */
-	if (rc < 0 && !e2b_session_put_away(sid))
+	if (rc < 0 && !e2b_session_put_away(sid, NULL, 0))
 		return rc;
 	urc = update(e2b_id, set_suspended, (void *)hangar_provider_name(hangar_sandbox_provider(sb)), NULL, why, cap);
 	return rc < 0 ? rc : urc;
@@ -260,23 +260,18 @@ static int set_settled(struct e2b_record *rec, void *payload)
 
 int e2b_session_settle(const char *e2b_id, const char *session_id)
 {
-	hangar_session_info info = HANGAR_SESSION_INFO_INIT;
-	hangar_session *s = NULL;
 	struct e2b_record after;
-	char why[256];
-	int rc = 0;
+	char why[256], provider[64]; /* provider names are at most 32 characters */
+	struct settling x = { session_id, provider };
+	int rc;
 
-	if (hangar_session_open(&s, hangard->ctx, session_id) == 0 && hangar_session_get_info(&info, s) == 0 &&
-	    (info.state == HANGAR_SESSION_SUSPENDED || info.state == HANGAR_SESSION_PARKED)) {
-		struct settling x = { session_id, info.provider };
-
-		rc = update(e2b_id, set_settled, &x, &after, why, sizeof(why));
-		if (rc == 0) {
-			rc = after.paused == E2B_PAUSED_SESSION;
-			e2b_record_dispose(&after);
-		}
+	if (!e2b_session_put_away(session_id, provider, sizeof(provider)))
+		return 0;
+	rc = update(e2b_id, set_settled, &x, &after, why, sizeof(why));
+	if (rc == 0) {
+		rc = after.paused == E2B_PAUSED_SESSION;
+		e2b_record_dispose(&after);
 	}
-	hangar_session_unref(s);
 	return rc;
 }
 

@@ -95,8 +95,8 @@ const char *e2b_record_sandbox(const struct e2b_record *rec, const char *e2b_id)
  * rec may be NULL; *rec is the caller's to dispose of either way.
  */
 int e2b_resolve(const char *e2b_id, struct e2b_record *rec, hangar_sandbox **sb);
-/* Whether the library holds session_id suspended or parked. */
-int e2b_session_put_away(const char *session_id);
+/* Whether the library holds session_id suspended or parked; then its provider into provider (NULL: not asked). */
+int e2b_session_put_away(const char *session_id, char *provider, size_t size);
 /*
  * A suspend's last step for e2b_id, when its session (session_id) is put
  * away and its record still says running: the record says suspended, as
