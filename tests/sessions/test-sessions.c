@@ -12,6 +12,7 @@
 #include <check.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -532,7 +533,8 @@ static void kill_envd(int t, const char *id)
 			if (!strstr(buf, want))
 				continue;
 		}
-		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		/* Gone already is as good: the sandbox's pid 1 (hangar-envd-init) may be killed first, and takes envd with it. */
+		ck_assert_msg(kill(pid, SIGKILL) == 0 || errno == ESRCH, "kill %d: %s", pid, strerror(errno));
 		killed++;
 	}
 	closedir(d);
