@@ -377,6 +377,9 @@ int main(int argc, char **argv)
 		return 2;
 	timeline_open(j.dir);
 	mark("jail");
+	/* Before anything forks: every process of the sandbox inherits it. */
+	if (limits_ordinary_priority() < 0)
+		return 1;
 	if (j.daemon && detach() < 0)
 		return 1;
 	if (take_token(&j) < 0)

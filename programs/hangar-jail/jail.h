@@ -227,6 +227,10 @@ int limits_join(const struct limit_cgroups *c, pid_t pid);
 /* Removes the v1 cgroups once empty. */
 void limits_remove(const struct limit_cgroups *c);
 
+/* The jail's own scheduling, I/O priority, oom_score_adj and priority
+ * rlimits brought down to the host's ordinary, for the sandbox to inherit. 0 or -1 said. */
+int limits_ordinary_priority(void);
+
 /* Writes dir/limits for the library. 0 or -errno. */
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);
 

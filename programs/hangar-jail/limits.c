@@ -38,12 +38,16 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -489,4 +493,73 @@ void read_limits(struct limits *l)
 	l->disk_mb = env_uint("HANGAR_JAIL_DISK_MB", 1024, 1, 1u << 24);
 	/* /dev/shm: a quarter of the memory, as its pages count there too. */
 	l->shm_mb = l->memory_mb / 4 ? l->memory_mb / 4 : 1;
+}
+
+#ifndef SCHED_DEADLINE
+#define SCHED_DEADLINE 6
+#endif
+#define IOPRIO_WHO_PROCESS 1
+#define IOPRIO_CLASS_RT 1
+#define IOPRIO_CLASS_SHIFT 13
+
+/*
+ * The sandbox runs no higher than the host's ordinary priority, whatever
+ * its caller's: a real-time policy, a negative nice value or the real-time
+ * I/O class, inherited, would let a program inside starve the host of CPU
+ * or disk, and RLIMIT_RTPRIO or RLIMIT_NICE above 0 would let it take them
+ * (its namespaces' capabilities count for nothing here). So the jail, first
+ * thing, leaves them for SCHED_OTHER, nice 0, the I/O class nice implies
+ * and limits of 0, and every process it starts inherits that. A lower
+ * priority the caller chose (SCHED_BATCH or SCHED_IDLE, a positive nice,
+ * the idle I/O class) stays. An oom_score_adj below 0 goes up to 0: written
+ * with CAP_SYS_RESOURCE, that also resets the floor below which a process
+ * may not lower it again; without, the caller's floor stays (hangar(1),
+ * "The sandbox's priority"). 0, or -1 said: a sandbox that would run above
+ * the host's ordinary priority is not started.
+ */
+int limits_ordinary_priority(void)
+{
+	static const struct rlimit none = { 0, 0 };
+	struct sched_param zero = { 0 };
+	int policy = sched_getscheduler(0), nice, io;
+	char adj[16] = "";
+	ssize_t n = -1;
+	int fd;
+
+	if (policy < 0) {
+		say("cannot read the scheduling policy: %s", strerror(errno));
+		return -1;
+	}
+	policy &= ~SCHED_RESET_ON_FORK;
+	if ((policy == SCHED_FIFO || policy == SCHED_RR || policy == SCHED_DEADLINE) &&
+	    sched_setscheduler(0, SCHED_OTHER, &zero) < 0) {
+		say("cannot leave the caller's real-time scheduling policy: %s", strerror(errno));
+		return -1;
+	}
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0 && nice < 0 && setpriority(PRIO_PROCESS, 0, 0) < 0) {
+		say("cannot leave the caller's nice value %d for 0: %s", nice, strerror(errno));
+		return -1;
+	}
+	io = (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
+	if (io >= 0 && io >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT &&
+	    syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) < 0) {
+		say("cannot leave the caller's real-time I/O class: %s", strerror(errno));
+		return -1;
+	}
+	if (setrlimit(RLIMIT_RTPRIO, &none) < 0 || setrlimit(RLIMIT_NICE, &none) < 0) {
+		say("cannot set RLIMIT_RTPRIO and RLIMIT_NICE to 0: %s", strerror(errno));
+		return -1;
+	}
+	fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && (n = read(fd, adj, sizeof(adj) - 1)) > 0 && atoi(adj) < 0 &&
+	    pwrite(fd, "0", 1, 0) != 1) {
+		say("cannot leave the caller's oom_score_adj %d for 0: %s", atoi(adj), strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	return 0;
 }

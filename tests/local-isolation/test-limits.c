@@ -8,7 +8,9 @@
  *   - a process limit for both callers (a cgroup for root, RLIMIT_NPROC
  *     of the commands' namespace for an unprivileged one), per sandbox;
  *   - what does not hold is recorded and reported, never silently absent;
- *   - HANGAR_LOCAL_CGROUP refused at open time when it cannot work.
+ *   - HANGAR_LOCAL_CGROUP refused at open time when it cannot work;
+ *   - no process of a sandbox above the host's ordinary priority, whatever
+ *     the caller's.
  *
  * Tests with a loop run twice: _i == 0 with the caller as root, _i == 1 as
  * the unprivileged test user `user` (skipped when not started as root).
@@ -22,11 +24,14 @@
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +308,100 @@ START_TEST(every_process_held)
 		for (int tries = 0; tries < 500 && proc_child_named(jail, "hangar-jail"); tries++)
 			usleep(2000);
 		ck_assert_msg(!proc_child_named(jail, "hangar-jail"), "jail %d still has a hangar-jail child", jail);
+		hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* ---- priority: the host's ordinary, whatever the caller's ----------------------------- */
+
+#define IOPRIO_WHO_PROCESS 1
+#define IOPRIO_CLASS_RT 1
+#define IOPRIO_CLASS_SHIFT 13
+
+/* Every process from pid down (the jail and all it started): none above the host's ordinary priority. */
+static int ordinary_below(int pid)
+{
+	char path[96];
+	int child, n = 1, io;
+	FILE *f;
+
+	errno = 0;
+	ck_assert_msg(sched_getscheduler(pid) == SCHED_OTHER || errno == ESRCH, "pid %d: policy %d", pid,
+		      sched_getscheduler(pid));
+	errno = 0;
+	ck_assert_msg(getpriority(PRIO_PROCESS, (id_t)pid) >= 0 || errno == ESRCH, "pid %d: nice below 0", pid);
+	io = (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, pid);
+	ck_assert_msg(io < 0 || io >> IOPRIO_CLASS_SHIFT != IOPRIO_CLASS_RT, "pid %d: real-time I/O class", pid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (!(f = fopen(path, "re")))
+		return n;
+	while (fscanf(f, "%d", &child) == 1)
+		n += ordinary_below(child);
+	fclose(f);
+	return n;
+}
+
+/* Inside: the policy and nice value, then whether a real-time policy, a lower nice or the real-time I/O class can be had. */
+#define PRIORITY_PROBE                                                                                     \
+	"python3 -c \"\n"                                                                                  \
+	"import os, subprocess\n"                                                                          \
+	"def refused(f):\n"                                                                                \
+	"    try:\n"                                                                                       \
+	"        f()\n"                                                                                    \
+	"        return 'taken'\n"                                                                         \
+	"    except PermissionError:\n"                                                                    \
+	"        return 'refused'\n"                                                                       \
+	"io = subprocess.run(['ionice', '-c', '1', '-n', '0', 'true']).returncode\n"                       \
+	"lim = dict((l[:25].strip(), l[26:].split()[:2]) for l in open('/proc/self/limits').readlines()[1:])\n" \
+	"print(os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0),\n"                            \
+	"      refused(lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))),\n"             \
+	"      refused(lambda: os.setpriority(os.PRIO_PROCESS, 0, -1)),\n"                                 \
+	"      'refused' if io else 'taken',\n"                                                            \
+	"      '/'.join(lim['Max nice priority'] + lim['Max realtime priority']))\n\""
+
+/*
+ * A caller running real-time (SCHED_FIFO), at nice -5, in the real-time
+ * I/O class: its sandbox starts (the kernel refuses a real-time process a
+ * cgroup v1 cpu cgroup with no real-time budget, which is every new one),
+ * no process of it runs above the ordinary priority, and no command can
+ * raise its own, as the sandbox's root either. RLIMIT_RTPRIO is raised
+ * first where the caller may (CAP_SYS_RESOURCE, or a hard limit above 0),
+ * so that its 0 inside is the jail's doing. Root and unprivileged callers,
+ * network off and on.
+ */
+START_TEST(ordinary_priority)
+{
+	struct sched_param fifo = { .sched_priority = 1 };
+	struct rlimit rt = { 10, 10 };
+	char want[64];
+	hangar_ctx *ctx;
+
+	if (geteuid() != 0)
+		return;
+	if (sched_setscheduler(0, SCHED_FIFO, &fifo) < 0) {
+		ck_assert_int_eq(errno, EPERM); /* no CAP_SYS_NICE: nothing to test */
+		return;
+	}
+	ck_assert_int_eq(setpriority(PRIO_PROCESS, 0, -5), 0);
+	ck_assert_int_eq(syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_RT << IOPRIO_CLASS_SHIFT), 0);
+	if (setrlimit(RLIMIT_RTPRIO, &rt) < 0)
+		ck_assert_int_eq(errno, EPERM);
+	if (!caller(_i))
+		return;
+	ck_assert_int_eq(sched_getscheduler(0), SCHED_FIFO);
+	ctx = new_ctx();
+	for (int k = 0; k < 2; k++) {
+		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
+
+		/* The jail, its helpers, bwrap, pid 1 and envd. */
+		ck_assert_int_ge(ordinary_below(jail_of(sb)), 4);
+		/* SCHED_OTHER, nice 0, all three refused, "Max nice priority" and "Max realtime priority" 0. */
+		snprintf(want, sizeof(want), "%d 0 refused refused refused 0/0/0/0", SCHED_OTHER);
+		expect(sb, "user", PRIORITY_PROBE, want);
+		expect(sb, "root", PRIORITY_PROBE, want);
 		hangar_sandbox_kill(sb);
 		hangar_sandbox_unref(sb);
 	}
@@ -636,6 +735,7 @@ static Suite *limits_suite(void)
 	tcase_add_loop_test(tc, process_limit_per_sandbox, 0, 2);
 	tcase_add_loop_test(tc, unlimited_is_said, 0, 2);
 	tcase_add_test(tc, cgroup_setting_checked);
+	tcase_add_loop_test(tc, ordinary_priority, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
