@@ -49,6 +49,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -377,7 +378,13 @@ int main(int argc, char **argv)
 		return 2;
 	timeline_open(j.dir);
 	mark("jail");
-	/* Before anything forks: every process of the sandbox inherits it. */
+	/*
+	 * Before anything forks: every process of the sandbox inherits these.
+	 * The modes the jail gives what it makes are its own (0644 for what
+	 * the sandbox reads, 0600 for what is the caller's alone), not cut by
+	 * a caller's umask 077 into files envd cannot read.
+	 */
+	umask(022);
 	if (limits_ordinary_priority() < 0)
 		return 1;
 	if (j.daemon && detach() < 0)

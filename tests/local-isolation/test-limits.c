@@ -409,6 +409,29 @@ START_TEST(ordinary_priority)
 }
 END_TEST
 
+/*
+ * Nor the caller's umask: a caller running with umask 0 (or 077) still
+ * gets commands, and files, under envd's 022, as on E2B.
+ */
+START_TEST(umask_not_the_callers)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	if (!caller(_i / 2))
+		return;
+	umask(_i % 2 ? 077 : 0);
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	expect(sb, "user", "umask; echo x > /tmp/f", "0022");
+	expect(sb, "user", "stat -c %a /tmp/f", "644");
+	expect(sb, "root", "umask", "0022");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- ids: one range per sandbox ------------------------------------------------------ */
 
 struct extent {
@@ -736,6 +759,7 @@ static Suite *limits_suite(void)
 	tcase_add_loop_test(tc, unlimited_is_said, 0, 2);
 	tcase_add_test(tc, cgroup_setting_checked);
 	tcase_add_loop_test(tc, ordinary_priority, 0, 2);
+	tcase_add_loop_test(tc, umask_not_the_callers, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }
