@@ -129,6 +129,26 @@ static int take_token(struct jail *j)
 	return token_read(j->token_fd);
 }
 
+/*
+ * A signal its caller ignored stays ignored across every exec below it, and
+ * one it blocked stays blocked: a daemon that ignores SIGCHLD left the jail
+ * unable to wait for its network helper, and one that ignores SIGUSR1 or
+ * SIGTERM handed that to every command. Back to the defaults, first thing.
+ */
+static void default_signals(void)
+{
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+			signal(sig, SIG_DFL);
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* Becomes the sandbox's subreaper; its signals and expiry timer become descriptors. 0, or -1 said. */
 static int watch_signals(struct jail *j)
 {
@@ -385,6 +405,7 @@ int main(int argc, char **argv)
 	 * a caller's umask 077 into files envd cannot read.
 	 */
 	umask(022);
+	default_signals();
 	if (limits_ordinary_priority() < 0)
 		return 1;
 	if (j.daemon && detach() < 0)

@@ -432,6 +432,53 @@ START_TEST(umask_not_the_callers)
 }
 END_TEST
 
+/* The bits of sig in a /proc status mask line ("SigIgn:\t0000000000000200"), from text. */
+static int status_bit(const char *text, const char *line, int sig)
+{
+	const char *p = strstr(text, line);
+
+	ck_assert_msg(p != NULL, "no %s in: %s", line, text);
+	return (int)((strtoull(p + strlen(line), NULL, 16) >> (sig - 1)) & 1);
+}
+
+/*
+ * Nor the caller's signals: a caller that ignores SIGCHLD (a daemon's
+ * habit), SIGTERM, SIGHUP and SIGUSR1 and blocks SIGUSR2 still gets a
+ * sandbox, network on too (its helper is waited for), whose commands
+ * ignore and block none of them, and die of SIGTERM.
+ */
+START_TEST(signals_not_the_callers)
+{
+	static const int ignored[] = { SIGCHLD, SIGTERM, SIGHUP, SIGUSR1 };
+	hangar_ctx *ctx;
+	sigset_t usr2;
+	struct out o;
+
+	if (!caller(_i))
+		return;
+	for (size_t k = 0; k < sizeof(ignored) / sizeof(ignored[0]); k++)
+		signal(ignored[k], SIG_IGN);
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	ck_assert_int_eq(sigprocmask(SIG_BLOCK, &usr2, NULL), 0);
+	ctx = new_ctx();
+	for (int k = 0; k < 2; k++) {
+		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
+
+		sh(sb, "user", "grep -E '^Sig(Ign|Blk)' /proc/self/status", &o);
+		ck_assert_int_eq(o.exit_code, 0);
+		for (size_t n = 0; n < sizeof(ignored) / sizeof(ignored[0]); n++)
+			ck_assert_msg(!status_bit(o.text, "SigIgn:\t", ignored[n]), "signal %d ignored: %s", ignored[n],
+				      o.text);
+		ck_assert_msg(!status_bit(o.text, "SigBlk:\t", SIGUSR2), "SIGUSR2 blocked: %s", o.text);
+		expect(sb, "user", "sleep 30 & kill -TERM $!; wait $!; echo $?", "143");
+		hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- ids: one range per sandbox ------------------------------------------------------ */
 
 struct extent {
@@ -760,6 +807,7 @@ static Suite *limits_suite(void)
 	tcase_add_test(tc, cgroup_setting_checked);
 	tcase_add_loop_test(tc, ordinary_priority, 0, 2);
 	tcase_add_loop_test(tc, umask_not_the_callers, 0, 4);
+	tcase_add_loop_test(tc, signals_not_the_callers, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
