@@ -54,6 +54,10 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 			   ops->size >= offsetof(struct hangar_provider_ops, snapshot_list) +
 						sizeof(ops->snapshot_list),
 		   "ops->size is too small for version 6");
+	HCHECK_ARG(ops->version < 7 ||
+			   ops->size >= offsetof(struct hangar_provider_ops, snapshot_held) +
+						sizeof(ops->snapshot_held),
+		   "ops->size is too small for version 7");
 	HCHECK_ARG(valid_name(ops->name), "ops->name must match [a-z0-9_-]{1,32}");
 	HCHECK_ARG(ops->init && ops->create && ops->connect && ops->kill,
 		   "ops->init, create, connect and kill are mandatory");
@@ -85,6 +89,8 @@ static int take_table(struct hangar_provider_ops *out, const struct hangar_provi
 		out->snapshot_release = NULL;
 		out->snapshot_list = NULL;
 	}
+	if (out->version < 7)
+		out->snapshot_held = NULL;
 	return 0;
 }
 

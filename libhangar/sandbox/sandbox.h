@@ -66,6 +66,13 @@ int sandbox_classify_failure(struct hangar_sandbox *sb, int rc, const struct env
 
 /* Asks the provider again: 1 when the sandbox is paused now, 0 when it runs, or a failure (HANGAR_EGONE). */
 int sandbox_paused_now(struct hangar_sandbox *sb);
+/*
+ * hangar_sandbox_snapshot(), but held by this process until
+ * hangar_snapshot_release() or its end (the provider's snapshot_held), so
+ * that nothing is left when the process dies first, where the provider
+ * can (else an ordinary snapshot). A session fork's.
+ */
+int sandbox_snapshot_held(hangar_buf *out_id, hangar_sandbox *sb, const char *name);
 /* Asks the provider about the sandbox again (its connect) and replaces its view. */
 int sandbox_refresh(struct hangar_sandbox *sb);
 /*

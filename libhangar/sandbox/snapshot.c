@@ -1,6 +1,7 @@
 /*
  * Filesystem-only pauses, snapshots, metrics and logs (provider table
- * version 2; snapshot deletion, 5; snapshot release and listing, 6).
+ * version 2; snapshot deletion, 5; snapshot release and listing, 6; held
+ * snapshots, 7).
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -26,7 +27,8 @@ int hangar_sandbox_pause_filesystem(hangar_sandbox *sb)
 	return rc;
 }
 
-int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name)
+/* A snapshot of sb named name into out_id: held by this process (snapshot_held) when held and the provider can. */
+static int take_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name, int held)
 {
 	hangar_buf id = HANGAR_BUF_INIT;
 	struct hangar_provider *p;
@@ -40,7 +42,10 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	if (!(provider_caps(p) & HANGAR_CAP_SNAPSHOT) || !p->ops.snapshot)
 		return herr(HANGAR_EUNSUPPORTED, HANGAR_ERRCAT_PROVIDER, "provider %s cannot take snapshots",
 			    p->ops.name);
-	rc = PROVIDER_CALL(p, "snapshot", snapshot, sb->id, name, &id);
+	if (held && p->ops.snapshot_held)
+		rc = PROVIDER_CALL(p, "snapshot_held", snapshot_held, sb->id, name, &id);
+	else
+		rc = PROVIDER_CALL(p, "snapshot", snapshot, sb->id, name, &id);
 	if (rc) {
 		hangar_buf_dispose(&id);
 		return rc;
@@ -54,6 +59,16 @@ int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *
 	*out_id = id;
 	herr_clear();
 	return 0;
+}
+
+int hangar_sandbox_snapshot(hangar_buf *out_id, hangar_sandbox *sb, const char *name)
+{
+	return take_snapshot(out_id, sb, name, 0);
+}
+
+int sandbox_snapshot_held(hangar_buf *out_id, hangar_sandbox *sb, const char *name)
+{
+	return take_snapshot(out_id, sb, name, 1);
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include "core/providers.h"
 #include "core/versioned.h"
+#include "sandbox/sandbox.h"
 #include "sess.h"
 
 struct child {
@@ -332,7 +333,8 @@ int hangar_session_fork_ext(hangar_session *s, uint32_t count, const hangar_sess
 			rc = undo_fork(&job, NULL, s->id);
 			goto out;
 		}
-		if ((rc = hangar_sandbox_snapshot(&snap, sb, group)) != 0)
+		/* Held by this process until released below: a fork killed before then leaves no snapshot. */
+		if ((rc = sandbox_snapshot_held(&snap, sb, group)) != 0)
 			goto out;
 		job.provider = row.provider;
 		job.template_id = snap.ptr;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1195,6 +1196,16 @@ static hangar_session *fork_parent(hangar_ctx *ctx, hangar_sandbox **sb)
 	return s;
 }
 
+/* The parent's files are as they were (the forks never wrote there); then it and its context go. */
+static void fork_parent_done(hangar_ctx *ctx, hangar_session *s, hangar_sandbox *sb)
+{
+	expect(sb, "cat /workspace/p", "from-parent");
+	hangar_sandbox_unref(sb);
+	hangar_session_delete(s);
+	hangar_session_unref(s);
+	hangar_ctx_unref(ctx);
+}
+
 START_TEST(fork_snapshot_goes_with_its_last_child)
 {
 	hangar_ctx *ctx;
@@ -1261,10 +1272,150 @@ START_TEST(failed_fork_leaves_no_snapshot)
 		snapshots_on_disk(NULL, &left);
 		ck_assert_int_eq(left, 0);
 	}
-	expect(sb, "cat /workspace/p", "from-parent");
-	hangar_sandbox_unref(sb);
-	hangar_session_delete(s);
-	hangar_session_unref(s);
+	fork_parent_done(ctx, s, sb);
+}
+END_TEST
+
+/* The forker of killed_forker_leaves_no_snapshot: dies by SIGKILL when told of its first child. */
+static void die_on_first(const hangar_session_fork_result *r, void *payload)
+{
+	(void)r;
+	(void)payload;
+	kill(getpid(), SIGKILL);
+}
+
+struct keep_one {
+	hangar_ctx *ctx;
+	const char *keep; /* the id of the sandbox left running */
+};
+
+/* hangar_sandbox_list()'s callback: every sandbox but payload's keep is killed. */
+static int kill_others(const hangar_sandbox_info *info, void *payload)
+{
+	const struct keep_one *k = payload;
+	hangar_sandbox *sb = NULL;
+
+	if (!strcmp(info->id, k->keep))
+		return 0;
+	if (hangar_sandbox_attach(&sb, k->ctx, info->provider, info->id) == 0) {
+		hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	return 0;
+}
+
+/*
+ * A process killed with SIGKILL in the middle of a session fork, after the
+ * snapshot and the children were made and before it released the snapshot:
+ * the snapshot was held by that process, released from the start, so it
+ * stays only while the children run and goes with the last of them.
+ */
+START_TEST(killed_forker_leaves_no_snapshot)
+{
+	hangar_ctx *ctx;
+	hangar_session *s;
+	hangar_sandbox *sb = NULL;
+	char id[SNAP_ID_LEN + 1], path[PATH_MAX], sid[128];
+	struct keep_one k;
+	struct stat st;
+	int status;
+	pid_t pid;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	s = fork_parent(ctx, &sb);
+	snprintf(sid, sizeof(sid), "%s", hangar_session_id(s));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* A context of its own, as another process would have. */
+		hangar_ctx *c = NULL;
+		hangar_session *mine = NULL;
+
+		if (hangar_ctx_new(&c, 0) || hangar_ctx_set(c, "HANGAR_STATE_DIR", state_dir) ||
+		    hangar_ctx_set(c, "HANGAR_SECRET_KEY", "local snapshot test key, not a secret") ||
+		    hangar_session_open(&mine, c, sid))
+			_exit(2);
+		hangar_session_fork(mine, 2, die_on_first, NULL);
+		_exit(3); /* the callback kills it first */
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "forker ended with status %#x", status);
+	/* Its snapshot: there while its two children run, and released. */
+	ck_assert_int_eq(snapshots_on_disk(id, NULL), 1);
+	snap_path(path, sizeof(path), id, "/release");
+	ck_assert_msg(stat(path, &st) == 0, "snapshot %s of a killed fork is not released", id);
+	/* The children's end takes it. */
+	k.ctx = ctx;
+	k.keep = hangar_sandbox_id(sb);
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", kill_others, &k), 0);
+	ck_assert_msg(wait_snapshot_gone(id, 15000), "snapshot %s stays after the children of a killed fork", id);
+	fork_parent_done(ctx, s, sb);
+}
+END_TEST
+
+/* Lays out name in the snapshots directory as a maker does first: the directory and its use file. */
+static void half_made(const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/local", state_dir);
+	ck_assert(mkdir(path, 0700) == 0 || errno == EEXIST);
+	snprintf(path, sizeof(path), "%s/local/snapshots", state_dir);
+	ck_assert(mkdir(path, 0700) == 0 || errno == EEXIST);
+	snap_path(path, sizeof(path), name, "");
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snap_path(path, sizeof(path), name, "/use");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+static int exists_named(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snap_path(path, sizeof(path), name, "");
+	return stat(path, &st) == 0;
+}
+
+/*
+ * A snapshot whose maker died while it copied (.new-<id>, its gate free)
+ * is removed by the clean-up of a later list, once old enough that its
+ * maker would have taken the gate; one whose maker still works on it (its
+ * gate held) stays.
+ */
+START_TEST(half_made_snapshot_swept)
+{
+	static const char dead[] = ".new-snap-00000000000000aa", busy[] = ".new-snap-00000000000000bb";
+	hangar_ctx *ctx;
+	char path[PATH_MAX];
+	int64_t deadline;
+	int gate;
+
+	SKIP_UNLESS_ROOT();
+	ctx = new_ctx();
+	half_made(dead);
+	half_made(busy);
+	snap_path(path, sizeof(path), busy, "");
+	gate = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(gate, 0);
+	ck_assert_int_eq(flock(gate, LOCK_EX), 0);
+	/* A fresh one stays: its maker may not have its gate yet. */
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert(exists_named(dead));
+	deadline = clock_mono_ms() + 30000;
+	while (exists_named(dead) && clock_mono_ms() < deadline) {
+		ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+		poll(NULL, 0, 250);
+	}
+	ck_assert_msg(!exists_named(dead), "a half-made snapshot whose maker died stays");
+	ck_assert_msg(exists_named(busy), "a snapshot being made was removed");
+	close(gate);
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", count_one, NULL), 0);
+	ck_assert(!exists_named(busy));
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -1658,6 +1809,8 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
 	tcase_add_test(tc, fork_snapshot_goes_with_its_last_child);
 	tcase_add_test(tc, failed_fork_leaves_no_snapshot);
+	tcase_add_test(tc, killed_forker_leaves_no_snapshot);
+	tcase_add_test(tc, half_made_snapshot_swept);
 	tcase_add_test(tc, user_snapshot_stays_until_released);
 	tcase_add_test(tc, killed_jail_leaves_it_to_the_next_list);
 	tcase_add_test(tc, expired_child_takes_it_with_it);

@@ -27,7 +27,9 @@
  *
  * Version 5 adds deleting a snapshot (snapshot_delete). Version 6 adds
  * releasing one, so that it goes with the last sandbox made from it
- * (snapshot_release), and listing them (snapshot_list). The setters of a
+ * (snapshot_release), and listing them (snapshot_list). Version 7 adds
+ * taking a snapshot held by the calling process (snapshot_held), so that a
+ * session fork killed before it releases its snapshot leaves none. The setters of a
  * sandbox's port routing (hangar_sys_sandbox_set_port_url() and
  * hangar_sys_sandbox_add_port_header()) need no new slot: a provider of any
  * version may call them wherever it fills a hangar_sys_sandbox.
@@ -61,7 +63,7 @@ typedef struct hangar_sys_sandbox hangar_sys_sandbox;
 /** A list being filled by a provider's list(). */
 typedef struct hangar_sys_list hangar_sys_list;
 
-#define HANGAR_PROVIDER_OPS_VERSION 6
+#define HANGAR_PROVIDER_OPS_VERSION 7
 
 /* Types of a provider's setting (struct hangar_setting_def.type). */
 #define HANGAR_SETTING_TYPE_STRING 1 /**< any non-empty text */
@@ -224,6 +226,18 @@ struct hangar_provider_ops {
 	 */
 	int (*snapshot_list)(void *state, int (*fn)(const struct hangar_snapshot_info *info, void *payload),
 			     void *payload);
+
+	/* Valid from version 7. Every slot is optional. */
+
+	/**
+	 * As snapshot, but the snapshot is released from the start and held
+	 * by the calling process: it goes with the last sandbox made from it
+	 * once the holder lets go, which snapshot_release does, and so does
+	 * the end of the process however it ends (a session fork's snapshot,
+	 * which nothing must outlive). Without this slot the library takes
+	 * such a snapshot with snapshot and releases it afterwards.
+	 */
+	int (*snapshot_held)(void *state, const char *id, const char *name, hangar_buf *out_id);
 };
 
 /** Older names of HANGAR_SANDBOX_RUNNING and HANGAR_SANDBOX_PAUSED (hangar/sandbox.h), kept for sources that use them. */

@@ -85,6 +85,7 @@ static void local_fini(void *state)
 	if (!l)
 		return;
 	local_pool_fini(l);
+	local_snapshot_holds_fini(l);
 	free(l->root);
 	free(l->bwrap);
 	free(l->envd);
@@ -213,6 +214,7 @@ static int local_init(void **state, hangar_ctx *ctx, void *data)
 	if (!l)
 		return hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
 	ltokens_init(&l->tokens);
+	local_snapshot_holds_init(l);
 	l->ctx = ctx;
 	r = local_pool_init(l) < 0 ? hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory") : 0;
 	if (!r)
@@ -338,4 +340,5 @@ const struct hangar_provider_ops local_provider_ops = {
 	.snapshot_delete = local_snapshot_delete_slot,
 	.snapshot_release = local_snapshot_release_slot,
 	.snapshot_list = local_snapshot_list,
+	.snapshot_held = local_snapshot_held,
 };

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,10 @@ struct local {
 	char *jail;    /* absolute */
 	struct ltokens tokens;   /* envd's token of each jail met (tokens.h) */
 	struct lpool *pool;      /* the warm pool's refill thread (pool.h) */
+	/* The snapshots this context holds until it releases them (snapshot_held, snapshot.c). */
+	pthread_mutex_t holds_lock;
+	struct lhold *holds;
+	size_t nholds;
 };
 
 /* state.c: a sandbox's directory, its lock, its jail, and waiting on the jail */

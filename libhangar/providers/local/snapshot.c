@@ -23,12 +23,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -39,6 +41,14 @@
 #include "snapshot.h"
 
 #define RECORD_MAX 65536
+/* A .new-<id> directory left this long with its gate free: its maker died (the gate is taken just after mkdir). */
+#define HALF_MADE_AGE_SEC 10
+
+/* A snapshot this context holds (snapshot_held): its use lock, held shared until released. */
+struct lhold {
+	char id[LSNAP_ID_LEN + 1];
+	int fd;
+};
 
 /* The writable trees of a sandbox: where the sandbox sees each, and its name in the layer. */
 static const char *const trees[][2] = {
@@ -105,8 +115,12 @@ static int write_record(const char *dir, const char *id, const char *name, const
 	return r;
 }
 
-/* A new snapshot's id, and its directory laid out under .new-<id> in tmp (DIR_MAX). 0 or -errno. */
-static int new_snapshot_dir(const struct local *l, char *id, char *tmp)
+/*
+ * A new snapshot's id, and its directory laid out under .new-<id> in tmp
+ * (DIR_MAX), its gate held in *gate while it is made: a sweep finds a
+ * .new-<id> whose gate is free half-made by a maker that died. 0 or -errno.
+ */
+static int new_snapshot_dir(const struct local *l, char *id, char *tmp, int *gate)
 {
 	char path[PATH_MAX];
 	int fd, rc;
@@ -119,6 +133,8 @@ static int new_snapshot_dir(const struct local *l, char *id, char *tmp)
 		return rc;
 	snap_dir(tmp, DIR_MAX, l, ".new-", id);
 	if (mkdir(tmp, 0700) < 0)
+		return -errno;
+	if ((*gate = lsnap_gate(tmp)) < 0)
 		return -errno;
 	snprintf(path, sizeof(path), "%s/use", tmp);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -270,12 +286,70 @@ static int remove_dir(const char *path)
 	return geteuid() == 0 ? lstate_rmtree_at(AT_FDCWD, path) : local_snapshot_sub_rmtree(path);
 }
 
-int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
+/* This context's hold of snapshot snap (fd, its use lock held shared) recorded. 0 or -ENOMEM. */
+static int hold_add(struct local *l, const char *snap, int fd)
 {
-	struct local *l = state;
-	char dir[DIR_MAX], tmp[DIR_MAX] = "", final[DIR_MAX] = "", snap[LSNAP_ID_LEN + 1];
+	struct lhold *v;
+	int r = 0;
+
+	pthread_mutex_lock(&l->holds_lock);
+	v = realloc(l->holds, (l->nholds + 1) * sizeof(*v));
+	if (v) {
+		l->holds = v;
+		snprintf(v[l->nholds].id, sizeof(v[l->nholds].id), "%s", snap);
+		v[l->nholds++].fd = fd;
+	} else {
+		r = -ENOMEM;
+	}
+	pthread_mutex_unlock(&l->holds_lock);
+	return r;
+}
+
+/* Lets go of this context's hold of snapshot snap, if it has one. */
+static void hold_drop(struct local *l, const char *snap)
+{
+	pthread_mutex_lock(&l->holds_lock);
+	for (size_t i = 0; i < l->nholds; i++)
+		if (!strcmp(l->holds[i].id, snap)) {
+			close(l->holds[i].fd);
+			l->holds[i] = l->holds[--l->nholds];
+			break;
+		}
+	pthread_mutex_unlock(&l->holds_lock);
+}
+
+void local_snapshot_holds_init(struct local *l)
+{
+	pthread_mutex_init(&l->holds_lock, NULL);
+}
+
+/* Each snapshot still held goes as a release would have it: with the last sandbox made from it. */
+void local_snapshot_holds_fini(struct local *l)
+{
+	char dir[DIR_MAX];
+
+	for (size_t i = 0; i < l->nholds; i++) {
+		close(l->holds[i].fd);
+		snap_dir(dir, sizeof(dir), l, "", l->holds[i].id);
+		local_snapshot_reap(l, dir);
+	}
+	free(l->holds);
+	l->holds = NULL;
+	l->nholds = 0;
+	pthread_mutex_destroy(&l->holds_lock);
+}
+
+/*
+ * A snapshot of sandbox id. held: released from the start (its mark laid
+ * out with it) and its use lock taken shared before it is in place, kept
+ * until the release or the process's end, so that no reaper takes it
+ * before, and every one after, whoever lets go last.
+ */
+static int take(struct local *l, const char *id, const char *name, hangar_buf *out_id, int held)
+{
+	char dir[DIR_MAX], tmp[DIR_MAX] = "", final[DIR_MAX] = "", snap[LSNAP_ID_LEN + 1], path[PATH_MAX];
 	struct lmeta m = { 0 };
-	int jail_pid = 0, lock = -1, frozen = 0, renamed = 0, r, rc;
+	int jail_pid = 0, lock = -1, gate = -1, use = -1, frozen = 0, renamed = 0, r, rc;
 	int64_t t0 = clock_mono_us();
 
 	if (geteuid() != 0 && !local_snapshot_sub_ok(l))
@@ -294,7 +368,7 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 		local_unlock(lock);
 		return local_meta_failed(id, r);
 	}
-	if ((r = new_snapshot_dir(l, snap, tmp)) < 0) {
+	if ((r = new_snapshot_dir(l, snap, tmp, &gate)) < 0) {
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot make the directory of a snapshot of %s", id);
 		goto out;
 	}
@@ -311,11 +385,26 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 	}
 	if (rc == 0 && (r = write_record(tmp, snap, name, &m)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "cannot write the record of snapshot %s", snap);
+	if (rc == 0 && held) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, LSNAP_RELEASE);
+		r = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (r >= 0)
+			close(r);
+		snprintf(path, sizeof(path), "%s/use", tmp);
+		if (r < 0 || (use = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || flock(use, LOCK_SH) < 0)
+			rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot hold snapshot %s", snap);
+	}
 	snap_dir(final, sizeof(final), l, "", snap);
 	if (rc == 0 && rename(tmp, final) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot put snapshot %s in place", snap);
 	else if (rc == 0)
 		renamed = 1;
+	if (rc == 0 && held) {
+		if (hold_add(l, snap, use) < 0)
+			rc = hangar_sys_error(HANGAR_ENOMEM, 0, ENOMEM, "out of memory");
+		else
+			use = -1;
+	}
 	if (rc == 0) {
 		char *copy = strdup(snap);
 
@@ -326,16 +415,32 @@ int local_snapshot(void *state, const char *id, const char *name, hangar_buf *ou
 			out_id->ptr = copy;
 			out_id->size = strlen(copy);
 			out_id->reserved = out_id->size + 1;
-			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: snapshot %s of %s taken in %.1f ms", snap, id,
-				       (double)(clock_mono_us() - t0) / 1000.0);
+			hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: snapshot %s of %s taken in %.1f ms%s", snap, id,
+				       (double)(clock_mono_us() - t0) / 1000.0, held ? ", held until released" : "");
 		}
 	}
 out:
+	if (rc && held && renamed)
+		hold_drop(l, snap);
+	if (use >= 0)
+		close(use);
 	if (rc && tmp[0])
 		remove_dir(renamed ? final : tmp);
+	if (gate >= 0)
+		close(gate);
 	local_unlock(lock);
 	lstate_meta_clear(&m);
 	return rc;
+}
+
+int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id)
+{
+	return take(state, id, name, out_id, 0);
+}
+
+int local_snapshot_held(void *state, const char *id, const char *name, hangar_buf *out_id)
+{
+	return take(state, id, name, out_id, 1);
 }
 
 /* record.json of snapshot dir: its network, and its image's digest ("" when none) in image. 0, or -errno. */
@@ -415,6 +520,7 @@ int local_snapshot_delete(struct local *l, const char *id)
 
 	snap_dir(dir, sizeof(dir), l, "", id);
 	snap_dir(gone, sizeof(gone), l, LSNAP_DEL_PREFIX, id);
+	hold_drop(l, id); /* deleting it is letting go of it */
 	/* The gate: no reap of a released snapshot at the same time (lsnapuse.h). */
 	gate = lsnap_gate(dir);
 	if (gate < 0)
@@ -503,15 +609,22 @@ void local_snapshot_sweep(struct local *l)
 				snap_dir(path, sizeof(path), l, "", name);
 				reap(l, path, LSNAP_NOWAIT);
 			}
-		} else if (!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
-			   local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) {
-			int r;
+		} else if ((!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
+			    local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) ||
+			   (!strncmp(name, ".new-", 5) && local_snapshot_valid_id(name + 5))) {
+			struct stat st;
+			int r = 0;
 
 			snap_dir(path, sizeof(path), l, "", name);
-			r = lsnap_reap_leftover(path, remove_dir);
+			/* A half-made one only once its maker had time to take its gate. */
+			if (name[1] == 'd' || (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+					       st.st_ctime + HALF_MADE_AGE_SEC < time(NULL)))
+				r = lsnap_reap_leftover(path, remove_dir);
 			if (r < 0)
 				hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot finish removing %s: %s", path,
 					       strerror(-r));
+			else if (r > 0 && name[1] == 'n')
+				hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: half-made snapshot %s removed", name + 5);
 		}
 	}
 	closedir(d);
@@ -527,6 +640,7 @@ int local_snapshot_release_slot(void *state, const char *snapshot_id)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "\"%s\" is not a local snapshot id (snap-<16 hex digits>)",
 					snapshot_id);
 	snap_dir(dir, sizeof(dir), l, "", snapshot_id);
+	hold_drop(l, snapshot_id);
 	r = lsnap_reap(dir, LSNAP_MARK, remove_dir);
 	if (r == -ENOENT || r == -ENOTDIR)
 		return hangar_sys_error(HANGAR_EGONE, 0, -r, "the local provider has no snapshot %s", snapshot_id);

@@ -105,6 +105,7 @@ int local_snapshot_sub_rmtree(const char *path);
 
 /* The provider's slots (include/hangar/sys/provider.h). */
 int local_snapshot(void *state, const char *id, const char *name, hangar_buf *out_id);
+int local_snapshot_held(void *state, const char *id, const char *name, hangar_buf *out_id);
 uint64_t local_capabilities(void *state);
 int local_snapshot_delete_slot(void *state, const char *snapshot_id);
 int local_snapshot_release_slot(void *state, const char *snapshot_id);
@@ -117,5 +118,12 @@ int local_snapshot_list(void *state, int (*fn)(const struct hangar_snapshot_info
  * Failures are logged.
  */
 void local_snapshot_reap(struct local *l, const char *dir);
-/* The same for every released snapshot and every unfinished removal: the clean-up of list. */
+/*
+ * The same for every released snapshot and every unfinished removal, and
+ * removes what a snapshot's maker that died left half-made: the clean-up
+ * of list.
+ */
 void local_snapshot_sweep(struct local *l);
+/* local_init's and local_fini's: the snapshots the context holds (none yet; each released at the end). */
+void local_snapshot_holds_init(struct local *l);
+void local_snapshot_holds_fini(struct local *l);
