@@ -1014,6 +1014,30 @@ START_TEST(unprivileged_session_fork_goes_by_snapshot)
 }
 END_TEST
 
+/* The same, for a caller that ignores SIGCHLD (a daemon's habit): the kernel reaps its children itself. */
+static void sigchld_ignored_fork_body(unsigned img_uid, unsigned img_gid)
+{
+	signal(SIGCHLD, SIG_IGN);
+	unprivileged_fork_body(img_uid, img_gid);
+}
+
+/*
+ * The library's helpers that map a subordinate range (newuidmap's exit
+ * status) still work when the caller ignores SIGCHLD: that status cannot
+ * be waited for then, and the map itself is checked instead.
+ */
+START_TEST(unprivileged_caller_ignoring_sigchld)
+{
+	unsigned img_uid, img_gid;
+	const struct passwd *pw;
+
+	SKIP_UNLESS_ROOT();
+	if (!(pw = sub_caller(&img_uid, &img_gid)))
+		return;
+	as_user(pw, sigchld_ignored_fork_body, img_uid, img_gid);
+}
+END_TEST
+
 static char g_rootfs[128]; /* unprivileged_image_body's rootfs tarball */
 
 static void unprivileged_image_body(unsigned img_uid, unsigned img_gid)
@@ -1806,6 +1830,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, image_sandbox_snapshot);
 	tcase_add_test(tc, unprivileged_caller_with_subids);
 	tcase_add_test(tc, unprivileged_session_fork_goes_by_snapshot);
+	tcase_add_test(tc, unprivileged_caller_ignoring_sigchld);
 	tcase_add_test(tc, unprivileged_image_sandbox_snapshot);
 	tcase_add_test(tc, fork_snapshot_goes_with_its_last_child);
 	tcase_add_test(tc, failed_fork_leaves_no_snapshot);
