@@ -341,9 +341,10 @@ void local_snapshot_holds_fini(struct local *l)
 
 /*
  * A snapshot of sandbox id. held: released from the start (its mark laid
- * out with it) and its use lock taken shared before it is in place, kept
- * until the release or the process's end, so that no reaper takes it
- * before, and every one after, whoever lets go last.
+ * out with it), with its use lock taken shared before it is put in place
+ * and kept until the release or the process's end. No reaper can take it
+ * while that lock is held; whoever lets go of the last use after it (a
+ * child's jail, the release, a list) removes it.
  */
 static int take(struct local *l, const char *id, const char *name, hangar_buf *out_id, int held)
 {
@@ -609,21 +610,24 @@ void local_snapshot_sweep(struct local *l)
 				snap_dir(path, sizeof(path), l, "", name);
 				reap(l, path, LSNAP_NOWAIT);
 			}
-		} else if ((!strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
-			    local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX))) ||
-			   (!strncmp(name, ".new-", 5) && local_snapshot_valid_id(name + 5))) {
+		} else {
+			int removing = !strncmp(name, LSNAP_DEL_PREFIX, strlen(LSNAP_DEL_PREFIX)) &&
+				       local_snapshot_valid_id(name + strlen(LSNAP_DEL_PREFIX));
+			int half_made = !strncmp(name, ".new-", 5) && local_snapshot_valid_id(name + 5);
 			struct stat st;
 			int r = 0;
 
+			if (!removing && !half_made)
+				continue;
 			snap_dir(path, sizeof(path), l, "", name);
 			/* A half-made one only once its maker had time to take its gate. */
-			if (name[1] == 'd' || (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-					       st.st_ctime + HALF_MADE_AGE_SEC < time(NULL)))
+			if (removing || (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+					 st.st_ctime + HALF_MADE_AGE_SEC < time(NULL)))
 				r = lsnap_reap_leftover(path, remove_dir);
 			if (r < 0)
 				hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: cannot finish removing %s: %s", path,
 					       strerror(-r));
-			else if (r > 0 && name[1] == 'n')
+			else if (r > 0 && half_made)
 				hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: half-made snapshot %s removed", name + 5);
 		}
 	}
