@@ -333,20 +333,29 @@ fail:
  */
 static int start_sandbox(struct jail *j)
 {
-	int rc = 0, born_in = 0;
+	struct bwrap_pipes pipes;
+	int rc = 0, born_in = 0, adopting;
 
-	j->bwrap_pid = spawn_bwrap(j, &j->ns_ready, &born_in);
+	j->bwrap_pid = spawn_bwrap(j, &pipes, &born_in);
 	mark("spawned");
-	/* Its v1 limits: the adopter moves it there beside bwrap's start, or the child joined them already. */
-	if (j->bwrap_pid > 0 && limits_adopt_wanted(&j->lcg, born_in)) {
+	/*
+	 * Its v1 limits: the adopter moves it there beside bwrap's start, or
+	 * the child joins them itself. The adopter starts before the child's
+	 * user namespace is mapped: its first move waits for the kernel
+	 * (adopt.c), and that wait is better begun early.
+	 */
+	adopting = j->bwrap_pid > 0 && limits_adopt_wanted(&j->lcg, born_in);
+	if (adopting) {
 		j->adopter = limits_adopt(&j->lcg, &j->freezer, j->bwrap_pid, j->ready_fd);
 		if (j->adopter < 0) {
 			say("cannot start moving the sandbox into its limit cgroups: %s", strerror(errno));
 			rc = -1;
 		}
-	} else if (j->bwrap_pid > 0 && limits_say_held(j->ready_fd) < 0) {
-		say("cannot write to the ready pipe: %s", strerror(errno));
 	}
+	j->ns_ready = spawn_bwrap_map(j, j->bwrap_pid, &pipes);
+	mark("mapped");
+	if (j->bwrap_pid > 0 && !adopting && limits_say_held(j->ready_fd) < 0)
+		say("cannot write to the ready pipe: %s", strerror(errno));
 	close(j->spec.inner_fd);
 	close(j->envd_listen); /* envd's now */
 	lstate_meta_clear(&j->meta);

@@ -480,16 +480,28 @@ struct jail {
 	int64_t born_us;             /* wall clock at the jail's start: the lifetime's origin until one is recorded */
 };
 
+/* The pipes between the jail and bwrap's child while it enters its user namespace (spawn.c). */
+struct bwrap_pipes {
+	int up[2], down[2];
+};
+
 /*
  * spawn.c: forks the child that joins j's cgroups and namespaces and runs
- * bwrap (j->argv). Its pid, or -1 with errno. With a user namespace of the
- * jail's own (j->ids), *ns_ready is a pipe where the child writes one byte
- * once it has made the sandbox's network namespace (the caller's to close);
- * else -1. *born_in says whether the child was born in the freezer's cgroup
- * v2; then it leaves its v1 limits to the adopter when limits_adopt_wanted
- * says so, and joins them itself otherwise.
+ * bwrap (j->argv). Its pid, or -1 with errno. *born_in says whether the
+ * child was born in the freezer's cgroup v2; then it leaves its v1 limits
+ * to the adopter when limits_adopt_wanted says so, and joins them itself
+ * otherwise. spawn_bwrap_map must follow, whatever the pid.
  */
-pid_t spawn_bwrap(const struct jail *j, int *ns_ready, int *born_in);
+pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p, int *born_in);
+
+/*
+ * spawn.c: with a user namespace of the jail's own (j->ids), maps the
+ * child's and lets it go on; returns a pipe where the child writes one
+ * byte once it has made the sandbox's network namespace (the caller's to
+ * close), or -1 (no such namespace, or the child was not let go on). What
+ * is left of p is closed either way.
+ */
+int spawn_bwrap_map(const struct jail *j, pid_t pid, struct bwrap_pipes *p);
 
 /* net.c: network on, before bwrap: refuses what cannot be given, makes bwrap's info pipe. 0, or -1 said. */
 int net_prepare(struct jail *j);

@@ -163,24 +163,41 @@ static pid_t fork_into_cgroup(const struct freezer *f)
 	return pid;
 }
 
-pid_t spawn_bwrap(const struct jail *j, int *ns_ready, int *born_in)
+pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p, int *born_in)
 {
 	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
-	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
 	pid_t pid;
 
-	if (range && (pipe2(up, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0))
+	p->up[0] = p->up[1] = p->down[0] = p->down[1] = -1;
+	*born_in = 0;
+	if (range && (pipe2(p->up, O_CLOEXEC) < 0 || pipe2(p->down, O_CLOEXEC) < 0)) {
+		spawn_bwrap_map(j, -1, p);
 		return -1;
+	}
 	pid = fork_into_cgroup(&j->freezer);
 	if (pid == 0)
-		run_bwrap(j, range, up, down, 1);
+		run_bwrap(j, range, p->up, p->down, 1);
 	*born_in = pid != -2;
 	if (pid == -2)
 		pid = fork();
 	if (pid == 0)
-		run_bwrap(j, range, up, down, 0);
-	*ns_ready = -1;
-	if (pid > 0 && range)
-		map_child(pid, range, up, down, ns_ready);
+		run_bwrap(j, range, p->up, p->down, 0);
 	return pid;
+}
+
+int spawn_bwrap_map(const struct jail *j, pid_t pid, struct bwrap_pipes *p)
+{
+	int ns_ready = -1;
+
+	if (pid > 0 && uid_range_owned(&j->ids)) {
+		map_child(pid, &j->ids, p->up, p->down, &ns_ready);
+		return ns_ready;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (p->up[i] >= 0)
+			close(p->up[i]);
+		if (p->down[i] >= 0)
+			close(p->down[i]);
+	}
+	return -1;
 }
