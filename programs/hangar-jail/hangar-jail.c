@@ -415,7 +415,7 @@ int main(int argc, char **argv)
 	 */
 	umask(022);
 	default_signals();
-	if (limits_ordinary_priority() < 0)
+	if (limits_ordinary_priority() < 0 || limits_not_the_callers() < 0)
 		return 1;
 	if (j.daemon && detach() < 0)
 		return 1;

@@ -230,6 +230,8 @@ void limits_remove(const struct limit_cgroups *c);
 /* The jail's own scheduling, I/O priority, oom_score_adj and priority
  * rlimits brought down to the host's ordinary, for the sandbox to inherit. 0 or -1 said. */
 int limits_ordinary_priority(void);
+/* The jail's CPU affinity and the soft rlimits its caller lowered back to the host's defaults. 0 or -1 said. */
+int limits_not_the_callers(void);
 
 /* Writes dir/limits for the library. 0 or -errno. */
 int limits_record(const char *dir, const struct limit_cgroups *c, const struct limits *l);

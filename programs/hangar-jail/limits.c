@@ -563,3 +563,65 @@ int limits_ordinary_priority(void)
 		close(fd);
 	return 0;
 }
+
+/* A soft limit the caller lowered below the kernel's default: raised back to it, or to the hard limit if lower. */
+static int soft_at_least(int resource, rlim_t floor)
+{
+	struct rlimit r;
+
+	if (getrlimit(resource, &r) < 0)
+		return -1;
+	if (floor > r.rlim_max)
+		floor = r.rlim_max;
+	if (r.rlim_cur != RLIM_INFINITY && (floor == RLIM_INFINITY || r.rlim_cur < floor)) {
+		r.rlim_cur = floor;
+		return setrlimit(resource, &r);
+	}
+	return 0;
+}
+
+/*
+ * What else of its caller's process a sandbox would inherit, and should
+ * not: a caller pinned to some CPUs would pin every sandbox there (their
+ * CPU budget is their cgroup's), and a soft resource limit the caller
+ * lowered for itself (a file size, an address space, open files, a stack)
+ * would break the sandbox's programs, or the jail's own start (a file size
+ * of 1 KiB, 32 open files). So the jail, first thing, may run on every CPU
+ * its cgroups allow, and each of these soft limits is at least the
+ * kernel's default: unlimited for CPU time, file size, data, address space
+ * and file locks, 1024 open files, an 8 MiB stack and 8 MiB of locked
+ * memory. A hard limit the caller lowered stays (nothing but
+ * CAP_SYS_RESOURCE raises one), and a soft limit is never lowered: a
+ * larger one the caller chose stays too. 0, or -1 said.
+ */
+int limits_not_the_callers(void)
+{
+	static const struct {
+		int resource;
+		rlim_t floor;
+		const char *name;
+	} floors[] = {
+		{ RLIMIT_CPU, RLIM_INFINITY, "RLIMIT_CPU" },
+		{ RLIMIT_FSIZE, RLIM_INFINITY, "RLIMIT_FSIZE" },
+		{ RLIMIT_DATA, RLIM_INFINITY, "RLIMIT_DATA" },
+		{ RLIMIT_AS, RLIM_INFINITY, "RLIMIT_AS" },
+		{ RLIMIT_LOCKS, RLIM_INFINITY, "RLIMIT_LOCKS" },
+		{ RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE" },
+		{ RLIMIT_STACK, 8u << 20, "RLIMIT_STACK" },
+		{ RLIMIT_MEMLOCK, 8u << 20, "RLIMIT_MEMLOCK" },
+	};
+	cpu_set_t all;
+
+	for (size_t i = 0; i < sizeof(floors) / sizeof(floors[0]); i++)
+		if (soft_at_least(floors[i].resource, floors[i].floor) < 0) {
+			say("cannot raise the caller's soft %s: %s", floors[i].name, strerror(errno));
+			return -1;
+		}
+	/* Every CPU there may be: the kernel keeps those the cgroups' cpusets allow. */
+	memset(&all, 0xff, sizeof(all));
+	if (sched_setaffinity(0, sizeof(all), &all) < 0) {
+		say("cannot leave the caller's CPU affinity: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -10,7 +10,8 @@
  *   - what does not hold is recorded and reported, never silently absent;
  *   - HANGAR_LOCAL_CGROUP refused at open time when it cannot work;
  *   - no process of a sandbox above the host's ordinary priority, whatever
- *     the caller's.
+ *     the caller's, nor with its umask, signals, CPU affinity or lowered
+ *     soft limits.
  *
  * Tests with a loop run twice: _i == 0 with the caller as root, _i == 1 as
  * the unprivileged test user `user` (skipped when not started as root).
@@ -479,6 +480,80 @@ START_TEST(signals_not_the_callers)
 }
 END_TEST
 
+/* What ulimit prints for a soft limit of floor (its unit: unit bytes) under hard limit resource's. */
+static void ulimit_text(int resource, rlim_t floor, rlim_t unit, char *out, size_t size)
+{
+	struct rlimit r;
+
+	ck_assert_int_eq(getrlimit(resource, &r), 0);
+	if (floor > r.rlim_max)
+		floor = r.rlim_max;
+	if (floor == RLIM_INFINITY)
+		snprintf(out, size, "unlimited");
+	else
+		snprintf(out, size, "%llu", (unsigned long long)(floor / unit));
+}
+
+/*
+ * Nor the caller's CPU affinity or the soft limits it lowered for itself:
+ * a caller pinned to one CPU, with a file size of 1 MiB (its own files,
+ * the library's database among them, stay below), 48 open files and a
+ * 256 KiB stack, still gets a sandbox whose commands may run on every CPU
+ * the caller could, write a 4 MiB file and have the kernel's default open
+ * files and stack (or the hard limit, if lower).
+ */
+START_TEST(rlimits_and_cpus_not_the_callers)
+{
+	struct out o;
+	struct rlimit fsize, nofile, stack;
+	char want_cpus[sizeof(o.text)] = "", want_nofile[32], want_stack[32], want_fsize[32];
+	hangar_ctx *ctx;
+	cpu_set_t one;
+	FILE *f;
+
+	if (!caller(_i))
+		return;
+	f = fopen("/proc/self/status", "re");
+	ck_assert(f != NULL);
+	while (fgets(o.text, sizeof(o.text), f))
+		if (!strncmp(o.text, "Cpus_allowed_list:", 18))
+			memcpy(want_cpus, o.text, sizeof(want_cpus));
+	fclose(f);
+	ck_assert_msg(want_cpus[0], "no Cpus_allowed_list in /proc/self/status");
+	ulimit_text(RLIMIT_NOFILE, 1024, 1, want_nofile, sizeof(want_nofile));
+	ulimit_text(RLIMIT_STACK, 8u << 20, 1024, want_stack, sizeof(want_stack));
+	ulimit_text(RLIMIT_FSIZE, RLIM_INFINITY, 1024, want_fsize, sizeof(want_fsize));
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &fsize), 0);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+	ck_assert_int_eq(getrlimit(RLIMIT_STACK, &stack), 0);
+	fsize.rlim_cur = 1 << 20;
+	nofile.rlim_cur = 48;
+	stack.rlim_cur = 256 << 10;
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &fsize), 0);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+	ck_assert_int_eq(setrlimit(RLIMIT_STACK, &stack), 0);
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &one);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+
+	ctx = new_ctx();
+	for (int k = 0; k < 2; k++) {
+		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
+
+		sh(sb, "user", "grep Cpus_allowed_list /proc/self/status", &o);
+		ck_assert_msg(!strcmp(o.text, want_cpus), "the sandbox runs on %s, the caller could on %s", o.text,
+			      want_cpus);
+		expect(sb, "user", "ulimit -n", want_nofile);
+		expect(sb, "user", "ulimit -s", want_stack);
+		expect(sb, "user", "ulimit -f", want_fsize);
+		expect(sb, "user", "head -c 4194304 /dev/zero > /tmp/f && stat -c %s /tmp/f", "4194304");
+		hangar_sandbox_kill(sb);
+		hangar_sandbox_unref(sb);
+	}
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* ---- ids: one range per sandbox ------------------------------------------------------ */
 
 struct extent {
@@ -808,6 +883,7 @@ static Suite *limits_suite(void)
 	tcase_add_loop_test(tc, ordinary_priority, 0, 2);
 	tcase_add_loop_test(tc, umask_not_the_callers, 0, 4);
 	tcase_add_loop_test(tc, signals_not_the_callers, 0, 2);
+	tcase_add_loop_test(tc, rlimits_and_cpus_not_the_callers, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
