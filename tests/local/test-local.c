@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -764,16 +765,12 @@ START_TEST(refused_create_leaves_nothing)
 }
 END_TEST
 
-START_TEST(failed_start_reports_the_log)
+/* A context whose envd is a script that says "cannot start, on purpose" and fails. */
+static hangar_ctx *ctx_with_failing_envd(void)
 {
 	hangar_ctx *ctx = new_ctx();
-	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
-	hangar_sandbox *sb = NULL;
-	char script[PATH_MAX], dir[PATH_MAX];
+	char script[PATH_MAX];
 	FILE *f;
-	DIR *d;
-	struct dirent *de;
-	int rc, left = 0;
 
 	snprintf(script, sizeof(script), "%s/fake-envd", state_dir);
 	f = fopen(script, "w");
@@ -782,6 +779,19 @@ START_TEST(failed_start_reports_the_log)
 	fclose(f);
 	ck_assert_int_eq(chmod(script, 0755), 0);
 	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_ENVD_PATH", script), 0);
+	return ctx;
+}
+
+START_TEST(failed_start_reports_the_log)
+{
+	hangar_ctx *ctx = ctx_with_failing_envd();
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+	char dir[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	int rc, left = 0;
+
 	o.provider = "local";
 	rc = hangar_sandbox_create(&sb, ctx, &o);
 	ck_assert_int_eq(rc, HANGAR_ECREATE);
@@ -1421,6 +1431,133 @@ START_TEST(remembered_tokens_stay_apart)
 }
 END_TEST
 
+/* How many children of this process are ended hangar-jails (zombies), every thread's children counted. */
+static int zombie_jails(void)
+{
+	struct dirent *t;
+	DIR *tasks = opendir("/proc/self/task");
+	int n = 0;
+
+	ck_assert_ptr_nonnull(tasks);
+	while ((t = readdir(tasks))) {
+		char path[PATH_MAX];
+		long pid;
+		FILE *f;
+
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", t->d_name);
+		f = fopen(path, "re");
+		while (f && fscanf(f, "%ld", &pid) == 1) {
+			char stat[512] = "", *close_paren;
+			FILE *st;
+			char state = 0;
+
+			snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+			st = fopen(path, "re");
+			if (st && fgets(stat, sizeof(stat), st) && strstr(stat, "(hangar-jail)") &&
+			    (close_paren = strrchr(stat, ')')) && sscanf(close_paren + 1, " %c", &state) == 1 &&
+			    state == 'Z')
+				n++;
+			if (st)
+				fclose(st);
+		}
+		if (f)
+			fclose(f);
+	}
+	closedir(tasks);
+	return n;
+}
+
+/* Kills sandbox id from another process, with a context of its own: 0 when that worked. */
+static int kill_elsewhere(const char *id)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		hangar_ctx *ctx = NULL;
+		hangar_sandbox *sb = NULL;
+		int ok = hangar_ctx_new(&ctx, 0) == 0 && hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state_dir) == 0 &&
+			 hangar_sandbox_attach(&sb, ctx, "local", id) == 0 && hangar_sandbox_kill(sb) == 0;
+
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/*
+ * A caller that is a child subreaper (or its PID namespace's init, which
+ * the library treats alike) becomes the parent of every jail it starts:
+ * the library waits for the jails that end, whoever ended them, and takes
+ * the status of none of the caller's own children.
+ */
+START_TEST(subreaper_caller_keeps_no_zombie)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	char id[64];
+	hangar_sandbox *sb = NULL, *failed = NULL;
+	hangar_ctx *ctx, *bad;
+	struct seen seen = { .id = id };
+	int64_t deadline;
+	int status, jail;
+	pid_t own;
+
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	/* A child of the caller's own, ended and not waited for yet: the library must leave it. */
+	own = fork();
+	ck_assert_int_ge(own, 0);
+	if (own == 0)
+		_exit(7);
+	ctx = new_ctx();
+
+	/* Killed here: waited for by the kill. */
+	sb = create(ctx, 60, 0, NULL);
+	jail = recorded_jail(hangar_sandbox_id(sb));
+	ck_assert_msg(jail > 0 && parent_of(jail) == getpid(), "jail %d's parent is %d, not the subreaper %d", jail,
+		      parent_of(jail), (int)getpid());
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	ck_assert_int_eq(zombie_jails(), 0);
+
+	/* Killed by another process: waited for at this process's next list. */
+	sb = create(ctx, 60, 0, NULL);
+	snprintf(id, sizeof(id), "%s", hangar_sandbox_id(sb));
+	ck_assert_int_eq(kill_elsewhere(id), 0);
+	ck_assert_int_eq(zombie_jails(), 1);
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", list_cb, &seen), 0);
+	ck_assert_int_eq(zombie_jails(), 0);
+	hangar_sandbox_unref(sb);
+
+	/* Expired on its own: waited for at the next create. */
+	sb = create(ctx, 1, 0, NULL);
+	deadline = clock_mono_ms() + 10000;
+	while (zombie_jails() == 0 && clock_mono_ms() < deadline)
+		poll(NULL, 0, 20);
+	ck_assert_msg(zombie_jails() == 1, "a 1 s sandbox's jail ended within 10 s");
+	hangar_sandbox_unref(sb);
+	sb = create(ctx, 60, 0, NULL);
+	ck_assert_int_eq(zombie_jails(), 0);
+
+	/* Failed to start: waited for before the create returns. */
+	bad = ctx_with_failing_envd();
+	o.provider = "local";
+	ck_assert_int_eq(hangar_sandbox_create(&failed, bad, &o), HANGAR_ECREATE);
+	ck_assert_int_eq(zombie_jails(), 0);
+	hangar_ctx_unref(bad);
+
+	/* Alive at the context's end, killed after it: nothing waits but the caller, whose own child is intact. */
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	ck_assert_int_eq(zombie_jails(), 0);
+	ck_assert_int_eq(waitpid(own, &status, 0), own);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+}
+END_TEST
+
 static Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -1449,6 +1586,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, expired_is_gone_before_teardown);
 	tcase_add_test(tc, exec_fails_promptly_when_paused_elsewhere);
 	tcase_add_test(tc, remembered_tokens_stay_apart);
+	tcase_add_test(tc, subreaper_caller_keeps_no_zombie);
 	suite_add_tcase(s, tc);
 	return s;
 }

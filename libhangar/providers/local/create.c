@@ -242,10 +242,13 @@ static void stop_jail(const char *dir, const char *id)
 		return;
 	if (lstate_is_jail(pid, id)) {
 		local_pidfd_signal(fd, SIGTERM);
-		if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS))
+		if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
 			local_pidfd_signal(fd, SIGKILL);
+			local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
+		}
 	}
 	close(fd);
+	local_reap_jails();
 }
 
 static int new_id(char *id)
@@ -489,6 +492,7 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 	int lock = -1, log = -1, ready = -1, timeline = -1, snap_fd = -1, r, rc;
 	int64_t t0_us = clock_mono_us(), t0 = t0_us / 1000;
 
+	local_reap_jails();
 	rc = new_meta(l, opts, &m, &img, &snap_fd);
 	if (rc == 0 && (r = new_token(token)) < 0)
 		rc = hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");

@@ -47,6 +47,7 @@ int local_kill(void *state, const char *id)
 		local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
 	}
 	close(fd);
+	local_reap_jails(); /* the jail just ended: its caller may be its parent */
 	if (access(dir, F_OK) == 0)
 		local_clean_stale(l, id);
 	/* The jail reaped it already if it could; an unprivileged one leaves the removal to us. */
@@ -60,9 +61,11 @@ int local_list(void *state, hangar_sys_list *out)
 {
 	struct local *l = state;
 	struct dirent *de;
-	DIR *d = opendir(l->root);
+	DIR *d;
 	int rc = 0;
 
+	local_reap_jails();
+	d = opendir(l->root);
 	if (!d)
 		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, errno, "cannot read %s", l->root);
 	while (rc == 0 && (de = readdir(d))) {

@@ -85,6 +85,7 @@ static void local_fini(void *state)
 	if (!l)
 		return;
 	local_pool_fini(l);
+	local_reap_jails();
 	local_snapshot_holds_fini(l);
 	free(l->root);
 	free(l->bwrap);

@@ -54,6 +54,12 @@ struct local {
 void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id);
 /* A pidfd of pid, or -1 with errno. */
 int local_pidfd_open(int pid);
+/*
+ * reap.c: where this process is a child subreaper or its PID namespace's
+ * init, and so the parent of the jails it starts, waits for those that
+ * ended (and for nothing else).
+ */
+void local_reap_jails(void);
 /* Sends sig to the process of pidfd: 0, or -1 with errno. */
 int local_pidfd_signal(int pidfd, int sig);
 /* 1 when pidfd's process was gone before deadline_ms (monotonic), else 0. */
