@@ -414,6 +414,13 @@ int main(int argc, char **argv)
 	 * a caller's umask 077 into files envd cannot read.
 	 */
 	umask(022);
+	/*
+	 * Nor its working directory, which the jail and bwrap would otherwise
+	 * hold for the sandbox's whole life: a caller's directory on a file
+	 * system to be unmounted would stay busy. Every path here is absolute.
+	 */
+	if (chdir("/") < 0)
+		return 1;
 	default_signals();
 	if (limits_ordinary_priority() < 0 || limits_not_the_callers() < 0)
 		return 1;

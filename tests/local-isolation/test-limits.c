@@ -10,8 +10,8 @@
  *   - what does not hold is recorded and reported, never silently absent;
  *   - HANGAR_LOCAL_CGROUP refused at open time when it cannot work;
  *   - no process of a sandbox above the host's ordinary priority, whatever
- *     the caller's, nor with its umask, signals, CPU affinity or lowered
- *     soft limits.
+ *     the caller's, nor with its umask, signals, working directory, CPU
+ *     affinity or lowered soft limits.
  *
  * Tests with a loop run twice: _i == 0 with the caller as root, _i == 1 as
  * the unprivileged test user `user` (skipped when not started as root).
@@ -494,16 +494,40 @@ static void ulimit_text(int resource, rlim_t floor, rlim_t unit, char *out, size
 		snprintf(out, size, "%llu", (unsigned long long)(floor / unit));
 }
 
+/* How many processes from pid down (the jail and all it started) have the directory st as their working directory. */
+static int in_dir_below(int pid, const struct stat *st)
+{
+	char path[96];
+	struct stat cwd;
+	int child, n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cwd", pid);
+	n = stat(path, &cwd) == 0 && cwd.st_dev == st->st_dev && cwd.st_ino == st->st_ino;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (!(f = fopen(path, "re")))
+		return n;
+	while (fscanf(f, "%d", &child) == 1)
+		n += in_dir_below(child, st);
+	fclose(f);
+	return n;
+}
+
 /*
- * Nor the caller's CPU affinity or the soft limits it lowered for itself:
+ * Nor the caller's working directory, which no process of the sandbox
+ * holds (a caller's directory on a file system to be unmounted would stay
+ * busy for the sandbox's life), its CPU affinity or the soft limits it
+ * lowered for itself:
  * a caller pinned to one CPU, with a file size of 1 MiB (its own files,
  * the library's database among them, stay below), 48 open files and a
  * 256 KiB stack, still gets a sandbox whose commands may run on every CPU
  * the caller could, write a 4 MiB file and have the kernel's default open
  * files and stack (or the hard limit, if lower).
  */
-START_TEST(rlimits_and_cpus_not_the_callers)
+START_TEST(process_state_not_the_callers)
 {
+	char cwd[PATH_MAX];
+	struct stat cwd_st;
 	struct out o;
 	struct rlimit fsize, nofile, stack;
 	char want_cpus[sizeof(o.text)] = "", want_nofile[32], want_stack[32], want_fsize[32];
@@ -513,6 +537,10 @@ START_TEST(rlimits_and_cpus_not_the_callers)
 
 	if (!caller(_i))
 		return;
+	snprintf(cwd, sizeof(cwd), "%s/callers-cwd-%d", state_dir, _i);
+	ck_assert_int_eq(mkdir(cwd, 0755), 0);
+	ck_assert_int_eq(chdir(cwd), 0);
+	ck_assert_int_eq(stat(".", &cwd_st), 0);
 	f = fopen("/proc/self/status", "re");
 	ck_assert(f != NULL);
 	while (fgets(o.text, sizeof(o.text), f))
@@ -540,6 +568,8 @@ START_TEST(rlimits_and_cpus_not_the_callers)
 	for (int k = 0; k < 2; k++) {
 		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
 
+		ck_assert_msg(in_dir_below(jail_of(sb), &cwd_st) == 0, "a process of the sandbox holds the caller's %s",
+			      cwd);
 		sh(sb, "user", "grep Cpus_allowed_list /proc/self/status", &o);
 		ck_assert_msg(!strcmp(o.text, want_cpus), "the sandbox runs on %s, the caller could on %s", o.text,
 			      want_cpus);
@@ -883,7 +913,7 @@ static Suite *limits_suite(void)
 	tcase_add_loop_test(tc, ordinary_priority, 0, 2);
 	tcase_add_loop_test(tc, umask_not_the_callers, 0, 4);
 	tcase_add_loop_test(tc, signals_not_the_callers, 0, 2);
-	tcase_add_loop_test(tc, rlimits_and_cpus_not_the_callers, 0, 2);
+	tcase_add_loop_test(tc, process_state_not_the_callers, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
