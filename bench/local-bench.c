@@ -17,7 +17,8 @@
  * It prints what it measured and never judges a timing. It works in a fresh
  * state directory of its own (HANGAR_STATE_DIR is overridden), kills every
  * sandbox it made and removes the directory before it exits, also on
- * SIGINT, SIGTERM and SIGHUP.
+ * SIGINT, SIGTERM and SIGHUP, and runs on to its end when its output is
+ * closed.
  *
  * usage: local-bench [--quick] [-n N] [--creates N] [--concurrent N] [--idle N] [--forks N] [--image REF]
  * Needs HANGAR_ENVD_PATH (and HANGAR_JAIL_PATH in a build tree); run as root.
@@ -1967,6 +1968,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/*
+	 * Output piped into a reader that quits early (| head) must not kill
+	 * the bench before it kills its sandboxes and removes its state
+	 * directory: it runs on, its writes failing, and cleans up at its end.
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	/* SIGINT, SIGTERM and SIGHUP go to one thread that cleans up; every other thread inherits the mask. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
