@@ -157,6 +157,44 @@ static int metric_cb(const hangar_sandbox_metric *m, void *payload)
 
 /* ---- memory: below the caller's own cgroup --------------------------------------------- */
 
+/* A cgroup and every cgroup below it, removed depth first where empty: best effort. */
+static void rmdir_cgroup_tree(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+
+	while (d && (de = readdir(d))) {
+		char sub[PATH_MAX * 2];
+
+		if (de->d_type != DT_DIR || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
+			continue;
+		rmdir_cgroup_tree(sub);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* The hangar-lim-PID cgroups a run killed mid-test left in parent, whose PID is gone: removed where empty. */
+static void remove_stale_lim_cgroups(const char *parent)
+{
+	struct dirent *de;
+	DIR *d = opendir(parent);
+	int pid;
+
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX * 2];
+
+		if (sscanf(de->d_name, "hangar-lim-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH ||
+		    snprintf(path, sizeof(path), "%s/%s", parent, de->d_name) >= (int)sizeof(path))
+			continue;
+		rmdir_cgroup_tree(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 /*
  * The caller in a v1 memory cgroup of its own, limited to 128 MiB, and a
  * sandbox allowed 1024: the sandbox's cgroup is below the caller's (the
@@ -176,6 +214,8 @@ START_TEST(memory_cgroup_below_the_callers)
 	if (geteuid() != 0 || access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) < 0)
 		return; /* v1 memory cgroups need root and the hierarchy */
 	v1_path(getpid(), "memory", own, sizeof(own));
+	snprintf(back, sizeof(back), "/sys/fs/cgroup/memory%s", own);
+	remove_stale_lim_cgroups(back); /* this test's cgroup, should a run of it have been killed before its end */
 	snprintf(back, sizeof(back), "/sys/fs/cgroup/memory%s/cgroup.procs", own);
 	snprintf(cg, sizeof(cg), "%s%shangar-lim-%d", own, strcmp(own, "/") ? "/" : "", (int)getpid());
 	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", cg);
