@@ -170,10 +170,8 @@ pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p, int *born_in)
 
 	p->up[0] = p->up[1] = p->down[0] = p->down[1] = -1;
 	*born_in = 0;
-	if (range && (pipe2(p->up, O_CLOEXEC) < 0 || pipe2(p->down, O_CLOEXEC) < 0)) {
-		spawn_bwrap_map(j, -1, p);
-		return -1;
-	}
+	if (range && (pipe2(p->up, O_CLOEXEC) < 0 || pipe2(p->down, O_CLOEXEC) < 0))
+		return -1; /* spawn_bwrap_map closes what was made */
 	pid = fork_into_cgroup(&j->freezer);
 	if (pid == 0)
 		run_bwrap(j, range, p->up, p->down, 1);
@@ -198,6 +196,7 @@ int spawn_bwrap_map(const struct jail *j, pid_t pid, struct bwrap_pipes *p)
 			close(p->up[i]);
 		if (p->down[i] >= 0)
 			close(p->down[i]);
+		p->up[i] = p->down[i] = -1;
 	}
 	return -1;
 }
