@@ -240,15 +240,9 @@ static void stop_jail(const char *dir, const char *id)
 	fd = local_pidfd_open(pid);
 	if (fd < 0)
 		return;
-	if (lstate_is_jail(pid, id)) {
-		local_pidfd_signal(fd, SIGTERM);
-		if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
-			local_pidfd_signal(fd, SIGKILL);
-			local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
-		}
-	}
+	if (lstate_is_jail(pid, id))
+		local_pidfd_stop(fd);
 	close(fd);
-	local_reap_jails();
 }
 
 static int new_id(char *id)

@@ -39,15 +39,10 @@ int local_kill(void *state, const char *id)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "local sandbox %s is already gone", id);
 	}
 	ltokens_forget(&l->tokens, id);
-	local_pidfd_signal(fd, SIGTERM);
-	if (!local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS)) {
-		/* The jail is stuck: kill it; bwrap dies with it (--die-with-parent). */
-		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; killing its supervisor", id);
-		local_pidfd_signal(fd, SIGKILL);
-		local_pidfd_wait(fd, clock_mono_ms() + KILL_DEADLINE_MS);
-	}
+	if (local_pidfd_stop(fd))
+		hangar_sys_log(l->ctx, HANGAR_LOG_WARNING, "local: sandbox %s did not stop in time; its supervisor was killed",
+			       id);
 	close(fd);
-	local_reap_jails(); /* the jail just ended: its caller may be its parent */
 	if (access(dir, F_OK) == 0)
 		local_clean_stale(l, id);
 	/* The jail reaped it already if it could; an unprivileged one leaves the removal to us. */

@@ -65,6 +65,11 @@ int local_pidfd_signal(int pidfd, int sig);
 /* 1 when pidfd's process was gone before deadline_ms (monotonic), else 0. */
 int local_pidfd_wait(int pidfd, int64_t deadline_ms);
 /*
+ * Stops the jail of pidfd: SIGTERM, then SIGKILL if it is not gone within
+ * KILL_DEADLINE_MS; waited for (local_reap_jails). 1 when it took SIGKILL.
+ */
+int local_pidfd_stop(int pidfd);
+/*
  * Reads fd into buf until EOF (or a read error), until size bytes are in, or
  * until stop (NULL: never) says the *have bytes read are enough, but not
  * past deadline_ms (monotonic). 0, -ETIMEDOUT, or -errno when poll() fails;

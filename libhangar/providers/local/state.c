@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,21 @@ int local_pidfd_wait(int pidfd, int64_t deadline_ms)
 		if (r < 0 && errno != EINTR)
 			return 0;
 	}
+}
+
+int local_pidfd_stop(int pidfd)
+{
+	int stuck;
+
+	local_pidfd_signal(pidfd, SIGTERM);
+	stuck = !local_pidfd_wait(pidfd, clock_mono_ms() + KILL_DEADLINE_MS);
+	if (stuck) {
+		/* bwrap dies with it (--die-with-parent). */
+		local_pidfd_signal(pidfd, SIGKILL);
+		local_pidfd_wait(pidfd, clock_mono_ms() + KILL_DEADLINE_MS);
+	}
+	local_reap_jails(); /* the jail just ended: its caller may be its parent */
+	return stuck;
 }
 
 int local_read_until(int fd, char *buf, size_t size, int64_t deadline_ms, int (*stop)(const char *buf, size_t have),
