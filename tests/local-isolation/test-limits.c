@@ -362,13 +362,28 @@ END_TEST
 #define IOPRIO_CLASS_RT 1
 #define IOPRIO_CLASS_SHIFT 13
 
-/* Every process from pid down (the jail and all it started): none above the host's ordinary priority. */
-static int ordinary_below(int pid)
+/* The sum of visit(p, arg) over every process p from pid down (the jail and all it started). */
+static int sum_below(int pid, int (*visit)(int pid, const void *arg), const void *arg)
 {
 	char path[96];
-	int child, n = 1, io;
+	int child, n = visit(pid, arg);
 	FILE *f;
 
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (!(f = fopen(path, "re")))
+		return n;
+	while (fscanf(f, "%d", &child) == 1)
+		n += sum_below(child, visit, arg);
+	fclose(f);
+	return n;
+}
+
+/* pid not above the host's ordinary priority: 1, counting it. */
+static int ordinary(int pid, const void *arg)
+{
+	int io;
+
+	(void)arg;
 	errno = 0;
 	ck_assert_msg(sched_getscheduler(pid) == SCHED_OTHER || errno == ESRCH, "pid %d: policy %d", pid,
 		      sched_getscheduler(pid));
@@ -376,13 +391,7 @@ static int ordinary_below(int pid)
 	ck_assert_msg(getpriority(PRIO_PROCESS, (id_t)pid) >= 0 || errno == ESRCH, "pid %d: nice below 0", pid);
 	io = (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, pid);
 	ck_assert_msg(io < 0 || io >> IOPRIO_CLASS_SHIFT != IOPRIO_CLASS_RT, "pid %d: real-time I/O class", pid);
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	if (!(f = fopen(path, "re")))
-		return n;
-	while (fscanf(f, "%d", &child) == 1)
-		n += ordinary_below(child);
-	fclose(f);
-	return n;
+	return 1;
 }
 
 /* Inside: the policy and nice value, then whether a real-time policy, a lower nice or the real-time I/O class can be had. */
@@ -438,7 +447,7 @@ START_TEST(ordinary_priority)
 		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
 
 		/* The jail, its helpers, bwrap, pid 1 and envd. */
-		ck_assert_int_ge(ordinary_below(jail_of(sb)), 4);
+		ck_assert_int_ge(sum_below(jail_of(sb), ordinary, NULL), 4);
 		/* SCHED_OTHER, nice 0, all three refused, "Max nice priority" and "Max realtime priority" 0. */
 		snprintf(want, sizeof(want), "%d 0 refused refused refused 0/0/0/0", SCHED_OTHER);
 		expect(sb, "user", PRIORITY_PROBE, want);
@@ -534,23 +543,15 @@ static void ulimit_text(int resource, rlim_t floor, rlim_t unit, char *out, size
 		snprintf(out, size, "%llu", (unsigned long long)(floor / unit));
 }
 
-/* How many processes from pid down (the jail and all it started) have the directory st as their working directory. */
-static int in_dir_below(int pid, const struct stat *st)
+/* 1 when pid's working directory is the directory arg (a struct stat), else 0. */
+static int works_in(int pid, const void *arg)
 {
-	char path[96];
+	const struct stat *st = arg;
 	struct stat cwd;
-	int child, n;
-	FILE *f;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/cwd", pid);
-	n = stat(path, &cwd) == 0 && cwd.st_dev == st->st_dev && cwd.st_ino == st->st_ino;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	if (!(f = fopen(path, "re")))
-		return n;
-	while (fscanf(f, "%d", &child) == 1)
-		n += in_dir_below(child, st);
-	fclose(f);
-	return n;
+	return stat(path, &cwd) == 0 && cwd.st_dev == st->st_dev && cwd.st_ino == st->st_ino;
 }
 
 /*
@@ -608,7 +609,7 @@ START_TEST(process_state_not_the_callers)
 	for (int k = 0; k < 2; k++) {
 		hangar_sandbox *sb = create(ctx, k ? HANGAR_NETWORK_ON : HANGAR_NETWORK_OFF);
 
-		ck_assert_msg(in_dir_below(jail_of(sb), &cwd_st) == 0, "a process of the sandbox holds the caller's %s",
+		ck_assert_msg(sum_below(jail_of(sb), works_in, &cwd_st) == 0, "a process of the sandbox holds the caller's %s",
 			      cwd);
 		sh(sb, "user", "grep Cpus_allowed_list /proc/self/status", &o);
 		ck_assert_msg(!strcmp(o.text, want_cpus), "the sandbox runs on %s, the caller could on %s", o.text,
