@@ -1822,23 +1822,21 @@ out:
 /*
  * Which cgroup hierarchies the host mounts (type "cgroup" is a v1 hierarchy,
  * "cgroup2" the v2 one, both a hybrid), from /proc/self/mounts, and whether
- * any of them has the favordynmods option. Why it matters: a create moves
- * the sandbox's processes into its cgroup v1 limits, and every such move
- * takes the kernel's cgroup threadgroup lock as a writer (one lock for
- * every hierarchy, v1 and v2). After a quiet spell each create then waits
- * one RCU grace period (6 to 20 ms) in those moves, unless some hierarchy
- * is mounted with favordynmods: the kernel then keeps the lock in the mode
- * where a writer does not wait. Beside a cgroup v2 (hybrid), a root
- * caller's jail makes the moves while bubblewrap and envd start (the
- * `limits-held` step); with v1 alone they come before. On pure v2 the
- * sandbox is born in its cgroup and moves nowhere. The creates of a. and
- * c. of two hosts only compare when this line is the same.
+ * any of them has the favordynmods option. Why it matters: moving a whole
+ * process into a cgroup takes the kernel's cgroup threadgroup lock as a
+ * writer (one lock for every hierarchy, v1 and v2), and after a quiet spell
+ * the first writer waits one RCU grace period (6 to 20 ms) unless some
+ * hierarchy has favordynmods. A create moves no process that way: the
+ * sandbox is born in its cgroup v2 (clone3, Linux 5.7) and its first
+ * process joins its v1 cgroups as a thread moving itself, which takes no
+ * such lock from Linux 5.17 on (hangar-jail's cgroup.c). So the line says
+ * whether this kernel is one where a create may still wait.
  */
-static void cgroup_mode(char *out, size_t size)
+static void cgroup_mode(char *out, size_t size, const char *release)
 {
 	FILE *f = fopen("/proc/self/mounts", "re");
 	char line[4096], favor[1024] = "";
-	int v1 = 0, v2 = 0;
+	int v1 = 0, v2 = 0, major = 0, minor = 0, self_moves;
 
 	if (!f) {
 		snprintf(out, size, "unknown (/proc/self/mounts: %s)", strerror(errno));
@@ -1861,18 +1859,17 @@ static void cgroup_mode(char *out, size_t size)
 				snprintf(favor, sizeof(favor), "%s", dir);
 	}
 	fclose(f);
+	sscanf(release, "%d.%d", &major, &minor);
+	self_moves = major > 5 || (major == 5 && minor >= 17);
 	if (!v1 && !v2)
 		snprintf(out, size, "none mounted");
 	else if (favor[0])
 		snprintf(out, size, "%s, favordynmods on (%.255s)", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2", favor);
-	else if (v1 && v2)
-		snprintf(out, size, "v1+v2 hybrid, favordynmods off: the moves into the v1 limits wait an RCU grace"
-				    " period, beside the start for root (hangar(1), Start-up cost)");
-	else if (v1)
-		snprintf(out, size, "v1, favordynmods off: each create waits an RCU grace period in its cgroup moves"
-				    " (hangar(1), Start-up cost)");
 	else
-		snprintf(out, size, "pure v2, favordynmods off: sandboxes are born in their cgroups");
+		snprintf(out, size, "%s, favordynmods off: %s", v1 && v2 ? "v1+v2 hybrid" : v1 ? "v1" : "pure v2",
+			 !v1 ? "sandboxes are born in their cgroups"
+			 : self_moves ? "the v1 joins are a thread moving itself, no grace-period wait"
+				      : "the v1 joins may wait an RCU grace period on this kernel (hangar(1), Start-up cost)");
 }
 
 static void usage(FILE *f)
@@ -2004,7 +2001,7 @@ int main(int argc, char **argv)
 	       cpus, geteuid() == 0 ? "root" : "not root (unprivileged jails: figures differ)");
 	printf("  hangar-envd %s\n  hangar-jail %s\n  state dir   %s (removed at the end)\n", envd,
 	       jail && *jail ? jail : "(installed)", g_state);
-	cgroup_mode(cgroups, sizeof(cgroups));
+	cgroup_mode(cgroups, sizeof(cgroups), u.release);
 	printf("  cgroups     %s\n", cgroups);
 	printf("  times in ms, nearest-rank percentiles, warm-ups not counted\n");
 	fflush(stdout);

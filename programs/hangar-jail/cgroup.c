@@ -3,6 +3,23 @@
  * its freezer file) and where teardown finds every process it still has.
  * cgroup v2 (below HANGAR_JAIL_CGROUP, the jail's own cgroup, or the root),
  * else the v1 freezer hierarchy, else none (pausing is SIGSTOP).
+ *
+ * How the sandbox gets into its cgroups, and why that way: moving a whole
+ * process (a pid written to cgroup.procs, or to tasks) takes the kernel's
+ * cgroup threadgroup lock as a writer, one lock for every hierarchy, and
+ * the first writer after a quiet spell waits for an RCU grace period, 6 to
+ * 20 ms, unless a hierarchy is mounted with favordynmods. So no process is
+ * moved that way on a create's path:
+ *   - where the freezer is a cgroup v2, bwrap's child is born in it
+ *     (clone3 with CLONE_INTO_CGROUP, Linux 5.7: spawn.c), which takes the
+ *     lock only as a reader;
+ *   - into a cgroup v1 (the v1 freezer, the v1 limits of limits.c), that
+ *     child moves itself, still single-threaded, by writing "0" to the
+ *     cgroup's tasks file: a thread moving itself takes no such lock
+ *     (Linux 5.17, and the stable kernels it went back to), and being the
+ *     process's only thread it moves the whole process.
+ * Only where clone3 is refused (an older kernel, or a seccomp profile that
+ * denies it) does the child join a cgroup v2 by its pid, and wait.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -93,67 +110,6 @@ void freezer_setup(struct freezer *f, const char *id)
 		say("no freezer cgroup available; pausing will stop processes with SIGSTOP");
 }
 
-/*
- * Moving a process between cgroup v1 cgroups takes the kernel's lock for
- * every migration, and the first writer of that lock after a quiet spell
- * waits for an RCU grace period: 6 to 20 ms. Writers coming within a grace
- * period of the last one pass at once. So the jail starts, first thing, a
- * short-lived process that makes a migration changing nothing (itself into
- * the cgroup it is already in) and exits, and the child's moves come within
- * the window. The waiting move holds cgroup_mutex, which making the freezer
- * cgroup needs too: only the steps before that (meta.json, the sockets)
- * overlap the wait, and on an idle host most of it remains; a hierarchy
- * mounted with favordynmods is what removes it (hangar(1), Start-up cost).
- * A process, not a thread: the jail forks later, and stays single-threaded
- * so that its children can. Nothing depends on it: should it fail, or come
- * late, the child's moves wait as they would have. The jail reaps it with
- * its other children.
- */
-static char warm_procs[PATH_MAX];
-
-/* The cgroup.procs of the jail's own cgroup in the v1 hierarchy of controller, into warm_procs. 0 or -1. */
-static int own_v1_procs(const char *controller)
-{
-	char own[PATH_MAX];
-
-	if (own_cgroup(controller, own, sizeof(own)) < 0 ||
-	    snprintf(warm_procs, sizeof(warm_procs), "/sys/fs/cgroup/%s%s/cgroup.procs", controller,
-		     strcmp(own, "/") ? own : "") >= (int)sizeof(warm_procs))
-		return -1;
-	return 0;
-}
-
-void cgroup_warm_up(void)
-{
-	/* The hierarchies a child may be moved in: the limits' (v1 beside a v2 freezer too), the v1 freezer. */
-	static const char *const v1[] = { "memory", "pids", "cpu", "freezer" };
-	size_t i;
-
-	/*
-	 * A root jail with a cgroup v2 freezer has its child born there and
-	 * moved into its v1 limits beside bwrap's start (adopt.c): the wait
-	 * is off the create's path, and one started here would only hold up
-	 * the making of the sandbox's cgroups.
-	 */
-	if (geteuid() == 0 && freezer_allowed("v2") && v2_root())
-		return;
-
-	for (i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
-		if (own_v1_procs(v1[i]) == 0 && exists(warm_procs))
-			break;
-	if (i == sizeof(v1) / sizeof(v1[0]))
-		return; /* no cgroup v1 here: nothing is moved */
-	if (fork() == 0) {
-		char self[32];
-		int fd = open(warm_procs, O_WRONLY | O_CLOEXEC), n = snprintf(self, sizeof(self), "%d", (int)getpid());
-
-		if (fd >= 0 && write(fd, self, (size_t)n) < 0) {
-			/* Best effort: the sandbox's own moves say what fails. */
-		}
-		_exit(0);
-	}
-}
-
 const char *freezer_v2(const struct freezer *f)
 {
 	return !strcmp(f->kind, "v2") ? f->path : NULL;
@@ -182,11 +138,13 @@ void freezer_record(const struct freezer *f, const char *dir)
 int freezer_join(const struct freezer *f)
 {
 	char procs[PATH_MAX + 32], self[32];
+	int v1 = !strcmp(f->kind, "v1");
 
 	if (!strcmp(f->kind, "none"))
 		return 0;
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", f->path);
-	snprintf(self, sizeof(self), "%d", (int)getpid());
+	/* v1: this thread, the only one, moving itself; v2 has no such move for a whole process. */
+	snprintf(procs, sizeof(procs), "%s/%s", f->path, v1 ? "tasks" : "cgroup.procs");
+	snprintf(self, sizeof(self), "%d", v1 ? 0 : (int)getpid());
 	if (lstate_write_str(procs, self) < 0) {
 		say("cannot join cgroup %s: %s", f->path, strerror(errno));
 		return -1;

@@ -334,35 +334,18 @@ fail:
 static int start_sandbox(struct jail *j)
 {
 	struct bwrap_pipes pipes;
-	int rc = 0, born_in = 0, adopting;
+	int rc;
 
-	j->bwrap_pid = spawn_bwrap(j, &pipes, &born_in);
+	j->bwrap_pid = spawn_bwrap(j, &pipes);
 	mark("spawned");
-	/*
-	 * Its v1 limits: the adopter moves it there beside bwrap's start, or
-	 * the child joins them itself. The adopter starts before the child's
-	 * user namespace is mapped: its first move waits for the kernel
-	 * (adopt.c), and that wait is better begun early.
-	 */
-	adopting = j->bwrap_pid > 0 && limits_adopt_wanted(&j->lcg, born_in);
-	if (adopting) {
-		j->adopter = limits_adopt(&j->lcg, &j->freezer, j->bwrap_pid, j->ready_fd);
-		if (j->adopter < 0) {
-			say("cannot start moving the sandbox into its limit cgroups: %s", strerror(errno));
-			rc = -1;
-		}
-	}
 	j->ns_ready = spawn_bwrap_map(j, j->bwrap_pid, &pipes);
 	mark("mapped");
-	if (j->bwrap_pid > 0 && !adopting && limits_say_held(j->ready_fd) < 0)
-		say("cannot write to the ready pipe: %s", strerror(errno));
 	close(j->spec.inner_fd);
 	close(j->envd_listen); /* envd's now */
 	lstate_meta_clear(&j->meta);
 	argv_free(&j->argv);
 	close(j->spec.seccomp_fd);
-	if (rc == 0)
-		rc = net_start(j);
+	rc = net_start(j);
 	if (j->ns_ready >= 0)
 		close(j->ns_ready);
 	j->ns_ready = -1;
@@ -372,7 +355,7 @@ static int start_sandbox(struct jail *j)
 		jail_teardown(j, 0);
 		return -1;
 	}
-	/* Only envd (and the adopter) keep the ready pipe: the library sees EOF if they die first. */
+	/* Only envd keeps the ready pipe: the library sees EOF if it dies first. */
 	close(j->ready_fd);
 	close(j->envd_token);
 	if (j->bwrap_pid < 0) {
@@ -399,7 +382,6 @@ int main(int argc, char **argv)
 	j.net_info[0] = j.net_info[1] = j.ns_ready = -1;
 	j.ids = (struct uid_range)UID_RANGE_NONE;
 	j.bwrap_pid = j.slirp = -1;
-	j.adopter = -1;
 	j.born_us = clock_wall_us();
 
 	parse_args(&j, argc, argv);
@@ -430,13 +412,6 @@ int main(int argc, char **argv)
 		return 2;
 	if (watch_signals(&j) < 0)
 		return 1;
-	/*
-	 * After SIGCHLD is blocked: the warm-up's exit must stay pending for
-	 * supervise() to reap. Ignored by default before that, it would leave
-	 * a zombie as the jail's first child for good. (The library looks past
-	 * it for the sandbox: lstate_jail_child.)
-	 */
-	cgroup_warm_up();
 	if (record_pid(&j) < 0 || read_meta(&j) < 0)
 		return 1;
 	mark("jail-ready");

@@ -222,8 +222,11 @@ void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *i
 int own_cgroup(const char *controller, char *out, size_t size);
 /* The same from file, a process's cgroup file in /proc. */
 int proc_cgroup(const char *file, const char *controller, char *out, size_t size);
-/* Moves pid into the v1 cgroups (before it leaves host root). 0 or -1 with errno. */
-int limits_join(const struct limit_cgroups *c, pid_t pid);
+/*
+ * In the child, single-threaded, before it leaves host root: moves the
+ * calling process into the v1 cgroups. 0 or -1 with errno.
+ */
+int limits_join(const struct limit_cgroups *c);
 /* Removes the v1 cgroups once empty. */
 void limits_remove(const struct limit_cgroups *c);
 
@@ -253,31 +256,12 @@ const char *freezer_v2_relative(const struct freezer *f);
 void freezer_record(const struct freezer *f, const char *dir);
 /* In the child: moves the calling process into the cgroup. 0, or -1 said. */
 int freezer_join(const struct freezer *f);
-/*
- * Where cgroup v1 hierarchies are, starts (in a short-lived child, reaped
- * with the others) the wait the child's first move into the sandbox's
- * cgroups would make later, so that it passes while the jail sets up.
- */
-void cgroup_warm_up(void);
 /* Thaws the cgroup (a frozen task cannot die). */
 void freezer_thaw(const struct freezer *f);
 /* SIGKILLs every process still in the cgroup and waits for each until deadline (mono_ms). */
 void freezer_kill(const struct freezer *f, int64_t deadline);
 /* Removes the cgroup, and its hangar/ parent once no other sandbox is in it. */
 void freezer_remove(const struct freezer *f);
-
-/* ---- adopt.c: the cgroup v1 limits joined beside bwrap's start ---- */
-
-/* Whether the adopter moves the child (born_in: in the freezer's cgroup v2) into c's v1 cgroups. */
-int limits_adopt_wanted(const struct limit_cgroups *c, int born_in);
-/*
- * Forks the adopter, which moves every process of the sandbox (f's cgroup
- * v2) into c's v1 cgroups and then says "limits" on ready_fd, or kills the
- * sandbox (bwrap) saying why. A pidfd of the adopter, or -1 with errno.
- */
-int limits_adopt(const struct limit_cgroups *c, const struct freezer *f, pid_t bwrap, int ready_fd);
-/* Says "limits" on ready_fd: the sandbox's processes are held by its limits. 0 or -1. */
-int limits_say_held(int ready_fd);
 
 /* ---- token.c: envd's access token, in memory only ---- */
 
@@ -478,7 +462,6 @@ struct jail {
 	struct argv argv;            /* bwrap's command line, built */
 	pid_t bwrap_pid;             /* -1: not started */
 	pid_t slirp;                 /* network on: slirp4netns, the sandbox's way out; -1: none */
-	int adopter;                 /* a pidfd of the adopter (adopt.c) until the jail ends; -1: none */
 	int64_t born_us;             /* wall clock at the jail's start: the lifetime's origin until one is recorded */
 };
 
@@ -489,12 +472,10 @@ struct bwrap_pipes {
 
 /*
  * spawn.c: forks the child that joins j's cgroups and namespaces and runs
- * bwrap (j->argv). Its pid, or -1 with errno. *born_in says whether the
- * child was born in the freezer's cgroup v2; then it leaves its v1 limits
- * to the adopter when limits_adopt_wanted says so, and joins them itself
- * otherwise. spawn_bwrap_map must follow, whatever the pid.
+ * bwrap (j->argv). Its pid, or -1 with errno. spawn_bwrap_map must follow,
+ * whatever the pid.
  */
-pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p, int *born_in);
+pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p);
 
 /*
  * spawn.c: with a user namespace of the jail's own (j->ids), maps the

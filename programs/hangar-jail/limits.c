@@ -411,18 +411,18 @@ void limits_setup(struct limit_cgroups *c, const struct limits *l, const char *i
 	uid_range_nproc = c->nproc;
 }
 
-int limits_join(const struct limit_cgroups *c, pid_t pid)
+int limits_join(const struct limit_cgroups *c)
 {
-	char path[PATH_MAX + 32], text[32];
+	char path[PATH_MAX + 32];
 
-	snprintf(text, sizeof(text), "%d", (int)pid);
 	for (int i = 0; i < LIMIT_CONTROLLERS; i++) {
 		int r;
 
 		if (!c->path[i][0] || c->v2[i])
 			continue; /* v2: the freezer's cgroup, joined already */
-		snprintf(path, sizeof(path), "%s/cgroup.procs", c->path[i]);
-		r = limits_sys.write(path, text);
+		/* The calling thread, the process's only one, moving itself: no wait for the kernel (cgroup.c). */
+		snprintf(path, sizeof(path), "%s/tasks", c->path[i]);
+		r = limits_sys.write(path, "0");
 		if (r < 0)
 			return errno = -r, -1;
 	}

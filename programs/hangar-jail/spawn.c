@@ -96,9 +96,9 @@ static int enter_namespaces(const struct jail *j, const struct uid_range *range,
 }
 
 /*
- * In the child: the sandbox's cgroups (unless it was born in the freezer's,
- * born_in, and the adopter moves it into its v1 limits: adopt.c), then
- * (range) its namespaces, then bwrap.
+ * In the child: the sandbox's cgroups (the freezer's unless it was born
+ * there, born_in; then its v1 limits), then (range) its namespaces, then
+ * bwrap.
  */
 static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const struct uid_range *range, int up[2],
 						int down[2], int born_in)
@@ -108,10 +108,10 @@ static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const stru
 	forget_token(); /* envd gets it from the pipe; bwrap has no use for it */
 	if (keep_fds(&j->spec) < 0)
 		_exit(126);
-	/* The child joins the freezer cgroup first, so bwrap and everything under it is in it. */
+	/* The child joins its cgroups first, so bwrap and everything under it is in them. */
 	if (!born_in && freezer_join(&j->freezer) < 0)
 		_exit(126);
-	if (!limits_adopt_wanted(&j->lcg, born_in) && limits_join(&j->lcg, getpid()) < 0) {
+	if (limits_join(&j->lcg) < 0) {
 		say("cannot join the sandbox's limit cgroups: %s", strerror(errno));
 		_exit(126);
 	}
@@ -128,13 +128,11 @@ static void __attribute__((noreturn)) run_bwrap(const struct jail *j, const stru
 }
 
 /*
- * With the jail's own user namespace (j->ids), the child first moves into
- * a user namespace of its own whose ids the parent maps to the range.
- */
-/*
  * A child born in the sandbox's cgroup v2 (clone3 with CLONE_INTO_CGROUP,
- * Linux 5.7), rather than one that moves itself there: a move waits for
- * the kernel's cgroup migration lock, some 20 ms of every create. As
+ * Linux 5.7), rather than one that moves itself there: moving a whole
+ * process takes the kernel's cgroup migration lock as a writer, and the
+ * first writer after a quiet spell waits for an RCU grace period, 6 to
+ * 20 ms (cgroup.c). As
  * fork(): the pid, 0 in the child, -1 with errno; -2 when it cannot be
  * done here (no cgroup v2 freezer, or an older kernel), for a fork and a
  * join instead.
@@ -163,19 +161,22 @@ static pid_t fork_into_cgroup(const struct freezer *f)
 	return pid;
 }
 
-pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p, int *born_in)
+/*
+ * With the jail's own user namespace (j->ids), the child first moves into
+ * a user namespace of its own whose ids the parent maps to the range
+ * (spawn_bwrap_map).
+ */
+pid_t spawn_bwrap(const struct jail *j, struct bwrap_pipes *p)
 {
 	const struct uid_range *range = uid_range_owned(&j->ids) ? &j->ids : NULL;
 	pid_t pid;
 
 	p->up[0] = p->up[1] = p->down[0] = p->down[1] = -1;
-	*born_in = 0;
 	if (range && (pipe2(p->up, O_CLOEXEC) < 0 || pipe2(p->down, O_CLOEXEC) < 0))
 		return -1; /* spawn_bwrap_map closes what was made */
 	pid = fork_into_cgroup(&j->freezer);
 	if (pid == 0)
 		run_bwrap(j, range, p->up, p->down, 1);
-	*born_in = pid != -2;
 	if (pid == -2)
 		pid = fork();
 	if (pid == 0)

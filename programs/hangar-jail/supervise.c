@@ -145,13 +145,6 @@ void jail_teardown(struct jail *j, int bwrap_done)
 	forget_token();
 	/* A frozen task cannot die: thaw first. */
 	freezer_thaw(&j->freezer);
-	if (j->adopter >= 0) {
-		/* Before the sandbox's processes die: it must not move one into a cgroup being removed. */
-		syscall(SYS_pidfd_send_signal, j->adopter, SIGKILL, NULL, 0);
-		pidfd_gone(j->adopter, deadline);
-		close(j->adopter);
-		j->adopter = -1;
-	}
 	if (!bwrap_done && j->bwrap_pid > 0)
 		kill_bwrap(j->bwrap_pid, deadline);
 	ports_stop();

@@ -256,8 +256,7 @@ END_TEST
 
 /*
  * The host ids behind sb's user namespace, as the host sees them: its
- * bwrap's uid_map (the jail's child named bwrap; another, the adopter, may
- * still be ending after the create).
+ * bwrap's uid_map (the jail's child named bwrap).
  */
 static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
 {

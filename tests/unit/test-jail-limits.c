@@ -151,6 +151,7 @@ static int fake_mkdir(const char *path)
 		const char *c = path + strlen(v1_root) + 1;
 
 		spit(path, "cgroup.procs", "");
+		spit(path, "tasks", "");
 		if (!strncmp(c, "memory/", 7)) {
 			spit(path, "memory.limit_in_bytes", "");
 			spit(path, "memory.memsw.limit_in_bytes", "");
@@ -421,8 +422,10 @@ START_TEST(v2_files_written)
 	ck_assert_uint_eq(uid_range_nproc, 0);
 	ck_assert_int_eq(nsaid, 0);
 	/* v2: the freezer's cgroup, which the child joined already; nothing to join or remove here. */
-	ck_assert_int_eq(limits_join(&c, 4242), 0);
+	ck_assert_int_eq(limits_join(&c), 0);
 	ck_assert_str_eq(content(cg, "cgroup.procs"), "");
+	snprintf(rec, sizeof(rec), "%s/tasks", cg);
+	ck_assert_int_eq(access(rec, F_OK), -1);
 	limits_remove(&c);
 	ck_assert_int_eq(access(cg, F_OK), 0);
 	/* What the library reads back (usage.c). */
@@ -685,10 +688,10 @@ START_TEST(v1_nested_under_own)
 	ck_assert_str_eq(content(want[1], "pids.max"), "64");
 	ck_assert_str_eq(content(want[2], "cpu.cfs_quota_us"), "300000");
 	ck_assert_uint_eq(uid_range_nproc, 0);
-	/* v1: the child joins each controller's cgroup itself. */
-	ck_assert_int_eq(limits_join(&c, 4242), 0);
+	/* v1: the child joins each controller's cgroup itself, as a thread moving itself (no pid: no lock to wait for). */
+	ck_assert_int_eq(limits_join(&c), 0);
 	for (int i = 0; i < LIMIT_CONTROLLERS; i++)
-		ck_assert_str_eq(content(want[i], "cgroup.procs"), "4242");
+		ck_assert_str_eq(content(want[i], "tasks"), "0");
 	ck_assert_int_eq(limits_record(top, &c, &lim), 0);
 	snprintf(rec, sizeof(rec), "memory_mb 256\npids 64\ncpus 3\ndisk_mb 100\nmemory v1 %s\npids v1 %s\ncpu v1 %s\n",
 		 want[0], want[1], want[2]);
@@ -774,7 +777,7 @@ START_TEST(nothing_to_limit)
 	ck_assert_uint_eq(uid_range_nproc, 0);
 	ck_assert_int_eq(nsaid, 1);
 	ck_assert(was_said("not limited in this sandbox: memory, process count, CPU time ("));
-	ck_assert_int_eq(limits_join(&c, 4242), 0);
+	ck_assert_int_eq(limits_join(&c), 0);
 	ck_assert_int_eq(limits_record(top, &c, &lim), 0);
 	snprintf(rec, sizeof(rec),
 		 "memory_mb 256\npids 64\ncpus 3\ndisk_mb 100\n"

@@ -194,13 +194,11 @@ static int spawn_jail(const struct local *l, const char *dir, int ready_w, int l
 }
 
 /*
- * The ready pipe is written by envd ("ready\n", once it serves), by the jail
- * or its adopter ("limits\n", once every process of the sandbox is held by
- * its limit cgroups, which it may join beside envd's start: hangar-jail's
- * adopt.c) and, with network on, by the jail ("network\n", once the
- * sandbox's network is up and its routes restricted): they start side by
- * side, and the sandbox is nobody's until all said so. Whether what the
- * pipe sent before any NUL byte says it.
+ * The ready pipe is written by envd ("ready\n", once it serves) and, with
+ * network on, by the jail ("network\n", once the sandbox's network is up and
+ * its routes restricted): they start side by side, and the sandbox is
+ * nobody's until both said so. Whether what the pipe sent before any NUL
+ * byte says it.
  */
 static int said(const char *buf, size_t have, const char *what)
 {
@@ -209,7 +207,7 @@ static int said(const char *buf, size_t have, const char *what)
 
 static int said_ready(const char *buf, size_t have)
 {
-	return said(buf, have, "ready\n") && said(buf, have, "limits\n");
+	return said(buf, have, "ready\n");
 }
 
 static int said_ready_network(const char *buf, size_t have)
