@@ -49,12 +49,6 @@ static const char *const proc_read_only[] = { "/proc/sys", "/proc/irq", "/proc/b
 static const char *const proc_masked[] = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
 					   "/proc/sysrq-trigger" };
 
-/* Where bwrap finds the sandbox's own files: the stage, or its directory. */
-static const char *files_at(const struct jail_spec *s)
-{
-	return s->userns ? stage_dir() : s->dir;
-}
-
 /* bwrap itself, the namespaces, the ids and capabilities, the seccomp filter. */
 static void add_namespaces(struct argv *a, const struct jail_spec *s)
 {
@@ -164,6 +158,13 @@ static int add_system(struct argv *a, const struct jail_spec *s, struct argv *et
 			add(a, proc_read_only[i]);
 			add(a, proc_read_only[i]);
 		}
+	if (s->userns) {
+		/* Made in the stage (stage.c): one bind, where --dev makes nine mounts. */
+		add(a, "--dev-bind");
+		addf(a, "%s/dev", stage_dir());
+		add(a, "/dev");
+		return 0;
+	}
 	add(a, "--dev");
 	add(a, "/dev");
 	/* bwrap's own /dev/shm is root's alone: a size-limited one for every user. */
@@ -227,7 +228,8 @@ static void add_writable(struct argv *a, const struct jail_spec *s)
 
 /*
  * Image sandboxes: hangar-envd's loader and libraries (envdrt.c) under
- * ENVD_RUNTIME_DIR, read-only, from the stage (userns) or the host, and the
+ * ENVD_RUNTIME_DIR, read-only, from the host (the stage has them in its
+ * /run/hangar already), and the
  * image's /etc/ld.so.preload hidden: the host's loader would load what it
  * lists into hangar-envd before main(). -errno said, or 0.
  */
@@ -236,11 +238,7 @@ static int add_envd_runtime(struct argv *a, const struct jail_spec *s, const str
 	*rt = envd_runtime_find(s->envd);
 	if (!*rt)
 		return -ENOEXEC;
-	if (s->userns) {
-		add(a, "--ro-bind");
-		addf(a, "%s/lib", files_at(s));
-		add(a, ENVD_RUNTIME_DIR);
-	} else {
+	if (!s->userns) { /* with one, in the stage's /run/hangar already */
 		/* Searchable by whichever user a worker runs as (ckpt.c opens it by descriptor, not by name). */
 		add(a, "--perms");
 		add(a, "0755");
@@ -284,66 +282,75 @@ static void add_envd_program(struct argv *a, const struct envd_runtime *rt, cons
 	addf(a, ENVD_RUNTIME_DIR "/%s", rt->loader_name);
 }
 
-/* envd's binary, its environment and its own command line, last. 0 or -errno. */
-static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
+/*
+ * envd's binary, in a small read-only file system for envd alone, where
+ * nothing can be planted, not even by a file operation envd makes for
+ * root: /run/hangar, made in the stage (stage.c) when there is one, with
+ * its checkpoint worker, its init and (images) its runtime. Its socket is
+ * not in the sandbox at all: the jail binds it on the host's side
+ * (envd.sock in the sandbox's directory, see open_channels in
+ * hangar-jail.c). Where envd is seen from inside, into *envd_inside; an
+ * image's runtime into *rt. 0 or -errno.
+ */
+static int add_envd_files(struct argv *a, const struct jail_spec *s, const char **envd_inside,
+			  const struct envd_runtime **rt)
 {
-	const struct envd_runtime *rt = NULL;
-	const char *envd_inside = s->envd;
-
-	/*
-	 * envd's binary, in a small read-only file system for envd alone, where
-	 * nothing can be planted, not even by a file operation envd makes for
-	 * root. Its socket is not in the sandbox at all: the jail binds it on
-	 * the host's side (envd.sock in the sandbox's directory, see
-	 * open_channels in hangar-jail.c).
-	 */
+	if (s->userns) {
+		*envd_inside = "/run/hangar/hangar-envd";
+		add(a, "--ro-bind");
+		addf(a, "%s/hangar", stage_dir());
+		add(a, "/run/hangar");
+		return s->image && add_envd_runtime(a, s, rt) < 0 ? -ENOEXEC : 0;
+	}
 	add(a, "--perms");
 	add(a, "0700");
 	add(a, "--size");
 	add(a, "65536");
 	add(a, "--tmpfs");
 	add(a, "/run/hangar");
-	if (s->image || s->userns || strncmp(s->envd, "/usr/", 5) != 0) {
+	if (s->image || strncmp(s->envd, "/usr/", 5) != 0) {
 		char worker[PATH_MAX];
 
-		envd_inside = "/run/hangar/hangar-envd";
+		*envd_inside = "/run/hangar/hangar-envd";
 		add(a, "--ro-bind");
-		if (s->userns)
-			addf(a, "%s/envd", files_at(s));
-		else
-			add(a, s->envd);
-		add(a, envd_inside);
+		add(a, s->envd);
+		add(a, *envd_inside);
 		/*
 		 * Its checkpoint worker beside it, where hangar-envd looks for it
 		 * (a hangar-envd under /usr/ seen in place finds its own beside
 		 * it). Without one the sandbox starts anyway and has no
-		 * checkpoints: --ro-bind-try, since the stage binds it only if it
-		 * was there.
+		 * checkpoints: --ro-bind-try, since it may be gone by the time
+		 * bwrap binds it.
 		 */
 		if (envd_beside_path(s->envd, ENVD_WORKER_NAME, worker, sizeof(worker)) == 0) {
 			add(a, "--ro-bind-try");
-			if (s->userns)
-				addf(a, "%s/envd-archive", files_at(s));
-			else
-				add(a, worker);
+			add(a, worker);
 			add(a, "/run/hangar/" ENVD_WORKER_NAME);
 		}
 	}
-	if (s->image && add_envd_runtime(a, s, &rt) < 0) {
-		errno = ENOEXEC;
+	if (s->image && add_envd_runtime(a, s, rt) < 0)
 		return -ENOEXEC;
-	}
 	if (s->init[0]) {
 		/* Static: it needs nothing of the image or the host's /usr. */
 		add(a, "--ro-bind");
-		if (s->userns)
-			addf(a, "%s/envd-init", files_at(s));
-		else
-			add(a, s->init);
+		add(a, s->init);
 		add(a, "/run/hangar/" ENVD_INIT_NAME);
 	}
 	add(a, "--remount-ro");
 	add(a, "/run/hangar");
+	return 0;
+}
+
+/* envd's files, its environment and its own command line, last. 0 or -errno. */
+static int add_envd(struct argv *a, const struct jail_spec *s, struct argv *etc)
+{
+	const struct envd_runtime *rt = NULL;
+	const char *envd_inside = s->envd;
+
+	if (add_envd_files(a, s, &envd_inside, &rt) < 0) {
+		errno = ENOEXEC;
+		return -ENOEXEC;
+	}
 	add_etc(a, etc);
 	add(a, "--hostname");
 	add(a, s->meta->id);

@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -384,6 +385,64 @@ START_TEST(dev_shm_for_every_user)
 	       "lock");
 	/* Size-limited: a quarter of the sandbox's memory (2048 MiB by default), not the host's. */
 	expect(sb, "user", "echo $(( $(stat -f -c '%b * %S' /dev/shm) >> 20 ))", "512");
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/*
+ * /dev: the devices bwrap's --dev gives and nothing else of the host's (a
+ * root caller's sandbox has its /dev made in the stage, one bwrap bind),
+ * each the host's own device; no device works anywhere else (the tmpfs and
+ * /dev/shm are nodev, and no mount of it is suid); a terminal of its own
+ * from its own devpts. For root and the user, root and unprivileged
+ * callers (the latter from bwrap's --dev: the same layout).
+ */
+START_TEST(dev_as_bwrap_makes_it)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char cmd[256], want[64];
+	struct out o;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	for (int u = 0; u < 2; u++) {
+		const char *user = u ? "user" : "root";
+
+		expect(sb, user, "ls -A /dev | tr '\\n' ' '",
+		       "core fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ");
+		for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+			struct stat st;
+
+			snprintf(cmd, sizeof(cmd), "/dev/%s", nodes[i]);
+			ck_assert_int_eq(stat(cmd, &st), 0);
+			snprintf(want, sizeof(want), "c %x:%x", major(st.st_rdev), minor(st.st_rdev));
+			snprintf(cmd, sizeof(cmd), "stat -c '%%F %%t:%%T' /dev/%s | sed 's/character special file/c/'",
+				 nodes[i]);
+			expect(sb, user, cmd, want);
+		}
+		expect(sb, user, "head -c 16 /dev/urandom | wc -c", "16");
+		sh(sb, user, "echo x > /dev/full", &o);
+		ck_assert_msg(o.exit_code != 0 && strstr(o.text, "No space left"), "/dev/full: %d %s", o.exit_code,
+			      o.text);
+		expect(sb, user, "python3 -c 'import os, pty; m, s = pty.openpty(); print(os.ttyname(s)[:9])'",
+		       "/dev/pts/");
+		expect(sb, user, "readlink /dev/ptmx /dev/fd | tr '\\n' ' '", "pts/ptmx /proc/self/fd ");
+	}
+	/* Mount flags, from the sandbox's own mount table: fields 5 (mount point) and 6 (its options). */
+	expect(sb, "user", "awk '$5 == \"/dev\" || $5 == \"/dev/shm\" { print $5, ($6 ~ /nodev/ && $6 ~ /nosuid/) }' "
+			   "/proc/self/mountinfo | tr '\\n' ' '",
+	       "/dev 1 /dev/shm 1 ");
+	expect(sb, "user", "awk '$5 ~ \"^/dev/\" && $6 !~ /nosuid/' /proc/self/mountinfo | wc -l", "0");
+	expect(sb, "user", "awk '$5 == \"/dev/pts\" { print ($6 ~ /noexec/) }' /proc/self/mountinfo", "1");
+	/* Root may make a node in /dev, and it opens nothing (nodev; the user namespace refuses mknod anyway). */
+	sh(sb, "root", "mknod /dev/sda b 8 0 2>/dev/null; head -c1 /dev/sda >/dev/null 2>&1 && echo opened", &o);
+	ck_assert_msg(!strstr(o.text, "opened"), "a device made in /dev opened: %s", o.text);
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
@@ -1521,6 +1580,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, other_sandbox_unreachable, 0, 2);
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
+	tcase_add_loop_test(tc, dev_as_bwrap_makes_it, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, network_allow_listed, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
