@@ -132,15 +132,23 @@ const char *stage_dir(void)
 	return stat(STAGE, &st) == 0 && S_ISDIR(st.st_mode) ? STAGE : STAGE_FALLBACK;
 }
 
+/* at/name into out. 0, or -1 with errno ENAMETOOLONG. */
+static int path_in(char *out, size_t size, const char *at, const char *name)
+{
+	if (snprintf(out, size, "%s/%s", at, name) >= (int)size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 static int bind_fd(int fd, const char *at, const char *name, int file)
 {
 	char src[64], dst[PATH_MAX];
 
 	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-	if (snprintf(dst, sizeof(dst), "%s/%s", at, name) >= (int)sizeof(dst)) {
-		errno = ENAMETOOLONG;
+	if (path_in(dst, sizeof(dst), at, name) < 0)
 		return -1;
-	}
 	if (file) {
 		int m = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 
@@ -171,10 +179,8 @@ static int bind_runtime(const struct sources *f, const char *at)
 
 	if (!f->rt)
 		return 0;
-	if (snprintf(lib, sizeof(lib), "%s/lib", at) >= (int)sizeof(lib)) {
-		errno = ENAMETOOLONG;
+	if (path_in(lib, sizeof(lib), at, "lib") < 0)
 		return -1;
-	}
 	if (mkdir(lib, 0755) < 0)
 		return -1;
 	for (size_t i = 0; i <= f->rt->n; i++)
@@ -187,10 +193,8 @@ static int mkdir_in(const char *at, const char *name)
 {
 	char path[PATH_MAX];
 
-	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (path_in(path, sizeof(path), at, name) < 0)
 		return -1;
-	}
 	return mkdir(path, 0755);
 }
 
@@ -306,10 +310,8 @@ static int bind_host_dirs(const char *at)
 	int setattr;
 
 	n = etc_host_dirs(&names);
-	if (snprintf(etc, sizeof(etc), "%s/etc", at) >= (int)sizeof(etc)) {
-		errno = ENAMETOOLONG;
+	if (path_in(etc, sizeof(etc), at, "etc") < 0)
 		return -1;
-	}
 	for (size_t i = 0; i < n; i++) {
 		snprintf(src, sizeof(src), "/etc/%s", names[i]);
 		if (snprintf(dst, sizeof(dst), "%s/%s", etc, names[i]) >= (int)sizeof(dst)) {
@@ -356,10 +358,8 @@ static int mkdir_owned(const char *at, const char *name, unsigned owner, mode_t 
 {
 	char path[PATH_MAX];
 
-	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (path_in(path, sizeof(path), at, name) < 0)
 		return -1;
-	}
 	if (mkdir(path, mode) < 0 || chown(path, owner, owner) < 0 || chmod(path, mode) < 0)
 		return -1;
 	return 0;
@@ -370,10 +370,8 @@ static int symlink_in(const char *at, const char *name, const char *target)
 {
 	char path[PATH_MAX];
 
-	if (snprintf(path, sizeof(path), "%s/%s", at, name) >= (int)sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (path_in(path, sizeof(path), at, name) < 0)
 		return -1;
-	}
 	return symlink(target, path);
 }
 
@@ -394,10 +392,8 @@ static int stage_dev(const char *at, const struct jail_spec *s, unsigned sroot)
 						{ "core", "/proc/kcore" },	   { "ptmx", "pts/ptmx" } };
 	char dev[PATH_MAX], path[PATH_MAX + 16], opts[128];
 
-	if (snprintf(dev, sizeof(dev), "%s/dev", at) >= (int)sizeof(dev)) {
-		errno = ENAMETOOLONG;
+	if (path_in(dev, sizeof(dev), at, "dev") < 0)
 		return -1;
-	}
 	snprintf(opts, sizeof(opts), "mode=0755,uid=%u,gid=%u", sroot, sroot);
 	if (mkdir(dev, 0755) < 0 || mount("hangar", dev, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
@@ -442,10 +438,8 @@ static int stage_hangar(const char *at, const struct sources *f, unsigned sroot)
 	int fds[] = { f->envd, f->init, f->worker };
 	char dir[PATH_MAX], opts[64];
 
-	if (snprintf(dir, sizeof(dir), "%s/hangar", at) >= (int)sizeof(dir)) {
-		errno = ENAMETOOLONG;
+	if (path_in(dir, sizeof(dir), at, "hangar") < 0)
 		return -1;
-	}
 	snprintf(opts, sizeof(opts), "mode=0700,size=64k,uid=%u,gid=%u", sroot, sroot);
 	if (mkdir(dir, 0700) < 0 || mount("hangar", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
