@@ -122,6 +122,16 @@ static void add_etc(struct argv *a, struct argv *etc)
 	argv_free(etc);
 }
 
+/*
+ * Whether the stage made the whole root, /proc aside (stage.c): the host's
+ * /usr with a stage (an image's root has its /dev and writable places
+ * bound by bwrap).
+ */
+static int root_staged(const struct jail_spec *s)
+{
+	return s->userns && !s->image;
+}
+
 /* The root (the host's /usr, or the image's layers and the sandbox's writable layer), /proc and /dev. 0 or -errno. */
 static int add_system(struct argv *a, const struct jail_spec *s, struct argv *etc)
 {
@@ -130,6 +140,14 @@ static int add_system(struct argv *a, const struct jail_spec *s, struct argv *et
 	if (s->image) {
 		/* Built by the child in the stage (image.c), its /etc included. */
 		add(a, "--bind");
+		addf(a, "%s/root", stage_dir());
+		add(a, "/");
+	} else if (root_staged(s)) {
+		/* Its /etc's template and own files, for the stage; the stage's root binds it. */
+		r = etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
+		argv_free(etc);
+		/* Devices: only where the stage put them (/dev's nodes, devpts); every mount there is nosuid. */
+		add(a, "--dev-bind");
 		addf(a, "%s/root", stage_dir());
 		add(a, "/");
 	} else {
@@ -158,6 +176,8 @@ static int add_system(struct argv *a, const struct jail_spec *s, struct argv *et
 			add(a, proc_read_only[i]);
 			add(a, proc_read_only[i]);
 		}
+	if (root_staged(s))
+		return 0; /* in the stage's root */
 	if (s->userns) {
 		/* Made in the stage (stage.c): one bind, where --dev makes nine mounts. */
 		add(a, "--dev-bind");
@@ -180,6 +200,8 @@ static int add_system(struct argv *a, const struct jail_spec *s, struct argv *et
 /* Where the sandbox writes: /root, /workspace, /home/user, /tmp, each of disk_mb; /var/tmp into /tmp. */
 static void add_writable(struct argv *a, const struct jail_spec *s)
 {
+	if (root_staged(s))
+		return; /* in the stage's root, /var/tmp too */
 	/* Made explicitly: bwrap would make parents of mount points 0700. */
 	add(a, "--dir");
 	add(a, "/home");
@@ -297,6 +319,8 @@ static int add_envd_files(struct argv *a, const struct jail_spec *s, const char 
 {
 	if (s->userns) {
 		*envd_inside = "/run/hangar/hangar-envd";
+		if (root_staged(s))
+			return 0; /* in the stage's root */
 		add(a, "--ro-bind");
 		addf(a, "%s/hangar", stage_dir());
 		add(a, "/run/hangar");

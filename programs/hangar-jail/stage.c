@@ -25,8 +25,10 @@
  *               (upper/, work/)
  *   STAGE/snapshot  a sandbox from a snapshot: the snapshot's layer, under
  *               workspace/, home/, tmp/ and root/ in rw (snaplayer.c)
- *   STAGE/root  an image sandbox's root: its layers under that writable
- *               layer (image.c)
+ *   STAGE/root  the sandbox's root, bound whole by bwrap: an image
+ *               sandbox's, its layers under that writable layer (image.c);
+ *               else a tmpfs with every mount point of the sandbox but
+ *               /proc bound in (stage_host_root)
  * The sources are opened first (O_PATH), since STAGE may hide the state
  * directory. Unprivileged, bwrap binds the sandbox's directory directly.
  */
@@ -452,6 +454,92 @@ static int stage_hangar(const char *at, const struct sources *f, unsigned sroot)
 }
 
 /*
+ * from (a path, or "" for what at/ holds) bound at root/to, recursively, and
+ * made read-only, nosuid and nodev if ro (at once where the kernel can,
+ * mount_setattr, Linux 5.12; else the top mount, as a bind of a directory
+ * without mounts below it is). The mount point, a directory, is made. 0, or
+ * -1 with errno.
+ */
+static int bind_at(const char *from, const char *root, const char *to, int ro)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	char dst[PATH_MAX];
+
+	if (path_in(dst, sizeof(dst), root, to) < 0 || (mkdir(dst, 0755) < 0 && errno != EEXIST) ||
+	    mount(from, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return -1;
+	if (!ro || syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	return mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+}
+
+/*
+ * STAGE/root where the sandbox's /usr is the host's: a tmpfs of the
+ * sandbox's root (sroot), writable by it as bwrap's own root is, holding
+ * every mount of the sandbox but /proc, which only bwrap can make in the
+ * sandbox's pid namespace: /usr read-only and /bin and the like as the host
+ * has them (links into /usr, or its directories read-only), /etc, /root,
+ * /workspace, /home/user and /tmp (the stage's rw), /var/tmp (a link to
+ * /tmp), /run/hangar and /dev. bwrap binds it whole with --dev-bind, so
+ * that what may hold a device is said here, mount by mount: only /dev's
+ * nodes and devpts may. One bind and one reading of the mount table where
+ * bwrap made some twenty mounts, each with its reading. 0, or -1 with errno.
+ */
+static int stage_host_root(const char *at, unsigned sroot)
+{
+	static const char *const links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	static const char *const rw[][2] = { { "root", "root" }, { "workspace", "workspace" },
+					     { "home", "home/user" }, { "tmp", "tmp" } };
+	static const char *const dirs[] = { "proc", "home", "run", "var" };
+	char root[PATH_MAX], path[PATH_MAX + 32], opts[64];
+
+	if (path_in(root, sizeof(root), at, "root") < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "mode=0755,uid=%u,gid=%u", sroot, sroot);
+	if (mkdir(root, 0755) < 0 || mount("hangar", root, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (mkdir_in(root, dirs[i]) < 0)
+			return -1;
+	if (bind_at("/usr", root, "usr", 1) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		char host[16], target[PATH_MAX];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(host, sizeof(host), "/%s", links[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && bind_at(host, root, links[i], 1) < 0)
+			return -1;
+		if (!S_ISLNK(st.st_mode) || (n = readlink(host, target, sizeof(target) - 1)) <= 0)
+			continue;
+		target[n] = '\0';
+		if (symlink_in(root, links[i], target) < 0)
+			return -1;
+	}
+	snprintf(path, sizeof(path), "%s/etc", at);
+	if (bind_at(path, root, "etc", 1) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(rw) / sizeof(rw[0]); i++) {
+		snprintf(path, sizeof(path), "%s/rw/%s", at, rw[i][0]);
+		if (bind_at(path, root, rw[i][1], 0) < 0)
+			return -1;
+	}
+	snprintf(path, sizeof(path), "%s/var", root);
+	if (symlink_in(path, "tmp", "../tmp") < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/hangar", at);
+	if (bind_at(path, root, "run/hangar", 0) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/dev", at);
+	return bind_at(path, root, "dev", 0);
+}
+
+/*
  * In the child: the stage (see above), as host root before it enters the
  * sandbox's user namespace, or (an unprivileged caller's subordinate ids) as
  * root of that namespace, which owns the mount namespace made here. 0, or -1
@@ -499,5 +587,9 @@ int stage_build(const struct jail_spec *s, const struct uid_range *r)
 		return -1;
 	if (s->image && image_root_build(s, r, at) < 0)
 		return -1;
+	if (!s->image && stage_host_root(at, sroot) < 0) {
+		say("cannot make the sandbox's root: %s", strerror(errno));
+		return -1;
+	}
 	return 0;
 }

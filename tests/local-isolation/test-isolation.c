@@ -392,12 +392,12 @@ START_TEST(dev_shm_for_every_user)
 END_TEST
 
 /*
- * /dev: the devices bwrap's --dev gives and nothing else of the host's (a
- * root caller's sandbox has its /dev made in the stage, one bwrap bind),
- * each the host's own device; no device works anywhere else (the tmpfs and
- * /dev/shm are nodev, and no mount of it is suid); a terminal of its own
- * from its own devpts. For root and the user, root and unprivileged
- * callers (the latter from bwrap's --dev: the same layout).
+ * /dev: the devices bwrap's --dev gives and nothing else of the host's (with
+ * a stage, /dev and the whole root are made there and bwrap binds them),
+ * each the host's own device; no device works anywhere else (every other
+ * mount is nodev) and no mount is suid; /usr, /etc and /run/hangar are
+ * read-only; a terminal of its own from its own devpts. For root and the
+ * user, root and unprivileged callers.
  */
 START_TEST(dev_as_bwrap_makes_it)
 {
@@ -438,7 +438,14 @@ START_TEST(dev_as_bwrap_makes_it)
 	expect(sb, "user", "awk '$5 == \"/dev\" || $5 == \"/dev/shm\" { print $5, ($6 ~ /nodev/ && $6 ~ /nosuid/) }' "
 			   "/proc/self/mountinfo | tr '\\n' ' '",
 	       "/dev 1 /dev/shm 1 ");
-	expect(sb, "user", "awk '$5 ~ \"^/dev/\" && $6 !~ /nosuid/' /proc/self/mountinfo | wc -l", "0");
+	/* No mount is suid; only the devices and devpts are not nodev; what the sandbox runs from is read-only. */
+	expect(sb, "user", "awk '$6 !~ /nosuid/' /proc/self/mountinfo | wc -l", "0");
+	expect(sb, "user", "awk '$6 !~ /nodev/ { print $5 }' /proc/self/mountinfo | sort | tr '\\n' ' '",
+	       "/dev/full /dev/null /dev/pts /dev/random /dev/tty /dev/urandom /dev/zero ");
+	expect(sb, "user",
+	       "awk '$5 ~ \"^/(usr|etc|run/hangar)$\" { print $5, ($6 ~ /^ro,/) }' /proc/self/mountinfo | sort | "
+	       "tr '\\n' ' '",
+	       test_image() ? "/run/hangar 1 " : "/etc 1 /run/hangar 1 /usr 1 ");
 	expect(sb, "user", "awk '$5 == \"/dev/pts\" { print ($6 ~ /noexec/) }' /proc/self/mountinfo", "1");
 	/* Root may make a node in /dev, and it opens nothing (nodev; the user namespace refuses mknod anyway). */
 	sh(sb, "root", "mknod /dev/sda b 8 0 2>/dev/null; head -c1 /dev/sda >/dev/null 2>&1 && echo opened", &o);
