@@ -16,28 +16,20 @@
 /* /bin, /lib, ... as the host has them: symlinks into /usr (merged /usr) or directories. */
 static void add_usr_links(struct argv *a)
 {
-	static const char *const names[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	for (const char *const *name = usr_tops; *name; name++) {
+		char target[PATH_MAX];
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		char host[64], target[PATH_MAX];
-		struct stat st;
-		ssize_t n;
-
-		snprintf(host, sizeof(host), "/%s", names[i]);
-		if (lstat(host, &st) < 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			n = readlink(host, target, sizeof(target) - 1);
-			if (n <= 0)
-				continue;
-			target[n] = '\0';
+		switch (host_top(*name, target, sizeof(target))) {
+		case 'l':
 			add(a, "--symlink");
 			add(a, target);
-			add(a, host);
-		} else if (S_ISDIR(st.st_mode)) {
+			addf(a, "/%s", *name);
+			break;
+		case 'd':
 			add(a, "--ro-bind");
-			add(a, host);
-			add(a, host);
+			addf(a, "/%s", *name);
+			addf(a, "/%s", *name);
+			break;
 		}
 	}
 }

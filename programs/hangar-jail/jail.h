@@ -30,6 +30,10 @@ void mark(const char *phase);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 1 when path exists (even unreadable), else 0. */
 int exists(const char *path);
+/* The top directories a merged /usr makes links of: bin, sbin, lib, ..., NULL-terminated. */
+extern const char *const usr_tops[];
+/* What the host's /name is: 'l' a symlink (its target into target), 'd' a directory, 0 neither. */
+int host_top(const char *name, char *target, size_t size);
 
 /* dir/name as a listening unix socket of this uid only (0600), non-blocking; -1 with errno. */
 int listen_unix(const char *dir, const char *name, int backlog);

@@ -144,6 +144,19 @@ static int path_in(char *out, size_t size, const char *at, const char *name)
 	return 0;
 }
 
+/* A nosuid, nodev tmpfs of opts (and owner's) at at/name, its path into out. 0, or -1 with errno. */
+static int tmpfs_in(char *out, size_t size, const char *at, const char *name, const char *opts, unsigned owner)
+{
+	char all[128];
+
+	if (path_in(out, size, at, name) < 0)
+		return -1;
+	snprintf(all, sizeof(all), "%s,uid=%u,gid=%u", opts, owner, owner);
+	if (mkdir(out, 0700) < 0)
+		return -1;
+	return mount("hangar", out, "tmpfs", MS_NOSUID | MS_NODEV, all);
+}
+
 static int bind_fd(int fd, const char *at, const char *name, int file)
 {
 	char src[64], dst[PATH_MAX];
@@ -392,23 +405,20 @@ static int stage_dev(const char *at, const struct jail_spec *s, unsigned sroot)
 	static const char *const links[][2] = { { "fd", "/proc/self/fd" },	   { "stdin", "/proc/self/fd/0" },
 						{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
 						{ "core", "/proc/kcore" },	   { "ptmx", "pts/ptmx" } };
-	char dev[PATH_MAX], path[PATH_MAX + 16], opts[128];
+	char dev[PATH_MAX], path[PATH_MAX + 16], src[32], opts[64];
 
-	if (path_in(dev, sizeof(dev), at, "dev") < 0)
-		return -1;
-	snprintf(opts, sizeof(opts), "mode=0755,uid=%u,gid=%u", sroot, sroot);
-	if (mkdir(dev, 0755) < 0 || mount("hangar", dev, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	if (tmpfs_in(dev, sizeof(dev), at, "dev", "mode=0755", sroot) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
 		int fd;
 
 		snprintf(path, sizeof(path), "%s/%s", dev, nodes[i]);
-		snprintf(opts, sizeof(opts), "/dev/%s", nodes[i]);
+		snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
 		if (fd < 0)
 			return -1;
 		close(fd);
-		if (mount(opts, path, NULL, MS_BIND, NULL) < 0)
+		if (mount(src, path, NULL, MS_BIND, NULL) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
@@ -418,12 +428,8 @@ static int stage_dev(const char *at, const struct jail_spec *s, unsigned sroot)
 	if (mkdir(path, 0755) < 0 ||
 	    mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") < 0)
 		return -1;
-	snprintf(path, sizeof(path), "%s/shm", dev);
-	snprintf(opts, sizeof(opts), "mode=01777,size=%llu,uid=%u,gid=%u", (unsigned long long)s->shm_mb << 20, sroot,
-		 sroot);
-	if (mkdir(path, 0755) < 0 || mount("hangar", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-		return -1;
-	return 0;
+	snprintf(opts, sizeof(opts), "mode=01777,size=%llu", (unsigned long long)s->shm_mb << 20);
+	return tmpfs_in(path, sizeof(path), dev, "shm", opts, sroot);
 }
 
 /*
@@ -438,12 +444,9 @@ static int stage_hangar(const char *at, const struct sources *f, unsigned sroot)
 {
 	const char *names[] = { "hangar-envd", ENVD_INIT_NAME, ENVD_WORKER_NAME };
 	int fds[] = { f->envd, f->init, f->worker };
-	char dir[PATH_MAX], opts[64];
+	char dir[PATH_MAX];
 
-	if (path_in(dir, sizeof(dir), at, "hangar") < 0)
-		return -1;
-	snprintf(opts, sizeof(opts), "mode=0700,size=64k,uid=%u,gid=%u", sroot, sroot);
-	if (mkdir(dir, 0700) < 0 || mount("hangar", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	if (tmpfs_in(dir, sizeof(dir), at, "hangar", "mode=0700,size=64k", sroot) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0 && bind_fd_ro(fds[i], dir, names[i]) < 0)
@@ -489,36 +492,25 @@ static int bind_at(const char *from, const char *root, const char *to, int ro)
  */
 static int stage_host_root(const char *at, unsigned sroot)
 {
-	static const char *const links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
 	static const char *const rw[][2] = { { "root", "root" }, { "workspace", "workspace" },
 					     { "home", "home/user" }, { "tmp", "tmp" } };
 	static const char *const dirs[] = { "proc", "home", "run", "var" };
-	char root[PATH_MAX], path[PATH_MAX + 32], opts[64];
+	char root[PATH_MAX], path[PATH_MAX + 32];
 
-	if (path_in(root, sizeof(root), at, "root") < 0)
-		return -1;
-	snprintf(opts, sizeof(opts), "mode=0755,uid=%u,gid=%u", sroot, sroot);
-	if (mkdir(root, 0755) < 0 || mount("hangar", root, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	if (tmpfs_in(root, sizeof(root), at, "root", "mode=0755", sroot) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		if (mkdir_in(root, dirs[i]) < 0)
 			return -1;
 	if (bind_at("/usr", root, "usr", 1) < 0)
 		return -1;
-	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-		char host[16], target[PATH_MAX];
-		struct stat st;
-		ssize_t n;
+	for (const char *const *name = usr_tops; *name; name++) {
+		char target[PATH_MAX], host[PATH_MAX];
+		int kind = host_top(*name, target, sizeof(target));
 
-		snprintf(host, sizeof(host), "/%s", links[i]);
-		if (lstat(host, &st) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode) && bind_at(host, root, links[i], 1) < 0)
-			return -1;
-		if (!S_ISLNK(st.st_mode) || (n = readlink(host, target, sizeof(target) - 1)) <= 0)
-			continue;
-		target[n] = '\0';
-		if (symlink_in(root, links[i], target) < 0)
+		snprintf(host, sizeof(host), "/%s", *name);
+		if ((kind == 'd' && bind_at(host, root, *name, 1) < 0) ||
+		    (kind == 'l' && symlink_in(root, *name, target) < 0))
 			return -1;
 	}
 	snprintf(path, sizeof(path), "%s/etc", at);

@@ -36,6 +36,25 @@ int exists(const char *path)
 	return access(path, F_OK) == 0;
 }
 
+const char *const usr_tops[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL };
+
+int host_top(const char *name, char *target, size_t size)
+{
+	char host[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(host, sizeof(host), "/%s", name);
+	if (lstat(host, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return 'd';
+	if (!S_ISLNK(st.st_mode) || size < 2 || (n = readlink(host, target, size - 1)) <= 0)
+		return 0;
+	target[n] = '\0';
+	return 'l';
+}
+
 /* dir/name as a listening unix socket only this uid may use (0600, made under umask 077),
  * non-blocking; -1 with errno on failure. */
 int listen_unix(const char *in, const char *name, int backlog)
