@@ -480,7 +480,8 @@ static int bind_at(const char *from, const char *root, const char *to, int ro)
 
 /*
  * STAGE/root where the sandbox's /usr is the host's: a tmpfs of the
- * sandbox's root (sroot), writable by it as bwrap's own root is, holding
+ * sandbox's root (sroot), writable by it as bwrap's own root is, its
+ * directories and links its too, holding
  * every mount of the sandbox but /proc, which only bwrap can make in the
  * sandbox's pid namespace: /usr read-only and /bin and the like as the host
  * has them (links into /usr, or its directories read-only), /etc, /root,
@@ -490,6 +491,14 @@ static int bind_at(const char *from, const char *root, const char *to, int ro)
  * nodes and devpts may. One bind and one reading of the mount table where
  * bwrap made some twenty mounts, each with its reading. 0, or -1 with errno.
  */
+/* at/name (never a mount point: a mount's root would be changed) made owner's. 0, or -1 with errno. */
+static int own_in(const char *at, const char *name, unsigned owner)
+{
+	char path[PATH_MAX];
+
+	return path_in(path, sizeof(path), at, name) < 0 ? -1 : lchown(path, owner, owner);
+}
+
 static int stage_host_root(const char *at, unsigned sroot)
 {
 	static const char *const rw[][2] = { { "root", "root" }, { "workspace", "workspace" },
@@ -500,7 +509,7 @@ static int stage_host_root(const char *at, unsigned sroot)
 	if (tmpfs_in(root, sizeof(root), at, "root", "mode=0755", sroot) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if (mkdir_in(root, dirs[i]) < 0)
+		if (mkdir_in(root, dirs[i]) < 0 || own_in(root, dirs[i], sroot) < 0)
 			return -1;
 	if (bind_at("/usr", root, "usr", 1) < 0)
 		return -1;
@@ -510,7 +519,7 @@ static int stage_host_root(const char *at, unsigned sroot)
 
 		snprintf(host, sizeof(host), "/%s", *name);
 		if ((kind == 'd' && bind_at(host, root, *name, 1) < 0) ||
-		    (kind == 'l' && symlink_in(root, *name, target) < 0))
+		    (kind == 'l' && (symlink_in(root, *name, target) < 0 || own_in(root, *name, sroot) < 0)))
 			return -1;
 	}
 	snprintf(path, sizeof(path), "%s/etc", at);
@@ -522,7 +531,7 @@ static int stage_host_root(const char *at, unsigned sroot)
 			return -1;
 	}
 	snprintf(path, sizeof(path), "%s/var", root);
-	if (symlink_in(path, "tmp", "../tmp") < 0)
+	if (symlink_in(path, "tmp", "../tmp") < 0 || own_in(path, "tmp", sroot) < 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/hangar", at);
 	if (bind_at(path, root, "run/hangar", 0) < 0)

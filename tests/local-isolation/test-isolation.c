@@ -259,7 +259,7 @@ END_TEST
  * The host ids behind sb's user namespace, as the host sees them: its
  * bwrap's uid_map (the jail's child named bwrap).
  */
-static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
+static int sandbox_bwrap(hangar_sandbox *sb)
 {
 	char path[PATH_MAX];
 	int jail = 0, bwrap;
@@ -272,12 +272,63 @@ static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
 	fclose(f);
 	bwrap = proc_child_named(jail, "bwrap");
 	ck_assert_int_gt(bwrap, 0);
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", bwrap);
+	return bwrap;
+}
+
+static void sandbox_uid_map(hangar_sandbox *sb, char *map, size_t size)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", sandbox_bwrap(sb));
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_ptr_nonnull(fgets(map, (int)size, f));
 	fclose(f);
 }
+
+/*
+ * The root laid out around the sandbox's mounts is envd's, as bwrap's own
+ * was when bwrap made it: /, /home, /run, /var, /var/tmp and the links
+ * beside /usr belong, seen from the host, to the id the sandbox's user
+ * namespace maps 0 to (an image's root is laid out by its layers instead).
+ */
+START_TEST(root_laid_out_for_envd)
+{
+	static const char *const names[] = { "", "home", "run", "var", "var/tmp", "bin", "lib" };
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	char map[256], path[PATH_MAX];
+	unsigned inside, host;
+	int init, checked = 0;
+
+	if (!become_caller(_i) || test_image())
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	sandbox_uid_map(sb, map, sizeof(map));
+	ck_assert_int_eq(sscanf(map, "%u %u", &inside, &host), 2);
+	ck_assert_uint_eq(inside, 0);
+	ck_assert_uint_ne(host, 0);
+	init = proc_child_named(sandbox_bwrap(sb), "hangar-envd-ini");
+	ck_assert_int_gt(init, 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/proc/%d/root/%s", init, names[i]);
+		if (lstat(path, &st) < 0 && errno == ENOENT && i >= 5)
+			continue; /* no /bin or /lib on this host */
+		ck_assert_msg(lstat(path, &st) == 0, "%s: %s", path, strerror(errno));
+		ck_assert_msg(st.st_uid == host && st.st_gid == host, "/%s is %u:%u, not envd's %u", names[i],
+			      (unsigned)st.st_uid, (unsigned)st.st_gid, host);
+		checked++;
+	}
+	ck_assert_int_ge(checked, 5);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
 
 /* Another sandbox's envd socket, jail socket and /workspace, by every path root inside could try. */
 START_TEST(other_sandbox_unreachable)
@@ -1588,6 +1639,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, dev_as_bwrap_makes_it, 0, 2);
+	tcase_add_loop_test(tc, root_laid_out_for_envd, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, network_allow_listed, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
