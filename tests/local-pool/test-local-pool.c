@@ -385,6 +385,50 @@ START_TEST(refill_and_list)
 }
 END_TEST
 
+/*
+ * A pooled sandbox ran its warm-up login shell before it was put in the
+ * pool, and it left nothing: the claimer's first command comes pids later
+ * than a cold sandbox's, and it finds the same processes (pid 1, envd,
+ * itself), home, /tmp and /workspace as in a cold sandbox.
+ */
+START_TEST(pooled_warmed_and_clean)
+{
+	static const char probe[] =
+		"echo $$ $(ls /proc | grep -c '^[0-9]') $(ls -A ~ | wc -l) $(ls -A /tmp /workspace | grep -vc ':$')";
+	hangar_ctx *cold_ctx = new_ctx("0", NULL), *ctx;
+	hangar_sandbox *cold = create(cold_ctx, HANGAR_NETWORK_OFF, NULL), *first, *sb;
+	char *c = run(cold, probe), *w;
+	int cold_pid, cold_procs, cold_home, cold_files, pid, procs, home, files;
+
+	ck_assert_int_eq(sscanf(c, "%d %d %d %d", &cold_pid, &cold_procs, &cold_home, &cold_files), 4);
+	ctx = new_ctx("1", NULL);
+	first = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	wait_pool(1);
+	sb = create(ctx, HANGAR_NETWORK_OFF, NULL);
+	w = run(sb, probe);
+	ck_assert_int_eq(sscanf(w, "%d %d %d %d", &pid, &procs, &home, &files), 4);
+	/*
+	 * Without the warm-up, a claimed sandbox's first command came at most
+	 * one pid after a cold one's; the warm-up's shell and the command its
+	 * /etc/profile substitutes take two more at least.
+	 */
+	ck_assert_msg(pid >= cold_pid + 3, "the pooled sandbox's first command is pid %d, a cold one's %d: no warm-up ran",
+		      pid, cold_pid);
+	ck_assert_msg(procs == cold_procs && home == cold_home && files == cold_files,
+		      "pooled: \"%s\", cold: \"%s\" (pid, processes, home entries, /tmp and /workspace entries)", w, c);
+	free(c);
+	free(w);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_sandbox_kill(first);
+	hangar_sandbox_unref(first);
+	hangar_sandbox_kill(cold);
+	hangar_sandbox_unref(cold);
+	hangar_ctx_unref(ctx);
+	hangar_ctx_unref(cold_ctx);
+}
+END_TEST
+
 /* A pooled sandbox destroyed, or whose jail was killed, while it waited is never handed out. */
 START_TEST(dead_ones_not_handed_out)
 {
@@ -915,6 +959,7 @@ Suite *pool_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, claim_rotates_token);
 	tcase_add_test(tc, refill_and_list);
+	tcase_add_test(tc, pooled_warmed_and_clean);
 	tcase_add_test(tc, dead_ones_not_handed_out);
 	tcase_add_test(tc, claims_from_processes);
 	tcase_add_test(tc, claim_with_variables);

@@ -474,6 +474,27 @@ static int record_running(const char *dir, struct lmeta *m)
 	return 0;
 }
 
+/*
+ * The warm pool's sandbox m, just started in dir: warmed (best effort: a
+ * failed warm-up only leaves its first command slower) and put into the pool
+ * open at pool_dfd, its id into id. 0, or an error with the sandbox gone.
+ */
+static int pool_put(struct local *l, int pool_dfd, const char *dir, const struct lmeta *m, const char *token,
+		    char id[LSTATE_ID_LEN + 1])
+{
+	if (local_pool_warm(dir, token) < 0)
+		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: pooled sandbox %s could not be warmed", m->id);
+	if (local_pool_put(l, pool_dfd, m->id) < 0) {
+		int rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot put sandbox %s into the pool", m->id);
+
+		stop_jail(dir, m->id);
+		lstate_rmtree_at(AT_FDCWD, dir);
+		return rc;
+	}
+	memcpy(id, m->id, sizeof(m->id));
+	return 0;
+}
+
 /* A sandbox started: described into out, or (out NULL, for the warm pool) its id into id. */
 static int create_cold(struct local *l, const struct hangar_create_opts *opts, hangar_sys_sandbox *out,
 		       char id[LSTATE_ID_LEN + 1], int pool_dfd)
@@ -512,15 +533,10 @@ static int create_cold(struct local *l, const struct hangar_create_opts *opts, h
 			snprintf(steps, sizeof(steps), "no timeline");
 		hangar_sys_log(l->ctx, HANGAR_LOG_DEBUG, "local: sandbox %s ready in %.1f ms: %s", m.id,
 			       (double)(clock_mono_us() - t0_us) / 1000.0, steps);
-		if (out) {
+		if (out)
 			rc = local_describe(l, dir, &m, token, m.jail_pid, out);
-		} else if (local_pool_put(l, pool_dfd, m.id) < 0) {
-			rc = hangar_sys_error(HANGAR_EOS, 0, errno, "cannot put sandbox %s into the pool", m.id);
-			stop_jail(dir, m.id);
-			lstate_rmtree_at(AT_FDCWD, dir);
-		} else {
-			memcpy(id, m.id, sizeof(m.id));
-		}
+		else
+			rc = pool_put(l, pool_dfd, dir, &m, token, id);
 	}
 	if (timeline >= 0)
 		close(timeline);

@@ -256,41 +256,84 @@ static int send_all(int fd, const char *p, size_t n)
 }
 
 /*
- * Sends envd, over envd.sock, the request that replaces its token old with
- * fresh and gives it the caller's variables, env, in one step (POST
- * /hangar/v1/token; both or neither take effect). The connection to read
- * the answer from (envd_answer), or -1 when it could not be sent.
+ * Sends envd, over dir's envd.sock, the request head (n bytes, ending its
+ * headers) and body (len bytes). The connection to read the answer from,
+ * or -1 when it could not be sent.
  */
-static int rotate_envd_send(const char *dir, const char *old, const char *fresh, const char *const *env)
+static int envd_send(const char *dir, const char *head, int n, const char *body, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = TOKEN_DEADLINE_MS / 1000 };
-	char req[3 * TOKEN_MAX], *body = vars_body(env);
-	size_t len = body ? strlen(body) : 0;
-	int fd = -1, n, sent;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s/envd.sock", (int)(sizeof(sa.sun_path) - 11), dir);
+	/* envd reads what it is sent: the deadline only bounds a daemon that hangs. */
+	if (fd >= 0 && n > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && send_all(fd, head, (size_t)n) == 0 &&
+	    send_all(fd, body, len) == 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/*
+ * Sends envd the request that replaces its token old with fresh and gives
+ * it the caller's variables, env, in one step (POST /hangar/v1/token; both
+ * or neither take effect). The connection to read the answer from
+ * (envd_answer), or -1 when it could not be sent.
+ */
+static int rotate_envd_send(const char *dir, const char *old, const char *fresh, const char *const *env)
+{
+	char req[3 * TOKEN_MAX], *body = vars_body(env);
+	size_t len = body ? strlen(body) : 0;
+	int fd = -1, n;
+
 	n = snprintf(req, sizeof(req),
 		     "POST /hangar/v1/token HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
 		     "X-Hangar-New-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
 		     "Connection: close\r\n\r\n",
 		     old, fresh, len);
-	fd = body ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-	/* envd reads what it is sent: the deadline only bounds a daemon that hangs. */
-	sent = fd >= 0 && n > 0 && n < (int)sizeof(req) &&
-	       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
-	       connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && send_all(fd, req, (size_t)n) == 0 &&
-	       send_all(fd, body, len) == 0;
+	if (body && n < (int)sizeof(req))
+		fd = envd_send(dir, req, n, body, len);
 	explicit_bzero(req, sizeof(req));
 	if (body) {
 		explicit_bzero(body, len); /* the caller's variables may be secrets */
 		free(body);
 	}
-	if (!sent && fd >= 0) {
-		close(fd);
-		fd = -1;
-	}
 	return fd;
+}
+
+int local_pool_warm(const char *dir, const char *token)
+{
+	/* A Connect envelope: no flags, the JSON's length (big-endian), the JSON. */
+	static const char json[] = "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"true\"]}}";
+	char req[TOKEN_MAX + 512], body[5 + sizeof(json)], buf[4096];
+	size_t len = sizeof(json) - 1, have;
+	int64_t deadline = clock_mono_ms() + TOKEN_DEADLINE_MS;
+	int fd, n, r;
+
+	body[0] = 0;
+	body[1] = body[2] = 0;
+	body[3] = (char)(len >> 8);
+	body[4] = (char)(len & 0xff);
+	memcpy(body + 5, json, len);
+	/* As the commands' default user ("user:" in Basic auth), which the claimer's first command is most likely run as. */
+	n = snprintf(req, sizeof(req),
+		     "POST /process.Process/Start HTTP/1.1\r\nHost: localhost\r\nX-Access-Token: %s\r\n"
+		     "Authorization: Basic dXNlcjo=\r\nContent-Type: application/connect+json\r\n"
+		     "Connect-Protocol-Version: 1\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		     token, len + 5);
+	fd = n < (int)sizeof(req) ? envd_send(dir, req, n, body, len + 5) : -1;
+	explicit_bzero(req, sizeof(req));
+	if (fd < 0)
+		return -1;
+	/* The stream ends, and envd closes the connection, once the shell has ended. */
+	do
+		r = local_read_until(fd, buf, sizeof(buf), deadline, NULL, &have);
+	while (r == 0 && have == sizeof(buf));
+	close(fd);
+	return r == 0 ? 0 : -1;
 }
 
 /* Reads envd's answer to rotate_envd_send on fd (-1: none) and closes it: the status (204: done), or -1. */

@@ -48,6 +48,14 @@ int local_pool_hidden(const char *dir);
  */
 int local_pool_put(struct local *l, int dfd, const char *id);
 /*
+ * Runs one login shell (`bash -l -c true`, as the commands' default user)
+ * in the new pooled sandbox in dir, whose envd takes token, and waits for
+ * its end: the claimer's first command then finds the sandbox's /etc, its
+ * libraries and the loader's lookups warm. The shell writes nothing, and
+ * leaves nothing running. 0, or -1 (the sandbox is pooled all the same).
+ */
+int local_pool_warm(const char *dir, const char *token);
+/*
  * Stops sandbox id (in dir, hidden as the pool's) when nobody works on it
  * and no pool holds it: what a pool create killed before it put its marker
  * leaves. 1 when it was stopped, else 0.
