@@ -329,10 +329,8 @@ static int bind_host_dirs(const char *at)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		snprintf(src, sizeof(src), "/etc/%s", names[i]);
-		if (snprintf(dst, sizeof(dst), "%s/%s", etc, names[i]) >= (int)sizeof(dst)) {
-			errno = ENAMETOOLONG;
+		if (path_in(dst, sizeof(dst), etc, names[i]) < 0)
 			return -1;
-		}
 		if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return -1;
 	}
@@ -457,8 +455,8 @@ static int stage_hangar(const char *at, const struct sources *f, unsigned sroot)
 }
 
 /*
- * from (a path, or "" for what at/ holds) bound at root/to, recursively, and
- * made read-only, nosuid and nodev if ro (at once where the kernel can,
+ * The path from bound at root/to, recursively, and made read-only, nosuid
+ * and nodev if ro (at once where the kernel can,
  * mount_setattr, Linux 5.12; else the top mount, as a bind of a directory
  * without mounts below it is). The mount point, a directory, is made. 0, or
  * -1 with errno.
@@ -478,6 +476,14 @@ static int bind_at(const char *from, const char *root, const char *to, int ro)
 	return mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 }
 
+/* at/name (never a mount point: a mount's root would be changed) made owner's. 0, or -1 with errno. */
+static int own_in(const char *at, const char *name, unsigned owner)
+{
+	char path[PATH_MAX];
+
+	return path_in(path, sizeof(path), at, name) < 0 ? -1 : lchown(path, owner, owner);
+}
+
 /*
  * STAGE/root where the sandbox's /usr is the host's: a tmpfs of the
  * sandbox's root (sroot), writable by it as bwrap's own root is, its
@@ -491,14 +497,6 @@ static int bind_at(const char *from, const char *root, const char *to, int ro)
  * nodes and devpts may. One bind and one reading of the mount table where
  * bwrap made some twenty mounts, each with its reading. 0, or -1 with errno.
  */
-/* at/name (never a mount point: a mount's root would be changed) made owner's. 0, or -1 with errno. */
-static int own_in(const char *at, const char *name, unsigned owner)
-{
-	char path[PATH_MAX];
-
-	return path_in(path, sizeof(path), at, name) < 0 ? -1 : lchown(path, owner, owner);
-}
-
 static int stage_host_root(const char *at, unsigned sroot)
 {
 	static const char *const rw[][2] = { { "root", "root" }, { "workspace", "workspace" },
@@ -509,7 +507,7 @@ static int stage_host_root(const char *at, unsigned sroot)
 	if (tmpfs_in(root, sizeof(root), at, "root", "mode=0755", sroot) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if (mkdir_in(root, dirs[i]) < 0 || own_in(root, dirs[i], sroot) < 0)
+		if (mkdir_owned(root, dirs[i], sroot, 0755) < 0)
 			return -1;
 	if (bind_at("/usr", root, "usr", 1) < 0)
 		return -1;
