@@ -330,6 +330,62 @@ START_TEST(root_laid_out_for_envd)
 }
 END_TEST
 
+/* How many of pid's mounts have a mount point equal to path, or below it with below set. */
+static int mounts_at(int pid, const char *path, int below)
+{
+	char file[64], line[4096], point[PATH_MAX];
+	size_t n = strlen(path);
+	int count = 0;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "/proc/%d/mountinfo", pid);
+	f = fopen(file, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 && !strncmp(point, path, n) &&
+		    (point[n] == '\0' || (below && point[n] == '/')))
+			count++;
+	fclose(f);
+	return count;
+}
+
+/*
+ * bwrap reads the whole mount table again for each mount it makes, and
+ * copies it into the sandbox's namespace: the child hands it a table
+ * without the host's /sys, /dev/shm and /dev/pts (a root caller's: an
+ * unprivileged one's namespace gets them locked) and without the stage's
+ * parts the root was laid out from, only the root itself.
+ */
+START_TEST(bwrap_reads_a_trimmed_table)
+{
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	int bwrap;
+
+	if (!become_caller(_i))
+		return;
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	bwrap = sandbox_bwrap(sb);
+	ck_assert_int_gt(bwrap, 0);
+	if (_i == 0) {
+		ck_assert_int_eq(mounts_at(bwrap, "/sys", 1), 0);
+		ck_assert_int_eq(mounts_at(bwrap, "/dev/shm", 0), 0);
+		ck_assert_int_eq(mounts_at(bwrap, "/dev/pts", 0), 0);
+	}
+	if (!test_image()) {
+		static const char *const parts[] = { "/run/etc", "/run/hangar", "/run/rw", "/run/dev" };
+
+		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+			ck_assert_msg(mounts_at(bwrap, parts[i], 1) == 0, "bwrap still has %s", parts[i]);
+		ck_assert_int_eq(mounts_at(bwrap, "/run/root", 0), 1);
+	}
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
 /* Another sandbox's envd socket, jail socket and /workspace, by every path root inside could try. */
 START_TEST(other_sandbox_unreachable)
 {
@@ -1640,6 +1696,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, dev_as_bwrap_makes_it, 0, 2);
 	tcase_add_loop_test(tc, root_laid_out_for_envd, 0, 2);
+	tcase_add_loop_test(tc, bwrap_reads_a_trimmed_table, 0, 2);
 	tcase_add_loop_test(tc, network_private, 0, 2);
 	tcase_add_loop_test(tc, network_allow_listed, 0, 2);
 	tcase_add_loop_test(tc, envd_out_of_reach, 0, 2);
