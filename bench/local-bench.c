@@ -223,14 +223,37 @@ static int collect_id(const hangar_sandbox_info *info, void *payload)
 	return 0;
 }
 
-/* Kills what is left and removes the state directory. Safe to run twice. */
+/*
+ * The directory of running sandboxes' directories: the target of
+ * <state>/local/run when the library made one (on a tmpfs), else
+ * <state>/local itself.
+ */
+static const char *run_dir(void)
+{
+	static char run[PATH_MAX];
+	char link[PATH_MAX];
+	ssize_t n;
+
+	if (run[0])
+		return run;
+	snprintf(link, sizeof(link), "%s/run", g_local);
+	n = readlink(link, run, sizeof(run) - 1);
+	if (n > 0) {
+		run[n] = '\0';
+		return run;
+	}
+	run[0] = '\0';
+	return g_local;
+}
+
+/* Kills what is left and removes the state directory, and its runtime directory. Safe to run twice. */
 static void cleanup(void)
 {
 	struct idlist l = { 0 };
 
 	pthread_mutex_lock(&g_cleanup_lock);
 	if (g_ctx) {
-		DIR *d = opendir(g_local);
+		DIR *d = opendir(run_dir());
 		struct dirent *de;
 		char snaps[PATH_MAX];
 
@@ -263,6 +286,8 @@ static void cleanup(void)
 			closedir(d);
 	}
 	if (g_state[0]) {
+		if (strcmp(run_dir(), g_local) != 0)
+			nftw(run_dir(), rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 		nftw(g_state, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 		g_state[0] = '\0';
 	}
@@ -806,7 +831,7 @@ static void steps_add(struct steps *st, const char *id)
 	long long at, prev = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s/timeline", g_local, id);
+	snprintf(path, sizeof(path), "%s/%s/timeline", run_dir(), id);
 	if (!(f = fopen(path, "re")))
 		return;
 	while (fscanf(f, "%63s %lld", phase, &at) == 2) {
@@ -980,7 +1005,7 @@ static void bench_exec_vs_raw(const struct config *cfg)
 		row("(not run)", NULL, 0, "create: %s (%s)", hangar_error_last()->message, hangar_error_name(rc));
 		goto out;
 	}
-	snprintf(dir, sizeof(dir), "%s/%s", g_local, hangar_sandbox_id(sb));
+	snprintf(dir, sizeof(dir), "%s/%s", run_dir(), hangar_sandbox_id(sb));
 	snprintf(sock, sizeof(sock), "%s/envd.sock", dir);
 	if (jail_token(dir, token, sizeof(token)) < 0) {
 		g_failed = 1;
@@ -1117,15 +1142,51 @@ static void *kill_worker(void *arg)
 }
 
 /*
+ * The machine's CPU time spent busy so far (every CPU, every process and the
+ * kernel: user, nice, system, irq, softirq and steal), in ms, from the first
+ * line of /proc/stat; -1 if it cannot be read.
+ */
+static double machine_busy_ms(void)
+{
+	unsigned long long v[8] = {0};
+	long tick = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "re");
+	int got;
+
+	if (!f)
+		return -1;
+	got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		     &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (got != 8 || tick <= 0)
+		return -1;
+	/* v[3] and v[4] are idle and iowait. */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000.0 / (double)tick;
+}
+
+/* busy (from run_workers) as "; machine CPU ...", or "" if unknown. */
+static void busy_note(char *buf, size_t size, double busy, int ran)
+{
+	buf[0] = '\0';
+	if (busy < 0 || ran <= 0)
+		return;
+	snprintf(buf, size, "; machine CPU %.0f ms, %.1f each, on %ld CPUs", busy, busy / ran,
+		 sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/*
  * Runs fn on every worker whose sandbox is set (or on all, for creates), in
  * one thread each, released together by a barrier. Returns the wall time:
  * from the first thread's start to the last one's end, as the threads
  * measured them (the main thread may be scheduled late after the barrier).
+ * If busy is set, it gets the machine's busy CPU time over the run, in ms, or
+ * -1 if unknown.
  */
-static double run_workers(struct worker *w, int n, void *(*fn)(void *), int only_with_sandbox, int *ran)
+static double run_workers(struct worker *w, int n, void *(*fn)(void *), int only_with_sandbox, int *ran,
+			  double *busy)
 {
 	pthread_barrier_t go;
-	double first = 0, last = 0;
+	double first = 0, last = 0, busy0;
 	int count = 0, started = 0;
 
 	for (int i = 0; i < n; i++)
@@ -1147,6 +1208,7 @@ static double run_workers(struct worker *w, int n, void *(*fn)(void *), int only
 		}
 		started++;
 	}
+	busy0 = machine_busy_ms();
 	pthread_barrier_wait(&go);
 	for (int i = 0; i < n; i++) {
 		if (only_with_sandbox && !w[i].sb)
@@ -1158,6 +1220,11 @@ static double run_workers(struct worker *w, int n, void *(*fn)(void *), int only
 			last = w[i].t0 + w[i].ms;
 	}
 	pthread_barrier_destroy(&go);
+	if (busy) {
+		double busy1 = machine_busy_ms();
+
+		*busy = busy0 < 0 || busy1 < 0 ? -1 : busy1 - busy0;
+	}
 	return last - first;
 }
 
@@ -1165,18 +1232,19 @@ static void bench_concurrent(const struct config *cfg)
 {
 	int n = cfg->concurrent, ran, fail = 0, kfail = 0;
 	struct worker *w = calloc((size_t)n, sizeof(*w));
-	double *v = calloc((size_t)n, sizeof(double)), wall;
+	double *v = calloc((size_t)n, sizeof(double)), wall, busy;
 	const char *first = NULL;
 	struct stats s;
 	size_t got = 0;
-	char name[64];
+	char name[64], cpu[96];
 
 	if (!w || !v) {
 		fprintf(stderr, "local-bench: out of memory\n");
 		exit(1);
 	}
 	section("c. concurrent local sandboxes: one thread each, one shared context, released by a barrier");
-	wall = run_workers(w, n, create_worker, 0, &ran);
+	wall = run_workers(w, n, create_worker, 0, &ran, &busy);
+	busy_note(cpu, sizeof(cpu), busy, ran);
 	for (int i = 0; i < n; i++) {
 		if (w[i].rc) {
 			fail++;
@@ -1190,9 +1258,10 @@ static void bench_concurrent(const struct config *cfg)
 		g_failed = 1;
 	stats_of(v, got, &s);
 	snprintf(name, sizeof(name), "%d concurrent creates", n);
-	row(name, &s, fail, "wall %.0f ms%s%s", wall, first ? "; first failure: " : "", first ? first : "");
+	row(name, &s, fail, "wall %.0f ms%s%s%s", wall, cpu, first ? "; first failure: " : "", first ? first : "");
 
-	wall = run_workers(w, n, kill_worker, 1, &ran);
+	wall = run_workers(w, n, kill_worker, 1, &ran, &busy);
+	busy_note(cpu, sizeof(cpu), busy, ran);
 	got = 0;
 	first = NULL;
 	for (int i = 0; i < n; i++) {
@@ -1211,7 +1280,7 @@ static void bench_concurrent(const struct config *cfg)
 		g_failed = 1;
 	stats_of(v, got, &s);
 	snprintf(name, sizeof(name), "%d concurrent kills", ran);
-	row(name, &s, kfail, "wall %.0f ms%s%s", wall, first ? "; first failure: " : "", first ? first : "");
+	row(name, &s, kfail, "wall %.0f ms%s%s%s", wall, cpu, first ? "; first failure: " : "", first ? first : "");
 	free(w);
 	free(v);
 }
@@ -1226,7 +1295,7 @@ static int pool_waiting(void)
 	DIR *top;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/.pool", g_local);
+	snprintf(path, sizeof(path), "%s/.pool", run_dir());
 	top = opendir(path);
 	while (top && (top_de = readdir(top))) {
 		char sub[600];
@@ -1356,7 +1425,7 @@ static void bench_pool(const struct config *cfg)
 	} else {
 		int from_pool;
 
-		wall = run_workers(w, cfg->concurrent, create_worker, 0, &ran);
+		wall = run_workers(w, cfg->concurrent, create_worker, 0, &ran, NULL);
 		from_pool = cfg->concurrent - pool_waiting();
 		got = 0;
 		for (int i = 0; i < cfg->concurrent; i++)
@@ -1373,7 +1442,7 @@ static void bench_pool(const struct config *cfg)
 		    cfirst ? "; first failure: " : "", cfirst ? cfirst : "");
 		if (cfail)
 			g_failed = 1;
-		run_workers(w, cfg->concurrent, kill_worker, 1, &ran);
+		run_workers(w, cfg->concurrent, kill_worker, 1, &ran, NULL);
 		for (int i = 0; i < cfg->concurrent; i++)
 			w[i].sb = hangar_sandbox_unref(w[i].sb);
 	}
@@ -1549,7 +1618,7 @@ static void bench_idle_memory(const struct config *cfg)
 
 		if (!sb[i])
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/jail.pid", g_local, hangar_sandbox_id(sb[i]));
+		snprintf(path, sizeof(path), "%s/%s/jail.pid", run_dir(), hangar_sandbox_id(sb[i]));
 		if (read_line_file(path, pid, sizeof(pid)) < 0 || atoi(pid) <= 0 || tree_mem(atoi(pid), p, np, &m, ks) < 0 ||
 		    m.procs == 0) {
 			note_failure(first, sizeof(first), "no jail pid or processes", 0);
@@ -1906,7 +1975,7 @@ int main(int argc, char **argv)
 {
 	struct config cfg = { 50, 3, 300, 20, 100, 20, 10, 3, 50, 300 };
 	int quick = 0, n = -1, creates = -1, concurrent = -1, idle = -1, forks = -1, rc;
-	const char *envd = getenv("HANGAR_ENVD_PATH"), *jail = getenv("HANGAR_JAIL_PATH");
+	const char *envd = getenv("HANGAR_ENVD_PATH"), *jail = getenv("HANGAR_JAIL_PATH"), *tmpdir;
 	pthread_t sigthr;
 	struct utsname u;
 	char cgroups[512];
@@ -1978,7 +2047,13 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	snprintf(g_state, sizeof(g_state), "/tmp/hangar-lbench-XXXXXX");
+	tmpdir = getenv("TMPDIR");
+	if (!tmpdir || tmpdir[0] != '/')
+		tmpdir = "/tmp";
+	if (snprintf(g_state, sizeof(g_state), "%s/hangar-lbench-XXXXXX", tmpdir) >= (int)sizeof(g_state)) {
+		fprintf(stderr, "local-bench: TMPDIR is too long\n");
+		return 2;
+	}
 	if (!mkdtemp(g_state)) {
 		fprintf(stderr, "local-bench: cannot create a state directory: %s\n", strerror(errno));
 		return 1;

@@ -28,6 +28,8 @@
  *                                    namespaces (/etc/subuid, else 1000000000:67108864)
  *   HANGAR_LOCAL_NET_ALLOW           IPv4 ranges local sandboxes may reach although
  *                                    private ("A.B.C.D/N,..."; none)
+ *   HANGAR_LOCAL_RUN_DIR             where running local sandboxes keep their sockets and
+ *                                    records: "auto" (a tmpfs), "state" or a directory ("auto")
  *   HANGAR_SANDBOX_TIMEOUT_SECONDS   a new sandbox's lifetime (300; 0 = no limit)
  *   HANGAR_EXEC_TIMEOUT_SECONDS      a command's in-sandbox timeout (120; at least 1)
  *   HANGAR_REQUEST_TIMEOUT_SECONDS   one request to a sandbox or provider (60; at least 1)

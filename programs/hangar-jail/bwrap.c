@@ -99,7 +99,7 @@ static int add_host_usr(struct argv *a, const struct jail_spec *s, struct argv *
 	add(a, "/usr");
 	add(a, "/usr");
 	add_usr_links(a);
-	return etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
+	return etc_build(s->dir, s->state, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
 }
 
 /*
@@ -136,7 +136,7 @@ static int add_system(struct argv *a, const struct jail_spec *s, struct argv *et
 		add(a, "/");
 	} else if (root_staged(s)) {
 		/* Its /etc's template and own files, for the stage; the stage's root binds it. */
-		r = etc_build(s->dir, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
+		r = etc_build(s->dir, s->state, s->meta->id, s->uid, s->gid, s->meta->network, s->userns, etc);
 		argv_free(etc);
 		/* Devices: only where the stage put them (/dev's nodes, devpts); every mount there is nosuid. */
 		add(a, "--dev-bind");

@@ -273,19 +273,15 @@ static int host_etc_read(struct host_etc *h)
 /* Removes dir's entries (a template's: files, links, empty mount points) and dir itself in parent. */
 static void remove_template(int parent, const char *name)
 {
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = lstate_opendir_at(parent, name);
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			if (unlinkat(fd, de->d_name, 0) < 0 && errno == EISDIR)
-				unlinkat(fd, de->d_name, AT_REMOVEDIR);
+			if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno == EISDIR)
+				unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
 	closedir(d);
 	unlinkat(parent, name, AT_REMOVEDIR);
 }
@@ -325,15 +321,11 @@ static void templates_collect(int cache, const char *keep)
 {
 	const char *kind = strrchr(keep, '-');
 
-	DIR *d;
-	int fd = dup(cache);
+	DIR *d = lstate_opendir_at(cache, ".");
 	struct dirent *de;
 
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d))) {
 		struct stat st;
 		int t;
@@ -532,17 +524,13 @@ static int own_texts(const char *id, unsigned uid, unsigned gid, int network)
 	return 0;
 }
 
-int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int network, int stage, struct argv *a)
+int etc_build(const char *dir, const char *state, const char *id, unsigned uid, unsigned gid, int network, int stage,
+	      struct argv *a)
 {
-	char path[PATH_MAX], root[PATH_MAX];
-	const char *slash = strrchr(dir, '/');
+	char path[PATH_MAX];
 	struct host_etc h = { 0 };
 	int rc;
 
-	if (!slash || (size_t)(slash - dir) >= sizeof(root))
-		return -EINVAL;
-	memcpy(root, dir, (size_t)(slash - dir));
-	root[slash - dir] = '\0';
 	snprintf(path, sizeof(path), "%s/rootfs/etc", dir);
 	rc = own_texts(id, uid, gid, network);
 	if (rc == 0 && !stage) {
@@ -562,7 +550,7 @@ int etc_build(const char *dir, const char *id, unsigned uid, unsigned gid, int n
 	if (rc == 0)
 		rc = host_etc_read(&h);
 	if (rc == 0)
-		rc = template_get(root, &h, network);
+		rc = template_get(state, &h, network);
 	if (rc == 0 && stage)
 		rc = keep_names(&h, network);
 	if (rc < 0) {

@@ -1,11 +1,14 @@
 /*
  * hangar-jail: supervises one local sandbox.
  *
- *   hangar-jail -dir STATE_DIR/local/<id> -bwrap PATH -envd PATH -ready-fd FD
- *               -token-fd FD [-daemon]
+ *   hangar-jail -dir RUN_DIR/<id> [-state STATE_DIR/local] -bwrap PATH -envd PATH
+ *               -ready-fd FD -token-fd FD [-daemon]
  *
  * libhangar's local provider starts it with the sandbox's directory already
- * laid out (see libhangar/providers/local/lstate.h). It reads envd's access
+ * laid out (see libhangar/providers/local/lstate.h) in the directory of
+ * running sandboxes (rundir.c there), and names the state directory's
+ * local/, where the templates of /etc are kept (by default the directory
+ * above the sandbox's). It reads envd's access
  * token from the -token-fd pipe, detaches (-daemon), records its pid in
  * jail.pid, sets up a freezer cgroup for the sandbox, runs hangar-envd inside
  * bubblewrap (passing the ready fd on, so envd tells the library itself when
@@ -59,7 +62,8 @@
 
 static void usage(void)
 {
-	fputs("usage: hangar-jail -dir DIR -bwrap PATH -envd PATH -ready-fd FD -token-fd FD [-daemon]\n", stderr);
+	fputs("usage: hangar-jail -dir DIR [-state DIR] -bwrap PATH -envd PATH -ready-fd FD -token-fd FD [-daemon]\n",
+	      stderr);
 	exit(2);
 }
 
@@ -73,6 +77,8 @@ static void parse_args(struct jail *j, int argc, char **argv)
 			usage();
 		else if (!strcmp(argv[i], "-dir"))
 			j->dir = argv[++i];
+		else if (!strcmp(argv[i], "-state"))
+			j->state = argv[++i];
 		else if (!strcmp(argv[i], "-bwrap"))
 			j->bwrap = argv[++i];
 		else if (!strcmp(argv[i], "-envd"))
@@ -89,7 +95,11 @@ static void parse_args(struct jail *j, int argc, char **argv)
 		usage();
 }
 
-/* The sandbox's id (the directory's last component) and the directory above it. 0, or -1 said. */
+/*
+ * The sandbox's id (the directory's last component) and the directory above
+ * it, which is also the state directory's local/ unless -state names that.
+ * 0, or -1 said.
+ */
 static int name_sandbox(struct jail *j)
 {
 	const char *slash = strrchr(j->dir, '/');
@@ -100,6 +110,8 @@ static int name_sandbox(struct jail *j)
 		return -1;
 	}
 	memcpy(j->root, j->dir, (size_t)(j->id - j->dir - 1));
+	if (!j->state)
+		j->state = j->root;
 	return 0;
 }
 
@@ -300,7 +312,7 @@ static int describe_sandbox(struct jail *j)
 		goto fail;
 	}
 	j->spec = (struct jail_spec){
-		.bwrap = j->bwrap, .envd = j->envd, .dir = j->dir, .meta = &j->meta,
+		.bwrap = j->bwrap, .envd = j->envd, .dir = j->dir, .state = j->state, .meta = &j->meta,
 		.userns = userns, .uid = uid, .gid = gid, .top = userns ? uid_range_top(&j->ids) : 0,
 		.shm_mb = j->lim.shm_mb, .disk_mb = j->lim.disk_mb,
 		.ready_fd = j->ready_fd, .token_fd = j->envd_token, .listen_fd = j->envd_listen,

@@ -162,8 +162,8 @@ int inner_userns(const struct uid_range *r, int at);
  * overlay of them over the template over the host's /etc, or binds), and
  * a binds that. 0 or -errno.
  */
-int etc_build(const char *dir, const char *id, unsigned user_uid, unsigned user_gid, int network, int stage,
-	      struct argv *a);
+int etc_build(const char *dir, const char *state, const char *id, unsigned user_uid, unsigned user_gid, int network,
+	      int stage, struct argv *a);
 /*
  * Staged (etc_build's stage): the names of the host's /etc subdirectories,
  * which the stage binds when it cannot lay /etc out as an overlay. How many.
@@ -290,6 +290,7 @@ struct jail_spec {
 	const char *bwrap;        /* bubblewrap, as run */
 	const char *envd;         /* hangar-envd, on the host */
 	const char *dir;          /* the sandbox's directory */
+	const char *state;        /* the state directory's local/, which keeps the /etc templates */
 	const struct lmeta *meta; /* its id, network and environment */
 	int userns;               /* 1: the jail's own user namespaces and the stage; 0: bwrap's, of one uid */
 	unsigned uid, gid;        /* `user` as the sandbox sees it */
@@ -445,7 +446,8 @@ void ports_stop(void);
 /* One sandbox's jail: what main learns and makes, in the order it does. */
 struct jail {
 	const char *dir, *id;        /* the sandbox's directory (-dir) and id (its last component) */
-	char root[PATH_MAX];         /* the directory holding every sandbox's */
+	char root[PATH_MAX];         /* the directory holding every running sandbox's, and .uids */
+	const char *state;           /* -state: the state directory's local/ (/etc templates); root if not given */
 	const char *bwrap, *envd;    /* -bwrap, -envd */
 	int ready_fd;                /* -ready-fd: envd's, to say it listens */
 	int token_fd;                /* -token-fd, until the token is read */

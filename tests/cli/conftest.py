@@ -9,6 +9,7 @@ killed. Nothing here skips when the provider is broken: those tests fail.
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -88,10 +89,22 @@ def wait_for(what, cond, timeout=30, interval=0.05):
         time.sleep(interval)
 
 
+def run_dir(state_dir):
+    """Where state_dir's running local sandboxes have their directories: local/run's target, else local/."""
+    link = os.path.join(state_dir, "local", "run")
+    return os.readlink(link) if os.path.islink(link) else os.path.join(state_dir, "local")
+def remove_runtime_dirs(top):
+    """Removes the runtime directories (on a tmpfs) that the state directories under top link to as local/run."""
+    for root, dirs, _ in os.walk(top):
+        if os.path.basename(root) == "local" and "run" in dirs and os.path.islink(os.path.join(root, "run")):
+            shutil.rmtree(os.readlink(os.path.join(root, "run")), ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def state_dir():
     with tempfile.TemporaryDirectory(prefix="hangar-cli-") as d:
         yield d
+        remove_runtime_dirs(d)
 
 
 @pytest.fixture(scope="session")

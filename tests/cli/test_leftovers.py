@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import run_dir, wait_for
 
 
 def descendants(pid):
@@ -63,7 +63,7 @@ def test_a_killed_sandbox_leaves_nothing(hangar, state_dir, victim):
     sid = hangar.ok("sandbox", "create", "--network", "on").stdout.decode().strip()
     try:
         hangar.ok("sandbox", "exec", sid, "--", "sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo started")
-        with open(os.path.join(state_dir, "local", sid, "jail.pid")) as f:
+        with open(os.path.join(run_dir(state_dir), sid, "jail.pid")) as f:
             jail = int(f.read())
         procs = descendants(jail)
         names = {p: comm(p) for p in procs}
@@ -80,6 +80,7 @@ def test_a_killed_sandbox_leaves_nothing(hangar, state_dir, victim):
         wait_for("every process of the sandbox to end", lambda: not any(alive(p) for p in procs), timeout=30)
         assert cgroups_named(sid) == [], cgroups_named(sid)
         assert mounts_naming(sid) == []
+        assert not os.path.exists(os.path.join(run_dir(state_dir), sid))
         assert not os.path.exists(os.path.join(state_dir, "local", sid))
     finally:
         hangar("sandbox", "kill", sid)

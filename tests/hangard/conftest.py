@@ -9,6 +9,7 @@ make_fake starts the e2b fake (FAKE_E2B) of a flavour, for the e2b provider.
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -175,6 +176,7 @@ class Server:
 def workdir():
     with tempfile.TemporaryDirectory(prefix="hangard-test-") as d:
         yield d
+        remove_runtime_dirs(d)
 
 
 @pytest.fixture
@@ -292,3 +294,10 @@ def make_fake(workdir):
     yield make
     for f in fakes:
         f.stop()
+
+
+def remove_runtime_dirs(top):
+    """Removes the runtime directories (on a tmpfs) that the state directories under top link to as local/run."""
+    for root, dirs, _ in os.walk(top):
+        if os.path.basename(root) == "local" and "run" in dirs and os.path.islink(os.path.join(root, "run")):
+            shutil.rmtree(os.readlink(os.path.join(root, "run")), ignore_errors=True)

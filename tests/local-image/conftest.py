@@ -8,6 +8,7 @@ an image store of its own with mkimage.py, digests computed from the bytes.
 
 import io
 import os
+import shutil
 import tarfile
 import tempfile
 
@@ -100,3 +101,14 @@ def ctx(images):
 
 def make(ctx, template, **kw):
     return hangar.Sandbox.create(ctx, provider="local", template=template, timeout=300, **kw)
+
+
+def remove_runtime_dirs(top):
+    """Removes the runtime directories (on a tmpfs) that the state directories under top link to as local/run."""
+    for root, dirs, _ in os.walk(top):
+        if os.path.basename(root) == "local" and "run" in dirs and os.path.islink(os.path.join(root, "run")):
+            shutil.rmtree(os.readlink(os.path.join(root, "run")), ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    remove_runtime_dirs(_STATE.name)

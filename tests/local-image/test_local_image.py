@@ -192,7 +192,9 @@ def test_the_use_lock_lives_as_long_as_the_sandbox(ctx, images):
 
 
 def jail_of(sb):
-    with open(os.path.join(os.environ["HANGAR_STATE_DIR"], "local", sb.id, "jail.pid")) as f:
+    link = os.path.join(os.environ["HANGAR_STATE_DIR"], "local", "run")
+    run = os.readlink(link) if os.path.islink(link) else os.path.dirname(link)
+    with open(os.path.join(run, sb.id, "jail.pid")) as f:
         return int(f.read())
 
 

@@ -14,6 +14,8 @@
 
 #include <hangar/hangar.h>
 
+#include "leftovers.h"
+
 /* The test's state directory (HANGAR_STATE_DIR), made by setup(). */
 extern char state_dir[64];
 

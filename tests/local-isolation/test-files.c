@@ -52,7 +52,7 @@ static int jail_token(const char *id, char *tok, size_t size)
 
 	if (fd < 0)
 		return -1;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/jail.sock", state_dir, id);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/jail.sock", run_of(state_dir), id);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		close(fd);
 		return -1;
@@ -96,7 +96,7 @@ static int as_root_connect(void *state, const char *id, hangar_sys_sandbox *out)
 	(void)state;
 	if (jail_token(id, tok, sizeof(tok)) < 0)
 		return hangar_sys_error(HANGAR_EGONE, 0, 0, "no local sandbox %s", id);
-	snprintf(path, sizeof(path), "%s/local/%s/envd.sock", state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s/envd.sock", run_of(state_dir), id);
 	rc = hangar_sys_sandbox_set_id(out, id);
 	if (!rc)
 		rc = hangar_sys_sandbox_set_envd_socket(out, path);
@@ -227,7 +227,7 @@ static void host_socket_state(struct box *b, char *out, size_t size)
 	char path[PATH_MAX];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/local/%s/envd.sock", state_dir, hangar_sandbox_id(b->sb[0]));
+	snprintf(path, sizeof(path), "%s/%s/envd.sock", run_of(state_dir), hangar_sandbox_id(b->sb[0]));
 	ck_assert_msg(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode), "%s: %s", path, strerror(errno));
 	snprintf(out, size, "%u:%u %o", (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode);
 }

@@ -265,7 +265,7 @@ static int sandbox_bwrap(hangar_sandbox *sb)
 	int jail = 0, bwrap;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, hangar_sandbox_id(sb));
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), hangar_sandbox_id(sb));
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
@@ -401,12 +401,13 @@ START_TEST(other_sandbox_unreachable)
 	b = create(ctx, HANGAR_NETWORK_ON);
 	expect(b, "user", "echo private > /workspace/mine && echo ok", "ok");
 	snprintf(cmd, sizeof(cmd),
-		 "for p in %s/local/%s/envd.sock %s/local/%s/jail.sock; do "
+		 "for p in %s/%s/envd.sock %s/%s/jail.sock; do "
 		 "python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
 		 "print('connected', s.recv(100))\" $p 2>/dev/null; done; "
-		 "cat %s/local/%s/rootfs/workspace/mine 2>/dev/null; "
+		 "cat %s/%s/rootfs/workspace/mine 2>/dev/null; "
 		 "grep -l private /proc/*/root/workspace/mine 2>/dev/null; true",
-		 state_dir, hangar_sandbox_id(b), state_dir, hangar_sandbox_id(b), state_dir, hangar_sandbox_id(b));
+		 run_of(state_dir), hangar_sandbox_id(b), run_of(state_dir), hangar_sandbox_id(b), run_of(state_dir),
+		 hangar_sandbox_id(b));
 	sh(a, "root", cmd, &o);
 	ck_assert_msg(o.exit_code == 0 && !strstr(o.text, "connected") && !strstr(o.text, "private") &&
 			      !strstr(o.text, hangar_sandbox_id(b)),
@@ -741,7 +742,7 @@ static void envd_token(hangar_sandbox *sb, char *tok, size_t size)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	ck_assert_int_ge(fd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/jail.sock", state_dir, hangar_sandbox_id(sb));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/jail.sock", run_of(state_dir), hangar_sandbox_id(sb));
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	for (;;) {
 		ssize_t r = read(fd, tok + n, size - 1 - n);
@@ -880,7 +881,7 @@ static int envd_request(hangar_sandbox *sb, const char *tok, const char *method,
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status = -1;
 
 	ck_assert_int_ge(fd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/envd.sock", state_dir, hangar_sandbox_id(sb));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/envd.sock", run_of(state_dir), hangar_sandbox_id(sb));
 	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", sa.sun_path,
 		      strerror(errno));
 	snprintf(req, sizeof(req),
@@ -1051,7 +1052,7 @@ static void ask_as(uid_t as, const char *path, const char *req, char *buf, size_
 START_TEST(jail_sockets_answer_their_uid_only)
 {
 	struct passwd *pw = getpwnam("user");
-	char dir[PATH_MAX], jail[PATH_MAX + 16], ports[PATH_MAX + 16], got[1200];
+	char dir[PATH_MAX], jail[PATH_MAX + 16], ports[PATH_MAX + 16], got[1200], run[PATH_MAX], above[PATH_MAX];
 	hangar_ctx *ctx;
 	hangar_sandbox *sb;
 
@@ -1059,20 +1060,20 @@ START_TEST(jail_sockets_answer_their_uid_only)
 		return;
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	snprintf(dir, sizeof(dir), "%s/local/%s", state_dir, hangar_sandbox_id(sb));
+	snprintf(dir, sizeof(dir), "%s/%s", run_of(state_dir), hangar_sandbox_id(sb));
 	snprintf(jail, sizeof(jail), "%s/jail.sock", dir);
 	snprintf(ports, sizeof(ports), "%s/ports.sock", dir);
 	/* As they are: closed to user. */
 	ask_as(pw->pw_uid, jail, "", got, sizeof(got));
 	ck_assert_str_eq(got, "(refused)");
+	/* Every directory on the way open to user: the state's, the runtime directory's and the one above it. */
+	snprintf(run, sizeof(run), "%s", run_of(state_dir));
+	snprintf(above, sizeof(above), "%s", run);
+	*strrchr(above, '/') = '\0';
 	ck_assert_int_eq(chmod(state_dir, 0755), 0);
+	ck_assert_int_eq(chmod(above, 0755), 0);
+	ck_assert_int_eq(chmod(run, 0755), 0);
 	ck_assert_int_eq(chmod(dir, 0755), 0);
-	{
-		char local[PATH_MAX];
-
-		snprintf(local, sizeof(local), "%s/local", state_dir);
-		ck_assert_int_eq(chmod(local, 0755), 0);
-	}
 	ck_assert_int_eq(chmod(jail, 0666), 0);
 	ck_assert_int_eq(chmod(ports, 0666), 0);
 	ask_as(pw->pw_uid, jail, "", got, sizeof(got));
@@ -1086,6 +1087,9 @@ START_TEST(jail_sockets_answer_their_uid_only)
 	hangar_sandbox_kill(sb);
 	hangar_sandbox_unref(sb);
 	hangar_ctx_unref(ctx);
+	/* Private again: the library takes no runtime directory another uid could enter. */
+	ck_assert_int_eq(chmod(run, 0700), 0);
+	ck_assert_int_eq(chmod(above, 0700), 0);
 }
 END_TEST
 
@@ -1226,7 +1230,7 @@ static int jail_listeners(hangar_sandbox *sb)
 	FILE *f;
 	int jail = 0, count = 0;
 
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, hangar_sandbox_id(sb));
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), hangar_sandbox_id(sb));
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
@@ -1547,7 +1551,7 @@ START_TEST(cpu_quota)
 	if (geteuid() != 0)
 		return;
 	sb = create_limited(&ctx, "HANGAR_LOCAL_CPUS", "1");
-	snprintf(path, sizeof(path), "%s/local/%s/limits", state_dir, hangar_sandbox_id(sb));
+	snprintf(path, sizeof(path), "%s/%s/limits", run_of(state_dir), hangar_sandbox_id(sb));
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	while (!found && fgets(line, sizeof(line), f))
@@ -1652,7 +1656,7 @@ START_TEST(pause_freezes_the_cgroup)
 		return;
 	ctx = new_ctx();
 	sb = create(ctx, HANGAR_NETWORK_OFF);
-	snprintf(path, sizeof(path), "%s/local/%s/cgroup", state_dir, hangar_sandbox_id(sb));
+	snprintf(path, sizeof(path), "%s/%s/cgroup", run_of(state_dir), hangar_sandbox_id(sb));
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%7s %4095s", kind, cg), 2);

@@ -54,7 +54,7 @@ static void sandbox_file(hangar_sandbox *sb, const char *name, char *buf, size_t
 	FILE *f;
 	size_t n;
 
-	snprintf(path, sizeof(path), "%s/local/%s/%s", state_dir, hangar_sandbox_id(sb), name);
+	snprintf(path, sizeof(path), "%s/%s/%s", run_of(state_dir), hangar_sandbox_id(sb), name);
 	f = fopen(path, "re");
 	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
 	n = fread(buf, 1, size - 1, f);

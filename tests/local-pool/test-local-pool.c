@@ -155,7 +155,7 @@ static int waiting(char ids[MAX_IDS][32])
 	DIR *top;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/local/.pool", state_dir);
+	snprintf(path, sizeof(path), "%s/.pool", run_of(state_dir));
 	top = opendir(path);
 	while (top && (top_de = readdir(top))) {
 		char sub[PATH_MAX + 300];
@@ -191,7 +191,7 @@ static void wait_pool(int want)
 		for (int i = 0; i < n; i++) {
 			char p[PATH_MAX];
 
-			snprintf(p, sizeof(p), "%s/local/%s/pooled", state_dir, ids[i]);
+			snprintf(p, sizeof(p), "%s/%s/pooled", run_of(state_dir), ids[i]);
 			ready += access(p, F_OK) == 0;
 		}
 		if (ready == want && n == want)
@@ -209,7 +209,7 @@ static int count_dirs(void)
 	DIR *d;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/local", state_dir);
+	snprintf(path, sizeof(path), "%s", run_of(state_dir));
 	d = opendir(path);
 	while (d && (de = readdir(d)))
 		n += !strncmp(de->d_name, "sb-", 3) || !strncmp(de->d_name, ".new-", 5);
@@ -232,7 +232,7 @@ static int connect_sock(const char *id, const char *name)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	ck_assert_int_ge(fd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/local/%s/%s", state_dir, id, name);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/%s", run_of(state_dir), id, name);
 	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", sa.sun_path,
 		      strerror(errno));
 	return fd;
@@ -444,7 +444,7 @@ START_TEST(dead_ones_not_handed_out)
 	ck_assert_int_eq(hangar_sandbox_attach(&gone, ctx, "local", ids[0]), 0);
 	ck_assert_int_eq(hangar_sandbox_kill(gone), 0);
 	hangar_sandbox_unref(gone);
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, ids[1]);
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), ids[1]);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	r = read(fd, pidtext, sizeof(pidtext) - 1);
@@ -517,7 +517,7 @@ static void read_meta(const char *id, char *buf, size_t size)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/local/%s/meta.json", state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s/meta.json", run_of(state_dir), id);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	n = read(fd, buf, size - 1);
@@ -816,7 +816,7 @@ static int jail_pid_of(const char *id)
 	int fd;
 	ssize_t r;
 
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), id);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
 	r = read(fd, text, sizeof(text) - 1);
@@ -832,7 +832,7 @@ static int wait_sandbox_gone(int pid, const char *id)
 	int64_t deadline = clock_mono_ms() + WAIT_MS;
 	char dir[PATH_MAX];
 
-	snprintf(dir, sizeof(dir), "%s/local/%s", state_dir, id);
+	snprintf(dir, sizeof(dir), "%s/%s", run_of(state_dir), id);
 	while (clock_mono_ms() < deadline) {
 		if (kill(pid, 0) < 0 && errno == ESRCH && access(dir, F_OK) < 0)
 			return 1;
@@ -862,7 +862,7 @@ START_TEST(orphan_of_a_dead_maker)
 	pid = jail_pid_of(ids[0]);
 	kept_pid = jail_pid_of(ids[1]);
 	/* What the dead maker left: the sandbox, hidden, with no marker in any pool. */
-	snprintf(marker, sizeof(marker), "%s/local/.pool", state_dir);
+	snprintf(marker, sizeof(marker), "%s/.pool", run_of(state_dir));
 	d = opendir(marker);
 	ck_assert_ptr_nonnull(d);
 	n = 0;
@@ -880,7 +880,7 @@ START_TEST(orphan_of_a_dead_maker)
 	ck_assert_int_eq(listed(plain), 1);
 	ck_assert_msg(wait_sandbox_gone(pid, ids[0]), "the orphan %s still runs", ids[0]);
 	/* The one with its marker still waits, alive and claimable. */
-	snprintf(kept, sizeof(kept), "%s/local/%s/pooled", state_dir, ids[1]);
+	snprintf(kept, sizeof(kept), "%s/%s/pooled", run_of(state_dir), ids[1]);
 	ck_assert_int_eq(access(kept, F_OK), 0);
 	ck_assert_int_eq(kill(kept_pid, 0), 0);
 	n = waiting(ids);
@@ -901,7 +901,7 @@ static void forget_expiry(const char *id)
 	ssize_t r;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/local/%s/meta.json", state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s/meta.json", run_of(state_dir), id);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	r = read(fd, buf, sizeof(buf) - 1);

@@ -242,7 +242,7 @@ static int jail_pid_of(const char *id)
 	int pid = 0;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, id);
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), id);
 	f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%d", &pid), 1);

@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -91,7 +92,7 @@ static hangar_sandbox *create(hangar_ctx *ctx, int64_t timeout_sec, int network,
 
 static void sb_path(char *buf, size_t size, const char *id, const char *rest)
 {
-	snprintf(buf, size, "%s/local/%s%s", state_dir, id, rest);
+	snprintf(buf, size, "%s/%s%s", run_of(state_dir), id, rest);
 }
 
 static int path_exists(const char *path)
@@ -713,7 +714,7 @@ START_TEST(bad_settings)
 }
 END_TEST
 
-/* Sandbox directories in state_dir/local (dot names are every sandbox's: uid pool, /etc templates). */
+/* Directories of sandboxes, made or being made, where the state directory keeps them (run_of). */
 static int sandbox_dirs_left(void)
 {
 	char dir[PATH_MAX];
@@ -721,11 +722,11 @@ static int sandbox_dirs_left(void)
 	DIR *d;
 	int left = 0;
 
-	snprintf(dir, sizeof(dir), "%s/local", state_dir);
+	snprintf(dir, sizeof(dir), "%s", run_of(state_dir));
 	d = opendir(dir);
 	ck_assert_ptr_nonnull(d);
 	while ((de = readdir(d)))
-		if (de->d_name[0] != '.') /* .uids and .etc are every sandbox's, not one's */
+		if (!strncmp(de->d_name, "sb-", 3) || !strncmp(de->d_name, ".new-", 5))
 			left++;
 	closedir(d);
 	return left;
@@ -800,7 +801,7 @@ START_TEST(failed_start_reports_the_log)
 	/* Nothing is left behind. */
 	ck_assert_int_eq(sandbox_dirs_left(), 0);
 	/* Its uid range is free again: only the pool's lock file stays. */
-	snprintf(dir, sizeof(dir), "%s/local/.uids", state_dir);
+	snprintf(dir, sizeof(dir), "%s/.uids", run_of(state_dir));
 	d = opendir(dir);
 	while (d && (de = readdir(d)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "lock"))
@@ -1190,14 +1191,20 @@ START_TEST(token_only_in_memory)
 
 	if (geteuid() == 0) {
 		/* Another uid gets nothing, even where file permissions would let it connect. */
-		char dir[PATH_MAX], sock[PATH_MAX], root[PATH_MAX];
+		char dir[PATH_MAX], sock[PATH_MAX], root[PATH_MAX], above[PATH_MAX], local[PATH_MAX];
 		pid_t child;
 		int status;
 
 		sb_path(dir, sizeof(dir), id, "");
 		sb_path(sock, sizeof(sock), id, "/jail.sock");
-		snprintf(root, sizeof(root), "%s/local", state_dir);
+		/* The directory of running sandboxes, and the one above it (the runtime directory's, or the state's). */
+		snprintf(root, sizeof(root), "%s", run_of(state_dir));
+		snprintf(above, sizeof(above), "%s", root);
+		*strrchr(above, '/') = '\0';
+		snprintf(local, sizeof(local), "%s/local", state_dir); /* where the link to the runtime directory is */
 		ck_assert_int_eq(chmod(state_dir, 0711), 0);
+		ck_assert_int_eq(chmod(local, 0711), 0);
+		ck_assert_int_eq(chmod(above, 0711), 0);
 		ck_assert_int_eq(chmod(root, 0711), 0);
 		ck_assert_int_eq(chmod(dir, 0711), 0);
 		ck_assert_int_eq(chmod(sock, 0666), 0);
@@ -1224,6 +1231,8 @@ START_TEST(token_only_in_memory)
 		ck_assert_int_eq(chmod(sock, 0600), 0);
 		ck_assert_int_eq(chmod(dir, 0700), 0);
 		ck_assert_int_eq(chmod(root, 0700), 0);
+		ck_assert_int_eq(chmod(above, 0700), 0);
+		ck_assert_int_eq(chmod(local, 0700), 0);
 	}
 
 	ck_assert_int_eq(hangar_sandbox_kill(again), 0);
@@ -1558,6 +1567,261 @@ START_TEST(subreaper_caller_keeps_no_zombie)
 }
 END_TEST
 
+/* ---- where running sandboxes keep their files (HANGAR_LOCAL_RUN_DIR) ---- */
+
+#define TMPFS_MAGIC_ 0x01021994
+
+static int on_tmpfs(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC_;
+}
+
+/* state/local/run's target into out, or "" when there is no such link. */
+static void run_link(const char *state, char *out, size_t size)
+{
+	char link[PATH_MAX + 16];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "%s/local/run", state);
+	n = readlink(link, out, size - 1);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* 1 when path is a directory this uid owns, mode 0700. */
+static int private_dir(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0700;
+}
+
+/*
+ * By default a sandbox's sockets, pid file and record are on a memory file
+ * system (a tmpfs /run for root, else /dev/shm), in a private directory the
+ * state directory links to; the /etc templates stay in the state
+ * directory. Where no tmpfs is to be had, or the state directory is on one,
+ * everything stays in the state directory.
+ */
+START_TEST(runtime_files_in_memory)
+{
+	hangar_ctx *ctx = new_ctx();
+	hangar_sandbox *sb = create(ctx, 60, HANGAR_NETWORK_OFF, NULL);
+	const char *id = hangar_sandbox_id(sb);
+	char target[PATH_MAX], path[PATH_MAX * 2], owner[PATH_MAX];
+	int memory = (geteuid() == 0 && on_tmpfs("/run")) || on_tmpfs("/dev/shm");
+	ssize_t n;
+
+	run_link(state_dir, target, sizeof(target));
+	if (!memory || on_tmpfs(state_dir)) {
+		ck_assert_str_eq(target, "");
+		snprintf(path, sizeof(path), "%s/local/%s/envd.sock", state_dir, id);
+		ck_assert(access(path, F_OK) == 0);
+	} else {
+		ck_assert_msg(target[0] == '/' && on_tmpfs(target), "local/run: \"%s\"", target);
+		ck_assert(private_dir(target));
+		snprintf(path, sizeof(path), "%s", target);
+		*strrchr(path, '/') = '\0';
+		ck_assert(private_dir(path)); /* BASE/hangar-<uid> */
+		snprintf(path, sizeof(path), "%s/%s/envd.sock", target, id);
+		ck_assert(access(path, F_OK) == 0);
+		snprintf(path, sizeof(path), "%s/local/%s", state_dir, id);
+		ck_assert(access(path, F_OK) < 0 && errno == ENOENT);
+		/* Linked back to the state directory that uses it. */
+		snprintf(path, sizeof(path), "%s/owner", target);
+		n = readlink(path, owner, sizeof(owner) - 1);
+		ck_assert_int_gt(n, 0);
+		owner[n] = '\0';
+		snprintf(path, sizeof(path), "%s/local", state_dir);
+		ck_assert_str_eq(owner, path);
+	}
+	snprintf(path, sizeof(path), "%s/local/.etc", state_dir);
+	ck_assert(access(path, F_OK) == 0);
+	/* Another context of the same state directory finds the sandbox there. */
+	{
+		hangar_ctx *other = new_ctx();
+		hangar_sandbox *again = NULL;
+
+		ck_assert_int_eq(hangar_sandbox_attach(&again, other, "local", id), 0);
+		expect_output(again, "echo found", "found");
+		hangar_sandbox_unref(again);
+		hangar_ctx_unref(other);
+	}
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	ck_assert_int_eq(sandbox_dirs_left(), 0);
+	hangar_ctx_unref(ctx);
+}
+END_TEST
+
+/* A context on state/<name> with its runtime directory made under base. */
+static hangar_ctx *ctx_under(const char *name, const char *base, char *state, size_t size)
+{
+	hangar_ctx *ctx = NULL;
+
+	snprintf(state, size, "%s/%s", state_dir, name);
+	ck_assert(mkdir(state, 0700) == 0 || errno == EEXIST);
+	ck_assert_int_eq(hangar_ctx_new(&ctx, 0), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_STATE_DIR", state), 0);
+	ck_assert_int_eq(hangar_ctx_set(ctx, "HANGAR_LOCAL_RUN_DIR", base), 0);
+	return ctx;
+}
+
+/* A base for HANGAR_LOCAL_RUN_DIR, world-writable and sticky as /dev/shm is. */
+static void make_base(char *base, size_t size)
+{
+	snprintf(base, size, "/tmp/hangar-rbase-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(base));
+	ck_assert_int_eq(chmod(base, 01777), 0);
+}
+
+/*
+ * A runtime directory goes once its state directory no longer links to it
+ * and no sandbox is left in it: the next state directory to make one under
+ * the same base removes it. One that still holds a sandbox stays, and so
+ * does one being made (no link back yet) until it is an hour old.
+ */
+START_TEST(runtime_dir_swept_after_its_state)
+{
+	char base[64], sa[PATH_MAX], sb_[PATH_MAX], sc[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX], rc[PATH_MAX];
+	char parent[PATH_MAX], old[PATH_MAX + 8], young[PATH_MAX + 8], link[PATH_MAX + 16];
+	hangar_ctx *a, *b, *c;
+	hangar_sandbox *s;
+	hangar_sandbox *kept;
+	struct timespec ago[2] = { { time(NULL) - 7200, 0 }, { time(NULL) - 7200, 0 } };
+
+	make_base(base, sizeof(base));
+	a = ctx_under("a", base, sa, sizeof(sa));
+	s = create(a, 60, HANGAR_NETWORK_OFF, NULL);
+	ck_assert_int_eq(hangar_sandbox_kill(s), 0);
+	hangar_sandbox_unref(s);
+	hangar_ctx_unref(a);
+	run_link(sa, ra, sizeof(ra));
+	snprintf(parent, sizeof(parent), "%s/hangar-%u", base, (unsigned)geteuid());
+	ck_assert_msg(!strncmp(ra, parent, strlen(parent)), "a's runtime directory: \"%s\"", ra);
+
+	c = ctx_under("c", base, sc, sizeof(sc));
+	kept = create(c, 60, HANGAR_NETWORK_OFF, NULL);
+	run_link(sc, rc, sizeof(rc));
+	snprintf(link, sizeof(link), "%s/local/run", sc);
+	ck_assert_int_eq(unlink(link), 0); /* c no longer links to it, but a sandbox runs there */
+
+	snprintf(old, sizeof(old), "%s/r-old000", parent);
+	snprintf(young, sizeof(young), "%s/r-young0", parent);
+	ck_assert_int_eq(mkdir(old, 0700), 0);
+	ck_assert_int_eq(mkdir(young, 0700), 0);
+	ck_assert_int_eq(utimensat(AT_FDCWD, old, ago, 0), 0);
+
+	ck_assert_int_eq(rm_rf(sa), 0); /* a's state directory is gone */
+	b = ctx_under("b", base, sb_, sizeof(sb_));
+	s = create(b, 60, HANGAR_NETWORK_OFF, NULL);
+	run_link(sb_, rb, sizeof(rb));
+	ck_assert(private_dir(rb));
+	ck_assert_msg(access(ra, F_OK) < 0 && errno == ENOENT, "%s is still there", ra);
+	ck_assert(access(old, F_OK) < 0 && errno == ENOENT);
+	ck_assert(private_dir(young));
+	ck_assert(private_dir(rc));
+
+	ck_assert_int_eq(hangar_sandbox_kill(s), 0);
+	hangar_sandbox_unref(s);
+	hangar_ctx_unref(b);
+	ck_assert_int_eq(symlink(rc, link), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(kept), 0);
+	hangar_sandbox_unref(kept);
+	hangar_ctx_unref(c);
+	ck_assert_int_eq(rm_rf(base), 0);
+}
+END_TEST
+
+/* Creates a sandbox on ctx and expects HANGAR_ECONFIG naming HANGAR_LOCAL_RUN_DIR. */
+static void expect_run_dir_refused(hangar_ctx *ctx)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_sandbox *sb = NULL;
+
+	o.provider = "local";
+	ck_assert_int_eq(hangar_sandbox_create(&sb, ctx, &o), HANGAR_ECONFIG);
+	ck_assert_ptr_null(sb);
+	ck_assert_msg(strstr(hangar_error_last()->message, "HANGAR_LOCAL_RUN_DIR"), "message: %s",
+		      hangar_error_last()->message);
+}
+
+/*
+ * HANGAR_LOCAL_RUN_DIR: "state" keeps everything in the state directory; a
+ * path is the base to use; anything else is refused when set. Under a base
+ * another user can write to, only what is this uid's, reached without a
+ * link, is taken: a planted link or directory is refused, and a planted
+ * local/run is replaced.
+ */
+START_TEST(runtime_dir_setting)
+{
+	static const char *const bad[] = { "relative", "/a/../b", "/a/", "",
+					   "/a-base-much-longer-than-the-sockets-leave-room-for" };
+	char base[64], state[PATH_MAX], run[PATH_MAX], path[PATH_MAX + 32], other[PATH_MAX];
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+
+	ctx = new_ctx();
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(hangar_ctx_set(ctx, "HANGAR_LOCAL_RUN_DIR", bad[i]) != 0, "\"%s\" taken", bad[i]);
+	hangar_ctx_unref(ctx);
+
+	/* state: no link, the sandbox's directory in the state directory. */
+	ctx = ctx_under("kept", "state", state, sizeof(state));
+	sb = create(ctx, 60, HANGAR_NETWORK_OFF, NULL);
+	run_link(state, run, sizeof(run));
+	ck_assert_str_eq(run, "");
+	snprintf(path, sizeof(path), "%s/local/%s/envd.sock", state, hangar_sandbox_id(sb));
+	ck_assert(access(path, F_OK) == 0);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+
+	/* A link planted where BASE/hangar-<uid> goes. */
+	make_base(base, sizeof(base));
+	snprintf(path, sizeof(path), "%s/hangar-%u", base, (unsigned)geteuid());
+	snprintf(other, sizeof(other), "%s/elsewhere", state_dir);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	ck_assert_int_eq(symlink(other, path), 0);
+	ctx = ctx_under("planted-link", base, state, sizeof(state));
+	expect_run_dir_refused(ctx);
+	hangar_ctx_unref(ctx);
+	ck_assert_int_eq(unlink(path), 0);
+	run_link(state, run, sizeof(run));
+	ck_assert_str_eq(run, "");
+
+	if (geteuid() == 0) {
+		/* Another uid's directory there. */
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+		ck_assert_int_eq(chown(path, 1000, 1000), 0);
+		ctx = ctx_under("planted-dir", base, state, sizeof(state));
+		expect_run_dir_refused(ctx);
+		hangar_ctx_unref(ctx);
+		ck_assert_int_eq(rmdir(path), 0);
+
+		/* local/run planted to another uid's directory: replaced, and nothing is put there. */
+		ck_assert_int_eq(chown(other, 1000, 1000), 0);
+		snprintf(path, sizeof(path), "%s/planted-run", state_dir);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/planted-run/local", state_dir);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/planted-run/local/run", state_dir);
+		ck_assert_int_eq(symlink(other, path), 0);
+		ctx = ctx_under("planted-run", base, state, sizeof(state));
+		sb = create(ctx, 60, HANGAR_NETWORK_OFF, NULL);
+		run_link(state, run, sizeof(run));
+		ck_assert_str_ne(run, other);
+		ck_assert(private_dir(run));
+		ck_assert_int_eq(rmdir(other), 0); /* still empty */
+		ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+		hangar_sandbox_unref(sb);
+		hangar_ctx_unref(ctx);
+	}
+	ck_assert_int_eq(rm_rf(base), 0);
+}
+END_TEST
+
 static Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -1587,6 +1851,9 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, exec_fails_promptly_when_paused_elsewhere);
 	tcase_add_test(tc, remembered_tokens_stay_apart);
 	tcase_add_test(tc, subreaper_caller_keeps_no_zombie);
+	tcase_add_test(tc, runtime_files_in_memory);
+	tcase_add_test(tc, runtime_dir_swept_after_its_state);
+	tcase_add_test(tc, runtime_dir_setting);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -188,3 +189,14 @@ def scratch(sandbox):
     with removed_after(sandbox, scratch_path("scratch")) as d:
         sandbox.files.make_dir(d)
         yield d
+
+
+def remove_runtime_dirs(top):
+    """Removes the runtime directories (on a tmpfs) that the state directories under top link to as local/run."""
+    for root, dirs, _ in os.walk(top):
+        if os.path.basename(root) == "local" and "run" in dirs and os.path.islink(os.path.join(root, "run")):
+            shutil.rmtree(os.readlink(os.path.join(root, "run")), ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    remove_runtime_dirs(_STATE.name)

@@ -479,7 +479,7 @@ static void kill_envd(int t, const char *id)
 		char path[4600];
 		FILE *f;
 
-		snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, id);
+		snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), id);
 		f = fopen(path, "r");
 		ck_assert_ptr_nonnull(f);
 		ck_assert_int_eq(fscanf(f, "%d", &jail), 1);
@@ -607,7 +607,7 @@ START_TEST(fallbacks)
 			FILE *fp;
 			int jail = 0;
 
-			snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, parked);
+			snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), parked);
 			fp = fopen(path, "r");
 			ck_assert_ptr_nonnull(fp);
 			ck_assert_int_eq(fscanf(fp, "%d", &jail), 1);
@@ -1584,7 +1584,7 @@ static pid_t jail_pid_of(const char *sandbox_id)
 	FILE *f;
 	int pid = 0;
 
-	snprintf(path, sizeof(path), "%s/local/%s/jail.pid", state_dir, sandbox_id);
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state_dir), sandbox_id);
 	f = fopen(path, "re");
 	ck_assert_msg(f != NULL, "%s", path);
 	ck_assert_int_eq(fscanf(f, "%d", &pid), 1);

@@ -12,14 +12,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *run_of(const char *state_dir)
+{
+	static char buf[4][PATH_MAX];
+	static unsigned next;
+	char *out = buf[next++ % 4], link[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "%s/local/run", state_dir);
+	n = readlink(link, out, PATH_MAX - 1);
+	if (n > 0)
+		out[n] = '\0';
+	else
+		snprintf(out, PATH_MAX, "%s/local", state_dir);
+	return out;
+}
+
+void remove_run_dir(const char *state_dir)
+{
+	char link[PATH_MAX], target[PATH_MAX], cmd[PATH_MAX + 16];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "%s/local/run", state_dir);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 0)
+		return;
+	target[n] = '\0';
+	if (strchr(target, '\'') == NULL && snprintf(cmd, sizeof(cmd), "rm -rf '%s'", target) < (int)sizeof(cmd) &&
+	    system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", target);
+}
+
 void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir)
 {
-	char dir[PATH_MAX];
 	struct dirent *de;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/local", state_dir);
-	d = opendir(dir);
+	d = opendir(run_of(state_dir));
 	while (d && (de = readdir(d))) {
 		hangar_sandbox *sb = NULL;
 
@@ -31,6 +60,7 @@ void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir)
 	}
 	if (d)
 		closedir(d);
+	remove_run_dir(state_dir);
 }
 
 hangar_ctx *leftovers_ctx(const char *state_dir)

@@ -3,7 +3,22 @@
 
 #include <hangar/hangar.h>
 
-/* Kills, through ctx, every local sandbox whose directory is in state_dir/local. */
+/*
+ * Where state_dir's running local sandboxes have their directories: the
+ * target of state_dir/local/run (a runtime directory on a tmpfs), else
+ * state_dir/local. In one of four static buffers, in turn: up to four
+ * calls may be the arguments of one call.
+ */
+const char *run_of(const char *state_dir);
+
+/* Removes state_dir's runtime directory (the target of state_dir/local/run), if it has one. */
+void remove_run_dir(const char *state_dir);
+
+/*
+ * For a teardown, before state_dir goes: kills, through ctx, every local
+ * sandbox whose directory is in run_of(state_dir), then removes state_dir's
+ * runtime directory (remove_run_dir).
+ */
 void kill_local_leftovers(hangar_ctx *ctx, const char *state_dir);
 
 /*

@@ -163,7 +163,7 @@ static int spawn_reaped(char *const *argv, char *const *envp, const int fds[5])
  */
 static int spawn_jail(const struct local *l, const char *dir, int ready_w, int log, const char *token)
 {
-	char *argv[] = { l->jail, "-dir", (char *)dir, "-bwrap", l->bwrap, "-envd", l->envd,
+	char *argv[] = { l->jail, "-dir", (char *)dir, "-state", l->root, "-bwrap", l->bwrap, "-envd", l->envd,
 			 "-ready-fd", "3", "-token-fd", "4", "-daemon", NULL };
 	char envbuf[JAIL_SETTINGS][1100], *envp[JAIL_SETTINGS + 2];
 	int devnull, hi_ready, hi_log, hi_token, tp, r;
@@ -387,7 +387,7 @@ static int make_dir(const struct local *l, struct lmeta *m, char *dir, int *lock
 	for (int tries = 0;; tries++) {
 		if ((r = new_id(m->id)) < 0)
 			return hangar_sys_error(HANGAR_EOS, 0, -r, "getrandom");
-		snprintf(tmpdir, sizeof(tmpdir), "%s/.new-%s", l->root, m->id);
+		snprintf(tmpdir, sizeof(tmpdir), "%s/.new-%s", l->run, m->id);
 		local_sandbox_dir(dir, DIR_MAX, l, m->id);
 		if (access(dir, F_OK) == 0 && tries < 8)
 			continue;

@@ -60,9 +60,9 @@ int local_list(void *state, hangar_sys_list *out)
 	int rc = 0;
 
 	local_reap_jails();
-	d = opendir(l->root);
+	d = opendir(l->run);
 	if (!d)
-		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, errno, "cannot read %s", l->root);
+		return hangar_sys_error(HANGAR_EUNAVAILABLE, 0, errno, "cannot read %s", l->run);
 	while (rc == 0 && (de = readdir(d))) {
 		char dir[DIR_MAX];
 		struct lmeta m;

@@ -88,6 +88,7 @@ static void local_fini(void *state)
 	local_reap_jails();
 	local_snapshot_holds_fini(l);
 	free(l->root);
+	free(l->run);
 	free(l->bwrap);
 	free(l->envd);
 	free(l->jail);
@@ -228,6 +229,8 @@ static int local_init(void **state, hangar_ctx *ctx, void *data)
 		r = check_cgroup_dir(cg);
 	if (!r)
 		r = make_root(l, root);
+	if (!r)
+		r = local_run_dir(l);
 	if (r) {
 		local_fini(l);
 		return r;
@@ -281,6 +284,19 @@ static int check_net_allow(const char *name, const char *value)
 	return 0;
 }
 
+/* HANGAR_LOCAL_RUN_DIR: "auto", "state", or an absolute path without "..", short enough for sockets below it. */
+static int check_run_dir(const char *name, const char *value)
+{
+	if (!strcmp(value, "auto") || !strcmp(value, "state"))
+		return 0;
+	if (value[0] != '/' || strstr(value, "/..") || strlen(value) > RUN_BASE_MAX ||
+	    value[strlen(value) - 1] == '/')
+		return hangar_sys_error(HANGAR_ECONFIG, 0, 0,
+					"%s: \"%s\" is not auto, state, or an absolute directory without \"..\" or a "
+					"trailing /, of at most %d characters", name, value, RUN_BASE_MAX);
+	return 0;
+}
+
 /* The local provider's settings, each with its one default. */
 static const struct hangar_setting_def local_settings[] = {
 	{ "HANGAR_ENVD_PATH", HANGAR_SETTING_TYPE_PATH, 0, HANGAR_ENVD_INSTALL_PATH, 0, 0, NULL,
@@ -312,6 +328,8 @@ static const struct hangar_setting_def local_settings[] = {
 	  "a delegated cgroup v2 holding no processes, for local sandboxes' limits", check_cgroup_path },
 	{ "HANGAR_LOCAL_POOL_SIZE", HANGAR_SETTING_TYPE_INT, 0, "0", 0, 10000, NULL,
 	  "local sandboxes kept started ahead of time for each kind of create (0: no pool)", NULL },
+	{ "HANGAR_LOCAL_RUN_DIR", HANGAR_SETTING_TYPE_STRING, 0, "auto", 0, 0, NULL,
+	  "where running local sandboxes keep their files: auto (a tmpfs), state, or a directory", check_run_dir },
 	{ NULL, 0, 0, NULL, 0, 0, NULL, NULL, NULL },
 };
 

@@ -33,10 +33,13 @@
 #define LOG_TAIL_BYTES 2048
 #define SOCKET_SUFFIX "/sb-0123456789abcdef/ports.sock" /* the longest of its sockets */
 #define DIR_MAX 256               /* a sandbox directory: the socket rule keeps it under 108 */
+/* HANGAR_LOCAL_RUN_DIR's longest base: BASE/hangar-<uid>/r-XXXXXX and SOCKET_SUFFIX fit a socket's path. */
+#define RUN_BASE_MAX 48
 
 struct local {
 	hangar_ctx *ctx;
-	char *root;    /* $HANGAR_STATE_DIR/local */
+	char *root;    /* $HANGAR_STATE_DIR/local: snapshots, the /etc templates */
+	char *run;     /* where running sandboxes' directories are: local/run's target, or root (rundir.c) */
 	char *bwrap;   /* absolute */
 	char *envd;    /* absolute, symlinks resolved */
 	char *jail;    /* absolute */
@@ -48,9 +51,16 @@ struct local {
 	size_t nholds;
 };
 
+/*
+ * rundir.c: sets l->run, the directory of running sandboxes' directories, as
+ * HANGAR_LOCAL_RUN_DIR says: on a tmpfs, named by root/run, or root itself.
+ * 0, or an error set.
+ */
+int local_run_dir(struct local *l);
+
 /* state.c: a sandbox's directory, its lock, its jail, and waiting on the jail */
 
-/* The directory of sandbox id into buf; root's length was checked at init, so it always fits DIR_MAX. */
+/* The directory of sandbox id into buf; run's length was checked at init, so it always fits DIR_MAX. */
 void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id);
 /* A pidfd of pid, or -1 with errno. */
 int local_pidfd_open(int pid);

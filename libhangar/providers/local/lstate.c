@@ -375,6 +375,20 @@ int lstate_meta_write(const char *dir, const struct lmeta *m)
 	return r;
 }
 
+DIR *lstate_opendir_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
 static int rmtree_dir(int dirfd, const char *name, dev_t dev)
 {
 	DIR *d;

@@ -4,7 +4,10 @@
  * exported from the library. envd's access token is never written here: it
  * lives in the library's and the jail's memory and reaches envd through a pipe.
  *
- * $HANGAR_STATE_DIR/local/<id>/   mode 0700
+ * RUN/<id>/   mode 0700, where RUN is the directory of running sandboxes: the
+ * target of $HANGAR_STATE_DIR/local/run (a private directory on a tmpfs:
+ * rundir.c), or $HANGAR_STATE_DIR/local itself (HANGAR_LOCAL_RUN_DIR=state,
+ * or no tmpfs to be had); RUN/.uids holds the jails' uid range claims
  *   lock          flock()ed by whoever changes meta.json (and by create, throughout)
  *   meta.json     written whole, atomically (temp file + rename)
  *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
@@ -31,6 +34,7 @@
  */
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -92,6 +96,13 @@ char *lstate_read_file(const char *path, size_t max, size_t *len);
  * file system. A missing name is not an error. 0 or -errno (the first failure).
  */
 int lstate_rmtree_at(int dirfd, const char *name);
+
+/*
+ * Opens directory name under dirfd ("." for dirfd's own, read afresh) to
+ * read, never following a symbolic link: NULL with errno set, nothing left
+ * open. closedir() closes it.
+ */
+DIR *lstate_opendir_at(int dirfd, const char *name);
 
 /*
  * Appends "phase MONO_US\n" (now) to the timeline open on fd (-1: nothing

@@ -140,10 +140,10 @@ static int open_pool_dir(const struct local *l, const char *hash, int create)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	snprintf(path, sizeof(path), "%s/.pool", l->run);
 	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
-	snprintf(path, sizeof(path), "%s/.pool/%s", l->root, hash);
+	snprintf(path, sizeof(path), "%s/.pool/%s", l->run, hash);
 	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
 	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -169,7 +169,7 @@ static int key_matches(int dfd, const char *text)
 /* The sandboxes of this state directory, pooled or not, alive or being made (their directories). */
 static int64_t count_sandboxes(const struct local *l)
 {
-	DIR *d = opendir(l->root);
+	DIR *d = opendir(l->run);
 	struct dirent *de;
 	int64_t n = 0;
 
@@ -515,7 +515,7 @@ static int each_pool(const struct local *l, int (*fn)(int top, const char *hash,
 	DIR *top;
 	int r = 0;
 
-	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	snprintf(path, sizeof(path), "%s/.pool", l->run);
 	top = opendir(path);
 	if (!top)
 		return 0;
@@ -593,7 +593,7 @@ int local_pool_claim(struct local *l, const struct hangar_create_opts *opts, han
 	 * makes way rather than refuse it (whichever process, with whatever
 	 * pool size, made them).
 	 */
-	snprintf(path, sizeof(path), "%s/.pool", l->root);
+	snprintf(path, sizeof(path), "%s/.pool", l->run);
 	while (!got && access(path, F_OK) == 0 && !under_cap(l)) {
 		int64_t before = count_sandboxes(l);
 
@@ -700,7 +700,7 @@ int local_pool_orphan(struct local *l, const char *dir, const char *id)
 static void sweep_orphans(struct local *l)
 {
 	struct dirent *de;
-	DIR *d = opendir(l->root);
+	DIR *d = opendir(l->run);
 
 	if (!d)
 		return;
@@ -732,7 +732,7 @@ static void fill(struct local *l, const char *template_id, int network)
 	if (!key_matches(dfd, text)) {
 		char path[PATH_MAX];
 
-		snprintf(path, sizeof(path), "%s/.pool/%s/key", l->root, hash);
+		snprintf(path, sizeof(path), "%s/.pool/%s/key", l->run, hash);
 		if (lstate_write_atomic(path, text, strlen(text), 0600) < 0 || !key_matches(dfd, text))
 			goto out; /* another key of the same hash: that pool stays as it is */
 	}

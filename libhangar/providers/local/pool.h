@@ -4,7 +4,7 @@
  * handed out by local_create() instead of a cold start, and made again in
  * the background.
  *
- * On disk, under the provider's root ($HANGAR_STATE_DIR/local):
+ * In the directory of running sandboxes (l->run: rundir.c):
  *
  *   .pool/<key hash>/key       the options the pool is for (compared in full)
  *   .pool/<key hash>/fill.lock held by the one process filling it

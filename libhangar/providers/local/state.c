@@ -23,10 +23,10 @@
 #include "snapshot.h"
 #include "usage.h"
 
-/* root's length was checked at init, so this always fits DIR_MAX. */
+/* run's length was checked at init, so this always fits DIR_MAX. */
 void local_sandbox_dir(char *buf, size_t size, const struct local *l, const char *id)
 {
-	if (snprintf(buf, size, "%s/%s", l->root, id) >= (int)size)
+	if (snprintf(buf, size, "%s/%s", l->run, id) >= (int)size)
 		buf[0] = '\0';
 }
 
