@@ -1685,7 +1685,7 @@ static void make_base(char *base, size_t size)
 START_TEST(runtime_dir_swept_after_its_state)
 {
 	char base[64], sa[PATH_MAX], sb_[PATH_MAX], sc[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX], rc[PATH_MAX];
-	char parent[PATH_MAX], old[PATH_MAX + 8], young[PATH_MAX + 8], link[PATH_MAX + 16];
+	char parent[PATH_MAX], old[PATH_MAX + 16], young[PATH_MAX + 16], link[PATH_MAX + 16];
 	hangar_ctx *a, *b, *c;
 	hangar_sandbox *s;
 	hangar_sandbox *kept;
