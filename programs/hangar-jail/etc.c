@@ -135,6 +135,9 @@ static char *own_text[OWN_MAX];
 static char template_path[PATH_MAX];
 static int template_lock = -1;
 
+/* What a template's layout is: 2, its directories with the host's owners and modes (1: all 0755). */
+#define TEMPLATE_LAYOUT 2
+
 /* The host's /etc entries a template holds, with the fingerprint of all of them. */
 struct entry {
 	char name[256];
@@ -210,8 +213,10 @@ static int host_etc_drop(struct host_etc *h, const char *name)
 
 /*
  * Reads what of the host's /etc a template holds into h, with its
- * fingerprint (entries combined by sum: readdir's order does not matter).
- * 0 or -errno; no /etc at all is an empty one.
+ * fingerprint (entries combined by sum: readdir's order does not matter),
+ * which starts from TEMPLATE_LAYOUT so that a template laid out by an
+ * older jail is not taken for one of this layout. 0 or -errno; no /etc at
+ * all is an empty one.
  */
 static int host_etc_read(struct host_etc *h)
 {
@@ -219,7 +224,7 @@ static int host_etc_read(struct host_etc *h)
 	DIR *d = in >= 0 ? fdopendir(in) : NULL;
 	struct dirent *de;
 
-	h->fingerprint = UINT64_C(0x9e3779b97f4a7c15);
+	h->fingerprint = UINT64_C(0x9e3779b97f4a7c15) + TEMPLATE_LAYOUT;
 	if (!d) {
 		if (in >= 0)
 			close(in);
@@ -300,7 +305,16 @@ static int template_fill(int dir, const struct host_etc *h, int network)
 			if (symlinkat(e->target, dir, e->name) < 0)
 				rc = -errno;
 		} else if (S_ISDIR(e->st.st_mode)) {
-			if (mkdirat(dir, e->name, 0755) < 0)
+			/*
+			 * With the host's owner (where this uid may give it) and
+			 * mode: through the overlay the sandbox sees this
+			 * directory's over the host's contents, and a 0755 one
+			 * would open what the host keeps closed, and the files in it.
+			 */
+			if (mkdirat(dir, e->name, 0700) < 0 ||
+			    (fchownat(dir, e->name, e->st.st_uid, e->st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+			     errno != EPERM) ||
+			    fchmodat(dir, e->name, e->st.st_mode & 07777, 0) < 0)
 				rc = -errno;
 		} else if (in >= 0) {
 			rc = copy_file(in, e->name, dir, &e->st);

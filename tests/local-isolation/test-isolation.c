@@ -429,6 +429,61 @@ START_TEST(other_sandbox_unreachable)
 END_TEST
 
 /*
+ * A directory of the host's /etc that the host keeps closed (here root's,
+ * 0700) stays closed in the sandbox, to its root and its user, and a
+ * world-readable file in it out of their reach: through the overlay, the
+ * sandbox sees the template's directory over the host's contents, so that
+ * one has the host's owner and mode. Needs root on the host; the caller may
+ * be either.
+ */
+START_TEST(closed_etc_dir_stays_closed)
+{
+	static const char *const users[] = { "user", "root" };
+	char dir[64], file[96], cmd[320];
+	struct out got[2];
+	hangar_ctx *ctx;
+	hangar_sandbox *sb;
+	FILE *f;
+
+	if (geteuid() != 0 || test_image())
+		return;
+	snprintf(dir, sizeof(dir), "/etc/hangar-closed-%d", (int)getpid());
+	snprintf(file, sizeof(file), "%s/open", dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	f = fopen(file, "we");
+	ck_assert_ptr_nonnull(f);
+	fputs("kept-closed\n", f);
+	fclose(f);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	if (_i == 1) {
+		/* The unprivileged caller's sandbox, with root kept here to clean up. */
+		struct passwd *pw = getpwnam("user");
+
+		ck_assert_ptr_nonnull(pw);
+		ck_assert_int_eq(chown(state_dir, pw->pw_uid, pw->pw_gid), 0);
+		ck_assert_int_eq(setresgid(pw->pw_gid, pw->pw_gid, 0), 0);
+		ck_assert_int_eq(setresuid(pw->pw_uid, pw->pw_uid, 0), 0);
+	}
+	ctx = new_ctx();
+	sb = create(ctx, HANGAR_NETWORK_OFF);
+	snprintf(cmd, sizeof(cmd), "ls %s >/dev/null 2>&1 && echo listed; cat %s 2>/dev/null; true", dir, file);
+	for (size_t i = 0; i < 2; i++)
+		sh(sb, users[i], cmd, &got[i]);
+	hangar_sandbox_kill(sb);
+	hangar_sandbox_unref(sb);
+	hangar_ctx_unref(ctx);
+	/* Cleaned up before asserting: a failed assertion ends the test here. */
+	if (_i == 1)
+		ck_assert_int_eq(setresuid(0, 0, 0), 0);
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+	for (size_t i = 0; i < 2; i++)
+		ck_assert_msg(!strstr(got[i].text, "listed") && !strstr(got[i].text, "kept-closed"),
+			      "%s in the sandbox reached %s: %s", users[i], dir, got[i].text);
+}
+END_TEST
+
+/*
  * The host replaces /etc/passwd (as useradd does, by rename) while a sandbox
  * runs: the sandbox keeps its own users and its /workspace. Needs root on the
  * host; the caller may be either.
@@ -1697,6 +1752,7 @@ static Suite *isolation_suite(void)
 	tcase_add_loop_test(tc, host_paths_unreachable, 0, 2);
 	tcase_add_loop_test(tc, other_sandbox_unreachable, 0, 2);
 	tcase_add_loop_test(tc, host_useradd_changes_nothing, 0, 2);
+	tcase_add_loop_test(tc, closed_etc_dir_stays_closed, 0, 2);
 	tcase_add_loop_test(tc, dev_shm_for_every_user, 0, 2);
 	tcase_add_loop_test(tc, dev_as_bwrap_makes_it, 0, 2);
 	tcase_add_loop_test(tc, root_laid_out_for_envd, 0, 2);
