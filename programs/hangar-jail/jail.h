@@ -85,10 +85,15 @@ struct uid_range {
 	int image;
 };
 #define UID_RANGE_NONE { 0, 0, -1, 0, 0 } /* nothing claimed yet */
-/* Claims a free range for sandbox id. 0, or -errno with a message said. */
-int uid_range_claim(const char *root, const char *id, struct uid_range *r);
-/* Gives the range back (only when it is still id's; sub: lets go of the slot). */
-void uid_range_release(const char *root, const char *id, const struct uid_range *r);
+/*
+ * As root: claims a free range of the pool, for as long as this process
+ * lives or until uid_range_release, among the claims of every jail of the
+ * host (in fallback/.uids, among this state's, when root's home cannot
+ * hold them). 0, or -errno with a message said.
+ */
+int uid_range_claim(const char *fallback, struct uid_range *r);
+/* Lets go of the range's slot (root's, or an unprivileged caller's). */
+void uid_range_release(const struct uid_range *r);
 /*
  * Unprivileged: the caller's subordinate ids, when newuidmap and newgidmap
  * are installed and /etc/subuid and /etc/subgid give the caller ranges of at

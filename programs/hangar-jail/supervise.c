@@ -160,7 +160,7 @@ void jail_teardown(struct jail *j, int bwrap_done)
 	r = lstate_rmtree_at(AT_FDCWD, path);
 	if (r < 0)
 		say("cannot remove %s: %s", path, strerror(-r));
-	uid_range_release(j->root, j->id, &j->ids);
+	uid_range_release(&j->ids);
 	snaplayer_release();
 }
 

@@ -9,10 +9,14 @@
  * The pool: HANGAR_JAIL_UID_RANGE ("START:COUNT", from the library's
  * HANGAR_LOCAL_UID_RANGE) when set, else the caller's entry in /etc/subuid
  * (by name or uid) when there is one, else DEFAULT_START:DEFAULT_COUNT. gids
- * are the same numbers. The pool is cut in slots of RANGE_SIZE ids; slot n
- * is claimed by a file root/.uids/n holding the sandbox's id, created under
- * an flock on root/.uids/lock. A claim whose sandbox directory is gone (a
- * jail that was SIGKILLed) is free again.
+ * are the same numbers. The pool is cut in slots of RANGE_SIZE ids; a slot
+ * is claimed, as an unprivileged caller's are (below), by an flock() on the
+ * file named by its first uid in ~/.local/state/hangar/uids, held by the
+ * jail while it lives: every jail of the host's root sees the same claims,
+ * whatever state directory it serves, and the kernel lets go of a claim
+ * whose jail died however it died. Where root's home cannot hold them, the
+ * claims are made the same way in the directory of running sandboxes
+ * (.uids), apart from other state directories' only (said).
  *
  * An unprivileged caller can map only ids it was given: its own and, through
  * the setuid newuidmap and newgidmap, its ranges in /etc/subuid and
@@ -82,8 +86,8 @@
 #define DEFAULT_START 1000000000u
 #define DEFAULT_COUNT (1024u * RANGE_SIZE)
 
-/* An unprivileged caller's claimed slot: its lock, held until the jail ends. */
-static int sub_lock = -1;
+/* The slot this jail claimed (root's, or an unprivileged caller's): its lock, held until the jail ends. */
+static int slot_lock = -1;
 
 
 static void pool(unsigned *start, unsigned *count)
@@ -99,87 +103,6 @@ static void pool(unsigned *start, unsigned *count)
 		return;
 	*start = DEFAULT_START;
 	*count = DEFAULT_COUNT;
-}
-
-/* 1 when slot file path names a sandbox whose directory still exists. */
-static int claimed(const char *root, const char *path)
-{
-	char *text = lstate_read_file(path, 64, NULL), dir[PATH_MAX], tmp[PATH_MAX];
-	int live;
-
-	if (!text)
-		return 0;
-	text[strcspn(text, "\n")] = '\0';
-	if (!lstate_valid_id(text)) {
-		free(text);
-		return 0;
-	}
-	snprintf(dir, sizeof(dir), "%s/%s", root, text);
-	snprintf(tmp, sizeof(tmp), "%s/.new-%s", root, text);
-	live = access(dir, F_OK) == 0 || access(tmp, F_OK) == 0;
-	free(text);
-	return live;
-}
-
-int uid_range_claim(const char *root, const char *id, struct uid_range *r)
-{
-	char uids[PATH_MAX], path[PATH_MAX + 16], text[32];
-	unsigned start, count, slots;
-	int lock, rc = -ENOSPC;
-
-	r->slot = -1;
-	pool(&start, &count);
-	slots = count / RANGE_SIZE;
-	if (snprintf(uids, sizeof(uids), "%s/.uids", root) >= (int)sizeof(uids))
-		return -ENAMETOOLONG;
-	if (mkdir(uids, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	snprintf(path, sizeof(path), "%s/lock", uids);
-	lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lock < 0)
-		return -errno;
-	while (flock(lock, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			rc = -errno;
-			close(lock);
-			return rc;
-		}
-	for (unsigned n = 0; n < slots; n++) {
-		snprintf(path, sizeof(path), "%s/%u", uids, n);
-		if (claimed(root, path))
-			continue;
-		snprintf(text, sizeof(text), "%s\n", id);
-		rc = lstate_write_atomic(path, text, strlen(text), 0600);
-		if (rc == 0) {
-			r->slot = (int)n;
-			r->base = start + n * RANGE_SIZE;
-			r->count = RANGE_SIZE;
-		}
-		break;
-	}
-	close(lock);
-	if (rc == -ENOSPC)
-		say("every one of the %u uid ranges in %u:%u is in use", slots, start, count);
-	return rc;
-}
-
-void uid_range_release(const char *root, const char *id, const struct uid_range *r)
-{
-	char path[PATH_MAX], *text;
-
-	if (r->sub) {
-		if (sub_lock >= 0)
-			close(sub_lock); /* the file stays, for the next claim */
-		sub_lock = -1;
-		return;
-	}
-	if (r->slot < 0)
-		return;
-	snprintf(path, sizeof(path), "%s/.uids/%d", root, r->slot);
-	text = lstate_read_file(path, 64, NULL);
-	if (text && !strncmp(text, id, strlen(id)))
-		unlink(path);
-	free(text);
 }
 
 #define NEWUIDMAP SUBIDS_NEWUIDMAP
@@ -208,10 +131,10 @@ int uid_range_planned(void)
 	return geteuid() == 0 || subids(&us, &uc, &gs, &gc) == 0;
 }
 
-/* ~/.local/state/hangar/subids, made 0700 where missing, as a directory descriptor. -errno on failure. */
-static int slots_dir(char *path, size_t size)
+/* ~/.local/state/hangar/<name>, made 0700 where missing, as a directory descriptor. -errno on failure. */
+static int slots_dir(const char *name, char *path, size_t size)
 {
-	static const char *const parts[] = { ".local", "state", "hangar", "subids" };
+	const char *const parts[] = { ".local", "state", "hangar", name };
 	struct passwd *pw = getpwuid(geteuid());
 	struct stat st;
 	int fd;
@@ -237,25 +160,29 @@ static int slots_dir(char *path, size_t size)
 	return fd;
 }
 
-/* Claims the first free one of slots slots of size ids from first: its index, or -errno (-ENOSPC: none free). */
-static int sub_claim(unsigned first, unsigned slots, unsigned size, char *dir, size_t dsize)
+/*
+ * Claims the first free one of slots slots of size ids from first, in the
+ * directory dfd (closed here; a negative dfd is returned as it is): its
+ * index, or -errno (-ENOSPC: none free).
+ */
+static int slot_claim(int dfd, unsigned first, unsigned slots, unsigned size)
 {
-	int dfd = slots_dir(dir, dsize), rc = -ENOSPC;
+	int rc = -ENOSPC;
 
 	if (dfd < 0)
 		return dfd;
 	for (unsigned n = 0; n < slots; n++) {
-		char name[16];
+		char file[16];
 		int fd;
 
-		snprintf(name, sizeof(name), "%u", first + n * size);
-		fd = openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		snprintf(file, sizeof(file), "%u", first + n * size);
+		fd = openat(dfd, file, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			rc = -errno;
 			break;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			sub_lock = fd;
+			slot_lock = fd;
 			rc = (int)n;
 			break;
 		}
@@ -263,6 +190,55 @@ static int sub_claim(unsigned first, unsigned slots, unsigned size, char *dir, s
 	}
 	close(dfd);
 	return rc;
+}
+
+/* fallback/.uids, made 0700 where missing, as a directory descriptor. -errno on failure. */
+static int fallback_dir(const char *fallback, char *path, size_t size)
+{
+	int fd;
+
+	if (snprintf(path, size, "%s/.uids", fallback) >= (int)size)
+		return -ENAMETOOLONG;
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int uid_range_claim(const char *fallback, struct uid_range *r)
+{
+	unsigned start, count;
+	char dir[PATH_MAX];
+	int n, dfd;
+
+	r->slot = -1;
+	pool(&start, &count);
+	dfd = slots_dir("uids", dir, sizeof(dir));
+	if (dfd < 0) {
+		say("cannot use %s for the host's claims on uid ranges (%s): only this state directory's sandboxes "
+		    "are kept apart", dir, strerror(-dfd));
+		dfd = fallback_dir(fallback, dir, sizeof(dir));
+	}
+	n = slot_claim(dfd, start, count / RANGE_SIZE, RANGE_SIZE);
+	if (n == -ENOSPC)
+		say("every one of the %u uid ranges in %u:%u is in use", count / RANGE_SIZE, start, count);
+	else if (n < 0)
+		say("cannot claim a uid range in %s: %s", dir, strerror(-n));
+	if (n < 0)
+		return n;
+	r->slot = n;
+	r->base = start + (unsigned)n * RANGE_SIZE;
+	r->count = RANGE_SIZE;
+	return 0;
+}
+
+void uid_range_release(const struct uid_range *r)
+{
+	if (!r->sub && r->slot < 0)
+		return;
+	if (slot_lock >= 0)
+		close(slot_lock); /* the file stays, for the next claim */
+	slot_lock = -1;
 }
 
 int uid_range_subids(struct uid_range *r)
@@ -281,7 +257,7 @@ int uid_range_subids(struct uid_range *r)
 	if (count / size >= 2)
 		count -= size;
 	r->sub = 1;
-	n = sub_claim(us, count / size, size, dir, sizeof(dir));
+	n = slot_claim(slots_dir("subids", dir, sizeof(dir)), us, count / size, size);
 	if (n < 0) {
 		/* count 0: uid_range_map refuses, so the sandbox does not start. */
 		if (n == -ENOSPC)
@@ -578,7 +554,7 @@ int uid_range_pick(const char *root, const char *id, struct uid_range *r, unsign
 	int rc;
 
 	if (geteuid() == 0) {
-		rc = uid_range_claim(root, id, r);
+		rc = uid_range_claim(root, r);
 		if (rc < 0) {
 			errno = -rc;
 			return -1;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -767,6 +768,35 @@ START_TEST(refused_create_leaves_nothing)
 END_TEST
 
 /* A context whose envd is a script that says "cannot start, on purpose" and fails. */
+/*
+ * How many uid ranges root's jails hold: the slot files of
+ * ~/.local/state/hangar/uids that another flock holds (0 when not root).
+ */
+static int ranges_claimed(void)
+{
+	struct passwd *pw = getpwuid(0);
+	char dir[PATH_MAX];
+	struct dirent *de;
+	int held = 0;
+	DIR *d;
+
+	if (geteuid() != 0 || !pw)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/.local/state/hangar/uids", pw->pw_dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		int fd = de->d_name[0] == '.' ? -1 : openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+			held++;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+	return held;
+}
+
 static hangar_ctx *ctx_with_failing_envd(void)
 {
 	hangar_ctx *ctx = new_ctx();
@@ -788,10 +818,7 @@ START_TEST(failed_start_reports_the_log)
 	hangar_ctx *ctx = ctx_with_failing_envd();
 	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
 	hangar_sandbox *sb = NULL;
-	char dir[PATH_MAX];
-	DIR *d;
-	struct dirent *de;
-	int rc, left = 0;
+	int rc, claimed_before = ranges_claimed();
 
 	o.provider = "local";
 	rc = hangar_sandbox_create(&sb, ctx, &o);
@@ -800,15 +827,8 @@ START_TEST(failed_start_reports_the_log)
 		      hangar_error_last()->message);
 	/* Nothing is left behind. */
 	ck_assert_int_eq(sandbox_dirs_left(), 0);
-	/* Its uid range is free again: only the pool's lock file stays. */
-	snprintf(dir, sizeof(dir), "%s/.uids", run_of(state_dir));
-	d = opendir(dir);
-	while (d && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "lock"))
-			left++;
-	if (d)
-		closedir(d);
-	ck_assert_int_eq(left, 0);
+	/* Its uid range is free again: as many ranges are claimed as before (no other suite runs meanwhile). */
+	ck_assert_int_eq(ranges_claimed(), claimed_before);
 	hangar_ctx_unref(ctx);
 }
 END_TEST
@@ -1734,6 +1754,66 @@ START_TEST(runtime_dir_swept_after_its_state)
 }
 END_TEST
 
+/* The first host uid sandbox id of state's maps (its pid 1's uid_map), or 0. */
+static unsigned host_base(const char *state, const char *id)
+{
+	char path[PATH_MAX * 2];
+	unsigned inside = 1, base = 0;
+	int jail = 0, bwrap, init;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/jail.pid", run_of(state), id);
+	f = fopen(path, "re");
+	if (!f || fscanf(f, "%d", &jail) != 1)
+		jail = 0;
+	if (f)
+		fclose(f);
+	bwrap = jail > 0 ? proc_child_named(jail, "bwrap") : 0;
+	init = bwrap > 0 ? proc_child_named(bwrap, "hangar-envd-ini") : 0;
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", init);
+	f = init > 0 ? fopen(path, "re") : NULL;
+	if (!f || fscanf(f, "%u %u", &inside, &base) != 2 || inside != 0)
+		base = 0;
+	if (f)
+		fclose(f);
+	return base;
+}
+
+/*
+ * A root caller's sandboxes never share host ids, whatever state directory
+ * each is made in: the claims on the ranges are the host's, not a state
+ * directory's.
+ */
+START_TEST(ranges_apart_across_state_dirs)
+{
+	char one[PATH_MAX], two[PATH_MAX];
+	hangar_ctx *a, *b;
+	hangar_sandbox *sa, *sb;
+	unsigned base_a, base_b;
+
+	if (geteuid() != 0)
+		return;
+	a = ctx_under("one", "auto", one, sizeof(one));
+	b = ctx_under("two", "auto", two, sizeof(two));
+	sa = create(a, 60, HANGAR_NETWORK_OFF, NULL);
+	sb = create(b, 60, HANGAR_NETWORK_OFF, NULL);
+	base_a = host_base(one, hangar_sandbox_id(sa));
+	base_b = host_base(two, hangar_sandbox_id(sb));
+	ck_assert_uint_ne(base_a, 0);
+	ck_assert_uint_ne(base_b, 0);
+	ck_assert_msg(base_a + 65536 <= base_b || base_b + 65536 <= base_a, "host ids %u and %u overlap", base_a,
+		      base_b);
+	ck_assert_int_eq(hangar_sandbox_kill(sa), 0);
+	ck_assert_int_eq(hangar_sandbox_kill(sb), 0);
+	hangar_sandbox_unref(sa);
+	hangar_sandbox_unref(sb);
+	kill_local_leftovers(a, one);
+	kill_local_leftovers(b, two);
+	hangar_ctx_unref(a);
+	hangar_ctx_unref(b);
+}
+END_TEST
+
 /* Creates a sandbox on ctx and expects HANGAR_ECONFIG naming HANGAR_LOCAL_RUN_DIR. */
 static void expect_run_dir_refused(hangar_ctx *ctx)
 {
@@ -1854,6 +1934,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, runtime_files_in_memory);
 	tcase_add_test(tc, runtime_dir_swept_after_its_state);
 	tcase_add_test(tc, runtime_dir_setting);
+	tcase_add_test(tc, ranges_apart_across_state_dirs);
 	suite_add_tcase(s, tc);
 	return s;
 }

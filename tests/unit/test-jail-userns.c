@@ -51,7 +51,7 @@ static int become_user(void)
 	unsetenv("HANGAR_JAIL_SUBIDS");
 	if (!uid_range_planned() || uid_range_subids(&r) != 0)
 		return 0;
-	uid_range_release(NULL, NULL, &r);
+	uid_range_release(&r);
 	return 1;
 }
 
@@ -91,7 +91,7 @@ START_TEST(slots_disjoint_then_refused)
 	ck_assert_msg(strstr(said, "slots of") && strstr(said, "not starting one more"), "said: %s", said);
 	ck_assert_int_eq(uid_range_map(getpid(), &r[got]), -ENOSPC);
 	/* The last claim let go: its slot is the one the next sandbox gets. */
-	uid_range_release(NULL, NULL, &r[got - 1]);
+	uid_range_release(&r[got - 1]);
 	ck_assert_int_eq(uid_range_subids(&r[got]), 0);
 	ck_assert_uint_eq(r[got].base, r[got - 1].base);
 }
@@ -127,7 +127,7 @@ START_TEST(slot_freed_when_holder_dies)
 	ck_assert_int_eq(uid_range_subids(&mine), 0);
 	ck_assert_uint_ne(mine.count, 0);
 	ck_assert_uint_le(mine.base, base);
-	uid_range_release(NULL, NULL, &mine);
+	uid_range_release(&mine);
 	ck_assert_int_eq(uid_range_subids(&again), 0);
 	ck_assert_uint_eq(again.base, mine.base);
 }
@@ -168,7 +168,7 @@ START_TEST(image_range_never_claimed)
 		ck_assert_msg(r[i].base + r[i].count <= img.base, "claim %d (%u+%u) reaches the image range at %u", i,
 			      r[i].base, r[i].count, img.base);
 	for (int i = 0; i < got; i++)
-		uid_range_release(NULL, NULL, &r[i]);
+		uid_range_release(&r[i]);
 }
 END_TEST
 

@@ -7,7 +7,8 @@
  * RUN/<id>/   mode 0700, where RUN is the directory of running sandboxes: the
  * target of $HANGAR_STATE_DIR/local/run (a private directory on a tmpfs:
  * rundir.c), or $HANGAR_STATE_DIR/local itself (HANGAR_LOCAL_RUN_DIR=state,
- * or no tmpfs to be had); RUN/.uids holds the jails' uid range claims
+ * or no tmpfs to be had); RUN/.uids holds a root jail's claim on its uid
+ * range only where root's home cannot hold the host's (hangar-jail's userns.c)
  *   lock          flock()ed by whoever changes meta.json (and by create, throughout)
  *   meta.json     written whole, atomically (temp file + rename)
  *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
