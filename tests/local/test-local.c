@@ -275,7 +275,7 @@ static int list_cb(const hangar_sandbox_info *info, void *payload)
 }
 
 /*
- * envd's token as the jail serves it on jail.sock (to its own uid or root):
+ * envd's token as the jail serves it on jail.sock (to its own uid alone):
  * its length, 0 when the jail answered nothing, -1 when it could not be reached.
  */
 static int jail_token(const char *id, char *buf, size_t size)
@@ -1172,6 +1172,77 @@ START_TEST(unprivileged_caller)
 }
 END_TEST
 
+static void run_link(const char *state, char *out, size_t size);
+
+/*
+ * As uid 1000, in state_dir: creates a sandbox that outlives this child
+ * (kill NULL; its id written to fd) or kills sandbox kill. The child's exit
+ * status: 0 when it did.
+ */
+static int as_uid_1000(const char *kill_id, int fd)
+{
+	hangar_create_opts o = HANGAR_CREATE_OPTS_INIT;
+	hangar_ctx *c = NULL;
+	hangar_sandbox *s = NULL;
+
+	if (setgroups(0, NULL) < 0 || setresgid(1000, 1000, 1000) < 0 || setresuid(1000, 1000, 1000) < 0 ||
+	    hangar_ctx_new(&c, 0) || hangar_ctx_set(c, "HANGAR_STATE_DIR", state_dir))
+		return 10;
+	if (kill_id)
+		return hangar_sandbox_attach(&s, c, "local", kill_id) || hangar_sandbox_kill(s) ? 11 : 0;
+	o.provider = "local";
+	o.timeout_sec = 60;
+	o.network = HANGAR_NETWORK_OFF;
+	if (hangar_sandbox_create(&s, c, &o))
+		return 12;
+	return write(fd, hangar_sandbox_id(s), strlen(hangar_sandbox_id(s))) > 0 ? 0 : 13;
+}
+
+/* Runs as_uid_1000 in a child and waits for it: its exit status, or -1. */
+static int run_as_uid_1000(const char *kill_id, int fd)
+{
+	pid_t child = fork();
+	int status;
+
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(as_uid_1000(kill_id, fd));
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * Root in the state directory of another uid (a teardown killing what that
+ * uid left, or an administrator listing): it sees the uid's sandboxes
+ * through the uid's own runtime directory, and leaves the state
+ * directory's link as it was. (Only the uid itself gets a sandbox's token.)
+ */
+START_TEST(root_in_another_uids_state_dir)
+{
+	char before[PATH_MAX], after[PATH_MAX], id[32] = "";
+	struct seen seen = { id, 0, 0 };
+	hangar_ctx *ctx;
+	int p[2];
+
+	if (geteuid() != 0)
+		return;
+	ck_assert_int_eq(chown(state_dir, 1000, 1000), 0);
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(run_as_uid_1000(NULL, p[1]), 0);
+	close(p[1]);
+	ck_assert_int_gt(read(p[0], id, sizeof(id) - 1), 0);
+	close(p[0]);
+	run_link(state_dir, before, sizeof(before));
+	ctx = new_ctx();
+	ck_assert_int_eq(hangar_sandbox_list(ctx, "local", list_cb, &seen), 0);
+	run_link(state_dir, after, sizeof(after));
+	hangar_ctx_unref(ctx);
+	ck_assert_int_eq(run_as_uid_1000(seen.id, -1), 0);
+	ck_assert_int_eq(seen.found, 1);
+	ck_assert_str_eq(after, before);
+}
+END_TEST
+
 START_TEST(token_only_in_memory)
 {
 	hangar_ctx *ctx = new_ctx();
@@ -1925,6 +1996,7 @@ static Suite *local_suite(void)
 	tcase_add_test(tc, inside_the_jail);
 	tcase_add_test(tc, processes_survive_pause);
 	tcase_add_test(tc, unprivileged_caller);
+	tcase_add_test(tc, root_in_another_uids_state_dir);
 	tcase_add_test(tc, token_only_in_memory);
 	tcase_add_test(tc, silent_supervisor);
 	tcase_add_test(tc, expired_is_gone_before_teardown);

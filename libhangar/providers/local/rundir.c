@@ -25,10 +25,12 @@
  * is left in it. HANGAR_LOCAL_RUN_DIR=PATH uses PATH as BASE, whatever file
  * system it is on; "state" keeps the directories in the state directory.
  *
- * Only directories this uid owns, reached without following a link planted
- * by anyone else, are taken, and made mode 0700 again if they were opened
- * up: on a world-writable /dev/shm, another user can only make the choice
- * fall back to the state directory.
+ * Only directories of the state directory's owner, reached without
+ * following a link planted by anyone else, are taken (made mode 0700 again
+ * if this uid opened its own up): on a world-writable /dev/shm, another
+ * user can only make the choice fall back to the state directory. Root in
+ * another uid's state directory (a test's teardown killing what that uid
+ * left) follows that uid's link but never makes or replaces one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -63,16 +65,21 @@ static int on_tmpfs_fd(int fd)
 }
 
 /*
- * 1 when fd is a directory this uid owns, made mode 0700 again if this uid
- * opened it up (nobody else could have).
+ * 1 when fd is a directory owner owns, mode 0700; made 0700 again if it is
+ * this uid's and this uid opened it up (nobody else could have).
  */
-static int owned_private(int fd)
+static int private_of(int fd, uid_t owner)
 {
 	struct stat st;
 
-	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != owner)
 		return 0;
-	return (st.st_mode & 07777) == 0700 || fchmod(fd, 0700) == 0;
+	return (st.st_mode & 07777) == 0700 || (owner == geteuid() && fchmod(fd, 0700) == 0);
+}
+
+static int owned_private(int fd)
+{
+	return private_of(fd, geteuid());
 }
 
 /*
@@ -103,10 +110,11 @@ static int fits_sockets(const char *path)
 
 /*
  * 1 when target (local/run's) is a runtime directory of this state
- * directory: an absolute path whose parent and itself are this uid's,
- * 0700, neither a link, and short enough.
+ * directory: an absolute path whose parent and itself are owner's (the
+ * state directory's: no one else is trusted more than it is), 0700,
+ * neither a link, and short enough.
  */
-static int usable(const char *target)
+static int usable(const char *target, uid_t owner)
 {
 	const char *slash = strrchr(target, '/');
 	char parent[PATH_MAX];
@@ -120,8 +128,8 @@ static int usable(const char *target)
 	pfd = open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0)
 		return 0;
-	fd = owned_private(pfd) ? openat(pfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-	ok = fd >= 0 && owned_private(fd);
+	fd = private_of(pfd, owner) ? openat(pfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	ok = fd >= 0 && private_of(fd, owner);
 	if (fd >= 0)
 		close(fd);
 	close(pfd);
@@ -239,26 +247,40 @@ int local_run_dir(struct local *l)
 	const char *auto_bases[] = { geteuid() == 0 ? "/run" : NULL, "/dev/shm" };
 	char target[PATH_MAX];
 	int rootfd, lock = -1, found = -1;
+	struct stat st;
 
 	if (!set || !*set)
 		set = "auto";
 	if (!strcmp(set, "state"))
 		goto in_state;
 	rootfd = open(l->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rootfd < 0)
-		return hangar_sys_error(HANGAR_ECONFIG, 0, errno, "HANGAR_STATE_DIR: cannot open %s", l->root);
+	if (rootfd < 0 || fstat(rootfd, &st) < 0) {
+		int e = errno;
+
+		if (rootfd >= 0)
+			close(rootfd);
+		return hangar_sys_error(HANGAR_ECONFIG, 0, e, "HANGAR_STATE_DIR: cannot open %s", l->root);
+	}
 	if (!strcmp(set, "auto") && on_tmpfs_fd(rootfd)) {
 		close(rootfd);
 		goto in_state;
 	}
 	/* Unlocked first: once the link is made, every later process only reads it. */
-	if (read_link(rootfd, "run", target) == 0 && usable(target))
+	if (read_link(rootfd, "run", target) == 0 && usable(target, st.st_uid))
 		found = 0;
+	/*
+	 * Root in another uid's state directory (a teardown killing what that
+	 * uid left) uses its runtime directory, but never links it elsewhere.
+	 */
+	if (found < 0 && st.st_uid != geteuid()) {
+		close(rootfd);
+		goto in_state;
+	}
 	if (found < 0) {
 		lock = openat(rootfd, "run.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		while (lock >= 0 && flock(lock, LOCK_EX) < 0 && errno == EINTR)
 			;
-		if (read_link(rootfd, "run", target) == 0 && usable(target))
+		if (read_link(rootfd, "run", target) == 0 && usable(target, st.st_uid))
 			found = 0;
 		if (found < 0 && strcmp(set, "auto")) {
 			found = make_under(set, rootfd, l->root, target);
