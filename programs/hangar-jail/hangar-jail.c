@@ -19,7 +19,7 @@
  * cgroup and removes the sandbox's directory.
  *
  * The token lives only in memory, never on disk: while it waits, the jail
- * serves it on jail.sock to whoever connects with its own uid (or root),
+ * serves it on jail.sock to whoever connects with its own uid (root too is refused),
  * which is how the library learns it again after a restart. On ports.sock it
  * exposes the sandbox's TCP ports on the host's loopback when the library
  * asks (ports.c).

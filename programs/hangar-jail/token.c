@@ -119,7 +119,7 @@ int token_rotate(const char *old, const char *fresh)
 
 /*
  * Answers pending connections on jail.sock (a bounded batch, so a flood
- * cannot starve the signals): the token to a peer with our own uid or root,
+ * cannot starve the signals): the token to a peer with our own uid,
  * nothing to anyone else. Never blocks: accept is non-blocking, and the token
  * fits a fresh socket's buffer in one write.
  */

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import Hangar
+from conftest import Hangar, remove_runtime_dirs
 
 
 @pytest.fixture
@@ -21,6 +21,7 @@ def own():
         yield h
         for sid in h.ids():
             h("sandbox", "kill", sid)
+        remove_runtime_dirs(d)
 
 
 def templates(state_dir):

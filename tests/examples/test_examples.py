@@ -42,6 +42,10 @@ def env(tmp_path):
     if cli:
         for sid in live_sandboxes(e):
             subprocess.run([cli, "sandbox", "kill", sid], env=e, capture_output=True, timeout=TIMEOUT)
+    # And the runtime directory (on a tmpfs) the state directory links to, which tmp_path's removal leaves.
+    link = tmp_path / "state" / "local" / "run"
+    if link.is_symlink():
+        shutil.rmtree(os.readlink(link), ignore_errors=True)
 
 
 def live_sandboxes(e):

@@ -480,6 +480,7 @@ START_TEST(not_for_unprivileged_callers)
 		_exit(bad);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	remove_run_dir(dir);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged caller: status %d", status);

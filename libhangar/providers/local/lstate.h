@@ -13,7 +13,7 @@
  *   meta.json     written whole, atomically (temp file + rename)
  *   jail.pid      hangar-jail's pid, written by the jail before it starts bwrap
  *   jail.sock     the jail's unix socket, 0600: it answers a connection from its own
- *                 uid (or root) with envd's access token, then closes it
+ *                 uid (root is refused too) with envd's access token, then closes it
  *   ports.sock    the jail's unix socket, 0600, for its own uid: "expose PORT\n" is
  *                 answered "ok 127.0.0.1:N\n" (the port forwarded to the host's
  *                 loopback) or "error WHY\n"
