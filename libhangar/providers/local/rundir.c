@@ -77,11 +77,6 @@ static int private_of(int fd, uid_t owner)
 	return (st.st_mode & 07777) == 0700 || (owner == geteuid() && fchmod(fd, 0700) == 0);
 }
 
-static int owned_private(int fd)
-{
-	return private_of(fd, geteuid());
-}
-
 /*
  * Opens BASE/hangar-<euid>, made when missing: a descriptor of a directory
  * this uid owns, 0700, not reached through a link; or -1.
@@ -95,7 +90,7 @@ static int open_parent(const char *base, char *path, size_t size)
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && !owned_private(fd)) {
+	if (fd >= 0 && !private_of(fd, geteuid())) {
 		close(fd);
 		fd = -1;
 	}
@@ -136,10 +131,10 @@ static int usable(const char *target, uid_t owner)
 	return ok;
 }
 
-/* local/run's target into buf (PATH_MAX): 0, or -1 when there is no such link. */
-static int read_link(int rootfd, const char *name, char *buf)
+/* The target of link name in dfd into buf (PATH_MAX): 0, or -1 when there is no such link. */
+static int read_link(int dfd, const char *name, char *buf)
 {
-	ssize_t n = readlinkat(rootfd, name, buf, PATH_MAX - 1);
+	ssize_t n = readlinkat(dfd, name, buf, PATH_MAX - 1);
 
 	if (n <= 0)
 		return -1;
@@ -229,7 +224,7 @@ static int make_under(const char *base, int rootfd, const char *root, char *out)
 	return r;
 }
 
-/* BASE candidates for "auto": a tmpfs /run for root, a tmpfs /dev/shm. */
+/* 1 when path, a BASE candidate of "auto", is a directory on a tmpfs. */
 static int tmpfs_base(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ok;
